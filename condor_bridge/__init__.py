@@ -1,0 +1,38 @@
+"""Nightshift's adapter to HTCondor. Pure Python: it imports no Django.
+
+Only `condor_bridge.schedd` imports htcondor2; everything else here is pure and
+unit-tested on its own.
+"""
+
+from .matching import MatchSummary, machine_fits, summarize_matches
+from .states import map_job_ad, workstation_of
+from .submit import build_submit_description
+from .types import (
+    BridgeError,
+    FileMode,
+    GpuModel,
+    InvalidJobRequest,
+    JobObservation,
+    JobRequest,
+    JobState,
+    PoolMachine,
+    SubmitResult,
+)
+
+__all__ = [
+    "BridgeError",
+    "FileMode",
+    "GpuModel",
+    "InvalidJobRequest",
+    "JobObservation",
+    "JobRequest",
+    "JobState",
+    "MatchSummary",
+    "PoolMachine",
+    "SubmitResult",
+    "build_submit_description",
+    "machine_fits",
+    "map_job_ad",
+    "summarize_matches",
+    "workstation_of",
+]

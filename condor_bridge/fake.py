@@ -1,0 +1,167 @@
+"""An in-memory bridge with the real bridge's API, for fast unit tests.
+
+The contract tests in tests/contract/ run the same assertions against this fake
+and against the personal pool, so that the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import threading
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+from .submit import build_submit_description
+from .types import (
+    JOB_ID_PATTERN,
+    BridgeError,
+    FileMode,
+    GpuModel,
+    JobObservation,
+    JobRequest,
+    JobState,
+    PoolMachine,
+    SubmitResult,
+)
+
+# The same four workstations the personal pool simulates (deploy/personal-pool/).
+PERSONAL_POOL = (
+    PoolMachine("ws-ampere", "Unclaimed", 2, 2, 4096, 4096, 1, 1,
+                GpuModel("A100-SXM4-40GB", 47661, 8.0)),
+    PoolMachine("ws-fermi", "Unclaimed", 2, 2, 4096, 4096, 1, 1,
+                GpuModel("GeForce GTX 480", 1536, 2.0)),
+    PoolMachine("ws-office", "Unclaimed", 2, 2, 4096, 4096),
+    PoolMachine("ws-volta", "Unclaimed", 4, 4, 8192, 8192, 2, 2,
+                GpuModel("Tesla V100-PCIE-16GB", 24220, 7.0)),
+)  # fmt: skip
+
+_FINAL = (JobState.COMPLETED, JobState.REMOVED)
+
+
+class FakeBridge:
+    def __init__(
+        self,
+        *,
+        mode: FileMode = FileMode.SHARED,
+        instance: str = "default",
+        machines: Iterable[PoolMachine] = PERSONAL_POOL,
+    ) -> None:
+        if not JOB_ID_PATTERN.match(instance):
+            raise ValueError(f"instance {instance!r} must be letters, digits and dashes")
+        self.mode = FileMode(mode)
+        self.instance = instance
+        self.machines = list(machines)
+        self.submitted: dict[str, dict[str, str]] = {}  # job id -> submit description
+        self.actions: list[tuple[str, int, int, str]] = []
+        self.retrieved: list[tuple[int, int]] = []
+        self.submit_calls = 0
+        self.down = False  # True: every call fails as if the schedd were unreachable
+        self._jobs: dict[str, JobObservation] = {}
+        self._clusters = itertools.count(1)
+        self._lock = threading.Lock()
+
+    # -- test controls ---------------------------------------------------------------
+    def set_state(self, job_id: str, state: JobState, **fields: object) -> JobObservation:
+        """Move a job as HTCondor would; leaving the queue when it reaches a final state."""
+        with self._lock:
+            job = self._jobs[job_id]
+            now = datetime.now(tz=UTC)
+            changes: dict[str, object] = {"state": state, "entered_state_at": now}
+            if state is JobState.RUNNING:
+                changes |= {"num_starts": job.num_starts + 1, "started_at": now}
+                changes.setdefault("workstation", self.machines[0].name if self.machines else "")
+            if state in _FINAL:
+                changes |= {"in_queue": False, "finished_at": now}
+            changes |= fields
+            self._jobs[job_id] = dataclasses.replace(job, **changes)
+            return self._jobs[job_id]
+
+    def _check_up(self, action: str) -> None:
+        if self.down:
+            raise BridgeError(
+                f"{action}: Failed to connect to schedd (fake is down)", transient=True
+            )
+
+    # -- the real bridge's API -------------------------------------------------------
+    def description(self, request: JobRequest) -> dict[str, str]:
+        return build_submit_description(request, mode=self.mode, instance=self.instance)
+
+    def submit(self, request: JobRequest) -> SubmitResult:
+        self._check_up("submit")
+        existing = self.find(request.job_id)
+        if existing is not None:
+            return SubmitResult(existing.cluster_id, existing.proc_id, adopted=True)
+        description = self.description(request)
+        with self._lock:
+            self.submit_calls += 1
+            cluster = next(self._clusters)
+            self.submitted[request.job_id] = description
+            self._jobs[request.job_id] = JobObservation(
+                job_id=request.job_id,
+                cluster_id=cluster,
+                proc_id=0,
+                state=JobState.TRANSFERRING if self.mode is FileMode.SPOOL else JobState.IDLE,
+                in_queue=True,
+                status_detail="uploading input" if self.mode is FileMode.SPOOL else "",
+                entered_state_at=datetime.now(tz=UTC),
+            )
+        if self.mode is FileMode.SPOOL:
+            self.set_state(request.job_id, JobState.IDLE, status_detail="")
+        return SubmitResult(cluster, 0, adopted=False)
+
+    def find(self, job_id: str) -> JobObservation | None:
+        self._check_up("query")
+        if not JOB_ID_PATTERN.match(job_id):
+            raise ValueError(f"not a Nightshift job id: {job_id!r}")
+        return self._jobs.get(job_id)
+
+    def active_jobs(self) -> list[JobObservation]:
+        self._check_up("query")
+        return [job for job in self._jobs.values() if job.in_queue]
+
+    def finished_jobs(self, job_ids: Iterable[str]) -> list[JobObservation]:
+        self._check_up("history")
+        found = []
+        for job_id in set(job_ids):
+            if not JOB_ID_PATTERN.match(job_id):
+                raise ValueError(f"not a Nightshift job id: {job_id!r}")
+            job = self._jobs.get(job_id)
+            if job is not None and not job.in_queue:
+                found.append(job)
+        return found
+
+    def _by_cluster(self, cluster_id: int, proc_id: int) -> JobObservation | None:
+        for job in self._jobs.values():
+            if (job.cluster_id, job.proc_id) == (cluster_id, proc_id):
+                return job
+        return None
+
+    def act(self, action: str, cluster_id: int, proc_id: int, reason: str = "") -> None:
+        if action not in ("remove", "hold", "release", "vacate"):
+            raise ValueError(f"unknown action {action!r}")
+        self._check_up(action)
+        self.actions.append((action, cluster_id, proc_id, reason))
+        job = self._by_cluster(cluster_id, proc_id)
+        if job is None or not job.in_queue:
+            return
+        if action == "remove":
+            self.set_state(job.job_id, JobState.REMOVED, status_detail=reason)
+        elif action == "hold":
+            self.set_state(job.job_id, JobState.HELD, hold_reason=reason or "held by user")
+        elif action == "release" and job.state is JobState.HELD:
+            self.set_state(job.job_id, JobState.IDLE, hold_reason="", hold_reason_code=None)
+        elif action == "vacate" and job.state is JobState.RUNNING:
+            self.set_state(job.job_id, JobState.IDLE)
+
+    def retrieve(self, cluster_id: int, proc_id: int) -> None:
+        self._check_up("retrieve")
+        if self.mode is FileMode.SPOOL:
+            self.retrieved.append((cluster_id, proc_id))
+
+    def pool_machines(self) -> list[PoolMachine]:
+        self._check_up("pool status")
+        return list(self.machines)
+
+    def ping(self) -> None:
+        self._check_up("query")

@@ -1,0 +1,279 @@
+"""The real bridge: every call Nightshift makes to an HTCondor schedd and collector."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+import htcondor2
+from htcondor2 import HTCondorException
+
+from .states import PROJECTION, map_job_ad
+from .submit import INSTANCE_ATTR, JOB_ID_ATTR, build_submit_description, classad_string
+from .types import (
+    JOB_ID_PATTERN,
+    BridgeError,
+    FileMode,
+    GpuModel,
+    JobObservation,
+    JobRequest,
+    PoolMachine,
+    SubmitResult,
+)
+
+_ACTIONS = {
+    "remove": htcondor2.JobAction.Remove,
+    "hold": htcondor2.JobAction.Hold,
+    "release": htcondor2.JobAction.Release,
+    "vacate": htcondor2.JobAction.Vacate,
+}
+_TRANSIENT_MARKERS = (
+    "failed to connect",
+    "unable to locate",
+    "connect to",
+    "timed out",
+    "timeout",
+    "failed to send",
+    "failed to get",
+    "communicate",
+    "errno",
+    "unable to find",
+    "closed",
+    "refused",
+)
+_MACHINE_PROJECTION = [
+    "Name",
+    "Machine",
+    "State",
+    "Activity",
+    "PartitionableSlot",
+    "DynamicSlot",
+    "Cpus",
+    "TotalSlotCpus",
+    "Memory",
+    "TotalSlotMemory",
+    "GPUs",
+    "TotalSlotGPUs",
+    "GPUs_DeviceName",
+    "GPUs_GlobalMemoryMb",
+    "GPUs_Capability",
+]
+_config_lock = threading.Lock()
+
+
+def _bridge_error(action: str, exc: Exception) -> BridgeError:
+    text = str(exc)
+    transient = isinstance(exc, OSError | TimeoutError) or any(
+        marker in text.lower() for marker in _TRANSIENT_MARKERS
+    )
+    return BridgeError(f"{action}: {text or type(exc).__name__}", transient=transient)
+
+
+def _id_constraint(job_ids: Iterable[str]) -> str:
+    ids = list(job_ids)
+    for job_id in ids:
+        if not JOB_ID_PATTERN.match(job_id):
+            raise ValueError(f"not a Nightshift job id: {job_id!r}")
+    listed = ", ".join(classad_string(job_id) for job_id in ids)
+    return f"member({JOB_ID_ATTR}, {{{listed}}})"
+
+
+class HTCondorBridge:
+    """Talks to one schedd (and its collector) with the portal's IDTOKEN."""
+
+    def __init__(
+        self,
+        *,
+        collector: str = "127.0.0.1:9618",
+        schedd_name: str | None = None,
+        token_dir: str | None = None,
+        mode: FileMode = FileMode.SHARED,
+        instance: str = "default",
+        timeout_s: int = 20,
+    ) -> None:
+        if not JOB_ID_PATTERN.match(instance):
+            raise ValueError(f"instance {instance!r} must be letters, digits and dashes")
+        self.collector_address = collector
+        self.schedd_name = schedd_name
+        self.mode = FileMode(mode)
+        self.instance = instance
+        with _config_lock:
+            if token_dir:
+                htcondor2.param["SEC_TOKEN_DIRECTORY"] = token_dir
+            htcondor2.param["COLLECTOR_HOST"] = collector
+            htcondor2.param["QUERY_TIMEOUT"] = str(timeout_s)
+            htcondor2.param["SEC_CLIENT_AUTHENTICATION_METHODS"] = "IDTOKENS"
+
+    # -- connections -----------------------------------------------------------------
+    def _collector(self) -> htcondor2.Collector:
+        return htcondor2.Collector(self.collector_address)
+
+    def _schedd(self) -> htcondor2.Schedd:
+        try:
+            if self.schedd_name:
+                ad = self._collector().locate(htcondor2.DaemonType.Schedd, self.schedd_name)
+            else:
+                ad = self._collector().locate(htcondor2.DaemonType.Schedd)
+            return htcondor2.Schedd(ad)
+        except (HTCondorException, OSError, ValueError) as exc:
+            raise BridgeError(f"cannot locate the schedd: {exc}", transient=True) from exc
+
+    # -- jobs ------------------------------------------------------------------------
+    def description(self, request: JobRequest) -> dict[str, str]:
+        return build_submit_description(request, mode=self.mode, instance=self.instance)
+
+    def submit(self, request: JobRequest) -> SubmitResult:
+        """Submit exactly once: an id already in the queue or history is adopted."""
+        existing = self.find(request.job_id)
+        if existing is not None:
+            return SubmitResult(existing.cluster_id, existing.proc_id, adopted=True)
+        schedd = self._schedd()
+        submit = htcondor2.Submit(self.description(request))
+        try:
+            if self.mode is FileMode.SPOOL:
+                result = schedd.submit(submit, count=1, spool=True)
+                schedd.spool(result)
+            else:
+                result = schedd.submit(submit, count=1)
+        except (HTCondorException, OSError, RuntimeError) as exc:
+            raise _bridge_error("submit", exc) from exc
+        return SubmitResult(result.cluster(), result.first_proc(), adopted=False)
+
+    def _query(self, constraint: str) -> list[Any]:
+        try:
+            return list(self._schedd().query(constraint=constraint, projection=PROJECTION))
+        except BridgeError:
+            raise
+        except (HTCondorException, OSError, RuntimeError) as exc:
+            raise _bridge_error("query", exc) from exc
+
+    def _history(self, constraint: str, match: int) -> list[Any]:
+        try:
+            return list(
+                self._schedd().history(constraint=constraint, projection=PROJECTION, match=match)
+            )
+        except BridgeError:
+            raise
+        except (HTCondorException, OSError, RuntimeError) as exc:
+            raise _bridge_error("history", exc) from exc
+
+    def find(self, job_id: str) -> JobObservation | None:
+        """The job with this Nightshift id, from the queue or else from the history."""
+        constraint = _id_constraint([job_id])
+        ads = self._query(constraint)
+        if ads:
+            return map_job_ad(ads[0], in_queue=True)
+        ads = self._history(constraint, match=1)
+        return map_job_ad(ads[0], in_queue=False) if ads else None
+
+    def active_jobs(self) -> list[JobObservation]:
+        """Every job of this portal instance in the queue, in one query."""
+        ads = self._query(f"{INSTANCE_ATTR} == {classad_string(self.instance)}")
+        return [map_job_ad(ad, in_queue=True) for ad in ads]
+
+    def finished_jobs(self, job_ids: Iterable[str]) -> list[JobObservation]:
+        """The given jobs that have left the queue, in one history call."""
+        ids = sorted(set(job_ids))
+        if not ids:
+            return []
+        constraint = f"{INSTANCE_ATTR} == {classad_string(self.instance)} && {_id_constraint(ids)}"
+        return [map_job_ad(ad, in_queue=False) for ad in self._history(constraint, len(ids))]
+
+    def act(self, action: str, cluster_id: int, proc_id: int, reason: str = "") -> None:
+        if action not in _ACTIONS:
+            raise ValueError(f"unknown action {action!r}")
+        job_spec = f"{int(cluster_id)}.{int(proc_id)}"
+        try:
+            if reason:
+                self._schedd().act(_ACTIONS[action], job_spec, reason=reason)
+            else:
+                self._schedd().act(_ACTIONS[action], job_spec)
+        except BridgeError:
+            raise
+        except (HTCondorException, OSError, RuntimeError) as exc:
+            raise _bridge_error(action, exc) from exc
+
+    def retrieve(self, cluster_id: int, proc_id: int) -> None:
+        """Bring a spooled job's outputs back into its job folder."""
+        if self.mode is not FileMode.SPOOL:
+            return
+        try:
+            self._schedd().retrieve(f"{int(cluster_id)}.{int(proc_id)}")
+        except BridgeError:
+            raise
+        except (HTCondorException, OSError, RuntimeError) as exc:
+            raise _bridge_error("retrieve", exc) from exc
+
+    # -- pool ------------------------------------------------------------------------
+    def pool_machines(self) -> list[PoolMachine]:
+        try:
+            ads = self._collector().query(
+                htcondor2.AdType.Startd, constraint="true", projection=_MACHINE_PROJECTION
+            )
+        except (HTCondorException, OSError, RuntimeError) as exc:
+            raise _bridge_error("pool status", exc) from exc
+        return machines_from_slot_ads(ads)
+
+    def ping(self) -> None:
+        """Raise BridgeError unless the schedd answers a query."""
+        self._query("false")
+
+
+def _machine_name(slot_ad: Any) -> str:
+    from .states import workstation_of
+
+    return workstation_of(str(slot_ad.get("Name", ""))) or str(slot_ad.get("Machine", ""))
+
+
+def machines_from_slot_ads(ads: Iterable[Any]) -> list[PoolMachine]:
+    """Sum slot ads per workstation: partitionable slots hold what is still free."""
+    grouped: dict[str, list[Any]] = {}
+    for ad in ads:
+        if ad.get("DynamicSlot") is True:
+            continue  # its resources are already counted out of the partitionable slot
+        if "Cpus" not in ad:
+            continue  # a startd daemon ad, not a slot
+        grouped.setdefault(_machine_name(ad), []).append(ad)
+    machines = []
+    for name, slots in sorted(grouped.items()):
+        total_cpus = free_cpus = total_memory = free_memory = total_gpus = free_gpus = 0
+        gpu = None
+        states = set()
+        for slot in slots:
+            partitionable = slot.get("PartitionableSlot") is True
+            cpus = int(slot.get("TotalSlotCpus") or slot.get("Cpus") or 0)
+            memory = int(slot.get("TotalSlotMemory") or slot.get("Memory") or 0)
+            gpus = int(slot.get("TotalSlotGPUs") or slot.get("GPUs") or 0)
+            unclaimed = partitionable or slot.get("State") == "Unclaimed"
+            total_cpus += cpus
+            total_memory += memory
+            total_gpus += gpus
+            if unclaimed:
+                free_cpus += int(slot.get("Cpus") or 0)
+                free_memory += int(slot.get("Memory") or 0)
+                free_gpus += int(slot.get("GPUs") or 0)
+            if gpus and slot.get("GPUs_DeviceName"):
+                gpu = GpuModel(
+                    name=str(slot.get("GPUs_DeviceName")),
+                    memory_mb=int(slot.get("GPUs_GlobalMemoryMb") or 0),
+                    capability=float(slot.get("GPUs_Capability") or 0),
+                )
+            states.add(str(slot.get("State", "")))
+        state = "Claimed" if free_cpus < total_cpus else ("Unclaimed" if states else "")
+        if states - {"Unclaimed", "Claimed"}:
+            state = sorted(states - {"Unclaimed", "Claimed"})[0]
+        machines.append(
+            PoolMachine(
+                name=name,
+                state=state,
+                total_cpus=total_cpus,
+                free_cpus=free_cpus,
+                total_memory_mb=total_memory,
+                free_memory_mb=free_memory,
+                total_gpus=total_gpus,
+                free_gpus=free_gpus,
+                gpu=gpu,
+            )
+        )
+    return machines

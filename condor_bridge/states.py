@@ -1,0 +1,111 @@
+"""Exact mapping from HTCondor job ads to Nightshift's job states."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from .types import JobObservation, JobState
+
+# JobStatus values, from the HTCondor manual's job ClassAd attributes.
+IDLE, RUNNING, REMOVED, COMPLETED, HELD, TRANSFERRING_OUTPUT, SUSPENDED = range(1, 8)
+# HoldReasonCode 16: "Spooling input data files". The job is uploading, not held.
+HOLD_CODE_SPOOLING_INPUT = 16
+
+PROJECTION = [
+    "NightshiftJobId",
+    "ClusterId",
+    "ProcId",
+    "JobStatus",
+    "HoldReason",
+    "HoldReasonCode",
+    "HoldReasonSubCode",
+    "ExitCode",
+    "ExitBySignal",
+    "ExitSignal",
+    "NumJobStarts",
+    "RemoteHost",
+    "LastRemoteHost",
+    "EnteredCurrentStatus",
+    "JobCurrentStartDate",
+    "JobStartDate",
+    "CompletionDate",
+    "RemoveReason",
+    "LastVacateTime",
+]
+
+_STATUS_TO_STATE = {
+    IDLE: JobState.IDLE,
+    RUNNING: JobState.RUNNING,
+    REMOVED: JobState.REMOVED,
+    COMPLETED: JobState.COMPLETED,
+    HELD: JobState.HELD,
+    TRANSFERRING_OUTPUT: JobState.TRANSFERRING,
+    SUSPENDED: JobState.SUSPENDED,
+}
+
+
+def _timestamp(value: Any) -> datetime | None:
+    if isinstance(value, int | float) and value > 0:
+        return datetime.fromtimestamp(value, tz=UTC)
+    return None
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def workstation_of(slot_name: str) -> str:
+    """`slot1_1@ws-volta@host` and `slot1@host` -> the workstation's name."""
+    if not slot_name:
+        return ""
+    name = slot_name.split("@", 1)[1] if "@" in slot_name else slot_name
+    return name.split("@", 1)[0]
+
+
+def map_job_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobObservation:
+    """Turn one job ad (queue or history) into a JobObservation."""
+    status = _int(ad.get("JobStatus"))
+    if status not in _STATUS_TO_STATE:
+        raise ValueError(f"job ad has an unknown JobStatus {ad.get('JobStatus')!r}")
+    state = _STATUS_TO_STATE[status]
+    hold_code = _int(ad.get("HoldReasonCode"))
+    hold_reason = str(ad.get("HoldReason") or "")
+    detail = ""
+    if state is JobState.HELD and hold_code == HOLD_CODE_SPOOLING_INPUT:
+        state, detail, hold_reason, hold_code = JobState.TRANSFERRING, "uploading input", "", None
+    elif state is JobState.TRANSFERRING:
+        detail = "transferring output"
+    elif state is JobState.REMOVED:
+        detail = str(ad.get("RemoveReason") or "")
+    num_starts = _int(ad.get("NumJobStarts")) or 0
+    if state is JobState.IDLE and num_starts:
+        detail = "evicted; waiting for another workstation"
+
+    exit_code = exit_signal = None
+    if state is JobState.COMPLETED:
+        if ad.get("ExitBySignal") is True:
+            exit_signal = _int(ad.get("ExitSignal"))
+        else:
+            exit_code = _int(ad.get("ExitCode"))
+
+    return JobObservation(
+        job_id=str(ad.get("NightshiftJobId") or ""),
+        cluster_id=_int(ad.get("ClusterId")) or 0,
+        proc_id=_int(ad.get("ProcId")) or 0,
+        state=state,
+        in_queue=in_queue,
+        status_detail=detail,
+        exit_code=exit_code,
+        exit_signal=exit_signal,
+        hold_reason=hold_reason if state is JobState.HELD else "",
+        hold_reason_code=hold_code if state is JobState.HELD else None,
+        num_starts=num_starts,
+        workstation=workstation_of(str(ad.get("RemoteHost") or ad.get("LastRemoteHost") or "")),
+        entered_state_at=_timestamp(ad.get("EnteredCurrentStatus")),
+        started_at=_timestamp(ad.get("JobCurrentStartDate") or ad.get("JobStartDate")),
+        finished_at=_timestamp(ad.get("CompletionDate")),
+    )

@@ -1,0 +1,109 @@
+"""Pure translation of a JobRequest into an HTCondor submit description.
+
+User text enters a submit description in exactly two places, `arguments` and
+`environment`. Both use HTCondor's "new" quoted syntax: the whole value is in
+double quotes, each item in single quotes, with `'` and `"` doubled. Every `$`
+becomes `$(DOLLAR)` so that no macro ($(...), $ENV(...), $RANDOM_CHOICE(...)) or
+match-time `$$(...)` can expand. Line breaks and other control characters are
+refused by JobRequest, so no text can start a new submit command.
+"""
+
+from __future__ import annotations
+
+from .types import JOB_ID_PATTERN, FileMode, JobRequest
+
+STDOUT = "stdout.txt"
+STDERR = "stderr.txt"
+USER_LOG = "condor.log"
+JOB_ID_ATTR = "NightshiftJobId"
+INSTANCE_ATTR = "NightshiftInstance"
+
+
+def quote_item(text: str) -> str:
+    """One argument or environment value, single-quoted in the new syntax."""
+    return "'" + text.replace("'", "''").replace('"', '""') + "'"
+
+
+def escape_macros(text: str) -> str:
+    return text.replace("$", "$(DOLLAR)")
+
+
+def quote_arguments(arguments: tuple[str, ...] | list[str]) -> str:
+    return escape_macros('"' + " ".join(quote_item(a) for a in arguments) + '"')
+
+
+def quote_environment(environment: dict[str, str] | tuple[tuple[str, str], ...]) -> str:
+    items = environment.items() if isinstance(environment, dict) else environment
+    return escape_macros('"' + " ".join(f"{k}={quote_item(v)}" for k, v in items) + '"')
+
+
+def classad_string(text: str) -> str:
+    """A ClassAd string literal for text already restricted to safe characters."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def gpu_requirement(request: JobRequest) -> str | None:
+    """The `require_gpus` expression that each assigned GPU must satisfy."""
+    clauses = []
+    if request.gpu_memory_gb is not None:
+        clauses.append(f"GlobalMemoryMb >= {round(request.gpu_memory_gb * 1024)}")
+    if request.gpu_capability is not None:
+        clauses.append(f"Capability >= {request.gpu_capability:.1f}")
+    return " && ".join(clauses) or None
+
+
+def build_submit_description(
+    request: JobRequest, *, mode: FileMode, instance: str = "default"
+) -> dict[str, str]:
+    """The submit description for `request`, as the mapping htcondor2.Submit takes.
+
+    `instance` tags the job so that several portals (or a test run) can share a pool.
+    """
+    if not JOB_ID_PATTERN.match(instance):
+        raise ValueError(f"instance {instance!r} must be letters, digits and dashes")
+    environment = (
+        ("PYTHONUNBUFFERED", "1"),
+        ("NIGHTSHIFT_JOB_ID", request.job_id),
+        ("NIGHTSHIFT_OUTPUT_DIR", request.output_paths[0] if request.output_paths else "."),
+        *request.environment,
+    )
+    description = {
+        "universe": "vanilla",
+        "executable": request.python,
+        "transfer_executable": "false",
+        "arguments": quote_arguments((request.script_name, *request.arguments)),
+        "environment": quote_environment(environment),
+        "initialdir": request.job_dir,
+        "output": STDOUT,
+        "error": STDERR,
+        "log": USER_LOG,
+        "request_cpus": str(request.cpus),
+        "request_memory": str(request.memory_mb),
+        "request_disk": str(request.disk_mb * 1024),
+        "accounting_group": request.accounting_group,
+        "batch_name": "nightshift",
+        f"My.{JOB_ID_ATTR}": classad_string(request.job_id),
+        f"My.{INSTANCE_ATTR}": classad_string(instance),
+    }
+    if request.accounting_user:
+        description["accounting_group_user"] = request.accounting_user
+    if request.gpus:
+        description["request_gpus"] = str(request.gpus)
+        requirement = gpu_requirement(request)
+        if requirement:
+            description["require_gpus"] = requirement
+    if request.max_runtime_s:
+        description["allowed_execute_duration"] = str(request.max_runtime_s)
+    if mode is FileMode.SHARED:
+        description["should_transfer_files"] = "NO"
+    else:
+        description["should_transfer_files"] = "YES"
+        description["when_to_transfer_output"] = "ON_EXIT"
+        # The output folders travel in empty so that they exist to travel back:
+        # a missing entry in transfer_output_files puts the job on hold.
+        description["transfer_input_files"] = ", ".join(
+            (request.script_name, *request.output_paths)
+        )
+        if request.output_paths:
+            description["transfer_output_files"] = ", ".join(request.output_paths)
+    return description

@@ -1,0 +1,209 @@
+"""Typed values that cross the boundary between Nightshift and HTCondor."""
+
+from __future__ import annotations
+
+import enum
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime
+
+MAX_GPUS = 8
+MAX_GPU_MEMORY_GB = 1024
+MAX_CPUS = 128
+MAX_MEMORY_MB = 1024 * 1024
+MAX_DISK_MB = 10 * 1024 * 1024
+MIN_RUNTIME_S = 60
+MAX_RUNTIME_S = 30 * 24 * 3600
+MAX_ARGUMENTS = 200
+MAX_TEXT_LENGTH = 4096
+
+JOB_ID_PATTERN = _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_SCRIPT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\.py$")
+_ACCOUNTING_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_OUTPUT_PATH = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class JobState(enum.StrEnum):
+    """What HTCondor says a job is doing, in Nightshift's words."""
+
+    IDLE = "idle"
+    RUNNING = "running"
+    HELD = "held"
+    COMPLETED = "completed"
+    REMOVED = "removed"
+    TRANSFERRING = "transferring"
+    SUSPENDED = "suspended"
+
+
+class FileMode(enum.StrEnum):
+    """How job files reach the execute machine."""
+
+    SHARED = "shared"  # the access point sees the portal's job folder
+    SPOOL = "spool"  # files are spooled to the schedd and retrieved afterwards
+
+
+class BridgeError(Exception):
+    """Any failure talking to HTCondor. `transient` says whether a retry can help."""
+
+    def __init__(self, message: str, *, transient: bool) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+class InvalidJobRequest(ValueError):
+    """A job request that HTCondor must never see. `field` names the offending input."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def check_text(field_name: str, value: str, *, max_length: int = MAX_TEXT_LENGTH) -> None:
+    if not isinstance(value, str):
+        raise InvalidJobRequest(field_name, "must be text")
+    if _CONTROL_CHARS.search(value):
+        raise InvalidJobRequest(
+            field_name, "must not contain line breaks, tabs, NUL or other control characters"
+        )
+    if len(value) > max_length:
+        raise InvalidJobRequest(field_name, f"must be at most {max_length} characters")
+
+
+def _check_int(field_name: str, value: int, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidJobRequest(field_name, "must be a whole number")
+    if not low <= value <= high:
+        raise InvalidJobRequest(field_name, f"must be between {low} and {high}")
+
+
+def _check_number(field_name: str, value: float, low: float, high: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidJobRequest(field_name, "must be a number")
+    if not low <= value <= high:
+        raise InvalidJobRequest(field_name, f"must be between {low:g} and {high:g}")
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """Everything HTCondor needs to run one training script. Validated on creation."""
+
+    job_id: str
+    job_dir: str
+    script_name: str
+    arguments: tuple[str, ...] = ()
+    environment: tuple[tuple[str, str], ...] = ()
+    gpus: int = 0
+    gpu_memory_gb: float | None = None
+    gpu_capability: float | None = None
+    cpus: int = 1
+    memory_mb: int = 2048
+    disk_mb: int = 4096
+    max_runtime_s: int | None = None
+    output_paths: tuple[str, ...] = ("outputs",)
+    accounting_group: str = "nightshift"
+    accounting_user: str | None = None
+    python: str = "/usr/bin/python3"
+
+    def __post_init__(self) -> None:
+        if not _JOB_ID.match(str(self.job_id)):
+            raise InvalidJobRequest("job_id", "must be letters, digits and dashes")
+        for name, path in (("job_dir", self.job_dir), ("python", self.python)):
+            check_text(name, path)
+            if not path.startswith("/") or "$" in path or '"' in path or "'" in path:
+                raise InvalidJobRequest(name, "must be an absolute path without quotes or $")
+        if not _SCRIPT_NAME.match(self.script_name):
+            raise InvalidJobRequest(
+                "script_name", "must be a .py file name of letters, digits, '.', '_' and '-'"
+            )
+        if len(self.arguments) > MAX_ARGUMENTS:
+            raise InvalidJobRequest("arguments", f"at most {MAX_ARGUMENTS} arguments")
+        for argument in self.arguments:
+            check_text("arguments", argument)
+        for key, value in self.environment:
+            if not isinstance(key, str) or not _ENV_NAME.match(key):
+                raise InvalidJobRequest(
+                    "environment", f"{key!r} is not a valid variable name (letters, digits, _)"
+                )
+            check_text("environment", value)
+        _check_int("gpus", self.gpus, 0, MAX_GPUS)
+        if self.gpu_memory_gb is not None:
+            _check_number("gpu_memory_gb", self.gpu_memory_gb, 0.1, MAX_GPU_MEMORY_GB)
+        if self.gpu_capability is not None:
+            _check_number("gpu_capability", self.gpu_capability, 1.0, 20.0)
+        if self.gpus == 0 and (self.gpu_memory_gb is not None or self.gpu_capability is not None):
+            raise InvalidJobRequest(
+                "gpus", "GPU memory or capability needs at least 1 GPU to be requested"
+            )
+        _check_int("cpus", self.cpus, 1, MAX_CPUS)
+        _check_int("memory_mb", self.memory_mb, 128, MAX_MEMORY_MB)
+        _check_int("disk_mb", self.disk_mb, 16, MAX_DISK_MB)
+        if self.max_runtime_s is not None:
+            _check_int("max_runtime_s", self.max_runtime_s, MIN_RUNTIME_S, MAX_RUNTIME_S)
+        for path in self.output_paths:
+            if not _OUTPUT_PATH.match(path) or path in (".", ".."):
+                raise InvalidJobRequest("output_paths", f"{path!r} is not a plain file name")
+        for name, value in (
+            ("accounting_group", self.accounting_group),
+            ("accounting_user", self.accounting_user),
+        ):
+            if value is not None and not _ACCOUNTING_NAME.match(value):
+                raise InvalidJobRequest(name, "must be letters, digits, '_' and '-'")
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    cluster_id: int
+    proc_id: int
+    adopted: bool  # True when an earlier attempt had already submitted this job
+
+
+@dataclass(frozen=True)
+class JobObservation:
+    """One job as HTCondor reports it, from the queue or from the history."""
+
+    job_id: str
+    cluster_id: int
+    proc_id: int
+    state: JobState
+    in_queue: bool
+    status_detail: str = ""
+    exit_code: int | None = None
+    exit_signal: int | None = None
+    hold_reason: str = ""
+    hold_reason_code: int | None = None
+    num_starts: int = 0
+    workstation: str = ""
+    entered_state_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def evicted(self) -> bool:
+        """Back in the queue after having run: its workstation was reclaimed."""
+        return self.state is JobState.IDLE and self.num_starts > 0
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    name: str
+    memory_mb: int
+    capability: float
+
+
+@dataclass(frozen=True)
+class PoolMachine:
+    """One execute workstation, summed over its slots."""
+
+    name: str
+    state: str
+    total_cpus: int
+    free_cpus: int
+    total_memory_mb: int
+    free_memory_mb: int
+    total_gpus: int = 0
+    free_gpus: int = 0
+    gpu: GpuModel | None = None

@@ -1,0 +1,36 @@
+from django import forms
+
+from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS
+
+
+class JobSubmitForm(forms.Form):
+    name = forms.CharField(
+        max_length=200, help_text="A name you will recognise, e.g. “resnet18 lr 0.1”."
+    )
+    script = forms.FileField(
+        label="Training script", help_text="A Python file (.py). It runs with python3."
+    )
+    arguments = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="One argument per line, passed to your script exactly as written, "
+        "e.g. --epochs=10.",
+    )
+    gpus = forms.IntegerField(
+        label="GPUs", min_value=0, max_value=MAX_GPUS, initial=1,
+        help_text="How many GPUs on one workstation. 0 runs on CPUs only.",
+    )  # fmt: skip
+    gpu_memory_gb = forms.FloatField(
+        label="Minimum GPU memory (GB)", required=False, min_value=0.1,
+        max_value=MAX_GPU_MEMORY_GB,
+        help_text="Each GPU must have at least this much memory. Leave empty for any.",
+    )  # fmt: skip
+    cpus = forms.IntegerField(label="CPUs", min_value=1, max_value=MAX_CPUS, initial=1)
+    memory_gb = forms.FloatField(
+        label="Memory (GB)", min_value=0.125, max_value=1024, initial=2,
+        help_text="Main memory for your script.",
+    )  # fmt: skip
+
+    def arguments_list(self) -> list[str]:
+        text = self.cleaned_data.get("arguments") or ""
+        return [line for line in text.replace("\r\n", "\n").split("\n") if line.strip()]

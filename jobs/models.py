@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.db import models
+
+
+class JobState(models.TextChoices):
+    QUEUED = "queued", "Waiting for the scheduler"
+    IDLE = "idle", "Idle"
+    RUNNING = "running", "Running"
+    TRANSFERRING = "transferring", "Transferring files"
+    SUSPENDED = "suspended", "Suspended"
+    HELD = "held", "Held"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    REMOVED = "removed", "Removed"
+
+
+FINAL_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.REMOVED})
+
+
+class Job(models.Model):
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs"
+    )
+    name = models.CharField(max_length=200)
+    # The request exactly as submitted: the fields of condor_bridge.JobRequest.
+    request = models.JSONField(default=dict)
+    state = models.CharField(max_length=20, choices=JobState.choices, default=JobState.QUEUED)
+    status_detail = models.CharField(max_length=500, blank=True)
+    cluster_id = models.PositiveIntegerField(null=True, blank=True)
+    proc_id = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    exit_signal = models.IntegerField(null=True, blank=True)
+    hold_reason = models.TextField(blank=True)
+    hold_reason_code = models.IntegerField(null=True, blank=True)
+    num_starts = models.PositiveIntegerField(default=0)
+    workstation = models.CharField(max_length=200, blank=True)
+    # Why no workstation can run this job, when the pool has none that matches.
+    match_problem = models.CharField(max_length=500, blank=True)
+    output_dir = models.CharField(max_length=500)
+    outputs_collected_at = models.DateTimeField(null=True, blank=True)
+    submit_attempts = models.PositiveIntegerField(default=0)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["state"]), models.Index(fields=["owner", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.public_id})"
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @property
+    def is_submitted(self) -> bool:
+        return self.cluster_id is not None
+
+    @property
+    def can_cancel(self) -> bool:
+        return not self.is_final
+
+    @property
+    def condor_id(self) -> str:
+        return f"{self.cluster_id}.{self.proc_id}" if self.is_submitted else ""
+
+    @property
+    def directory(self) -> Path:
+        return Path(self.output_dir)
+
+    @property
+    def outputs_ready(self) -> bool:
+        return self.outputs_collected_at is not None
+
+    @property
+    def duration(self):
+        if self.started_at and self.finished_at:
+            return self.finished_at - self.started_at
+        return None
+
+    @property
+    def gpu_summary(self) -> str:
+        gpus = self.request.get("gpus") or 0
+        if not gpus:
+            return "CPU only"
+        text = f"{gpus} GPU" + ("s" if gpus > 1 else "")
+        if self.request.get("gpu_memory_gb"):
+            text += f", ≥ {self.request['gpu_memory_gb']:g} GB each"
+        return text
+
+
+class JobEvent(models.Model):
+    """One entry of a job's timeline: a state change, or an action someone took."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(auto_now_add=True)
+    kind = models.CharField(max_length=40)
+    state = models.CharField(max_length=20, choices=JobState.choices, blank=True)
+    detail = models.TextField(blank=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.state}".strip()

@@ -1,0 +1,71 @@
+"""Read-only queries. Another user's job is simply not found."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.db.models import QuerySet
+
+from .models import Job
+
+LOG_CHUNK_BYTES = 256 * 1024
+
+
+def job_list_for_user(user) -> QuerySet[Job]:
+    return Job.objects.filter(owner=user)
+
+
+def job_get_for_user(user, public_id) -> Job:
+    """The user's job; Job.DoesNotExist for anyone else's, so its existence never leaks."""
+    return job_list_for_user(user).get(public_id=public_id)
+
+
+@dataclass(frozen=True)
+class OutputFile:
+    path: str  # relative to the job's outputs folder, with '/' separators
+    size: int
+
+
+def job_output_files(job: Job) -> list[OutputFile]:
+    root = job.directory / "outputs"
+    if not root.is_dir():
+        return []
+    files = []
+    for dirpath, _dirnames, filenames in os.walk(root, followlinks=False):
+        for filename in filenames:
+            path = Path(dirpath) / filename
+            if path.is_symlink() or not path.is_file():
+                continue
+            files.append(OutputFile(path.relative_to(root).as_posix(), path.stat().st_size))
+    return sorted(files, key=lambda f: f.path)
+
+
+def job_output_path(job: Job, relative: str) -> Path | None:
+    """The output file named `relative`, only if it really lies inside the outputs folder."""
+    root = (job.directory / "outputs").resolve()
+    if not relative or "\x00" in relative or relative.startswith("/"):
+        return None
+    candidate = root / relative
+    if any(part in ("..", "") for part in Path(relative).parts):
+        return None
+    if candidate.is_symlink():
+        return None
+    resolved = candidate.resolve()
+    if root not in resolved.parents or not resolved.is_file():
+        return None
+    return resolved
+
+
+def job_log_chunk(path: Path, offset: int = 0, limit: int = LOG_CHUNK_BYTES) -> tuple[str, int]:
+    """Text from `offset` on, and the offset to ask for next time (for live following)."""
+    try:
+        with open(path, "rb") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            offset = max(0, min(offset, size))
+            stream.seek(offset)
+            data = stream.read(limit)
+    except FileNotFoundError:
+        return "", 0
+    return data.decode("utf-8", errors="replace"), offset + len(data)

@@ -1,0 +1,397 @@
+"""Everything that changes a job. Views and Celery tasks only call these."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+from django.utils import timezone
+
+from condor_bridge import (
+    BridgeError,
+    InvalidJobRequest,
+    JobObservation,
+    JobRequest,
+    summarize_matches,
+)
+from condor_bridge import JobState as CondorState
+from condor_bridge.submit import STDERR, STDOUT
+
+from .bridge import get_bridge
+from .models import FINAL_STATES, Job, JobEvent, JobState
+
+logger = logging.getLogger(__name__)
+
+OUTPUTS = "outputs"
+_SAFE_SCRIPT_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+class JobSubmissionError(Exception):
+    """A submission refused before anything reached HTCondor. `field` names the input."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class JobActionError(Exception):
+    """An action on a job that cannot be done now; the message says why."""
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What a user asks for, in plain terms, from the web form, the API or the CLI."""
+
+    name: str
+    arguments: list[str] = field(default_factory=list)
+    environment: dict[str, str] = field(default_factory=dict)
+    gpus: int = 0
+    gpu_memory_gb: float | None = None
+    gpu_capability: float | None = None
+    cpus: int = 1
+    memory_mb: int = 2048
+    disk_mb: int = 4096
+    max_runtime_s: int | None = None
+
+
+def safe_script_name(uploaded_name: str) -> str:
+    """A file name HTCondor and the shell take literally, keeping what the user called it."""
+    base = os.path.basename(uploaded_name.replace("\\", "/"))
+    stem = base[:-3] if base.lower().endswith(".py") else base
+    stem = _SAFE_SCRIPT_CHARS.sub("_", stem).strip("._-")[:80]
+    return f"{stem or 'train'}.py"
+
+
+def accounting_user_for(user) -> str:
+    """HTCondor accounting names allow letters, digits, '_' and '-' only."""
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "_", user.get_username())[:40].strip("_") or "user"
+    return f"{slug}-{user.pk}"
+
+
+def _job_request(job: Job) -> JobRequest:
+    fields = dict(job.request)
+    fields["arguments"] = tuple(fields.get("arguments", ()))
+    fields["environment"] = tuple(tuple(pair) for pair in fields.get("environment", ()))
+    fields["output_paths"] = tuple(fields.get("output_paths", (OUTPUTS,)))
+    return JobRequest(
+        job_id=str(job.public_id), job_dir=job.output_dir, python=settings.JOB_PYTHON, **fields
+    )
+
+
+def _request_fields(spec: JobSpec, *, script_name: str, user) -> dict:
+    return {
+        "script_name": script_name,
+        "arguments": list(spec.arguments),
+        "environment": [[key, value] for key, value in spec.environment.items()],
+        "gpus": spec.gpus,
+        "gpu_memory_gb": spec.gpu_memory_gb,
+        "gpu_capability": spec.gpu_capability,
+        "cpus": spec.cpus,
+        "memory_mb": spec.memory_mb,
+        "disk_mb": spec.disk_mb,
+        "max_runtime_s": spec.max_runtime_s,
+        "output_paths": [OUTPUTS],
+        "accounting_user": accounting_user_for(user),
+    }
+
+
+def _give_to_pool(path: Path) -> None:
+    if settings.JOB_DIR_UID is not None:
+        os.chown(path, settings.JOB_DIR_UID, -1)
+
+
+def _record(job: Job, kind: str, detail: str = "", *, actor=None) -> JobEvent:
+    return JobEvent.objects.create(job=job, kind=kind, state=job.state, detail=detail, actor=actor)
+
+
+def job_validate_request(*, user, spec: JobSpec, script_name: str = "train.py") -> JobRequest:
+    """The JobRequest `spec` would become; raises JobSubmissionError naming the field."""
+    if not spec.name.strip():
+        raise JobSubmissionError("name", "Give the job a name.")
+    try:
+        from condor_bridge.types import check_text
+
+        check_text("name", spec.name, max_length=200)
+        fields = _request_fields(spec, script_name=script_name, user=user)
+        fields["arguments"] = tuple(fields["arguments"])
+        fields["environment"] = tuple(tuple(pair) for pair in fields["environment"])
+        fields["output_paths"] = tuple(fields["output_paths"])
+        return JobRequest(
+            job_id="validation", job_dir=str(settings.JOBS_DIR), python=settings.JOB_PYTHON,
+            **fields,
+        )  # fmt: skip
+    except InvalidJobRequest as exc:
+        raise JobSubmissionError(exc.field, exc.message) from exc
+
+
+def job_submit(*, user, spec: JobSpec, script: UploadedFile) -> Job:
+    """Accept a job: store its script, record it, and queue its submission to HTCondor."""
+    if script.size is not None and script.size > settings.MAX_SCRIPT_MB * 1024 * 1024:
+        raise JobSubmissionError(
+            "script", f"The script is larger than {settings.MAX_SCRIPT_MB} MB."
+        )
+    if not (script.name or "").lower().endswith(".py"):
+        raise JobSubmissionError("script", "Upload a Python script ending in .py.")
+    script_name = safe_script_name(script.name)
+    job_validate_request(user=user, spec=spec, script_name=script_name)
+
+    with transaction.atomic():
+        job = Job(
+            owner=user,
+            name=spec.name.strip(),
+            request=_request_fields(spec, script_name=script_name, user=user),
+        )
+        job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
+        directory = job.directory
+        directory.mkdir(parents=True, exist_ok=False)
+        try:
+            with open(directory / script_name, "wb") as target:
+                for chunk in script.chunks():
+                    target.write(chunk)
+            (directory / OUTPUTS).mkdir()
+            for path in (directory, directory / OUTPUTS):
+                _give_to_pool(path)
+            job.save()
+            _record(job, "created", f"Uploaded {script_name}", actor=user)
+        except BaseException:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise
+        job_pk = job.pk
+        transaction.on_commit(lambda: _enqueue_submit(job_pk))
+    return job
+
+
+def _enqueue_submit(job_pk: int) -> None:
+    from .tasks import submit_job
+
+    submit_job.delay(job_pk)
+
+
+def job_submit_to_pool(job_pk: int) -> Job:
+    """Hand a queued job to HTCondor, exactly once. Transient failures re-raise for retry."""
+    bridge = get_bridge()
+    transient_error = None
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job_pk)
+        if job.is_submitted or job.is_final:
+            return job
+        job.submit_attempts += 1
+        try:
+            result = bridge.submit(_job_request(job))
+        except BridgeError as exc:
+            job.last_error = str(exc)
+            if exc.transient:
+                job.status_detail = "The scheduler is not answering; Nightshift keeps trying."
+                job.save(update_fields=["submit_attempts", "last_error", "status_detail"])
+                transient_error = exc
+            else:
+                job.state = JobState.FAILED
+                job.status_detail = "HTCondor refused the job."
+                job.finished_at = timezone.now()
+                job.save()
+                _record(job, "rejected", str(exc))
+                return job
+        except InvalidJobRequest as exc:
+            job.state, job.finished_at = JobState.FAILED, timezone.now()
+            job.status_detail, job.last_error = "The job request is invalid.", str(exc)
+            job.save()
+            _record(job, "rejected", str(exc))
+            return job
+        else:
+            if settings.FAULT_PAUSE_AFTER_SUBMIT_S:
+                time.sleep(settings.FAULT_PAUSE_AFTER_SUBMIT_S)
+            job.cluster_id, job.proc_id = result.cluster_id, result.proc_id
+            job.state, job.status_detail = JobState.IDLE, ""
+            job.submitted_at = timezone.now()
+            job.save()
+            how = "found already submitted" if result.adopted else "submitted"
+            _record(job, "submitted", f"HTCondor job {job.condor_id} ({how})")
+    if transient_error is not None:
+        raise transient_error
+    return job
+
+
+def _portal_state(observation: JobObservation) -> str:
+    if observation.state is CondorState.COMPLETED:
+        ok = observation.exit_code == 0 and observation.exit_signal is None
+        return JobState.COMPLETED if ok else JobState.FAILED
+    return JobState(observation.state.value)
+
+
+def _describe(job: Job, previous_state: str, observation: JobObservation) -> tuple[str, str]:
+    state = job.state
+    if state == JobState.RUNNING:
+        return "started", f"Running on {observation.workstation or 'a workstation'}"
+    if state == JobState.IDLE and previous_state == JobState.RUNNING:
+        return "evicted", "The workstation was reclaimed; waiting for another one."
+    if state == JobState.HELD:
+        return "held", observation.hold_reason or "Held by HTCondor."
+    if state == JobState.COMPLETED:
+        return "completed", "Exited with code 0."
+    if state == JobState.FAILED:
+        if observation.exit_signal is not None:
+            return "failed", f"Killed by signal {observation.exit_signal}."
+        return "failed", f"Exited with code {observation.exit_code}."
+    if state == JobState.REMOVED:
+        return "removed", observation.status_detail or "Removed from the queue."
+    return state, observation.status_detail
+
+
+def job_apply_observation(job_pk: int, observation: JobObservation) -> bool:
+    """Bring one job in line with what HTCondor reports. True when something changed."""
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job_pk)
+        if job.is_final:
+            return False
+        new_state = _portal_state(observation)
+        values = {
+            "state": new_state,
+            "status_detail": observation.status_detail,
+            "hold_reason": observation.hold_reason,
+            "hold_reason_code": observation.hold_reason_code,
+            "num_starts": max(job.num_starts, observation.num_starts),
+            "workstation": observation.workstation or job.workstation,
+            "exit_code": observation.exit_code,
+            "exit_signal": observation.exit_signal,
+            "started_at": observation.started_at or job.started_at,
+        }
+        if new_state in FINAL_STATES:
+            values["finished_at"] = observation.finished_at or timezone.now()
+            values["match_problem"] = ""
+        changed = {k: v for k, v in values.items() if getattr(job, k) != v}
+        if not changed:
+            return False
+        previous_state = job.state
+        for key, value in changed.items():
+            setattr(job, key, value)
+        job.save(update_fields=list(changed))
+        if "state" in changed or "num_starts" in changed and new_state == JobState.IDLE:
+            kind, detail = _describe(job, previous_state, observation)
+            _record(job, kind, detail)
+        if new_state in (JobState.COMPLETED, JobState.FAILED):
+            transaction.on_commit(lambda: _enqueue_collect(job_pk))
+    return True
+
+
+def _enqueue_collect(job_pk: int) -> None:
+    from .tasks import collect_outputs
+
+    collect_outputs.delay(job_pk)
+
+
+@dataclass
+class SyncReport:
+    active: int = 0
+    changed: int = 0
+    finished: int = 0
+    resubmitted: int = 0
+    seconds: float = 0.0
+
+
+def jobs_sync() -> SyncReport:
+    """One sync cycle: one queue query, one history call, and only changed rows written."""
+    started = time.perf_counter()
+    bridge = get_bridge()
+    report = SyncReport()
+    active = list(
+        Job.objects.filter(cluster_id__isnull=False)
+        .exclude(state__in=FINAL_STATES)
+        .only("pk", "public_id", "state")
+    )
+    report.active = len(active)
+    if active:
+        observations = {o.job_id: o for o in bridge.active_jobs()}
+        missing = [str(job.public_id) for job in active if str(job.public_id) not in observations]
+        if missing:
+            finished = {o.job_id: o for o in bridge.finished_jobs(missing)}
+            report.finished = len(finished)
+            observations.update(finished)
+        for job in active:
+            observation = observations.get(str(job.public_id))
+            if observation is not None and job_apply_observation(job.pk, observation):
+                report.changed += 1
+        _explain_unmatched_jobs(bridge)
+    report.resubmitted = _resubmit_stale_jobs()
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _explain_unmatched_jobs(bridge) -> None:
+    idle = list(Job.objects.filter(state=JobState.IDLE))
+    if not idle:
+        return
+    machines = bridge.pool_machines()
+    for job in idle:
+        summary = summarize_matches(_job_request(job), machines)
+        if summary.reason != job.match_problem:
+            Job.objects.filter(pk=job.pk, state=JobState.IDLE).update(match_problem=summary.reason)
+
+
+def _resubmit_stale_jobs() -> int:
+    """The database is the source of truth: a queued job whose task was lost is sent again."""
+    cutoff = timezone.now() - timedelta(seconds=settings.RESUBMIT_AFTER_S)
+    stale = list(
+        Job.objects.filter(
+            state=JobState.QUEUED, cluster_id__isnull=True, created_at__lt=cutoff
+        ).values_list("pk", flat=True)[:500]
+    )
+    for job_pk in stale:
+        _enqueue_submit(job_pk)
+    return len(stale)
+
+
+def job_cancel(*, job: Job, user) -> Job:
+    """Remove a job from the pool (or stop it before it gets there)."""
+    bridge = get_bridge()
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        if job.is_final:
+            raise JobActionError(f"This job has already ended ({job.get_state_display()}).")
+        if not job.is_submitted:
+            job.state, job.finished_at = JobState.REMOVED, timezone.now()
+            job.status_detail = f"Cancelled by {user.get_username()} before it reached HTCondor."
+            job.save()
+            _record(job, "cancelled", job.status_detail, actor=user)
+            return job
+        try:
+            bridge.act("remove", job.cluster_id, job.proc_id, reason=f"Cancelled by user {user.pk}")
+        except BridgeError as exc:
+            raise JobActionError(f"HTCondor could not remove the job: {exc}") from exc
+        job.status_detail = "Cancelling…"
+        job.save(update_fields=["status_detail"])
+        _record(job, "cancel requested", f"Cancelled by {user.get_username()}", actor=user)
+    return job
+
+
+def job_collect_outputs(job_pk: int) -> Job:
+    """Bring outputs home (spool mode) and mark them ready to download."""
+    bridge = get_bridge()
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job_pk)
+        if job.outputs_ready or not job.is_submitted:
+            return job
+        bridge.retrieve(job.cluster_id, job.proc_id)
+        job.outputs_collected_at = timezone.now()
+        job.save(update_fields=["outputs_collected_at"])
+        outputs = job.directory / OUTPUTS
+        count = sum(1 for p in outputs.rglob("*") if p.is_file()) if outputs.is_dir() else 0
+        _record(job, "outputs", f"{count} output file{'s' if count != 1 else ''} ready")
+    return job
+
+
+def job_logs_for(job: Job) -> dict[str, Path]:
+    return {"stdout": job.directory / STDOUT, "stderr": job.directory / STDERR}
+
+
+def request_summary(job: Job) -> dict:
+    return asdict(_job_request(job))

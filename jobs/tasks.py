@@ -1,0 +1,40 @@
+"""Thin Celery tasks: they take ids, call a service, and own their retries."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from condor_bridge import BridgeError
+
+from . import services
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    autoretry_for=(BridgeError,),
+    retry_backoff=2,
+    retry_backoff_max=60,
+    retry_jitter=True,
+    max_retries=None,
+)
+def submit_job(self, job_pk: int) -> None:
+    services.job_submit_to_pool(job_pk)
+
+
+@shared_task(acks_late=True)
+def sync_jobs() -> dict:
+    report = services.jobs_sync()
+    return {"active": report.active, "changed": report.changed, "seconds": report.seconds}
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    autoretry_for=(BridgeError,),
+    retry_backoff=2,
+    retry_backoff_max=60,
+    max_retries=20,
+)
+def collect_outputs(self, job_pk: int) -> None:
+    services.job_collect_outputs(job_pk)

@@ -1,0 +1,14 @@
+from django.urls import path
+
+from . import views
+
+app_name = "jobs"
+urlpatterns = [
+    path("", views.job_list, name="list"),
+    path("new/", views.job_new, name="new"),
+    path("<uuid:public_id>/", views.job_detail, name="detail"),
+    path("<uuid:public_id>/status.json", views.job_status, name="status"),
+    path("<uuid:public_id>/cancel/", views.job_cancel, name="cancel"),
+    path("<uuid:public_id>/logs/<str:stream>.txt", views.job_log, name="log"),
+    path("<uuid:public_id>/outputs/<path:path>", views.job_output, name="output"),
+]

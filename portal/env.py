@@ -1,0 +1,105 @@
+"""Typed reading of environment variables. Every bad value names its variable."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+_env = environ.Env()
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _raw(name: str) -> str | None:
+    value = os.environ.get(name)
+    return None if value is None else value.strip()
+
+
+def env_str(name: str, default: str) -> str:
+    value = _raw(name)
+    return default if value is None or value == "" else value
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = _raw(name)
+    if value is None:
+        return default
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, not {value!r}")
+
+
+def env_int(name: str, default: int | None, *, minimum: int | None = None,
+            maximum: int | None = None) -> int | None:  # fmt: skip
+    value = _raw(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a whole number, not {value!r}") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, not {number}")
+    if maximum is not None and number > maximum:
+        raise ImproperlyConfigured(f"{name} must be at most {maximum}, not {number}")
+    return number
+
+
+def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
+    value = _raw(name)
+    if value is None or value == "":
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, not {value!r}") from None
+    if number < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum:g}, not {number:g}")
+    return number
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = env_str(name, default)
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, not {value!r}")
+    return value
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = _raw(name)
+    if value is None:
+        return default
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_path(name: str, default: Path) -> Path:
+    value = env_str(name, str(default))
+    path = Path(value)
+    if not path.is_absolute():
+        raise ImproperlyConfigured(f"{name} must be an absolute path, not {value!r}")
+    return path
+
+
+def env_database(name: str, default: str) -> dict:
+    value = env_str(name, default)
+    try:
+        config = _env.db_url_config(value)
+    except (environ.ImproperlyConfigured, KeyError, ValueError) as exc:
+        raise ImproperlyConfigured(f"{name} is not a database URL ({exc}): {value!r}") from None
+    if not config.get("ENGINE"):
+        raise ImproperlyConfigured(f"{name} has an unknown database scheme: {value!r}")
+    return config
+
+
+def env_url(name: str, default: str, *, schemes: tuple[str, ...]) -> str:
+    value = env_str(name, default)
+    if not value.startswith(tuple(f"{scheme}://" for scheme in schemes)):
+        raise ImproperlyConfigured(
+            f"{name} must be a URL starting with {' or '.join(s + '://' for s in schemes)}"
+        )
+    return value

@@ -1,0 +1,146 @@
+"""Nightshift settings. Everything comes from the environment, through portal.env."""
+
+from pathlib import Path
+
+from portal.env import (
+    env_bool,
+    env_choice,
+    env_database,
+    env_float,
+    env_int,
+    env_list,
+    env_path,
+    env_str,
+    env_url,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = env_path("NIGHTSHIFT_VAR_DIR", BASE_DIR / "var")
+
+DEBUG = env_bool("DEBUG", False)
+# The default key only suits a portal on 127.0.0.1; production sets SECRET_KEY.
+SECRET_KEY = env_str("SECRET_KEY", "nightshift-local-development-key-change-me-in-production")
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_celery_beat",
+    "jobs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# make run embeds SQLite under var/; make test and CI set DATABASE_URL to PostgreSQL.
+DATABASES = {"default": env_database("DATABASE_URL", f"sqlite:///{VAR_DIR / 'nightshift.sqlite3'}")}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+else:
+    DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "jobs:list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+WHITENOISE_USE_FINDERS = True
+
+# -- Celery ------------------------------------------------------------------------------
+REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss"))
+CELERY_BROKER_URL = REDIS_URL
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A task that a killed worker had taken comes back after this many seconds.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 120, minimum=10)
+}
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+JOB_SYNC_INTERVAL = env_float("NIGHTSHIFT_SYNC_INTERVAL", 3.0, minimum=0.5)
+CELERY_BEAT_SCHEDULE = {
+    "sync-jobs": {"task": "jobs.tasks.sync_jobs", "schedule": JOB_SYNC_INTERVAL},
+}
+
+# -- HTCondor ------------------------------------------------------------------------------
+CONDOR_BRIDGE = env_choice("NIGHTSHIFT_BRIDGE", "htcondor", ("htcondor", "fake"))
+CONDOR_COLLECTOR = env_str("CONDOR_COLLECTOR", "127.0.0.1:9618")
+CONDOR_SCHEDD_NAME = env_str("CONDOR_SCHEDD_NAME", "") or None
+CONDOR_TOKEN_DIR = env_path("CONDOR_TOKEN_DIR", VAR_DIR / "condor-tokens")
+CONDOR_FILE_MODE = env_choice("CONDOR_FILE_MODE", "shared", ("shared", "spool"))
+# Tags every job this portal submits, so that several portals can share one pool.
+NIGHTSHIFT_INSTANCE = env_str("NIGHTSHIFT_INSTANCE", "default")
+# The python3 on the execute workstations that runs a training script.
+JOB_PYTHON = env_str("NIGHTSHIFT_JOB_PYTHON", "/usr/bin/python3")
+
+# -- Jobs ----------------------------------------------------------------------------------
+JOBS_DIR = env_path("NIGHTSHIFT_JOBS_DIR", VAR_DIR / "jobs")
+# In the shared-file-system mode jobs run as the pool's account, which must own job folders.
+JOB_DIR_UID = env_int("NIGHTSHIFT_JOB_DIR_UID", None, minimum=1)
+MAX_SCRIPT_MB = env_int("NIGHTSHIFT_MAX_SCRIPT_MB", 10, minimum=1)
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+# A job still waiting for the schedd after this long is submitted again (exactly once).
+RESUBMIT_AFTER_S = env_int("NIGHTSHIFT_RESUBMIT_AFTER_S", 30, minimum=5)
+# Test-only fault injection: the worker pauses after the schedd accepted a job and
+# before the portal records it, so that a test can kill the worker in that window.
+FAULT_PAUSE_AFTER_SUBMIT_S = env_float("NIGHTSHIFT_FAULT_PAUSE_AFTER_SUBMIT_S", 0.0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,75 @@
+// Follows a job live: state, timeline, logs (appended by byte offset) and outputs.
+(function () {
+  "use strict";
+  const root = document.getElementById("job");
+  if (!root) return;
+  const url = root.dataset.statusUrl;
+  const offsets = { stdout: 0, stderr: 0 };
+  const $ = (role) => root.querySelector(`[data-role="${role}"]`);
+
+  function setProblem(role, text) {
+    const el = $(role);
+    el.hidden = !text;
+    el.querySelector("span").textContent = text || "";
+  }
+
+  function render(data) {
+    const state = $("state");
+    state.textContent = data.state_label;
+    state.className = `state state-${data.state}`;
+    $("detail").textContent = data.status_detail;
+    setProblem("match-problem", data.state === "idle" ? data.match_problem : "");
+    setProblem("hold-reason", data.state === "held" ? data.hold_reason : "");
+    $("condor-id").textContent = data.condor_id || "not yet submitted";
+    $("workstation").textContent = data.workstation || "—";
+    $("num-starts").textContent = data.num_starts;
+    $("exit").textContent = data.exit_signal !== null ? `signal ${data.exit_signal}`
+      : data.exit_code !== null ? `code ${data.exit_code}` : "—";
+    for (const stream of ["stdout", "stderr"]) {
+      const chunk = data.logs[stream];
+      if (chunk.offset < offsets[stream]) $(stream).textContent = "";  // a new run began
+      if (chunk.text) $(stream).textContent += chunk.text;
+      offsets[stream] = chunk.offset;
+    }
+    const events = $("events");
+    events.replaceChildren(...data.events.map((e) => {
+      const li = document.createElement("li");
+      const time = document.createElement("time");
+      time.dateTime = e.at;
+      time.textContent = new Date(e.at).toLocaleTimeString();
+      const kind = document.createElement("strong");
+      kind.textContent = e.kind;
+      li.append(time, " ", kind, " ", e.detail);
+      return li;
+    }));
+    const outputs = $("outputs");
+    if (data.outputs.length) {
+      outputs.replaceChildren(...data.outputs.map((f) => {
+        const li = document.createElement("li");
+        const a = document.createElement("a");
+        a.href = f.url;
+        a.textContent = f.path;
+        li.append(a, ` (${f.size} bytes)`);
+        return li;
+      }));
+    }
+    const cancel = root.querySelector('[data-role="cancel-form"]');
+    if (cancel && data.is_final) cancel.remove();
+  }
+
+  async function poll() {
+    try {
+      const query = `stdout_offset=${offsets.stdout}&stderr_offset=${offsets.stderr}`;
+      const response = await fetch(`${url}?${query}`, { credentials: "same-origin" });
+      if (response.ok) {
+        const data = await response.json();
+        render(data);
+        if (data.is_final && data.outputs_ready) return;
+      }
+    } catch (error) {
+      console.warn("status poll failed", error);
+    }
+    setTimeout(poll, 2000);
+  }
+  poll();
+})();
