@@ -47,7 +47,7 @@ class FakeBridge:
         instance: str = "default",
         machines: Iterable[PoolMachine] = PERSONAL_POOL,
     ) -> None:
-        if not JOB_ID_PATTERN.match(instance):
+        if not JOB_ID_PATTERN.fullmatch(instance):
             raise ValueError(f"instance {instance!r} must be letters, digits and dashes")
         self.mode = FileMode(mode)
         self.instance = instance
@@ -112,7 +112,7 @@ class FakeBridge:
 
     def find(self, job_id: str) -> JobObservation | None:
         self._check_up("query")
-        if not JOB_ID_PATTERN.match(job_id):
+        if not JOB_ID_PATTERN.fullmatch(job_id):
             raise ValueError(f"not a Nightshift job id: {job_id!r}")
         return self._jobs.get(job_id)
 
@@ -124,7 +124,7 @@ class FakeBridge:
         self._check_up("history")
         found = []
         for job_id in set(job_ids):
-            if not JOB_ID_PATTERN.match(job_id):
+            if not JOB_ID_PATTERN.fullmatch(job_id):
                 raise ValueError(f"not a Nightshift job id: {job_id!r}")
             job = self._jobs.get(job_id)
             if job is not None and not job.in_queue:

@@ -71,7 +71,10 @@ def _why_nothing_matches(request: JobRequest, machines: list[PoolMachine]) -> st
             )
     most_memory = max(m.total_memory_mb for m in machines)
     if request.memory_mb > most_memory:
-        return f"You asked for {request.memory_mb} MB of memory; no workstation has more than {most_memory} MB."
+        return (
+            f"You asked for {request.memory_mb} MB of memory; "
+            f"no workstation has more than {most_memory} MB."
+        )
     most_cpus = max(m.total_cpus for m in machines)
     if request.cpus > most_cpus:
         return f"You asked for {request.cpus} CPUs; no workstation has more than {most_cpus}."

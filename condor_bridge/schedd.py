@@ -73,7 +73,7 @@ def _bridge_error(action: str, exc: Exception) -> BridgeError:
 def _id_constraint(job_ids: Iterable[str]) -> str:
     ids = list(job_ids)
     for job_id in ids:
-        if not JOB_ID_PATTERN.match(job_id):
+        if not JOB_ID_PATTERN.fullmatch(job_id):
             raise ValueError(f"not a Nightshift job id: {job_id!r}")
     listed = ", ".join(classad_string(job_id) for job_id in ids)
     return f"member({JOB_ID_ATTR}, {{{listed}}})"
@@ -92,7 +92,7 @@ class HTCondorBridge:
         instance: str = "default",
         timeout_s: int = 20,
     ) -> None:
-        if not JOB_ID_PATTERN.match(instance):
+        if not JOB_ID_PATTERN.fullmatch(instance):
             raise ValueError(f"instance {instance!r} must be letters, digits and dashes")
         self.collector_address = collector
         self.schedd_name = schedd_name

@@ -59,7 +59,7 @@ def build_submit_description(
 
     `instance` tags the job so that several portals (or a test run) can share a pool.
     """
-    if not JOB_ID_PATTERN.match(instance):
+    if not JOB_ID_PATTERN.fullmatch(instance):
         raise ValueError(f"instance {instance!r} must be letters, digits and dashes")
     environment = (
         ("PYTHONUNBUFFERED", "1"),

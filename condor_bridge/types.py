@@ -109,13 +109,13 @@ class JobRequest:
     python: str = "/usr/bin/python3"
 
     def __post_init__(self) -> None:
-        if not _JOB_ID.match(str(self.job_id)):
+        if not _JOB_ID.fullmatch(str(self.job_id)):
             raise InvalidJobRequest("job_id", "must be letters, digits and dashes")
         for name, path in (("job_dir", self.job_dir), ("python", self.python)):
             check_text(name, path)
             if not path.startswith("/") or "$" in path or '"' in path or "'" in path:
                 raise InvalidJobRequest(name, "must be an absolute path without quotes or $")
-        if not _SCRIPT_NAME.match(self.script_name):
+        if not _SCRIPT_NAME.fullmatch(self.script_name):
             raise InvalidJobRequest(
                 "script_name", "must be a .py file name of letters, digits, '.', '_' and '-'"
             )
@@ -124,7 +124,7 @@ class JobRequest:
         for argument in self.arguments:
             check_text("arguments", argument)
         for key, value in self.environment:
-            if not isinstance(key, str) or not _ENV_NAME.match(key):
+            if not isinstance(key, str) or not _ENV_NAME.fullmatch(key):
                 raise InvalidJobRequest(
                     "environment", f"{key!r} is not a valid variable name (letters, digits, _)"
                 )
@@ -144,13 +144,13 @@ class JobRequest:
         if self.max_runtime_s is not None:
             _check_int("max_runtime_s", self.max_runtime_s, MIN_RUNTIME_S, MAX_RUNTIME_S)
         for path in self.output_paths:
-            if not _OUTPUT_PATH.match(path) or path in (".", ".."):
+            if not _OUTPUT_PATH.fullmatch(path) or path in (".", ".."):
                 raise InvalidJobRequest("output_paths", f"{path!r} is not a plain file name")
         for name, value in (
             ("accounting_group", self.accounting_group),
             ("accounting_user", self.accounting_user),
         ):
-            if value is not None and not _ACCOUNTING_NAME.match(value):
+            if value is not None and not _ACCOUNTING_NAME.fullmatch(value):
                 raise InvalidJobRequest(name, "must be letters, digits, '_' and '-'")
 
 

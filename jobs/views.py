@@ -119,7 +119,8 @@ def job_log(request: HttpRequest, public_id, stream: str) -> HttpResponse:
     path = services.job_logs_for(job).get(stream)
     if path is None or not path.is_file():
         raise Http404("This log does not exist yet.")
-    response = FileResponse(open(path, "rb"), content_type="text/plain; charset=utf-8")
+    # FileResponse closes the file when the response is done.
+    response = FileResponse(open(path, "rb"), content_type="text/plain; charset=utf-8")  # noqa: SIM115
     response["Content-Disposition"] = f'inline; filename="{stream}.txt"'
     return response
 

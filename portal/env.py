@@ -91,7 +91,7 @@ def env_database(name: str, default: str) -> dict:
         config = _env.db_url_config(value)
     except (environ.ImproperlyConfigured, KeyError, ValueError) as exc:
         raise ImproperlyConfigured(f"{name} is not a database URL ({exc}): {value!r}") from None
-    if not config.get("ENGINE"):
+    if "." not in str(config.get("ENGINE", "")):
         raise ImproperlyConfigured(f"{name} has an unknown database scheme: {value!r}")
     return config
 

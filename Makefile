@@ -1,0 +1,57 @@
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+
+# The personal pool's account owns job folders; these match deploy/personal-pool/pool.
+export NIGHTSHIFT_JOB_DIR_UID ?= 2000
+export NIGHTSHIFT_JOBS_DIR ?= $(CURDIR)/var/jobs
+export CONDOR_TOKEN_DIR ?= $(CURDIR)/var/condor-tokens
+
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+
+.PHONY: run test lint format venv pool-start pool-stop pool-status bench clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(BIN)/python || python3 -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+run: venv
+	@deploy/dev/ensure-system run
+	@deploy/dev/run
+
+pool-start:
+	deploy/personal-pool/pool start
+pool-stop:
+	deploy/personal-pool/pool stop
+pool-status:
+	deploy/personal-pool/pool status
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: venv
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+test: venv
+	@deploy/dev/ensure-system test
+	deploy/personal-pool/pool start
+	$(MAKE) lint
+	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python manage.py makemigrations --check --dry-run
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) \
+	NIGHTSHIFT_INSTANCE=test-$$(date +%s) \
+	$(BIN)/pytest; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$status
+
+bench: venv
+	deploy/personal-pool/pool start
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python bench/submit_and_sync.py
+
+clean:
+	rm -rf $(VENV) var/staticfiles

@@ -1,0 +1,37 @@
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from tests.factories import UserFactory
+
+
+@pytest.fixture
+def fake_bridge(settings, tmp_path):
+    """Services and views talk to an in-memory bridge; job folders live in tmp_path."""
+    from jobs.bridge import get_bridge
+
+    settings.CONDOR_BRIDGE = "fake"
+    settings.JOBS_DIR = tmp_path / "jobs"
+    settings.JOB_DIR_UID = None
+    get_bridge.cache_clear()
+    yield get_bridge()
+    get_bridge.cache_clear()
+
+
+@pytest.fixture
+def student(db):
+    return UserFactory(username="student")
+
+
+@pytest.fixture
+def other_student(db):
+    return UserFactory(username="other")
+
+
+@pytest.fixture
+def student_client(client, student):
+    client.force_login(student)
+    return client
+
+
+def script_upload(body: str = "print('hello')\n", name: str = "train.py") -> SimpleUploadedFile:
+    return SimpleUploadedFile(name, body.encode(), content_type="text/x-python")

@@ -1,0 +1,45 @@
+"""The pool-match summary explains, in plain words, why nothing can run a request."""
+
+from condor_bridge import JobRequest, summarize_matches
+from condor_bridge.fake import PERSONAL_POOL
+
+
+def request(**overrides):
+    return JobRequest(job_id="m-1", job_dir="/j", script_name="t.py", **overrides)
+
+
+def test_a_one_gpu_request_matches_every_gpu_workstation():
+    summary = summarize_matches(request(gpus=1), PERSONAL_POOL)
+    assert summary.machines_matching == 3
+    assert summary.gpus_matching == 4
+    assert summary.can_ever_run
+
+
+def test_gpu_memory_rules_out_small_gpus():
+    summary = summarize_matches(request(gpus=1, gpu_memory_gb=30), PERSONAL_POOL)
+    assert summary.machines_matching == 1  # only the A100
+
+
+def test_two_gpus_match_only_the_two_gpu_workstation():
+    assert summarize_matches(request(gpus=2), PERSONAL_POOL).machines_matching == 1
+
+
+def test_too_much_gpu_memory_says_what_the_largest_gpu_has():
+    summary = summarize_matches(request(gpus=1, gpu_memory_gb=80), PERSONAL_POOL)
+    assert not summary.can_ever_run
+    assert "at least 80 GB" in summary.reason
+    assert "46.5 GB" in summary.reason
+
+
+def test_too_many_gpus_says_the_most_any_workstation_has():
+    summary = summarize_matches(request(gpus=4), PERSONAL_POOL)
+    assert summary.reason == "You asked for 4 GPUs; no workstation has more than 2."
+
+
+def test_capability_too_new_is_explained():
+    summary = summarize_matches(request(gpus=1, gpu_capability=9.0), PERSONAL_POOL)
+    assert "capability 9 or newer" in summary.reason
+
+
+def test_an_empty_pool_is_explained():
+    assert "No workstation" in summarize_matches(request(), []).reason

@@ -1,0 +1,53 @@
+"""Settings come from the environment; a bad value names its variable."""
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from portal.env import env_bool, env_choice, env_database, env_int, env_path, env_url
+
+
+def test_a_bad_integer_names_the_variable(monkeypatch):
+    monkeypatch.setenv("NIGHTSHIFT_SYNC_X", "three")
+    with pytest.raises(ImproperlyConfigured, match="NIGHTSHIFT_SYNC_X must be a whole number"):
+        env_int("NIGHTSHIFT_SYNC_X", 3)
+
+
+def test_an_integer_below_its_minimum_is_refused(monkeypatch):
+    monkeypatch.setenv("X_UID", "0")
+    with pytest.raises(ImproperlyConfigured, match="X_UID must be at least 1"):
+        env_int("X_UID", None, minimum=1)
+
+
+def test_a_bad_boolean_names_the_variable(monkeypatch):
+    monkeypatch.setenv("DEBUG_X", "maybe")
+    with pytest.raises(ImproperlyConfigured, match="DEBUG_X must be true or false"):
+        env_bool("DEBUG_X", False)
+
+
+def test_a_choice_outside_its_options_is_refused(monkeypatch):
+    monkeypatch.setenv("CONDOR_FILE_MODE_X", "ftp")
+    with pytest.raises(ImproperlyConfigured, match="CONDOR_FILE_MODE_X must be one of shared, spool"):
+        env_choice("CONDOR_FILE_MODE_X", "shared", ("shared", "spool"))
+
+
+def test_a_database_url_with_an_unknown_scheme_is_refused(monkeypatch):
+    monkeypatch.setenv("DATABASE_URL_X", "nosuchdb://x")
+    with pytest.raises(ImproperlyConfigured, match="DATABASE_URL_X"):
+        env_database("DATABASE_URL_X", "sqlite:////tmp/x")
+
+
+def test_the_default_database_is_used_when_unset(monkeypatch):
+    monkeypatch.delenv("DATABASE_URL_X", raising=False)
+    assert env_database("DATABASE_URL_X", "sqlite:////tmp/x.db")["ENGINE"].endswith("sqlite3")
+
+
+def test_a_relative_path_is_refused(monkeypatch):
+    monkeypatch.setenv("JOBS_X", "var/jobs")
+    with pytest.raises(ImproperlyConfigured, match="JOBS_X must be an absolute path"):
+        env_path("JOBS_X", "/x")
+
+
+def test_a_redis_url_must_be_a_redis_url(monkeypatch):
+    monkeypatch.setenv("REDIS_URL_X", "http://127.0.0.1")
+    with pytest.raises(ImproperlyConfigured, match="REDIS_URL_X must be a URL"):
+        env_url("REDIS_URL_X", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss"))

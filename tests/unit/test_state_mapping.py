@@ -1,0 +1,79 @@
+"""Every HTCondor job status maps to exactly one Nightshift state."""
+
+import pytest
+
+from condor_bridge import JobState, map_job_ad, workstation_of
+
+
+def ad(**fields):
+    return {"NightshiftJobId": "j-1", "ClusterId": 7, "ProcId": 0, **fields}
+
+
+@pytest.mark.parametrize(
+    "status, state",
+    [(1, JobState.IDLE), (2, JobState.RUNNING), (3, JobState.REMOVED), (4, JobState.COMPLETED),
+     (5, JobState.HELD), (6, JobState.TRANSFERRING), (7, JobState.SUSPENDED)],
+)  # fmt: skip
+def test_each_job_status_has_its_state(status, state):
+    assert map_job_ad(ad(JobStatus=status), in_queue=True).state is state
+
+
+def test_spooling_input_is_uploading_not_held():
+    observation = map_job_ad(
+        ad(JobStatus=5, HoldReasonCode=16, HoldReason="Spooling input data files"), in_queue=True
+    )
+    assert observation.state is JobState.TRANSFERRING
+    assert observation.status_detail == "uploading input"
+    assert observation.hold_reason == ""
+
+
+def test_a_real_hold_keeps_its_reason():
+    observation = map_job_ad(
+        ad(JobStatus=5, HoldReasonCode=13, HoldReason="Transfer input files failure"),
+        in_queue=True,
+    )
+    assert observation.state is JobState.HELD
+    assert observation.hold_reason == "Transfer input files failure"
+    assert observation.hold_reason_code == 13
+
+
+def test_an_evicted_job_is_idle_again_and_keeps_its_start_count():
+    observation = map_job_ad(ad(JobStatus=1, NumJobStarts=2), in_queue=True)
+    assert observation.state is JobState.IDLE
+    assert observation.num_starts == 2
+    assert observation.evicted
+    assert "evicted" in observation.status_detail
+
+
+def test_a_job_that_never_ran_is_not_evicted():
+    assert not map_job_ad(ad(JobStatus=1, NumJobStarts=0), in_queue=True).evicted
+
+
+def test_history_tells_an_exit_code_from_a_signal():
+    exited = map_job_ad(ad(JobStatus=4, ExitBySignal=False, ExitCode=3), in_queue=False)
+    killed = map_job_ad(ad(JobStatus=4, ExitBySignal=True, ExitSignal=9, ExitCode=0), in_queue=False)
+    assert (exited.exit_code, exited.exit_signal) == (3, None)
+    assert (killed.exit_code, killed.exit_signal) == (None, 9)
+
+
+def test_a_removed_job_in_history_is_removed_with_its_reason():
+    observation = map_job_ad(
+        ad(JobStatus=3, RemoveReason="Cancelled by user 4"), in_queue=False
+    )
+    assert observation.state is JobState.REMOVED
+    assert observation.status_detail == "Cancelled by user 4"
+    assert not observation.in_queue
+
+
+def test_an_unknown_status_is_an_error_not_a_guess():
+    with pytest.raises(ValueError, match="unknown JobStatus"):
+        map_job_ad(ad(JobStatus=42), in_queue=True)
+
+
+@pytest.mark.parametrize(
+    "slot, workstation",
+    [("slot1_1@ws-volta@vm", "ws-volta"), ("slot1@gpu01.example.edu", "gpu01.example.edu"),
+     ("", "")],
+)  # fmt: skip
+def test_workstation_names_come_from_slot_names(slot, workstation):
+    assert workstation_of(slot) == workstation

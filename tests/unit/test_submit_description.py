@@ -1,0 +1,148 @@
+"""build_submit_description: pure, and no user text can become submit-language syntax."""
+
+import pytest
+
+from condor_bridge import FileMode, InvalidJobRequest, JobRequest, build_submit_description
+from condor_bridge.submit import quote_arguments
+
+
+def request(**overrides) -> JobRequest:
+    fields = {"job_id": "6c1e2d9a-0000-4000-8000-000000000001", "job_dir": "/srv/jobs/a",
+              "script_name": "train.py"}  # fmt: skip
+    fields.update(overrides)
+    return JobRequest(**fields)
+
+
+def test_a_plain_request_runs_the_script_with_python_in_its_job_folder():
+    description = build_submit_description(request(), mode=FileMode.SHARED)
+    assert description["executable"] == "/usr/bin/python3"
+    assert description["arguments"] == "\"'train.py'\""
+    assert description["initialdir"] == "/srv/jobs/a"
+    assert description["should_transfer_files"] == "NO"
+    assert description["My.NightshiftJobId"] == '"6c1e2d9a-0000-4000-8000-000000000001"'
+    assert "request_gpus" not in description
+
+
+def test_gpu_memory_and_capability_become_gpu_requirements():
+    description = build_submit_description(
+        request(gpus=2, gpu_memory_gb=10, gpu_capability=7.5), mode=FileMode.SHARED
+    )
+    assert description["request_gpus"] == "2"
+    assert description["require_gpus"] == "GlobalMemoryMb >= 10240 && Capability >= 7.5"
+
+
+def test_spool_mode_transfers_the_script_and_brings_the_outputs_folder_back():
+    description = build_submit_description(request(), mode=FileMode.SPOOL)
+    assert description["should_transfer_files"] == "YES"
+    assert description["transfer_input_files"] == "train.py, outputs"
+    assert description["transfer_output_files"] == "outputs"
+
+
+def test_max_runtime_becomes_an_execute_duration_limit():
+    assert build_submit_description(request(max_runtime_s=3600), mode=FileMode.SHARED)[
+        "allowed_execute_duration"
+    ] == "3600"
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    ["$(HOME)", "$ENV(PATH)", "$RANDOM_INTEGER(1,9)", "$RANDOM_CHOICE(a,b)", "$$(Memory)",
+     "x $(DOLLAR) y"],
+)  # fmt: skip
+def test_macros_in_arguments_and_environment_never_expand(hostile):
+    description = build_submit_description(
+        request(arguments=(hostile,), environment=(("V", hostile),)), mode=FileMode.SHARED
+    )
+    for key in ("arguments", "environment"):
+        value = description[key]
+        # Every $ is spelled $(DOLLAR), so no other macro can start.
+        assert value.replace("$(DOLLAR)", "").count("$") == 0
+
+
+@pytest.mark.parametrize(
+    "argument, quoted",
+    [
+        ("it's", "\"'train.py' 'it''s'\""),
+        ('say "hi"', "\"'train.py' 'say \"\"hi\"\"'\""),
+        ("a b", "\"'train.py' 'a b'\""),
+        ("", "\"'train.py' ''\""),
+    ],
+)
+def test_quotes_and_spaces_stay_inside_one_argument(argument, quoted):
+    assert quote_arguments(("train.py", argument)) == quoted
+
+
+@pytest.mark.parametrize(
+    "hostile", ["a\nqueue 1000", "x\r\n+Owner = \"root\"", "nul\x00byte", "tab\there"]
+)
+def test_line_breaks_and_control_characters_are_refused(hostile):
+    with pytest.raises(InvalidJobRequest) as error:
+        request(arguments=(hostile,))
+    assert error.value.field == "arguments"
+    with pytest.raises(InvalidJobRequest):
+        request(environment=(("V", hostile),))
+
+
+def test_an_attribute_line_smuggled_into_an_argument_stays_an_argument():
+    description = build_submit_description(
+        request(arguments=('+Owner = "root"', "requirements = true")), mode=FileMode.SHARED
+    )
+    assert "Owner" not in {key.removeprefix("My.").removeprefix("+") for key in description}
+    assert "requirements" not in description
+    assert description["arguments"].startswith('"') and description["arguments"].endswith('"')
+
+
+@pytest.mark.parametrize("name", ["1BAD", "A-B", "A B", "A=B", "$(X)", ""])
+def test_environment_names_must_be_identifiers(name):
+    with pytest.raises(InvalidJobRequest, match="environment"):
+        request(environment=((name, "v"),))
+
+
+def test_unicode_and_right_to_left_text_pass_through_literally():
+    description = build_submit_description(
+        request(arguments=("\u202eevil\u202c", "日本語")), mode=FileMode.SHARED
+    )
+    assert "\u202eevil\u202c" in description["arguments"]
+
+
+def test_very_long_arguments_are_refused_with_a_clear_error():
+    with pytest.raises(InvalidJobRequest, match="at most 4096 characters"):
+        request(arguments=("x" * 5000,))
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("gpus", -1), ("gpus", 9), ("gpus", 1.5), ("gpus", True), ("cpus", 0), ("memory_mb", 10),
+     ("memory_mb", 10**9), ("max_runtime_s", 5), ("max_runtime_s", 10**9),
+     ("gpu_memory_gb", -4), ("gpu_memory_gb", float("nan")), ("gpu_capability", 99)],
+)  # fmt: skip
+def test_absurd_resource_values_raise_a_clear_error_naming_the_field(field, value):
+    overrides = {field: value}
+    if field.startswith("gpu_"):
+        overrides["gpus"] = 1
+    with pytest.raises(InvalidJobRequest) as error:
+        request(**overrides)
+    assert error.value.field == field
+
+
+def test_gpu_memory_without_any_gpu_is_refused():
+    with pytest.raises(InvalidJobRequest, match="at least 1 GPU"):
+        request(gpus=0, gpu_memory_gb=8)
+
+
+@pytest.mark.parametrize("name", ["../evil.py", "/etc/x.py", "a b.py", "x.sh", "$(X).py", ".py"])
+def test_script_names_are_plain_python_file_names(name):
+    with pytest.raises(InvalidJobRequest, match="script_name"):
+        request(script_name=name)
+
+
+@pytest.mark.parametrize("job_dir", ["relative/dir", "/srv/$(HOME)", '/srv/"x"'])
+def test_job_folders_must_be_plain_absolute_paths(job_dir):
+    with pytest.raises(InvalidJobRequest, match="job_dir"):
+        request(job_dir=job_dir)
+
+
+@pytest.mark.parametrize("user", ["a.b", "x y", "root\n", 'a"b'])
+def test_accounting_names_cannot_carry_syntax(user):
+    with pytest.raises(InvalidJobRequest, match="accounting_user"):
+        request(accounting_user=user)
