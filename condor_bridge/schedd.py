@@ -186,7 +186,9 @@ class HTCondorBridge:
         job_spec = f"{int(cluster_id)}.{int(proc_id)}"
         try:
             if reason:
-                self._schedd().act(_ACTIONS[action], job_spec, reason=reason)
+                # htcondor2 drops a plain-string reason; only the (text, code) form
+                # reaches the schedd. Code 1 is HTCondor's "user request".
+                self._schedd().act(_ACTIONS[action], job_spec, reason=(reason, 1))
             else:
                 self._schedd().act(_ACTIONS[action], job_spec)
         except BridgeError:

@@ -1,0 +1,134 @@
+"""One contract, two bridges: the fake must behave like the personal pool.
+
+Each test runs against FakeBridge and against HTCondorBridge on the real pool, so
+the fake used by the fast unit tests cannot drift from HTCondor's behaviour.
+"""
+
+import uuid
+
+import pytest
+from django.conf import settings
+
+from condor_bridge import FileMode, JobRequest, JobState
+from condor_bridge.fake import FakeBridge
+from tests.helpers import make_job_dir, wait_for
+
+SLEEPER = "import time\ntime.sleep(120)\n"
+
+
+@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.condor)])
+def bridge(request):
+    instance = f"contract-{uuid.uuid4().hex[:12]}"
+    if request.param == "fake":
+        yield FakeBridge(instance=instance)
+        return
+    from condor_bridge.schedd import HTCondorBridge
+
+    real = HTCondorBridge(
+        collector=settings.CONDOR_COLLECTOR,
+        token_dir=str(settings.CONDOR_TOKEN_DIR),
+        mode=FileMode.SHARED,
+        instance=instance,
+    )
+    yield real
+    for job in real.active_jobs():
+        real.act("remove", job.cluster_id, job.proc_id, reason="contract test cleanup")
+
+
+def job_request(bridge, script=SLEEPER, **fields) -> JobRequest:
+    job_id, directory = make_job_dir(settings.JOBS_DIR, script, uid=settings.JOB_DIR_UID)
+    return JobRequest(job_id=job_id, job_dir=str(directory), script_name="train.py",
+                      memory_mb=256, **fields)  # fmt: skip
+
+
+def test_a_submitted_job_can_be_found_by_its_nightshift_id(bridge):
+    request = job_request(bridge)
+    result = bridge.submit(request)
+    found = bridge.find(request.job_id)
+    assert (found.cluster_id, found.proc_id) == (result.cluster_id, result.proc_id)
+    assert found.job_id == request.job_id
+    assert found.in_queue
+    assert not result.adopted
+
+
+def test_submitting_the_same_id_again_adopts_the_first_job(bridge):
+    request = job_request(bridge)
+    first = bridge.submit(request)
+    second = bridge.submit(request)
+    assert second.adopted
+    assert (second.cluster_id, second.proc_id) == (first.cluster_id, first.proc_id)
+    assert [job.job_id for job in bridge.active_jobs()].count(request.job_id) == 1
+
+
+def test_active_jobs_lists_only_this_instances_jobs(bridge):
+    request = job_request(bridge)
+    bridge.submit(request)
+    jobs = bridge.active_jobs()
+    assert [job.job_id for job in jobs] == [request.job_id]
+    assert jobs[0].state in (JobState.IDLE, JobState.RUNNING)
+
+
+def test_a_removed_job_leaves_the_queue_and_reads_removed_from_history(bridge):
+    request = job_request(bridge)
+    result = bridge.submit(request)
+    bridge.act("remove", result.cluster_id, result.proc_id, reason="contract")
+    finished = wait_for(
+        lambda: bridge.finished_jobs([request.job_id]), timeout=60, what="the job in history"
+    )
+    assert finished[0].state is JobState.REMOVED
+    assert not finished[0].in_queue
+    assert bridge.find(request.job_id).state is JobState.REMOVED
+    assert request.job_id not in [job.job_id for job in bridge.active_jobs()]
+
+
+def test_finished_jobs_ignores_ids_it_never_saw(bridge):
+    assert bridge.finished_jobs([str(uuid.uuid4())]) == []
+    assert bridge.finished_jobs([]) == []
+    assert bridge.find(str(uuid.uuid4())) is None
+
+
+def test_a_hostile_job_id_is_refused_before_any_query(bridge):
+    with pytest.raises(ValueError, match="not a Nightshift job id"):
+        bridge.find('x" || true || "')
+    with pytest.raises(ValueError, match="not a Nightshift job id"):
+        bridge.finished_jobs(["a", "b) || (true"])
+
+
+def test_unknown_actions_are_refused(bridge):
+    with pytest.raises(ValueError, match="unknown action"):
+        bridge.act("explode", 1, 0)
+
+
+def test_the_pool_looks_like_the_personal_pool(bridge):
+    machines = {machine.name: machine for machine in bridge.pool_machines()}
+    assert set(machines) >= {"ws-ampere", "ws-volta", "ws-fermi", "ws-office"}
+    assert machines["ws-volta"].total_gpus == 2
+    assert machines["ws-volta"].gpu.name == "Tesla V100-PCIE-16GB"
+    assert (machines["ws-ampere"].gpu.memory_mb, machines["ws-ampere"].gpu.capability) == (
+        47661,
+        8.0,
+    )
+    assert machines["ws-fermi"].gpu.memory_mb == 1536
+    assert machines["ws-office"].gpu is None and machines["ws-office"].total_gpus == 0
+
+
+def test_a_held_job_is_held_with_its_reason_and_can_be_released(bridge):
+    request = job_request(bridge)
+    result = bridge.submit(request)
+    bridge.act("hold", result.cluster_id, result.proc_id, reason="held by contract test")
+    held = wait_for(
+        lambda: (job := bridge.find(request.job_id)) and job.state is JobState.HELD and job,
+        timeout=30,
+        what="the job to be held",
+    )
+    assert "held by contract test" in held.hold_reason
+    bridge.act("release", result.cluster_id, result.proc_id)
+    wait_for(
+        lambda: bridge.find(request.job_id).state in (JobState.IDLE, JobState.RUNNING),
+        timeout=30,
+        what="the job to be released",
+    )
+
+
+def test_the_schedd_answers_a_ping(bridge):
+    bridge.ping()

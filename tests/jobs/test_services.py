@@ -1,0 +1,187 @@
+"""The job services against the fake bridge: submit, sync, cancel, collect."""
+
+import pytest
+
+from condor_bridge import JobState as CondorState
+from jobs import services
+from jobs.models import Job, JobState
+from tests.conftest import script_upload
+
+pytestmark = pytest.mark.django_db
+
+
+def submit(user, **spec):
+    spec.setdefault("name", "first job")
+    return services.job_submit(user=user, spec=services.JobSpec(**spec), script=script_upload())
+
+
+def test_submitting_stores_the_script_and_queues_the_job(student, fake_bridge):
+    job = submit(student, arguments=["--epochs", "2"], gpus=1)
+    assert job.state == JobState.QUEUED
+    assert (job.directory / "train.py").read_text() == "print('hello')\n"
+    assert (job.directory / "outputs").is_dir()
+    assert job.request["arguments"] == ["--epochs", "2"]
+    assert list(job.events.values_list("kind", flat=True)) == ["created"]
+
+
+def test_the_submission_is_enqueued_only_once_the_transaction_commits(
+    student, fake_bridge, django_capture_on_commit_callbacks, monkeypatch
+):
+    sent = []
+    monkeypatch.setattr("jobs.tasks.submit_job.delay", sent.append)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        job = submit(student)
+    assert sent == []
+    for callback in callbacks:
+        callback()
+    assert sent == [job.pk]
+
+
+def test_submit_to_pool_records_the_cluster(student, fake_bridge):
+    job = services.job_submit_to_pool(submit(student).pk)
+    assert job.state == JobState.IDLE
+    assert job.cluster_id == 1
+    assert fake_bridge.submitted[str(job.public_id)]["initialdir"] == job.output_dir
+
+
+def test_a_retried_submission_adopts_the_job_instead_of_submitting_twice(student, fake_bridge):
+    job = submit(student)
+    services.job_submit_to_pool(job.pk)
+    Job.objects.filter(pk=job.pk).update(cluster_id=None, state=JobState.QUEUED)
+    job = services.job_submit_to_pool(job.pk)
+    assert fake_bridge.submit_calls == 1
+    assert job.cluster_id == 1
+    assert "found already submitted" in job.events.last().detail
+
+
+def test_a_transient_failure_keeps_the_job_queued_and_raises_for_retry(student, fake_bridge):
+    job = submit(student)
+    fake_bridge.down = True
+    with pytest.raises(services.BridgeError):
+        services.job_submit_to_pool(job.pk)
+    job.refresh_from_db()
+    assert job.state == JobState.QUEUED
+    assert job.submit_attempts == 1
+    assert "not answering" in job.status_detail
+
+
+def test_sync_follows_a_job_to_completion_and_records_the_timeline(student, fake_bridge):
+    job = services.job_submit_to_pool(submit(student).pk)
+    job_id = str(job.public_id)
+    fake_bridge.set_state(job_id, CondorState.RUNNING, workstation="ws-volta")
+    services.jobs_sync()
+    job.refresh_from_db()
+    assert (job.state, job.workstation, job.num_starts) == (JobState.RUNNING, "ws-volta", 1)
+    fake_bridge.set_state(job_id, CondorState.COMPLETED, exit_code=0)
+    services.jobs_sync()
+    job.refresh_from_db()
+    assert job.state == JobState.COMPLETED
+    assert job.finished_at is not None
+    kinds = list(job.events.values_list("kind", flat=True))
+    assert kinds == ["created", "submitted", "started", "completed"]
+
+
+def test_a_nonzero_exit_is_a_failure_with_its_code(student, fake_bridge):
+    job = services.job_submit_to_pool(submit(student).pk)
+    fake_bridge.set_state(str(job.public_id), CondorState.COMPLETED, exit_code=3)
+    services.jobs_sync()
+    job.refresh_from_db()
+    assert (job.state, job.exit_code) == (JobState.FAILED, 3)
+    assert job.events.last().detail == "Exited with code 3."
+
+
+def test_a_hold_reason_is_surfaced(student, fake_bridge):
+    job = services.job_submit_to_pool(submit(student).pk)
+    fake_bridge.set_state(str(job.public_id), CondorState.HELD, hold_reason="Disk quota exceeded")
+    services.jobs_sync()
+    job.refresh_from_db()
+    assert job.state == JobState.HELD
+    assert job.hold_reason == "Disk quota exceeded"
+    assert job.events.last().detail == "Disk quota exceeded"
+
+
+def test_an_eviction_shows_as_idle_again_with_the_start_count_kept(student, fake_bridge):
+    job = services.job_submit_to_pool(submit(student).pk)
+    fake_bridge.set_state(str(job.public_id), CondorState.RUNNING)
+    services.jobs_sync()
+    fake_bridge.set_state(str(job.public_id), CondorState.IDLE)
+    services.jobs_sync()
+    job.refresh_from_db()
+    assert (job.state, job.num_starts) == (JobState.IDLE, 1)
+    assert job.events.last().kind == "evicted"
+
+
+def test_sync_twice_with_nothing_new_writes_nothing(student, fake_bridge):
+    job = services.job_submit_to_pool(submit(student).pk)
+    fake_bridge.set_state(str(job.public_id), CondorState.RUNNING)
+    assert services.jobs_sync().changed == 1
+    assert services.jobs_sync().changed == 0
+    assert job.events.count() == 3
+
+
+def test_an_idle_job_no_workstation_can_run_is_explained(student, fake_bridge):
+    job = services.job_submit_to_pool(submit(student, gpus=1, gpu_memory_gb=80).pk)
+    services.jobs_sync()
+    job.refresh_from_db()
+    assert "at least 80 GB" in job.match_problem
+
+
+def test_cancel_removes_the_job_in_htcondor_and_audits_who_did_it(student, fake_bridge):
+    job = services.job_submit_to_pool(submit(student).pk)
+    services.job_cancel(job=job, user=student)
+    assert fake_bridge.actions[0][:3] == ("remove", job.cluster_id, 0)
+    event = job.events.last()
+    assert (event.kind, event.actor) == ("cancel requested", student)
+    services.jobs_sync()
+    job.refresh_from_db()
+    assert job.state == JobState.REMOVED
+
+
+def test_cancel_before_submission_never_reaches_htcondor(student, fake_bridge):
+    job = submit(student)
+    job = services.job_cancel(job=job, user=student)
+    assert job.state == JobState.REMOVED
+    assert services.job_submit_to_pool(job.pk).cluster_id is None
+    assert fake_bridge.submit_calls == 0
+
+
+def test_cancelling_a_finished_job_is_refused(student, fake_bridge):
+    job = services.job_cancel(job=submit(student), user=student)
+    with pytest.raises(services.JobActionError, match="already ended"):
+        services.job_cancel(job=job, user=student)
+
+
+def test_a_queued_job_whose_task_was_lost_is_sent_again(student, fake_bridge, monkeypatch, settings):
+    sent = []
+    monkeypatch.setattr("jobs.tasks.submit_job.delay", sent.append)
+    settings.RESUBMIT_AFTER_S = 0
+    job = submit(student)
+    services.jobs_sync()
+    assert job.pk in sent
+
+
+@pytest.mark.parametrize(
+    "uploaded, stored",
+    [("train.py", "train.py"), ("../../etc/passwd.py", "passwd.py"), ("my model (v2).py",
+     "my_model_v2.py"), ("$(HOME).py", "HOME.py"), ("C:\\Users\\me\\x.py", "x.py"),
+     ("...py", "train.py")],
+)  # fmt: skip
+def test_uploaded_script_names_become_safe_file_names(uploaded, stored):
+    assert services.safe_script_name(uploaded) == stored
+
+
+def test_a_non_python_upload_is_refused_naming_the_script_field(student, fake_bridge):
+    with pytest.raises(services.JobSubmissionError) as error:
+        services.job_submit(
+            user=student, spec=services.JobSpec(name="x"), script=script_upload(name="run.sh")
+        )
+    assert error.value.field == "script"
+    assert not Job.objects.exists()
+
+
+def test_an_invalid_argument_is_refused_before_anything_is_stored(student, fake_bridge):
+    with pytest.raises(services.JobSubmissionError) as error:
+        submit(student, arguments=["ok", "bad\nqueue 10"])
+    assert error.value.field == "arguments"
+    assert not Job.objects.exists()
+    assert not any(fake_bridge.submitted)

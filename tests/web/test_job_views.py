@@ -1,0 +1,116 @@
+"""The job pages: upload, follow, download; and nobody sees another's job."""
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from jobs import services
+from jobs.models import Job
+from tests.conftest import script_upload
+
+pytestmark = pytest.mark.django_db
+
+
+def post_job(client, **fields):
+    data = {"name": "mnist", "gpus": 1, "cpus": 1, "memory_gb": 2, "arguments": "",
+            "script": script_upload()}  # fmt: skip
+    data.update(fields)
+    return client.post(reverse("jobs:new"), data)
+
+
+def test_pages_need_a_login(client):
+    response = client.get(reverse("jobs:list"))
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+def test_uploading_a_script_creates_a_job_and_shows_its_page(student_client, fake_bridge):
+    response = post_job(student_client, arguments="--epochs=3\n--lr 0.1")
+    job = Job.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("jobs:detail", args=[job.public_id])
+    assert job.request["arguments"] == ["--epochs=3", "--lr 0.1"]
+    page = student_client.get(response["Location"])
+    assert "Waiting for the scheduler" in page.content.decode()
+
+
+def test_a_form_error_names_the_field_and_keeps_what_was_typed(student_client, fake_bridge):
+    response = post_job(student_client, gpus=99, name="keep me")
+    body = response.content.decode()
+    assert response.status_code == 400
+    assert "Ensure this value is less than or equal to 8" in body
+    assert 'value="keep me"' in body
+    assert not Job.objects.exists()
+
+
+def test_a_hostile_argument_is_refused_with_the_reason(student_client, fake_bridge):
+    response = post_job(student_client, arguments="ok\n" + "x" * 5000)
+    assert response.status_code == 400
+    assert "at most 4096 characters" in response.content.decode()
+
+
+def test_a_shell_script_upload_is_refused(student_client, fake_bridge):
+    response = post_job(student_client, script=script_upload(name="evil.sh"))
+    assert response.status_code == 400
+    assert "ending in .py" in response.content.decode()
+
+
+def test_the_status_feed_follows_logs_by_byte_offset(student_client, student, fake_bridge):
+    job = services.job_submit(
+        user=student, spec=services.JobSpec(name="x"), script=script_upload()
+    )
+    (job.directory / "stdout.txt").write_text("epoch 1\n")
+    url = reverse("jobs:status", args=[job.public_id])
+    first = json.loads(student_client.get(url).content)
+    assert first["logs"]["stdout"] == {"text": "epoch 1\n", "offset": 8}
+    with open(job.directory / "stdout.txt", "a") as log:
+        log.write("epoch 2\n")
+    second = json.loads(student_client.get(url, {"stdout_offset": 8}).content)
+    assert second["logs"]["stdout"] == {"text": "epoch 2\n", "offset": 16}
+
+
+def test_an_output_file_downloads(student_client, student, fake_bridge):
+    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    (job.directory / "outputs" / "model.txt").write_text("weights")
+    response = student_client.get(reverse("jobs:output", args=[job.public_id, "model.txt"]))
+    assert response.status_code == 200
+    assert b"".join(response.streaming_content) == b"weights"
+    assert "attachment" in response["Content-Disposition"]
+
+
+@pytest.mark.parametrize(
+    "path", ["../train.py", "../../../../etc/passwd", "%2e%2e/train.py", "link.txt", "/etc/passwd"]
+)
+def test_downloads_never_leave_the_outputs_folder(student_client, student, fake_bridge, path):
+    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    (job.directory / "outputs" / "link.txt").symlink_to("/etc/passwd")
+    url = reverse("jobs:detail", args=[job.public_id]) + "outputs/" + path
+    assert student_client.get(url).status_code == 404
+
+
+@pytest.mark.parametrize(
+    "name, method, extra",
+    [("jobs:detail", "get", []), ("jobs:status", "get", []), ("jobs:cancel", "post", []),
+     ("jobs:log", "get", ["stdout"]), ("jobs:output", "get", ["model.txt"])],
+)  # fmt: skip
+def test_another_users_job_is_a_404_on_every_url(
+    client, student, other_student, fake_bridge, name, method, extra
+):
+    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    (job.directory / "outputs" / "model.txt").write_text("secret")
+    (job.directory / "stdout.txt").write_text("secret")
+    client.force_login(other_student)
+    response = getattr(client, method)(reverse(name, args=[job.public_id, *extra]))
+    assert response.status_code == 404
+    job.refresh_from_db()
+    assert not job.is_final
+
+
+def test_my_jobs_lists_only_my_jobs(student_client, student, other_student, fake_bridge):
+    services.job_submit(user=student, spec=services.JobSpec(name="mine"), script=script_upload())
+    services.job_submit(
+        user=other_student, spec=services.JobSpec(name="theirs"), script=script_upload()
+    )
+    body = student_client.get(reverse("jobs:list")).content.decode()
+    assert "mine" in body and "theirs" not in body
