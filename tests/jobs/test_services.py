@@ -151,7 +151,9 @@ def test_cancelling_a_finished_job_is_refused(student, fake_bridge):
         services.job_cancel(job=job, user=student)
 
 
-def test_a_queued_job_whose_task_was_lost_is_sent_again(student, fake_bridge, monkeypatch, settings):
+def test_a_queued_job_whose_task_was_lost_is_sent_again(
+    student, fake_bridge, monkeypatch, settings
+):
     sent = []
     monkeypatch.setattr("jobs.tasks.submit_job.delay", sent.append)
     settings.RESUBMIT_AFTER_S = 0

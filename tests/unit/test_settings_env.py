@@ -26,7 +26,9 @@ def test_a_bad_boolean_names_the_variable(monkeypatch):
 
 def test_a_choice_outside_its_options_is_refused(monkeypatch):
     monkeypatch.setenv("CONDOR_FILE_MODE_X", "ftp")
-    with pytest.raises(ImproperlyConfigured, match="CONDOR_FILE_MODE_X must be one of shared, spool"):
+    with pytest.raises(
+        ImproperlyConfigured, match="CONDOR_FILE_MODE_X must be one of shared, spool"
+    ):
         env_choice("CONDOR_FILE_MODE_X", "shared", ("shared", "spool"))
 
 

@@ -51,15 +51,15 @@ def test_a_job_that_never_ran_is_not_evicted():
 
 def test_history_tells_an_exit_code_from_a_signal():
     exited = map_job_ad(ad(JobStatus=4, ExitBySignal=False, ExitCode=3), in_queue=False)
-    killed = map_job_ad(ad(JobStatus=4, ExitBySignal=True, ExitSignal=9, ExitCode=0), in_queue=False)
+    killed = map_job_ad(
+        ad(JobStatus=4, ExitBySignal=True, ExitSignal=9, ExitCode=0), in_queue=False
+    )
     assert (exited.exit_code, exited.exit_signal) == (3, None)
     assert (killed.exit_code, killed.exit_signal) == (None, 9)
 
 
 def test_a_removed_job_in_history_is_removed_with_its_reason():
-    observation = map_job_ad(
-        ad(JobStatus=3, RemoveReason="Cancelled by user 4"), in_queue=False
-    )
+    observation = map_job_ad(ad(JobStatus=3, RemoveReason="Cancelled by user 4"), in_queue=False)
     assert observation.state is JobState.REMOVED
     assert observation.status_detail == "Cancelled by user 4"
     assert not observation.in_queue

@@ -39,9 +39,12 @@ def test_spool_mode_transfers_the_script_and_brings_the_outputs_folder_back():
 
 
 def test_max_runtime_becomes_an_execute_duration_limit():
-    assert build_submit_description(request(max_runtime_s=3600), mode=FileMode.SHARED)[
-        "allowed_execute_duration"
-    ] == "3600"
+    assert (
+        build_submit_description(request(max_runtime_s=3600), mode=FileMode.SHARED)[
+            "allowed_execute_duration"
+        ]
+        == "3600"
+    )
 
 
 @pytest.mark.parametrize(
@@ -63,7 +66,7 @@ def test_macros_in_arguments_and_environment_never_expand(hostile):
     "argument, quoted",
     [
         ("it's", "\"'train.py' 'it''s'\""),
-        ('say "hi"', "\"'train.py' 'say \"\"hi\"\"'\""),
+        ('say "hi"', '"\'train.py\' \'say ""hi""\'"'),
         ("a b", "\"'train.py' 'a b'\""),
         ("", "\"'train.py' ''\""),
     ],
@@ -73,7 +76,7 @@ def test_quotes_and_spaces_stay_inside_one_argument(argument, quoted):
 
 
 @pytest.mark.parametrize(
-    "hostile", ["a\nqueue 1000", "x\r\n+Owner = \"root\"", "nul\x00byte", "tab\there"]
+    "hostile", ["a\nqueue 1000", 'x\r\n+Owner = "root"', "nul\x00byte", "tab\there"]
 )
 def test_line_breaks_and_control_characters_are_refused(hostile):
     with pytest.raises(InvalidJobRequest) as error:

@@ -57,9 +57,7 @@ def test_a_shell_script_upload_is_refused(student_client, fake_bridge):
 
 
 def test_the_status_feed_follows_logs_by_byte_offset(student_client, student, fake_bridge):
-    job = services.job_submit(
-        user=student, spec=services.JobSpec(name="x"), script=script_upload()
-    )
+    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
     (job.directory / "stdout.txt").write_text("epoch 1\n")
     url = reverse("jobs:status", args=[job.public_id])
     first = json.loads(student_client.get(url).content)

@@ -1,0 +1,146 @@
+"""Real Celery processes (worker and beat) against the test database and Redis.
+
+Integration tests submit through the real web views; the worker hands the job to
+the real personal pool and beat syncs it, exactly as in production.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+from django.conf import settings
+
+from tests.helpers import wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+CELERY = str(Path(sys.executable).with_name("celery"))
+
+
+def _database_url() -> str:
+    db = settings.DATABASES["default"]
+    assert "postgresql" in db["ENGINE"], "integration tests run against PostgreSQL"
+    user = db.get("USER") or "postgres"
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    return f"postgres://{user}{password}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+class CeleryProcesses:
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.env = os.environ | {
+            "DATABASE_URL": _database_url(),
+            "NIGHTSHIFT_SYNC_INTERVAL": "1",
+            "NIGHTSHIFT_RESUBMIT_AFTER_S": "10",
+            "CELERY_VISIBILITY_TIMEOUT": "15",
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.worker: subprocess.Popen | None = None
+        self.beat: subprocess.Popen | None = None
+        self._starts = 0
+
+    def _spawn(self, args: list[str], name: str, extra_env: dict | None = None) -> subprocess.Popen:
+        self._starts += 1
+        log = open(self.log_dir / f"{name}-{self._starts}.log", "wb")  # noqa: SIM115
+        return subprocess.Popen(
+            [CELERY, "-A", "portal", *args], cwd=REPO, env=self.env | (extra_env or {}),
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+
+    def start_worker(self, **extra_env: str) -> None:
+        hostname = f"test-worker-{self._starts}@%h"
+        self.worker = self._spawn(
+            ["worker", "--pool", "solo", "--loglevel", "INFO", "--hostname", hostname,
+             "--without-mingle", "--without-gossip"],
+            "worker", extra_env,
+        )  # fmt: skip
+        from portal.celery import app
+
+        wait_for(lambda: app.control.ping(timeout=0.5), timeout=60, what="the Celery worker")
+
+    def kill_worker(self) -> None:
+        assert self.worker is not None
+        os.killpg(self.worker.pid, signal.SIGKILL)
+        self.worker.wait(timeout=10)
+
+    def start_beat(self) -> None:
+        self.beat = self._spawn(
+            ["beat", "--loglevel", "INFO", "--scheduler", "celery.beat:PersistentScheduler",
+             "--schedule", str(self.log_dir / "beat-schedule")],
+            "beat",
+        )  # fmt: skip
+
+    def stop(self) -> None:
+        for process in (self.worker, self.beat):
+            if process is not None and process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+
+    def logs(self) -> str:
+        return "\n".join(
+            f"--- {path.name}\n{path.read_text(errors='replace')[-4000:]}"
+            for path in sorted(self.log_dir.glob("*.log"))
+        )
+
+
+@pytest.fixture(scope="session")
+def pool_is_up():
+    """The personal pool must be running: integration tests are never skipped."""
+    from jobs.bridge import get_bridge
+
+    get_bridge.cache_clear()
+    try:
+        get_bridge().ping()
+    except Exception as exc:  # noqa: BLE001
+        pytest.fail(f"the personal pool is not answering ({exc}); run `make pool-start`")
+
+
+@pytest.fixture(scope="session")
+def celery_processes(django_db_setup, django_db_blocker, tmp_path_factory, pool_is_up):
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    processes = CeleryProcesses(tmp_path_factory.mktemp("celery"))
+    processes.start_beat()
+    processes.start_worker()
+    yield processes
+    processes.stop()
+
+
+@pytest.fixture
+def live_pipeline(celery_processes, transactional_db, request):
+    """A worker and beat running; on failure, their logs are printed."""
+    if celery_processes.worker is None or celery_processes.worker.poll() is not None:
+        celery_processes.start_worker()
+    yield celery_processes
+    if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
+        print(celery_processes.logs())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"rep_{report.when}", report)
+
+
+def wait_for_state(job, states, timeout=120):
+    states = set(states)
+
+    def probe():
+        job.refresh_from_db()
+        return job.state in states
+
+    wait_for(probe, timeout=timeout, what=f"job {job.name!r} to reach {sorted(states)}")
+    return job
+
+
+def settle(seconds: float) -> None:
+    time.sleep(seconds)

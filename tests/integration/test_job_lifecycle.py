@@ -1,0 +1,137 @@
+"""A student's job, end to end: web upload -> Celery -> real HTCondor pool -> outputs."""
+
+import json
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from condor_bridge import JobState as CondorState
+from jobs.bridge import get_bridge
+from jobs.models import Job, JobState
+from tests.conftest import script_upload
+from tests.helpers import wait_for
+from tests.integration.conftest import wait_for_state
+
+pytestmark = [pytest.mark.condor, pytest.mark.timeout(300)]
+
+WRITES_A_FILE = """
+import os, sys
+print("training on", os.environ.get("CUDA_VISIBLE_DEVICES"))
+os.makedirs("outputs", exist_ok=True)
+with open("outputs/model.txt", "w") as f:
+    f.write("weights:" + ",".join(sys.argv[1:]))
+print("done")
+"""
+
+
+@pytest.fixture
+def web(client, transactional_db):
+    user = get_user_model().objects.create_user("ada", password="a-long-test-password")
+    client.force_login(user)
+    return client
+
+
+def upload(web, script: str, **fields) -> Job:
+    data = {"name": "job", "gpus": 0, "cpus": 1, "memory_gb": 0.25, "arguments": "",
+            "script": script_upload(script)}  # fmt: skip
+    data.update(fields)
+    response = web.post(reverse("jobs:new"), data)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    return Job.objects.latest("created_at")
+
+
+def condor_count(job: Job) -> int:
+    """How many HTCondor jobs, queue plus history, carry this job's Nightshift id."""
+    bridge = get_bridge()
+    in_queue = [o for o in bridge.active_jobs() if o.job_id == str(job.public_id)]
+    return len(in_queue) + len(bridge.finished_jobs([str(job.public_id)]))
+
+
+def test_a_script_that_writes_a_file_completes_and_the_file_downloads(web, live_pipeline):
+    job = upload(web, WRITES_A_FILE, name="writes a file", arguments="--epochs=2\nlr 0.1")
+    wait_for_state(job, {JobState.COMPLETED, JobState.FAILED})
+    assert job.state == JobState.COMPLETED, job.events.all()
+    assert job.exit_code == 0
+    assert job.workstation
+    wait_for(lambda: Job.objects.get(pk=job.pk).outputs_ready, timeout=60, what="outputs")
+    response = web.get(reverse("jobs:output", args=[job.public_id, "model.txt"]))
+    assert b"".join(response.streaming_content) == b"weights:--epochs=2,lr 0.1"
+    stdout = web.get(reverse("jobs:log", args=[job.public_id, "stdout"]))
+    assert b"done" in b"".join(stdout.streaming_content)
+    kinds = list(job.events.values_list("kind", flat=True))
+    assert kinds[:2] == ["created", "submitted"] and "completed" in kinds
+    assert condor_count(job) == 1
+
+
+def test_a_script_that_exits_3_fails_with_exit_code_3(web, live_pipeline):
+    job = upload(web, "import sys\nprint('oops', file=sys.stderr)\nsys.exit(3)\n", name="exits 3")
+    wait_for_state(job, {JobState.COMPLETED, JobState.FAILED})
+    assert (job.state, job.exit_code) == (JobState.FAILED, 3)
+    status = json.loads(web.get(reverse("jobs:status", args=[job.public_id])).content)
+    assert "oops" in status["logs"]["stderr"]["text"]
+
+
+def test_more_gpu_memory_than_any_machine_has_stays_idle_and_says_why(web, live_pipeline):
+    job = upload(web, "print('never')\n", name="too big", gpus=1, gpu_memory_gb=200)
+    wait_for(lambda: Job.objects.get(pk=job.pk).match_problem, timeout=60, what="match problem")
+    job.refresh_from_db()
+    assert job.state == JobState.IDLE
+    page = web.get(reverse("jobs:detail", args=[job.public_id])).content.decode()
+    assert "No workstation can run this job." in page
+    assert "at least 200 GB" in page and "46.5 GB" in page
+    web.post(reverse("jobs:cancel", args=[job.public_id]))
+
+
+def test_a_two_gpu_job_lands_on_the_two_gpu_workstation(web, live_pipeline):
+    job = upload(web, "import os\nprint(os.environ['CUDA_VISIBLE_DEVICES'])\n", name="two gpus",
+                 gpus=2)  # fmt: skip
+    wait_for_state(job, {JobState.COMPLETED, JobState.FAILED})
+    assert job.state == JobState.COMPLETED
+    assert job.workstation == "ws-volta"
+    devices = (job.directory / "stdout.txt").read_text().strip().split(",")
+    assert len(devices) == 2 and len(set(devices)) == 2
+
+
+def test_cancel_ends_removed(web, live_pipeline):
+    job = upload(web, "import time\nprint('started', flush=True)\ntime.sleep(300)\n",
+                 name="long")  # fmt: skip
+    wait_for_state(job, {JobState.RUNNING})
+    response = web.post(reverse("jobs:cancel", args=[job.public_id]))
+    assert response.status_code == 302
+    wait_for_state(job, {JobState.REMOVED}, timeout=60)
+    assert "Cancelled by user" in job.events.last().detail
+    assert job.events.filter(kind="cancel requested", actor__username="ada").exists()
+
+
+def test_the_worker_killed_mid_submission_still_submits_exactly_once(web, live_pipeline):
+    live_pipeline.kill_worker()
+    live_pipeline.start_worker(NIGHTSHIFT_FAULT_PAUSE_AFTER_SUBMIT_S="30")
+    job = upload(web, "print('survived')\n", name="survivor")
+    # The schedd has the job, the portal has not recorded it: kill the worker now.
+    wait_for(lambda: get_bridge().find(str(job.public_id)), timeout=60, what="the schedd submit")
+    job.refresh_from_db()
+    assert job.cluster_id is None
+    live_pipeline.kill_worker()
+    live_pipeline.start_worker()
+    wait_for_state(job, {JobState.COMPLETED, JobState.FAILED}, timeout=180)
+    assert job.state == JobState.COMPLETED
+    assert condor_count(job) == 1
+    assert "found already submitted" in job.events.get(kind="submitted").detail
+
+
+HOSTILE_ARGUMENTS = [
+    "$(HOME)", "$ENV(PATH)", "$RANDOM_CHOICE(a,b)", '+Owner = "root"', "queue 1000",
+    "it's \"quoted\"", "'unbalanced", "\u202eright-to-left\u202c 日本語", "x" * 2000,
+]  # fmt: skip
+
+
+def test_hostile_arguments_reach_the_script_literally_and_set_nothing_else(web, live_pipeline):
+    script = "import json, os, sys\nprint(json.dumps([sys.argv[1:], os.environ.get('EVIL')]))\n"
+    job = upload(web, script, name="hostile", arguments="\n".join(HOSTILE_ARGUMENTS))
+    wait_for_state(job, {JobState.COMPLETED, JobState.FAILED})
+    assert job.state == JobState.COMPLETED
+    argv, _ = json.loads((job.directory / "stdout.txt").read_text())
+    assert argv == HOSTILE_ARGUMENTS
+    observation = get_bridge().find(str(job.public_id))
+    assert observation.state is CondorState.COMPLETED
