@@ -3,6 +3,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from tests.factories import UserFactory
 
+# Real Celery worker and beat processes for the integration and browser tests.
+pytest_plugins = ["tests.pipeline"]
+
 
 @pytest.fixture
 def fake_bridge(settings, tmp_path):

@@ -11,7 +11,7 @@ from jobs.bridge import get_bridge
 from jobs.models import Job, JobState
 from tests.conftest import script_upload
 from tests.helpers import wait_for
-from tests.integration.conftest import wait_for_state
+from tests.pipeline import wait_for_state
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(300)]
 
