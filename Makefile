@@ -51,7 +51,8 @@ test: venv
 
 bench: venv
 	deploy/personal-pool/pool start
-	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=$(TEST_REDIS_URL) $(BIN)/python bench/submit_and_sync.py
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/14 \
+	$(BIN)/python bench/submit_and_sync.py
 
 clean:
 	rm -rf $(VENV) var/staticfiles

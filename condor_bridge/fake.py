@@ -87,11 +87,18 @@ class FakeBridge:
     def description(self, request: JobRequest) -> dict[str, str]:
         return build_submit_description(request, mode=self.mode, instance=self.instance)
 
-    def submit(self, request: JobRequest) -> SubmitResult:
+    def submit(
+        self,
+        request: JobRequest,
+        *,
+        check_existing: bool = True,
+        submitted_after: datetime | None = None,
+    ) -> SubmitResult:
         self._check_up("submit")
-        existing = self.find(request.job_id)
-        if existing is not None:
-            return SubmitResult(existing.cluster_id, existing.proc_id, adopted=True)
+        if check_existing:
+            existing = self.find(request.job_id, submitted_after=submitted_after)
+            if existing is not None:
+                return SubmitResult(existing.cluster_id, existing.proc_id, adopted=True)
         description = self.description(request)
         with self._lock:
             self.submit_calls += 1
@@ -110,7 +117,9 @@ class FakeBridge:
             self.set_state(request.job_id, JobState.IDLE, status_detail="")
         return SubmitResult(cluster, 0, adopted=False)
 
-    def find(self, job_id: str) -> JobObservation | None:
+    def find(
+        self, job_id: str, *, submitted_after: datetime | None = None
+    ) -> JobObservation | None:
         self._check_up("query")
         if not JOB_ID_PATTERN.fullmatch(job_id):
             raise ValueError(f"not a Nightshift job id: {job_id!r}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 import htcondor2
@@ -60,6 +61,8 @@ _MACHINE_PROJECTION = [
     "GPUs_Capability",
 ]
 _config_lock = threading.Lock()
+# Allowed clock difference between the portal and the schedd when bounding history scans.
+HISTORY_CLOCK_SLACK_S = 300
 
 
 def _bridge_error(action: str, exc: Exception) -> BridgeError:
@@ -123,11 +126,22 @@ class HTCondorBridge:
     def description(self, request: JobRequest) -> dict[str, str]:
         return build_submit_description(request, mode=self.mode, instance=self.instance)
 
-    def submit(self, request: JobRequest) -> SubmitResult:
-        """Submit exactly once: an id already in the queue or history is adopted."""
-        existing = self.find(request.job_id)
-        if existing is not None:
-            return SubmitResult(existing.cluster_id, existing.proc_id, adopted=True)
+    def submit(
+        self,
+        request: JobRequest,
+        *,
+        check_existing: bool = True,
+        submitted_after: datetime | None = None,
+    ) -> SubmitResult:
+        """Submit exactly once: an id already in the queue or history is adopted.
+
+        A caller that knows no earlier attempt can have reached the schedd passes
+        check_existing=False and saves the lookup; `submitted_after` bounds it.
+        """
+        if check_existing:
+            existing = self.find(request.job_id, submitted_after=submitted_after)
+            if existing is not None:
+                return SubmitResult(existing.cluster_id, existing.proc_id, adopted=True)
         schedd = self._schedd()
         submit = htcondor2.Submit(self.description(request))
         try:
@@ -148,23 +162,35 @@ class HTCondorBridge:
         except (HTCondorException, OSError, RuntimeError) as exc:
             raise _bridge_error("query", exc) from exc
 
-    def _history(self, constraint: str, match: int) -> list[Any]:
+    def _history(self, constraint: str, match: int, since: str | None = None) -> list[Any]:
         try:
             return list(
-                self._schedd().history(constraint=constraint, projection=PROJECTION, match=match)
+                self._schedd().history(
+                    constraint=constraint, projection=PROJECTION, match=match, since=since
+                )
             )
         except BridgeError:
             raise
         except (HTCondorException, OSError, RuntimeError) as exc:
             raise _bridge_error("history", exc) from exc
 
-    def find(self, job_id: str) -> JobObservation | None:
-        """The job with this Nightshift id, from the queue or else from the history."""
+    def find(
+        self, job_id: str, *, submitted_after: datetime | None = None
+    ) -> JobObservation | None:
+        """The job with this Nightshift id, from the queue or else from the history.
+
+        History is scanned newest first; with `submitted_after` the scan stops at jobs
+        that left the queue before then, instead of reading the whole history.
+        """
         constraint = _id_constraint([job_id])
         ads = self._query(constraint)
         if ads:
             return map_job_ad(ads[0], in_queue=True)
-        ads = self._history(constraint, match=1)
+        since = None
+        if submitted_after is not None:
+            horizon = int(submitted_after.timestamp()) - HISTORY_CLOCK_SLACK_S
+            since = f"EnteredCurrentStatus < {horizon}"
+        ads = self._history(constraint, match=1, since=since)
         return map_job_ad(ads[0], in_queue=False) if ads else None
 
     def active_jobs(self) -> list[JobObservation]:

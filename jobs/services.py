@@ -178,34 +178,41 @@ def _enqueue_submit(job_pk: int) -> None:
 
 
 def job_submit_to_pool(job_pk: int) -> Job:
-    """Hand a queued job to HTCondor, exactly once. Transient failures re-raise for retry."""
+    """Hand a queued job to HTCondor, exactly once. Transient failures re-raise for retry.
+
+    The attempt is committed before the schedd is contacted. A first attempt therefore
+    knows nothing can be in the schedd yet and skips the lookup; any later attempt (after
+    a crash, a killed worker or a redelivered task) looks the job up and adopts it.
+    """
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job_pk)
+        if job.is_submitted or job.is_final:
+            return job
+        job.submit_attempts += 1
+        job.save(update_fields=["submit_attempts"])
+        first_attempt = job.submit_attempts == 1
+
     bridge = get_bridge()
     transient_error = None
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job_pk)
         if job.is_submitted or job.is_final:
             return job
-        job.submit_attempts += 1
         try:
-            result = bridge.submit(_job_request(job))
+            result = bridge.submit(
+                _job_request(job), check_existing=not first_attempt, submitted_after=job.created_at
+            )
         except BridgeError as exc:
             job.last_error = str(exc)
             if exc.transient:
                 job.status_detail = "The scheduler is not answering; Nightshift keeps trying."
-                job.save(update_fields=["submit_attempts", "last_error", "status_detail"])
+                job.save(update_fields=["last_error", "status_detail"])
                 transient_error = exc
             else:
-                job.state = JobState.FAILED
-                job.status_detail = "HTCondor refused the job."
-                job.finished_at = timezone.now()
-                job.save()
-                _record(job, "rejected", str(exc))
+                _fail_before_submission(job, "HTCondor refused the job.", str(exc))
                 return job
         except InvalidJobRequest as exc:
-            job.state, job.finished_at = JobState.FAILED, timezone.now()
-            job.status_detail, job.last_error = "The job request is invalid.", str(exc)
-            job.save()
-            _record(job, "rejected", str(exc))
+            _fail_before_submission(job, "The job request is invalid.", str(exc))
             return job
         else:
             if settings.FAULT_PAUSE_AFTER_SUBMIT_S:
@@ -221,6 +228,13 @@ def job_submit_to_pool(job_pk: int) -> Job:
     return job
 
 
+def _fail_before_submission(job: Job, detail: str, error: str) -> None:
+    job.state, job.finished_at = JobState.FAILED, timezone.now()
+    job.status_detail, job.last_error = detail, error
+    job.save()
+    _record(job, "rejected", error)
+
+
 def _portal_state(observation: JobObservation) -> str:
     if observation.state is CondorState.COMPLETED:
         ok = observation.exit_code == 0 and observation.exit_signal is None
@@ -232,7 +246,7 @@ def _describe(job: Job, previous_state: str, observation: JobObservation) -> tup
     state = job.state
     if state == JobState.RUNNING:
         return "started", f"Running on {observation.workstation or 'a workstation'}"
-    if state == JobState.IDLE and previous_state == JobState.RUNNING:
+    if state == JobState.IDLE and (previous_state == JobState.RUNNING or observation.evicted):
         return "evicted", "The workstation was reclaimed; waiting for another one."
     if state == JobState.HELD:
         return "held", observation.hold_reason or "Held by HTCondor."
@@ -247,30 +261,36 @@ def _describe(job: Job, previous_state: str, observation: JobObservation) -> tup
     return state, observation.status_detail
 
 
+def _observed_changes(job: Job, observation: JobObservation) -> dict:
+    """The fields of `job` that differ from what HTCondor reports."""
+    if job.is_final:
+        return {}
+    new_state = _portal_state(observation)
+    values = {
+        "state": new_state,
+        "status_detail": observation.status_detail,
+        "hold_reason": observation.hold_reason,
+        "hold_reason_code": observation.hold_reason_code,
+        "num_starts": max(job.num_starts, observation.num_starts),
+        "workstation": observation.workstation or job.workstation,
+        "exit_code": observation.exit_code,
+        "exit_signal": observation.exit_signal,
+        "started_at": observation.started_at or job.started_at,
+    }
+    if new_state in FINAL_STATES:
+        values["finished_at"] = job.finished_at or observation.finished_at or timezone.now()
+        values["match_problem"] = ""
+    return {key: value for key, value in values.items() if getattr(job, key) != value}
+
+
 def job_apply_observation(job_pk: int, observation: JobObservation) -> bool:
     """Bring one job in line with what HTCondor reports. True when something changed."""
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job_pk)
-        if job.is_final:
-            return False
-        new_state = _portal_state(observation)
-        values = {
-            "state": new_state,
-            "status_detail": observation.status_detail,
-            "hold_reason": observation.hold_reason,
-            "hold_reason_code": observation.hold_reason_code,
-            "num_starts": max(job.num_starts, observation.num_starts),
-            "workstation": observation.workstation or job.workstation,
-            "exit_code": observation.exit_code,
-            "exit_signal": observation.exit_signal,
-            "started_at": observation.started_at or job.started_at,
-        }
-        if new_state in FINAL_STATES:
-            values["finished_at"] = observation.finished_at or timezone.now()
-            values["match_problem"] = ""
-        changed = {k: v for k, v in values.items() if getattr(job, k) != v}
+        changed = _observed_changes(job, observation)
         if not changed:
             return False
+        new_state = changed.get("state", job.state)
         previous_state = job.state
         for key, value in changed.items():
             setattr(job, key, value)
@@ -303,11 +323,7 @@ def jobs_sync() -> SyncReport:
     started = time.perf_counter()
     bridge = get_bridge()
     report = SyncReport()
-    active = list(
-        Job.objects.filter(cluster_id__isnull=False)
-        .exclude(state__in=FINAL_STATES)
-        .only("pk", "public_id", "state")
-    )
+    active = list(Job.objects.filter(cluster_id__isnull=False).exclude(state__in=FINAL_STATES))
     report.active = len(active)
     if active:
         observations = {o.job_id: o for o in bridge.active_jobs()}
@@ -318,7 +334,10 @@ def jobs_sync() -> SyncReport:
             observations.update(finished)
         for job in active:
             observation = observations.get(str(job.public_id))
-            if observation is not None and job_apply_observation(job.pk, observation):
+            # Compared in memory first: an unchanged job costs no lock and no write.
+            if observation is None or not _observed_changes(job, observation):
+                continue
+            if job_apply_observation(job.pk, observation):
                 report.changed += 1
         _explain_unmatched_jobs(bridge)
     report.resubmitted = _resubmit_stale_jobs()

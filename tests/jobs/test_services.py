@@ -187,3 +187,19 @@ def test_an_invalid_argument_is_refused_before_anything_is_stored(student, fake_
     assert error.value.field == "arguments"
     assert not Job.objects.exists()
     assert not any(fake_bridge.submitted)
+
+
+def test_a_first_attempt_skips_the_lookup_and_a_later_attempt_does_it(
+    student, fake_bridge, monkeypatch
+):
+    lookups = []
+    real_find = fake_bridge.find
+    monkeypatch.setattr(
+        fake_bridge, "find", lambda job_id, **kw: lookups.append(job_id) or real_find(job_id, **kw)
+    )
+    job = services.job_submit_to_pool(submit(student).pk)
+    assert lookups == []
+    Job.objects.filter(pk=job.pk).update(cluster_id=None, state=JobState.QUEUED)
+    services.job_submit_to_pool(job.pk)
+    assert lookups == [str(job.public_id)]
+    assert fake_bridge.submit_calls == 1

@@ -112,3 +112,10 @@ def test_my_jobs_lists_only_my_jobs(student_client, student, other_student, fake
     )
     body = student_client.get(reverse("jobs:list")).content.decode()
     assert "mine" in body and "theirs" not in body
+
+
+def test_a_job_name_with_a_line_break_is_refused_naming_the_field(student_client, fake_bridge):
+    response = post_job(student_client, name="ok\nqueue 1000")
+    assert response.status_code == 400
+    assert "must not contain line breaks" in response.content.decode()
+    assert not Job.objects.exists()
