@@ -63,7 +63,9 @@ def job_log_chunk(path: Path, offset: int = 0, limit: int = LOG_CHUNK_BYTES) -> 
     try:
         with open(path, "rb") as stream:
             size = os.fstat(stream.fileno()).st_size
-            offset = max(0, min(offset, size))
+            # A file shorter than the reader's offset was rewritten by a new run of the job
+            # (HTCondor truncates stdout when an evicted job starts again): start over.
+            offset = 0 if offset > size or offset < 0 else offset
             stream.seek(offset)
             data = stream.read(limit)
     except FileNotFoundError:

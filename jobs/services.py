@@ -7,7 +7,7 @@ import os
 import re
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
@@ -410,7 +410,3 @@ def job_collect_outputs(job_pk: int) -> Job:
 
 def job_logs_for(job: Job) -> dict[str, Path]:
     return {"stdout": job.directory / STDOUT, "stderr": job.directory / STDERR}
-
-
-def request_summary(job: Job) -> dict:
-    return asdict(_job_request(job))

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 
 from condor_bridge import BridgeError
 
 from . import services
+from .models import Job
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(
@@ -19,7 +24,10 @@ from . import services
     max_retries=None,
 )
 def submit_job(self, job_pk: int) -> None:
-    services.job_submit_to_pool(job_pk)
+    try:
+        services.job_submit_to_pool(job_pk)
+    except Job.DoesNotExist:
+        logger.warning("job %s was deleted before it could be submitted", job_pk)
 
 
 @shared_task(acks_late=True)
@@ -37,4 +45,7 @@ def sync_jobs() -> dict:
     max_retries=20,
 )
 def collect_outputs(self, job_pk: int) -> None:
-    services.job_collect_outputs(job_pk)
+    try:
+        services.job_collect_outputs(job_pk)
+    except Job.DoesNotExist:
+        logger.warning("job %s was deleted before its outputs were collected", job_pk)

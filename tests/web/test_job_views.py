@@ -119,3 +119,13 @@ def test_a_job_name_with_a_line_break_is_refused_naming_the_field(student_client
     assert response.status_code == 400
     assert "must not contain line breaks" in response.content.decode()
     assert not Job.objects.exists()
+
+
+def test_a_log_rewritten_by_a_new_run_is_followed_from_its_start(
+    student_client, student, fake_bridge
+):
+    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    (job.directory / "stdout.txt").write_text("run 2\n")
+    url = reverse("jobs:status", args=[job.public_id])
+    chunk = json.loads(student_client.get(url, {"stdout_offset": 500}).content)["logs"]["stdout"]
+    assert chunk == {"text": "run 2\n", "offset": 6}

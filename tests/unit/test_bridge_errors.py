@@ -1,0 +1,27 @@
+"""A BridgeError says whether retrying can help."""
+
+import pytest
+from htcondor2 import HTCondorException
+
+from condor_bridge.schedd import _bridge_error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [HTCondorException("Failed to connect to schedd, errmsg=CEDAR:6001"),
+     HTCondorException("Unable to locate local daemon"), ConnectionRefusedError("refused"),
+     TimeoutError("timed out")],
+)  # fmt: skip
+def test_an_unreachable_schedd_is_transient(error):
+    assert _bridge_error("submit", error).transient
+
+
+@pytest.mark.parametrize(
+    "error",
+    [HTCondorException("Submit requirements not met: request_memory too large"),
+     ValueError("Invalid submit description")],
+)  # fmt: skip
+def test_a_rejected_description_is_permanent(error):
+    failure = _bridge_error("submit", error)
+    assert not failure.transient
+    assert str(failure).startswith("submit: ")
