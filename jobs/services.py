@@ -25,6 +25,7 @@ from condor_bridge import (
 )
 from condor_bridge import JobState as CondorState
 from condor_bridge.submit import STDERR, STDOUT
+from condor_bridge.types import check_text
 
 from .bridge import get_bridge
 from .models import FINAL_STATES, Job, JobEvent, JobState
@@ -78,14 +79,17 @@ def accounting_user_for(user) -> str:
     return f"{slug}-{user.pk}"
 
 
-def _job_request(job: Job) -> JobRequest:
-    fields = dict(job.request)
+def _request_from_json(stored: dict, *, job_id: str, job_dir: str) -> JobRequest:
+    """A JobRequest from the JSON form kept in Job.request (lists where it has tuples)."""
+    fields = dict(stored)
     fields["arguments"] = tuple(fields.get("arguments", ()))
     fields["environment"] = tuple(tuple(pair) for pair in fields.get("environment", ()))
     fields["output_paths"] = tuple(fields.get("output_paths", (OUTPUTS,)))
-    return JobRequest(
-        job_id=str(job.public_id), job_dir=job.output_dir, python=settings.JOB_PYTHON, **fields
-    )
+    return JobRequest(job_id=job_id, job_dir=job_dir, python=settings.JOB_PYTHON, **fields)
+
+
+def _job_request(job: Job) -> JobRequest:
+    return _request_from_json(job.request, job_id=str(job.public_id), job_dir=job.output_dir)
 
 
 def _request_fields(spec: JobSpec, *, script_name: str, user) -> dict:
@@ -119,17 +123,12 @@ def job_validate_request(*, user, spec: JobSpec, script_name: str = "train.py") 
     if not spec.name.strip():
         raise JobSubmissionError("name", "Give the job a name.")
     try:
-        from condor_bridge.types import check_text
-
         check_text("name", spec.name, max_length=200)
-        fields = _request_fields(spec, script_name=script_name, user=user)
-        fields["arguments"] = tuple(fields["arguments"])
-        fields["environment"] = tuple(tuple(pair) for pair in fields["environment"])
-        fields["output_paths"] = tuple(fields["output_paths"])
-        return JobRequest(
-            job_id="validation", job_dir=str(settings.JOBS_DIR), python=settings.JOB_PYTHON,
-            **fields,
-        )  # fmt: skip
+        return _request_from_json(
+            _request_fields(spec, script_name=script_name, user=user),
+            job_id="validation",
+            job_dir=str(settings.JOBS_DIR),
+        )
     except InvalidJobRequest as exc:
         raise JobSubmissionError(exc.field, exc.message) from exc
 
