@@ -7,7 +7,7 @@ export NIGHTSHIFT_JOB_DIR_UID ?= 2000
 export NIGHTSHIFT_JOBS_DIR ?= $(CURDIR)/var/jobs
 export CONDOR_TOKEN_DIR ?= $(CURDIR)/var/condor-tokens
 
-TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
+TEST_DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
 .PHONY: run test lint format venv pool-start pool-stop pool-status bench clean
@@ -20,8 +20,10 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	@touch $@
 
-run: venv
+# System packages come first: a fresh Debian needs python3-venv before the venv.
+run:
 	@deploy/dev/ensure-system run
+	@$(MAKE) --no-print-directory venv
 	@deploy/dev/run
 
 pool-start:
@@ -39,8 +41,9 @@ format: venv
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-test: venv
+test:
 	@deploy/dev/ensure-system test
+	@$(MAKE) --no-print-directory venv
 	deploy/personal-pool/pool start
 	$(MAKE) lint
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python manage.py makemigrations --check --dry-run
