@@ -106,4 +106,10 @@ def build_submit_description(
         )
         if request.output_paths:
             description["transfer_output_files"] = ", ".join(request.output_paths)
+        # A finished spooled job waits in the queue until its outputs are retrieved
+        # (StageOutFinish is set then), and at most 10 days, then leaves for the history.
+        description["leave_in_queue"] = (
+            "JobStatus == 4 && (StageOutFinish =?= undefined || StageOutFinish == 0)"
+            " && (time() - EnteredCurrentStatus) < 864000"
+        )
     return description

@@ -135,3 +135,27 @@ def test_hostile_arguments_reach_the_script_literally_and_set_nothing_else(web, 
     assert argv == HOSTILE_ARGUMENTS
     observation = get_bridge().find(str(job.public_id))
     assert observation.state is CondorState.COMPLETED
+
+
+def test_the_portal_runs_a_job_in_spool_mode_without_a_shared_folder(
+    web, live_pipeline, settings, tmp_path
+):
+    # The job folder is outside the pool's root: the script must be spooled, the outputs
+    # retrieved by the worker when the job ends.
+    jobs_dir = tmp_path / "spooled-jobs"
+    settings.JOBS_DIR, settings.JOB_DIR_UID = jobs_dir, None
+    live_pipeline.kill_worker()
+    live_pipeline.start_worker(
+        CONDOR_FILE_MODE="spool", NIGHTSHIFT_JOBS_DIR=str(jobs_dir), NIGHTSHIFT_JOB_DIR_UID=""
+    )
+    try:
+        job = upload(web, WRITES_A_FILE, name="spooled", arguments="spool")
+        wait_for_state(job, {JobState.COMPLETED, JobState.FAILED})
+        assert job.state == JobState.COMPLETED
+        wait_for(lambda: Job.objects.get(pk=job.pk).outputs_ready, timeout=60, what="retrieve")
+        response = web.get(reverse("jobs:output", args=[job.public_id, "model.txt"]))
+        assert b"".join(response.streaming_content) == b"weights:spool"
+        assert "done" in (job.directory / "stdout.txt").read_text()
+    finally:
+        live_pipeline.kill_worker()
+        live_pipeline.start_worker()

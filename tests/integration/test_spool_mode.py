@@ -36,4 +36,10 @@ def test_a_spooled_job_runs_and_its_outputs_come_back(tmp_path, pool_is_up):
     bridge.retrieve(result.cluster_id, result.proc_id)
     assert (tmp_path / "outputs" / "result.txt").read_text() == "spooled ok"
     assert (tmp_path / "stdout.txt").read_text() == "hello from spool\n"
-    bridge.act("remove", result.cluster_id, result.proc_id)
+    # Once its outputs are home, the job leaves the queue for the history.
+    gone = wait_for(
+        lambda: (job := bridge.find(request.job_id)) and not job.in_queue and job,
+        timeout=60,
+        what="the retrieved job to leave the queue",
+    )
+    assert (gone.state, gone.exit_code) == (JobState.COMPLETED, 0)
