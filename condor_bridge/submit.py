@@ -42,6 +42,16 @@ def classad_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def _duration(seconds: int) -> str:
+    if seconds % 3600 == 0:
+        hours = seconds // 3600
+        return f"{hours} hour{'s' if hours != 1 else ''}"
+    if seconds % 60 == 0:
+        minutes = seconds // 60
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return f"{seconds} seconds"
+
+
 def gpu_requirement(request: JobRequest) -> str | None:
     """The `require_gpus` expression that each assigned GPU must satisfy."""
     clauses = []
@@ -93,7 +103,15 @@ def build_submit_description(
         if requirement:
             description["require_gpus"] = requirement
     if request.max_runtime_s:
-        description["allowed_execute_duration"] = str(request.max_runtime_s)
+        # periodic_hold works on every HTCondor version; allowed_execute_duration was
+        # not enforced by the 23.9 pool this was tested on.
+        description["periodic_hold"] = (
+            f"JobStatus == 2 && (time() - JobCurrentStartDate) > {request.max_runtime_s}"
+        )
+        description["periodic_hold_reason"] = classad_string(
+            f"The job ran longer than its maximum runtime of {_duration(request.max_runtime_s)}."
+        )
+        description["periodic_hold_subcode"] = "1"
     if mode is FileMode.SHARED:
         description["should_transfer_files"] = "NO"
     else:

@@ -1,6 +1,6 @@
 from django import forms
 
-from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS
+from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
 
 
 class JobSubmitForm(forms.Form):
@@ -30,6 +30,16 @@ class JobSubmitForm(forms.Form):
         label="Memory (GB)", min_value=0.125, max_value=1024, initial=2,
         help_text="Main memory for your script.",
     )  # fmt: skip
+
+    max_runtime_minutes = forms.IntegerField(
+        label="Maximum runtime (minutes)", required=False, min_value=1,
+        max_value=MAX_RUNTIME_S // 60,
+        help_text="HTCondor holds the job if it runs longer. Leave empty for no limit.",
+    )  # fmt: skip
+
+    def max_runtime_s(self) -> int | None:
+        minutes = self.cleaned_data.get("max_runtime_minutes")
+        return minutes * 60 if minutes else None
 
     def arguments_list(self) -> list[str]:
         text = self.cleaned_data.get("arguments") or ""

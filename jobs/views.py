@@ -41,11 +41,16 @@ def job_new(request: HttpRequest) -> HttpResponse:
             gpu_memory_gb=data["gpu_memory_gb"],
             cpus=data["cpus"],
             memory_mb=round(data["memory_gb"] * 1024),
+            max_runtime_s=form.max_runtime_s(),
         )
         try:
             job = services.job_submit(user=request.user, spec=spec, script=data["script"])
         except services.JobSubmissionError as exc:
-            field = {"script_name": "script", "memory_mb": "memory_gb"}.get(exc.field, exc.field)
+            field = {
+                "script_name": "script",
+                "memory_mb": "memory_gb",
+                "max_runtime_s": "max_runtime_minutes",
+            }.get(exc.field, exc.field)
             form.add_error(field if field in form.fields else None, exc.message)
         else:
             messages.success(request, f"“{job.name}” is on its way to the pool.")

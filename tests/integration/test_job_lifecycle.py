@@ -159,3 +159,14 @@ def test_the_portal_runs_a_job_in_spool_mode_without_a_shared_folder(
     finally:
         live_pipeline.kill_worker()
         live_pipeline.start_worker()
+
+
+def test_a_job_over_its_runtime_limit_is_held_and_the_page_says_why(web, live_pipeline):
+    job = upload(web, "import time\ntime.sleep(600)\n", name="too slow", max_runtime_minutes=1)
+    wait_for_state(job, {JobState.HELD}, timeout=180)
+    assert job.hold_reason == "The job ran longer than its maximum runtime of 1 minute."
+    page = web.get(reverse("jobs:detail", args=[job.public_id])).content.decode()
+    assert "HTCondor is holding this job:" in page
+    assert job.events.filter(kind="held", detail=job.hold_reason).exists()
+    web.post(reverse("jobs:cancel", args=[job.public_id]))
+    wait_for_state(job, {JobState.REMOVED}, timeout=60)

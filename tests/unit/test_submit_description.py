@@ -38,12 +38,13 @@ def test_spool_mode_transfers_the_script_and_brings_the_outputs_folder_back():
     assert description["transfer_output_files"] == "outputs"
 
 
-def test_max_runtime_becomes_an_execute_duration_limit():
-    assert (
-        build_submit_description(request(max_runtime_s=3600), mode=FileMode.SHARED)[
-            "allowed_execute_duration"
-        ]
-        == "3600"
+def test_max_runtime_holds_the_job_with_a_reason_a_student_understands():
+    description = build_submit_description(request(max_runtime_s=3600), mode=FileMode.SHARED)
+    assert description["periodic_hold"] == (
+        "JobStatus == 2 && (time() - JobCurrentStartDate) > 3600"
+    )
+    assert description["periodic_hold_reason"] == (
+        '"The job ran longer than its maximum runtime of 1 hour."'
     )
 
 
