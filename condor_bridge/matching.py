@@ -16,6 +16,7 @@ class MatchSummary:
     gpus_matching: int
     gpus_free_now: int
     reason: str  # why nothing matches; empty when something does
+    busy_reason: str = ""  # why nothing that matches is free right now
 
     @property
     def can_ever_run(self) -> bool:
@@ -81,11 +82,27 @@ def _why_nothing_matches(request: JobRequest, machines: list[PoolMachine]) -> st
     return "No single workstation has all of the GPUs, GPU memory, CPUs and memory you asked for."
 
 
+def _why_all_busy(fitting: list[PoolMachine]) -> str:
+    count = len(fitting)
+    if all(m.state == "Owner" for m in fitting):
+        which = (
+            "The matching workstation is"
+            if count == 1
+            else f"All {count} matching workstations are"
+        )
+        return f"{which} in use by their owners right now."
+    if count == 1:
+        return f"1 matching workstation ({fitting[0].name}), busy right now."
+    both = "both" if count == 2 else "all"
+    return f"{count} matching workstations, {both} busy right now."
+
+
 def summarize_matches(request: JobRequest, machines: Iterable[PoolMachine]) -> MatchSummary:
     machines = list(machines)
     fitting = [m for m in machines if machine_fits(request, m)]
     free = [m for m in fitting if machine_free_for(request, m)]
     return MatchSummary(
+        busy_reason=_why_all_busy(fitting) if fitting and not free else "",
         machines_total=len(machines),
         machines_matching=len(fitting),
         machines_free_now=len(free),

@@ -103,6 +103,7 @@ def map_job_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobObservation:
         exit_signal=exit_signal,
         hold_reason=hold_reason if state is JobState.HELD else "",
         hold_reason_code=hold_code if state is JobState.HELD else None,
+        hold_reason_subcode=_int(ad.get("HoldReasonSubCode")) if state is JobState.HELD else None,
         num_starts=num_starts,
         workstation=workstation_of(str(ad.get("RemoteHost") or ad.get("LastRemoteHost") or "")),
         entered_state_at=_timestamp(ad.get("EnteredCurrentStatus")),

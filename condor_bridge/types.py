@@ -175,6 +175,7 @@ class JobObservation:
     exit_signal: int | None = None
     hold_reason: str = ""
     hold_reason_code: int | None = None
+    hold_reason_subcode: int | None = None
     num_starts: int = 0
     workstation: str = ""
     entered_state_at: datetime | None = None

@@ -6,6 +6,8 @@ from pathlib import Path
 from django.conf import settings
 from django.db import models
 
+from condor_bridge.explain import HoldExplanation, explain_hold
+
 
 class JobState(models.TextChoices):
     QUEUED = "queued", "Waiting for the scheduler"
@@ -42,10 +44,13 @@ class Job(models.Model):
     exit_signal = models.IntegerField(null=True, blank=True)
     hold_reason = models.TextField(blank=True)
     hold_reason_code = models.IntegerField(null=True, blank=True)
+    hold_reason_subcode = models.IntegerField(null=True, blank=True)
     num_starts = models.PositiveIntegerField(default=0)
     workstation = models.CharField(max_length=200, blank=True)
     # Why no workstation can run this job, when the pool has none that matches.
     match_problem = models.CharField(max_length=500, blank=True)
+    # Why a job that some workstation could run is still waiting (all busy, owners back).
+    wait_reason = models.CharField(max_length=500, blank=True)
     output_dir = models.CharField(max_length=500)
     outputs_collected_at = models.DateTimeField(null=True, blank=True)
     submit_attempts = models.PositiveIntegerField(default=0)
@@ -87,6 +92,12 @@ class Job(models.Model):
         if self.started_at and self.finished_at:
             return self.finished_at - self.started_at
         return None
+
+    @property
+    def hold_explanation(self) -> HoldExplanation | None:
+        if self.state != JobState.HELD:
+            return None
+        return explain_hold(self.hold_reason_code, self.hold_reason_subcode, self.hold_reason)
 
     @property
     def gpu_summary(self) -> str:

@@ -276,9 +276,10 @@ def _observed_changes(job: Job, observation: JobObservation) -> dict:
         "exit_signal": observation.exit_signal,
         "started_at": observation.started_at or job.started_at,
     }
+    if new_state != JobState.IDLE:
+        values["match_problem"] = values["wait_reason"] = ""
     if new_state in FINAL_STATES:
         values["finished_at"] = job.finished_at or observation.finished_at or timezone.now()
-        values["match_problem"] = ""
     return {key: value for key, value in values.items() if getattr(job, key) != value}
 
 
@@ -351,8 +352,10 @@ def _explain_unmatched_jobs(bridge) -> None:
     machines = bridge.pool_machines()
     for job in idle:
         summary = summarize_matches(_job_request(job), machines)
-        if summary.reason != job.match_problem:
-            Job.objects.filter(pk=job.pk, state=JobState.IDLE).update(match_problem=summary.reason)
+        if (summary.reason, summary.busy_reason) != (job.match_problem, job.wait_reason):
+            Job.objects.filter(pk=job.pk, state=JobState.IDLE).update(
+                match_problem=summary.reason, wait_reason=summary.busy_reason
+            )
 
 
 def _resubmit_stale_jobs() -> int:

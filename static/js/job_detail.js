@@ -18,8 +18,13 @@
     state.textContent = data.state_label;
     state.className = `state state-${data.state}`;
     $("detail").textContent = data.status_detail;
-    setProblem("match-problem", data.state === "idle" ? data.match_problem : "");
-    setProblem("hold-reason", data.state === "held" ? data.hold_reason : "");
+    const idle = data.state === "idle";
+    setProblem("match-problem", idle ? data.match_problem : "");
+    setProblem("wait-reason", idle && !data.match_problem ? data.wait_reason : "");
+    $("hold").hidden = !data.hold_title;
+    $("hold-title").textContent = data.hold_title;
+    $("hold-advice").textContent = data.hold_advice;
+    $("hold-reason").textContent = data.hold_reason;
     $("condor-id").textContent = data.condor_id || "not yet submitted";
     $("workstation").textContent = data.workstation || "—";
     $("num-starts").textContent = data.num_starts;

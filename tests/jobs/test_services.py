@@ -203,3 +203,32 @@ def test_a_first_attempt_skips_the_lookup_and_a_later_attempt_does_it(
     services.job_submit_to_pool(job.pk)
     assert lookups == [str(job.public_id)]
     assert fake_bridge.submit_calls == 1
+
+
+def test_a_job_held_for_memory_carries_a_plain_explanation(student, fake_bridge):
+    job = services.job_submit_to_pool(submit(student).pk)
+    fake_bridge.set_state(
+        str(job.public_id), CondorState.HELD, hold_reason="Job has gone over memory limit",
+        hold_reason_code=34, hold_reason_subcode=102,
+    )  # fmt: skip
+    services.jobs_sync()
+    job.refresh_from_db()
+    assert job.hold_explanation.title == "It used more memory than it asked for."
+
+
+def test_an_idle_job_whose_workstations_are_busy_says_so(student, fake_bridge):
+    import dataclasses
+
+    fake_bridge.machines = [
+        dataclasses.replace(m, state="Claimed", free_cpus=0, free_gpus=0)
+        for m in fake_bridge.machines
+    ]
+    job = services.job_submit_to_pool(submit(student, gpus=2).pk)
+    services.jobs_sync()
+    job.refresh_from_db()
+    assert job.match_problem == ""
+    assert job.wait_reason == "1 matching workstation (ws-volta), busy right now."
+    fake_bridge.set_state(str(job.public_id), CondorState.RUNNING)
+    services.jobs_sync()
+    job.refresh_from_db()
+    assert job.wait_reason == ""

@@ -43,3 +43,36 @@ def test_capability_too_new_is_explained():
 
 def test_an_empty_pool_is_explained():
     assert "No workstation" in summarize_matches(request(), []).reason
+
+
+def busy(machine, state="Claimed"):
+    import dataclasses
+
+    return dataclasses.replace(machine, state=state, free_cpus=0, free_gpus=0)
+
+
+def test_matching_workstations_that_are_all_busy_are_named_as_busy():
+    ampere, fermi, office, volta = PERSONAL_POOL
+    summary = summarize_matches(request(gpus=1, gpu_memory_gb=10), [busy(ampere), busy(volta)])
+    assert summary.can_ever_run
+    assert summary.busy_reason == "2 matching workstations, both busy right now."
+
+
+def test_a_single_busy_workstation_is_named():
+    ampere = PERSONAL_POOL[0]
+    summary = summarize_matches(request(gpus=1, gpu_memory_gb=30), [busy(ampere)])
+    assert summary.busy_reason == "1 matching workstation (ws-ampere), busy right now."
+
+
+def test_workstations_taken_back_by_their_owners_are_said_so():
+    ampere, _, _, volta = PERSONAL_POOL
+    summary = summarize_matches(
+        request(gpus=1, gpu_memory_gb=10), [busy(ampere, "Owner"), busy(volta, "Owner")]
+    )
+    assert (
+        summary.busy_reason == "All 2 matching workstations are in use by their owners right now."
+    )
+
+
+def test_a_free_matching_workstation_leaves_nothing_to_explain():
+    assert summarize_matches(request(gpus=1), PERSONAL_POOL).busy_reason == ""

@@ -129,3 +129,20 @@ def test_a_log_rewritten_by_a_new_run_is_followed_from_its_start(
     url = reverse("jobs:status", args=[job.public_id])
     chunk = json.loads(student_client.get(url, {"stdout_offset": 500}).content)["logs"]["stdout"]
     assert chunk == {"text": "run 2\n", "offset": 6}
+
+
+def test_a_held_job_page_explains_the_hold_and_what_to_do(student_client, student, fake_bridge):
+    from condor_bridge import JobState as CondorState
+
+    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    job = services.job_submit_to_pool(job.pk)
+    fake_bridge.set_state(
+        str(job.public_id), CondorState.HELD, hold_reason="Transfer output files failure: "
+        "No such file or directory", hold_reason_code=12, hold_reason_subcode=2,
+    )  # fmt: skip
+    services.jobs_sync()
+    body = student_client.get(reverse("jobs:detail", args=[job.public_id])).content.decode()
+    assert "An output file or folder it should have made is missing." in body
+    assert 'HTCondor said: <span data-role="hold-reason">Transfer output files failure' in body
+    status = json.loads(student_client.get(reverse("jobs:status", args=[job.public_id])).content)
+    assert status["hold_title"] == "An output file or folder it should have made is missing."

@@ -1,0 +1,147 @@
+"""Plain-language explanations of why HTCondor holds a job, and what to do about it.
+
+Codes from HTCondor's condor_holdcodes.h; each explanation is keyed on the code (and
+subcode where it matters), never on the wording of the reason, which varies by version.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class HoldExplanation:
+    title: str
+    advice: str
+
+
+USER_REQUEST = 1
+JOB_POLICY = 3
+FAILED_TO_CREATE_PROCESS = 6
+UNABLE_TO_OPEN_OUTPUT = 7
+UNABLE_TO_OPEN_INPUT = 8
+TRANSFER_OUTPUT_ERROR = 12
+TRANSFER_INPUT_ERROR = 13
+IWD_ERROR = 14
+SPOOLING_INPUT = 16
+STARTD_HELD_JOB = 21
+SYSTEM_POLICY = 26
+MAX_TRANSFER_INPUT_SIZE = 32
+MAX_TRANSFER_OUTPUT_SIZE = 33
+JOB_OUT_OF_RESOURCES = 34
+INVALID_CONTAINER_IMAGE = 35
+FAILED_TO_CHECKPOINT = 36
+JOB_DURATION_EXCEEDED = 46
+JOB_EXECUTE_EXCEEDED = 47
+SUBCODE_MEMORY = 102
+SUBCODE_DISK = 104
+# Nightshift's own runtime limit (periodic_hold_subcode 1 with code JOB_POLICY).
+SUBCODE_NIGHTSHIFT_RUNTIME = 1
+
+_MISSING_FILE = re.compile(r"no such file or directory|does not exist|failed to send file", re.I)
+
+_RUNTIME = HoldExplanation(
+    "It ran longer than its maximum runtime.",
+    "Raise the maximum runtime when you submit again, or make your script save checkpoints "
+    "so that it can continue where it stopped.",
+)
+_MEMORY = HoldExplanation(
+    "It used more memory than it asked for.",
+    "Submit again with more memory (the job page shows what you asked for), or use smaller "
+    "batches.",
+)
+_BY_CODE = {
+    USER_REQUEST: HoldExplanation(
+        "Someone put it on hold.", "Release it when you want it to continue, or cancel it."
+    ),
+    FAILED_TO_CREATE_PROCESS: HoldExplanation(
+        "The workstation could not start it.",
+        "The Python interpreter or your environment is missing on that workstation. Choose "
+        "another environment, or tell the pool's administrators.",
+    ),
+    UNABLE_TO_OPEN_OUTPUT: HoldExplanation(
+        "It could not write its log files.",
+        "This is a problem with Nightshift's job folder, not with your script: tell the "
+        "administrators, then release the job.",
+    ),
+    UNABLE_TO_OPEN_INPUT: HoldExplanation(
+        "One of its input files could not be read.",
+        "Check the files you uploaded and submit again.",
+    ),
+    TRANSFER_INPUT_ERROR: HoldExplanation(
+        "Its files could not be copied to the workstation.",
+        "Usually a network or disk problem on the workstation. Release the job to try again.",
+    ),
+    IWD_ERROR: HoldExplanation(
+        "Its job folder could not be reached.",
+        "This is a problem with Nightshift's storage: tell the administrators.",
+    ),
+    SPOOLING_INPUT: HoldExplanation(
+        "Its files are still being uploaded.", "Nothing to do: it starts once they arrive."
+    ),
+    STARTD_HELD_JOB: HoldExplanation(
+        "The workstation stopped it for breaking the workstation's rules.",
+        "Most often the job used more memory or disk than it asked for. Submit again with "
+        "larger requests.",
+    ),
+    SYSTEM_POLICY: HoldExplanation(
+        "The pool's rules stopped it.",
+        "The pool's administrators limit jobs (for example how long they may run). Read "
+        "HTCondor's message below, adjust the request, and submit again.",
+    ),
+    MAX_TRANSFER_INPUT_SIZE: HoldExplanation(
+        "Its input files are larger than the pool allows.",
+        "Upload less data with the job, or ask the administrators where large data sets go.",
+    ),
+    MAX_TRANSFER_OUTPUT_SIZE: HoldExplanation(
+        "It wrote more output than the pool allows.",
+        "Keep only what you need under outputs/ (for example the last checkpoint).",
+    ),
+    INVALID_CONTAINER_IMAGE: HoldExplanation(
+        "Its container image could not be used.",
+        "Choose another environment, or tell the administrators which image failed.",
+    ),
+    FAILED_TO_CHECKPOINT: HoldExplanation(
+        "It failed while saving a checkpoint.",
+        "Check that your script saves checkpoints quickly and exits cleanly, then release it.",
+    ),
+    JOB_DURATION_EXCEEDED: _RUNTIME,
+    JOB_EXECUTE_EXCEEDED: _RUNTIME,
+}
+
+
+def explain_hold(code: int | None, subcode: int | None, reason: str) -> HoldExplanation:
+    """What a student should read about a hold, from HTCondor's code, subcode and reason."""
+    if code == JOB_POLICY and subcode == SUBCODE_NIGHTSHIFT_RUNTIME:
+        return _RUNTIME
+    if code == JOB_OUT_OF_RESOURCES:
+        if subcode == SUBCODE_DISK:
+            return HoldExplanation(
+                "It used more disk than it asked for.",
+                "Write less to the job folder, or submit again with a larger disk request.",
+            )
+        return _MEMORY
+    if code == TRANSFER_OUTPUT_ERROR:
+        if _MISSING_FILE.search(reason or ""):
+            return HoldExplanation(
+                "An output file or folder it should have made is missing.",
+                "Make sure your script writes its results under outputs/ and does not stop "
+                "early. Its stderr log usually shows why.",
+            )
+        return HoldExplanation(
+            "Its outputs could not be copied back.",
+            "Usually a network or disk problem. Release the job to try the copy again.",
+        )
+    if code == JOB_POLICY:
+        return HoldExplanation(
+            "One of its own limits stopped it.",
+            "Read HTCondor's message below, change the request and submit again.",
+        )
+    return _BY_CODE.get(
+        code or 0,
+        HoldExplanation(
+            "HTCondor put it on hold.",
+            "Read HTCondor's message below. Release the job to try again, or cancel it.",
+        ),
+    )

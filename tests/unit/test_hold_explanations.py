@@ -1,0 +1,57 @@
+"""Held jobs get a plain-language explanation and advice, keyed on HTCondor's codes."""
+
+import pytest
+
+from condor_bridge.explain import explain_hold
+
+
+def test_nightshifts_runtime_limit_is_explained():
+    explanation = explain_hold(3, 1, "The job ran longer than its maximum runtime of 1 hour.")
+    assert explanation.title == "It ran longer than its maximum runtime."
+    assert "checkpoints" in explanation.advice
+
+
+@pytest.mark.parametrize("code", [46, 47])
+def test_htcondors_own_duration_limits_read_the_same(code):
+    assert explain_hold(code, 0, "").title == "It ran longer than its maximum runtime."
+
+
+def test_memory_exceeded_says_to_ask_for_more_memory():
+    explanation = explain_hold(
+        34, 102, "Job has gone over cgroup memory limit of 512 megabytes. Peak usage: 900."
+    )
+    assert explanation.title == "It used more memory than it asked for."
+    assert "more memory" in explanation.advice
+
+
+def test_disk_exceeded_is_told_apart_from_memory():
+    assert explain_hold(34, 104, "").title == "It used more disk than it asked for."
+
+
+def test_a_missing_output_file_points_at_outputs():
+    explanation = explain_hold(
+        12, 2, "Transfer output files failure ... failed to send file(s) ... No such file"
+    )
+    assert explanation.title == "An output file or folder it should have made is missing."
+    assert "outputs/" in explanation.advice
+
+
+def test_other_output_transfer_failures_suggest_a_release():
+    assert "Release" in explain_hold(12, 0, "connection reset by peer").advice
+
+
+def test_a_transfer_failure_and_spooling_are_explained():
+    assert explain_hold(13, 0, "").title == "Its files could not be copied to the workstation."
+    assert explain_hold(16, 0, "").advice.startswith("Nothing to do")
+
+
+def test_a_user_hold_says_release_or_cancel():
+    assert explain_hold(1, 0, "held by ada").advice == (
+        "Release it when you want it to continue, or cancel it."
+    )
+
+
+def test_an_unknown_code_still_gets_a_useful_sentence():
+    explanation = explain_hold(999, None, "something new")
+    assert explanation.title == "HTCondor put it on hold."
+    assert explain_hold(None, None, "").title == "HTCondor put it on hold."
