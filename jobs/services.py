@@ -270,6 +270,7 @@ def _observed_changes(job: Job, observation: JobObservation) -> dict:
         "status_detail": observation.status_detail,
         "hold_reason": observation.hold_reason,
         "hold_reason_code": observation.hold_reason_code,
+        "hold_reason_subcode": observation.hold_reason_subcode,
         "num_starts": max(job.num_starts, observation.num_starts),
         "workstation": observation.workstation or job.workstation,
         "exit_code": observation.exit_code,

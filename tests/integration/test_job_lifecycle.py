@@ -167,6 +167,7 @@ def test_a_job_over_its_runtime_limit_is_held_and_the_page_says_why(web, live_pi
     assert job.hold_reason == "The job ran longer than its maximum runtime of 1 minute."
     page = web.get(reverse("jobs:detail", args=[job.public_id])).content.decode()
     assert "HTCondor is holding this job:" in page
+    assert (job.hold_reason_code, job.hold_reason_subcode) == (3, 1)
     assert "It ran longer than its maximum runtime." in page
     assert job.events.filter(kind="held", detail=job.hold_reason).exists()
     web.post(reverse("jobs:cancel", args=[job.public_id]))
