@@ -8,6 +8,8 @@ from pathlib import Path
 
 from django.db.models import QuerySet
 
+from condor_bridge import PoolMachine
+
 from .models import Job
 
 LOG_CHUNK_BYTES = 256 * 1024
@@ -71,3 +73,70 @@ def job_log_chunk(path: Path, offset: int = 0, limit: int = LOG_CHUNK_BYTES) -> 
     except FileNotFoundError:
         return "", 0
     return data.decode("utf-8", errors="replace"), offset + len(data)
+
+
+@dataclass(frozen=True)
+class WorkstationView:
+    machine: PoolMachine
+    status: str  # free, nightshift, busy, owner
+    status_label: str
+    nightshift_jobs: int
+
+
+@dataclass(frozen=True)
+class PoolOverview:
+    workstations: list[WorkstationView]
+    total_gpus: int
+    free_gpus: int
+    nightshift_gpus: int
+    error: str = ""
+
+
+_STATUS_LABELS = {
+    "free": "Free",
+    "nightshift": "Running Nightshift jobs",
+    "busy": "Busy with other work",
+    "owner": "Owner is using it",
+}
+
+
+def pool_overview() -> PoolOverview:
+    """Every workstation with its GPUs and whether it is free, ours, busy or its owner's."""
+    from collections import Counter
+
+    from condor_bridge import BridgeError
+
+    from .bridge import get_bridge
+    from .models import JobState
+
+    try:
+        machines = get_bridge().pool_machines()
+    except BridgeError as exc:
+        return PoolOverview([], 0, 0, 0, error=str(exc))
+    running = Counter(
+        Job.objects.filter(state=JobState.RUNNING).values_list("workstation", flat=True)
+    )
+    gpus_in_use = {
+        name: sum(job.request.get("gpus") or 0 for job in Job.objects.filter(
+            state=JobState.RUNNING, workstation=name).only("request"))
+        for name in running
+    }  # fmt: skip
+    views = []
+    for machine in machines:
+        if machine.state == "Owner":
+            status = "owner"
+        elif running.get(machine.name):
+            status = "nightshift"
+        elif machine.free_cpus < machine.total_cpus or machine.free_gpus < machine.total_gpus:
+            status = "busy"
+        else:
+            status = "free"
+        views.append(
+            WorkstationView(machine, status, _STATUS_LABELS[status], running.get(machine.name, 0))
+        )
+    return PoolOverview(
+        workstations=views,
+        total_gpus=sum(m.total_gpus for m in machines),
+        free_gpus=sum(m.free_gpus for m in machines if m.state != "Owner"),
+        nightshift_gpus=sum(gpus_in_use.values()),
+    )

@@ -188,3 +188,10 @@ def healthz(request: HttpRequest) -> JsonResponse:
         checks["schedd"] = {"ok": False, "error": str(exc)}
     ok = all(check["ok"] for check in checks.values())
     return JsonResponse({"ok": ok, "checks": checks}, status=200 if ok else 503)
+
+
+@login_required
+@require_GET
+def pool(request: HttpRequest) -> HttpResponse:
+    template = "pool/_table.html" if request.GET.get("fragment") else "pool/overview.html"
+    return render(request, template, {"overview": selectors.pool_overview()})

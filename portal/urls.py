@@ -3,13 +3,14 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from jobs.views import healthz
+from jobs.views import healthz, pool
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="jobs:list", permanent=False)),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("jobs/", include("jobs.urls")),
+    path("pool/", pool, name="pool"),
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
 ]

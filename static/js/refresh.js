@@ -1,0 +1,18 @@
+// Replaces a region with a fresh server-rendered fragment every few seconds.
+(function () {
+  "use strict";
+  for (const region of document.querySelectorAll("[data-fragment-url]")) {
+    const url = region.dataset.fragmentUrl;
+    const every = Number(region.dataset.refreshMs || 5000);
+    const refresh = async () => {
+      try {
+        const response = await fetch(url, { credentials: "same-origin" });
+        if (response.ok) region.innerHTML = await response.text();
+      } catch (error) {
+        console.warn("refresh failed", error);
+      }
+      if (region.dataset.stop !== "true") setTimeout(refresh, every);
+    };
+    setTimeout(refresh, every);
+  }
+})();

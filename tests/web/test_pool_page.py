@@ -1,0 +1,33 @@
+"""The pool page: every workstation, its GPUs and whether it is free."""
+
+import dataclasses
+
+import pytest
+from django.urls import reverse
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_pool_page_lists_every_workstation_with_its_gpus(student_client, fake_bridge):
+    body = student_client.get(reverse("pool")).content.decode()
+    for name in ("ws-ampere", "ws-volta", "ws-fermi", "ws-office"):
+        assert f'data-workstation="{name}"' in body
+    assert "Tesla V100-PCIE-16GB" in body
+    assert "<strong>4</strong> GPUs" in body
+
+
+def test_a_workstation_whose_owner_is_back_is_shown_as_unavailable(student_client, fake_bridge):
+    fake_bridge.machines[0] = dataclasses.replace(fake_bridge.machines[0], state="Owner")
+    body = student_client.get(reverse("pool"), {"fragment": 1}).content.decode()
+    assert "Owner is using it" in body
+    assert "<strong>3</strong> free now" in body
+
+
+def test_the_page_says_so_when_the_pool_is_down(student_client, fake_bridge):
+    fake_bridge.down = True
+    body = student_client.get(reverse("pool")).content.decode()
+    assert "The pool is not answering." in body
+
+
+def test_the_pool_page_needs_a_login(client):
+    assert client.get(reverse("pool")).status_code == 302
