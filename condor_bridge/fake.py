@@ -157,9 +157,15 @@ class FakeBridge:
         if action == "remove":
             self.set_state(job.job_id, JobState.REMOVED, status_detail=reason)
         elif action == "hold":
-            self.set_state(job.job_id, JobState.HELD, hold_reason=reason or "held by user")
+            self.set_state(
+                job.job_id, JobState.HELD, hold_reason=reason or "Python-initiated action",
+                hold_reason_code=1, hold_reason_subcode=1 if reason else 0,
+            )  # fmt: skip
         elif action == "release" and job.state is JobState.HELD:
-            self.set_state(job.job_id, JobState.IDLE, hold_reason="", hold_reason_code=None)
+            self.set_state(
+                job.job_id, JobState.IDLE, hold_reason="", hold_reason_code=None,
+                hold_reason_subcode=None,
+            )  # fmt: skip
         elif action == "vacate" and job.state is JobState.RUNNING:
             self.set_state(job.job_id, JobState.IDLE)
 

@@ -8,8 +8,11 @@ class JobSubmitForm(forms.Form):
         max_length=200, help_text="A name you will recognise, e.g. “resnet18 lr 0.1”."
     )
     script = forms.FileField(
-        label="Training script", help_text="A Python file (.py). It runs with python3."
-    )
+        label="Training script", required=False,
+        help_text="A Python file (.py). It runs with python3.",
+    )  # fmt: skip
+    # Set when cloning: the script is copied from this earlier job unless a new one is chosen.
+    source_job = forms.UUIDField(required=False, widget=forms.HiddenInput)
     arguments = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3}),
@@ -36,6 +39,12 @@ class JobSubmitForm(forms.Form):
         max_value=MAX_RUNTIME_S // 60,
         help_text="HTCondor holds the job if it runs longer. Leave empty for no limit.",
     )  # fmt: skip
+
+    def clean(self):
+        cleaned = super().clean()
+        if not cleaned.get("script") and not cleaned.get("source_job"):
+            self.add_error("script", "Choose a Python script (.py) to upload.")
+        return cleaned
 
     def max_runtime_s(self) -> int | None:
         minutes = self.cleaned_data.get("max_runtime_minutes")

@@ -76,6 +76,18 @@ class Job(models.Model):
         return not self.is_final
 
     @property
+    def can_hold(self) -> bool:
+        return self.is_submitted and self.state in (
+            JobState.IDLE,
+            JobState.RUNNING,
+            JobState.SUSPENDED,
+        )
+
+    @property
+    def can_release(self) -> bool:
+        return self.state == JobState.HELD
+
+    @property
     def condor_id(self) -> str:
         return f"{self.cluster_id}.{self.proc_id}" if self.is_submitted else ""
 

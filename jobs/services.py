@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -133,15 +134,33 @@ def job_validate_request(*, user, spec: JobSpec, script_name: str = "train.py") 
         raise JobSubmissionError(exc.field, exc.message) from exc
 
 
-def job_submit(*, user, spec: JobSpec, script: UploadedFile) -> Job:
-    """Accept a job: store its script, record it, and queue its submission to HTCondor."""
-    if script.size is not None and script.size > settings.MAX_SCRIPT_MB * 1024 * 1024:
-        raise JobSubmissionError(
-            "script", f"The script is larger than {settings.MAX_SCRIPT_MB} MB."
-        )
-    if not (script.name or "").lower().endswith(".py"):
-        raise JobSubmissionError("script", "Upload a Python script ending in .py.")
-    script_name = safe_script_name(script.name)
+def job_submit(
+    *, user, spec: JobSpec, script: UploadedFile | None = None, copy_from: Job | None = None
+) -> Job:
+    """Accept a job: store its script, record it, and queue its submission to HTCondor.
+
+    The script is either uploaded, or taken from `copy_from`, an earlier job of the
+    same user (clone and re-run).
+    """
+    if copy_from is not None:
+        if copy_from.owner_id != user.pk:
+            raise JobSubmissionError("script", "That job is not yours to copy.")
+        script_name = copy_from.request["script_name"]
+        source = copy_from.directory / script_name
+        if not source.is_file():
+            raise JobSubmissionError("script", "The original job's script is gone; upload it.")
+        origin = f"Copied {script_name} from job “{copy_from.name}”"
+    elif script is not None:
+        if script.size is not None and script.size > settings.MAX_SCRIPT_MB * 1024 * 1024:
+            raise JobSubmissionError(
+                "script", f"The script is larger than {settings.MAX_SCRIPT_MB} MB."
+            )
+        if not (script.name or "").lower().endswith(".py"):
+            raise JobSubmissionError("script", "Upload a Python script ending in .py.")
+        script_name = safe_script_name(script.name)
+        origin = f"Uploaded {script_name}"
+    else:
+        raise JobSubmissionError("script", "Choose a Python script to upload.")
     job_validate_request(user=user, spec=spec, script_name=script_name)
 
     with transaction.atomic():
@@ -154,19 +173,84 @@ def job_submit(*, user, spec: JobSpec, script: UploadedFile) -> Job:
         directory = job.directory
         directory.mkdir(parents=True, exist_ok=False)
         try:
-            with open(directory / script_name, "wb") as target:
-                for chunk in script.chunks():
-                    target.write(chunk)
+            if copy_from is not None:
+                shutil.copyfile(source, directory / script_name, follow_symlinks=False)
+            else:
+                with open(directory / script_name, "wb") as target:
+                    for chunk in script.chunks():
+                        target.write(chunk)
             (directory / OUTPUTS).mkdir()
             for path in (directory, directory / OUTPUTS):
                 _give_to_pool(path)
             job.save()
-            _record(job, "created", f"Uploaded {script_name}", actor=user)
+            _record(job, "created", origin, actor=user)
         except BaseException:
             shutil.rmtree(directory, ignore_errors=True)
             raise
         job_pk = job.pk
         transaction.on_commit(lambda: _enqueue_submit(job_pk))
+    return job
+
+
+def job_spec_of(job: Job) -> JobSpec:
+    """The plain-terms request a job was submitted with (for clone and re-run)."""
+    request = job.request
+    return JobSpec(
+        name=job.name,
+        arguments=list(request.get("arguments", [])),
+        environment=dict(request.get("environment", [])),
+        gpus=request.get("gpus", 0),
+        gpu_memory_gb=request.get("gpu_memory_gb"),
+        gpu_capability=request.get("gpu_capability"),
+        cpus=request.get("cpus", 1),
+        memory_mb=request.get("memory_mb", 2048),
+        disk_mb=request.get("disk_mb", 4096),
+        max_runtime_s=request.get("max_runtime_s"),
+    )
+
+
+def job_rerun(*, job: Job, user) -> Job:
+    """The same job again: the same script and the same settings."""
+    spec = job_spec_of(job)
+    return job_submit(
+        user=user, spec=dataclasses.replace(spec, name=_rerun_name(job.name)), copy_from=job
+    )
+
+
+def _rerun_name(name: str) -> str:
+    suffix = " (re-run)"
+    return name if name.endswith(suffix) else (name[: 200 - len(suffix)] + suffix)
+
+
+def job_hold(*, job: Job, user) -> Job:
+    """Pause a queued or running job in HTCondor until it is released."""
+    return _act_on_job(
+        job, user, "hold", allowed=(JobState.IDLE, JobState.RUNNING, JobState.SUSPENDED),
+        refusal="Only a waiting or running job can be held.",
+        reason=f"Held by {user.get_username()} from Nightshift", kind="hold requested",
+        detail=f"Held by {user.get_username()}",
+    )  # fmt: skip
+
+
+def job_release(*, job: Job, user) -> Job:
+    """Let a held job run again."""
+    return _act_on_job(
+        job, user, "release", allowed=(JobState.HELD,), refusal="Only a held job can be released.",
+        reason="", kind="release requested", detail=f"Released by {user.get_username()}",
+    )  # fmt: skip
+
+
+def _act_on_job(job, user, action, *, allowed, refusal, reason, kind, detail) -> Job:
+    bridge = get_bridge()
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job.pk)
+        if job.state not in allowed or not job.is_submitted:
+            raise JobActionError(refusal)
+        try:
+            bridge.act(action, job.cluster_id, job.proc_id, reason=reason)
+        except BridgeError as exc:
+            raise JobActionError(f"HTCondor could not {action} the job: {exc}") from exc
+        _record(job, kind, detail, actor=user)
     return job
 
 

@@ -9,6 +9,9 @@ urlpatterns = [
     path("<uuid:public_id>/", views.job_detail, name="detail"),
     path("<uuid:public_id>/status.json", views.job_status, name="status"),
     path("<uuid:public_id>/cancel/", views.job_cancel, name="cancel"),
+    path("<uuid:public_id>/hold/", views.job_hold, name="hold"),
+    path("<uuid:public_id>/release/", views.job_release, name="release"),
+    path("<uuid:public_id>/rerun/", views.job_rerun, name="rerun"),
     path("<uuid:public_id>/logs/<str:stream>.txt", views.job_log, name="log"),
     path("<uuid:public_id>/outputs/<path:path>", views.job_output, name="output"),
 ]

@@ -3,9 +3,11 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.db import connection
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
@@ -29,9 +31,28 @@ def job_list(request: HttpRequest) -> HttpResponse:
     return render(request, "jobs/list.html", {"jobs": jobs})
 
 
+def _initial_from(job: Job) -> dict:
+    spec = services.job_spec_of(job)
+    return {
+        "name": spec.name,
+        "arguments": "\n".join(spec.arguments),
+        "gpus": spec.gpus,
+        "gpu_memory_gb": spec.gpu_memory_gb,
+        "cpus": spec.cpus,
+        "memory_gb": round(spec.memory_mb / 1024, 3),
+        "max_runtime_minutes": spec.max_runtime_s // 60 if spec.max_runtime_s else None,
+        "source_job": job.public_id,
+    }
+
+
 @login_required
 def job_new(request: HttpRequest) -> HttpResponse:
-    form = JobSubmitForm(request.POST or None, request.FILES or None)
+    source = None
+    if request.method == "GET" and request.GET.get("from"):
+        source = _own_job(request, request.GET["from"])
+        form = JobSubmitForm(initial=_initial_from(source))
+    else:
+        form = JobSubmitForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         spec = services.JobSpec(
@@ -44,7 +65,12 @@ def job_new(request: HttpRequest) -> HttpResponse:
             max_runtime_s=form.max_runtime_s(),
         )
         try:
-            job = services.job_submit(user=request.user, spec=spec, script=data["script"])
+            copy_from = None
+            if not data["script"] and data["source_job"]:
+                copy_from = _own_job(request, data["source_job"])
+            job = services.job_submit(
+                user=request.user, spec=spec, script=data["script"], copy_from=copy_from
+            )
         except services.JobSubmissionError as exc:
             field = {
                 "script_name": "script",
@@ -55,7 +81,17 @@ def job_new(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"“{job.name}” is on its way to the pool.")
             return redirect("jobs:detail", public_id=job.public_id)
-    return render(request, "jobs/new.html", {"form": form}, status=400 if form.errors else 200)
+    if source is None and form.is_bound and form.data.get("source_job"):
+        try:
+            source = selectors.job_get_for_user(request.user, form.data["source_job"])
+        except (Job.DoesNotExist, ValueError, ValidationError):
+            source = None
+    return render(
+        request,
+        "jobs/new.html",
+        {"form": form, "source": source},
+        status=400 if form.errors else 200,
+    )
 
 
 @login_required
@@ -116,6 +152,7 @@ def job_status(request: HttpRequest, public_id) -> JsonResponse:
                 for f in selectors.job_output_files(job)
             ],
             "logs": logs,
+            "actions_html": render_to_string("jobs/_actions.html", {"job": job}, request=request),
         }
     )
 
@@ -143,17 +180,38 @@ def job_output(request: HttpRequest, public_id, path: str) -> FileResponse:
     return FileResponse(open(file_path, "rb"), as_attachment=True, filename=file_path.name)
 
 
+def _job_action(service, done_message: str):
+    @login_required
+    @require_POST
+    def view(request: HttpRequest, public_id) -> HttpResponse:
+        job = _own_job(request, public_id)
+        try:
+            service(job=job, user=request.user)
+        except services.JobActionError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.info(request, done_message)
+        return redirect("jobs:detail", public_id=job.public_id)
+
+    return view
+
+
+job_cancel = _job_action(services.job_cancel, "Cancelling the job.")
+job_hold = _job_action(services.job_hold, "The job is on hold until you release it.")
+job_release = _job_action(services.job_release, "Released: the job goes back to the queue.")
+
+
 @login_required
 @require_POST
-def job_cancel(request: HttpRequest, public_id) -> HttpResponse:
+def job_rerun(request: HttpRequest, public_id) -> HttpResponse:
     job = _own_job(request, public_id)
     try:
-        services.job_cancel(job=job, user=request.user)
-    except services.JobActionError as exc:
-        messages.error(request, str(exc))
-    else:
-        messages.info(request, "Cancelling the job.")
-    return redirect("jobs:detail", public_id=job.public_id)
+        new_job = services.job_rerun(job=job, user=request.user)
+    except services.JobSubmissionError as exc:
+        messages.error(request, exc.message)
+        return redirect("jobs:detail", public_id=job.public_id)
+    messages.success(request, f"Re-running “{job.name}” with the same script and settings.")
+    return redirect("jobs:detail", public_id=new_job.public_id)
 
 
 @never_cache

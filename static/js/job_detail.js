@@ -58,8 +58,11 @@
         return li;
       }));
     }
-    const cancel = root.querySelector('[data-role="cancel-form"]');
-    if (cancel && data.is_final) cancel.remove();
+    const actions = $("actions");
+    if (actions.dataset.state !== data.state) {
+      actions.innerHTML = data.actions_html;  // rendered by the server for the new state
+      actions.dataset.state = data.state;
+    }
   }
 
   async function poll() {

@@ -122,6 +122,7 @@ def test_a_held_job_is_held_with_its_reason_and_can_be_released(bridge):
         what="the job to be held",
     )
     assert "held by contract test" in held.hold_reason
+    assert (held.hold_reason_code, held.hold_reason_subcode) == (1, 1)  # a user's request
     bridge.act("release", result.cluster_id, result.proc_id)
     wait_for(
         lambda: bridge.find(request.job_id).state in (JobState.IDLE, JobState.RUNNING),

@@ -232,3 +232,43 @@ def test_an_idle_job_whose_workstations_are_busy_says_so(student, fake_bridge):
     services.jobs_sync()
     job.refresh_from_db()
     assert job.wait_reason == ""
+
+
+def test_hold_and_release_go_through_htcondor_and_are_audited(student, fake_bridge):
+    job = services.job_submit_to_pool(submit(student).pk)
+    services.job_hold(job=job, user=student)
+    services.jobs_sync()
+    job.refresh_from_db()
+    assert job.state == JobState.HELD
+    assert job.hold_explanation.title == "Someone put it on hold."
+    services.job_release(job=job, user=student)
+    services.jobs_sync()
+    job.refresh_from_db()
+    assert job.state == JobState.IDLE
+    kinds = list(job.events.filter(actor=student).values_list("kind", flat=True))
+    assert kinds == ["created", "hold requested", "release requested"]
+    assert [a[0] for a in fake_bridge.actions] == ["hold", "release"]
+
+
+def test_releasing_a_job_that_is_not_held_is_refused(student, fake_bridge):
+    job = services.job_submit_to_pool(submit(student).pk)
+    with pytest.raises(services.JobActionError, match="Only a held job"):
+        services.job_release(job=job, user=student)
+
+
+def test_a_rerun_is_a_new_job_with_the_same_script_and_settings(student, fake_bridge):
+    original = submit(student, arguments=["--lr", "0.1"], gpus=2, max_runtime_s=600)
+    (original.directory / "train.py").write_text("print('v1')\n")
+    rerun = services.job_rerun(job=original, user=student)
+    assert rerun.pk != original.pk
+    assert rerun.name == "first job (re-run)"
+    assert (rerun.directory / "train.py").read_text() == "print('v1')\n"
+    for key in ("arguments", "gpus", "max_runtime_s", "script_name"):
+        assert rerun.request[key] == original.request[key]
+    assert "Copied train.py" in rerun.events.get().detail
+
+
+def test_nobody_can_copy_another_users_job(student, other_student, fake_bridge):
+    original = submit(student)
+    with pytest.raises(services.JobSubmissionError, match="not yours"):
+        services.job_rerun(job=original, user=other_student)

@@ -90,6 +90,7 @@ def test_downloads_never_leave_the_outputs_folder(student_client, student, fake_
 @pytest.mark.parametrize(
     "name, method, extra",
     [("jobs:detail", "get", []), ("jobs:status", "get", []), ("jobs:cancel", "post", []),
+     ("jobs:hold", "post", []), ("jobs:release", "post", []), ("jobs:rerun", "post", []),
      ("jobs:log", "get", ["stdout"]), ("jobs:output", "get", ["model.txt"])],
 )  # fmt: skip
 def test_another_users_job_is_a_404_on_every_url(
@@ -146,3 +147,41 @@ def test_a_held_job_page_explains_the_hold_and_what_to_do(student_client, studen
     assert 'HTCondor said: <span data-role="hold-reason">Transfer output files failure' in body
     status = json.loads(student_client.get(reverse("jobs:status", args=[job.public_id])).content)
     assert status["hold_title"] == "An output file or folder it should have made is missing."
+
+
+def test_clone_prefills_the_form_and_reuses_the_script(student_client, student, fake_bridge):
+    original = services.job_submit(
+        user=student,
+        spec=services.JobSpec(name="resnet", arguments=["--epochs=3"], gpus=2, memory_mb=4096),
+        script=script_upload("print('original')\n"),
+    )
+    form = student_client.get(reverse("jobs:new"), {"from": original.public_id}).content.decode()
+    assert 'value="resnet"' in form and "--epochs=3" in form
+    assert "Cloned from" in form
+    response = student_client.post(
+        reverse("jobs:new"),
+        {"name": "resnet v2", "gpus": 2, "cpus": 1, "memory_gb": 4, "arguments": "--epochs=5",
+         "source_job": original.public_id},
+    )  # fmt: skip
+    assert response.status_code == 302
+    clone = Job.objects.get(name="resnet v2")
+    assert (clone.directory / "train.py").read_text() == "print('original')\n"
+    assert clone.request["arguments"] == ["--epochs=5"]
+
+
+def test_a_form_without_script_or_source_asks_for_a_script(student_client, fake_bridge):
+    response = post_job(student_client, script="")
+    assert response.status_code == 400
+    assert "Choose a Python script (.py) to upload." in response.content.decode()
+
+
+def test_cloning_another_users_job_is_a_404(client, student, other_student, fake_bridge):
+    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    client.force_login(other_student)
+    assert client.get(reverse("jobs:new"), {"from": job.public_id}).status_code == 404
+    response = client.post(
+        reverse("jobs:new"),
+        {"name": "stolen", "gpus": 0, "cpus": 1, "memory_gb": 1, "source_job": job.public_id},
+    )
+    assert response.status_code == 404
+    assert not Job.objects.filter(name="stolen").exists()
