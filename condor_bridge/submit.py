@@ -17,6 +17,9 @@ STDERR = "stderr.txt"
 USER_LOG = "condor.log"
 JOB_ID_ATTR = "NightshiftJobId"
 INSTANCE_ATTR = "NightshiftInstance"
+# Inside every job sandbox: the helper module (importable as `nightshift`) and its metrics.
+HELPER_DIR = ".nightshift"
+METRICS_FILE = f"{HELPER_DIR}/metrics.jsonl"
 
 
 def quote_item(text: str) -> str:
@@ -75,6 +78,9 @@ def build_submit_description(
         ("PYTHONUNBUFFERED", "1"),
         ("NIGHTSHIFT_JOB_ID", request.job_id),
         ("NIGHTSHIFT_OUTPUT_DIR", request.output_paths[0] if request.output_paths else "."),
+        ("NIGHTSHIFT_HELPER_DIR", HELPER_DIR),
+        ("NIGHTSHIFT_METRICS_FILE", METRICS_FILE),
+        ("PYTHONPATH", HELPER_DIR),
         *request.environment,
     )
     description = {
@@ -117,13 +123,13 @@ def build_submit_description(
     else:
         description["should_transfer_files"] = "YES"
         description["when_to_transfer_output"] = "ON_EXIT"
-        # The output folders travel in empty so that they exist to travel back:
-        # a missing entry in transfer_output_files puts the job on hold.
+        # The output folders travel in (empty) so that they exist to travel back: a
+        # missing entry in transfer_output_files puts the job on hold. The helper folder
+        # comes back too, with the job's metrics.
         description["transfer_input_files"] = ", ".join(
-            (request.script_name, *request.output_paths)
+            (request.script_name, HELPER_DIR, *request.output_paths)
         )
-        if request.output_paths:
-            description["transfer_output_files"] = ", ".join(request.output_paths)
+        description["transfer_output_files"] = ", ".join((*request.output_paths, HELPER_DIR))
         # A finished spooled job waits in the queue until its outputs are retrieved
         # (StageOutFinish is set then), and at most 10 days, then leaves for the history.
         description["leave_in_queue"] = (

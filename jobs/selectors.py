@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,3 +141,69 @@ def pool_overview() -> PoolOverview:
         free_gpus=sum(m.free_gpus for m in machines if m.state != "Owner"),
         nightshift_gpus=sum(gpus_in_use.values()),
     )
+
+
+MAX_METRIC_ROWS = 200_000
+
+
+@dataclass(frozen=True)
+class Metrics:
+    names: list[str]  # in the order they first appeared
+    rows: list[dict]  # {"step": int, "time": float | None, name: float | None, ...}
+    skipped_lines: int = 0
+
+
+def job_metrics(path: Path) -> Metrics:
+    """The job's metric rows (nightshift.log), skipping lines that are not valid rows."""
+    names: dict[str, None] = {}
+    rows: list[dict] = []
+    skipped = 0
+    try:
+        stream = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
+    except FileNotFoundError:
+        return Metrics([], [])
+    with stream:
+        for line in stream:
+            if len(rows) >= MAX_METRIC_ROWS:
+                skipped += 1
+                continue
+            row = _metric_row(line)
+            if row is None:
+                skipped += line.strip() != ""
+                continue
+            for name in row:
+                if name not in ("step", "time"):
+                    names.setdefault(name)
+            rows.append(row)
+    return Metrics(list(names), rows, skipped)
+
+
+def _metric_row(line: str) -> dict | None:
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    step = data.get("step")
+    if isinstance(step, bool) or not isinstance(step, int | float):
+        return None
+    row = {
+        "step": step,
+        "time": data.get("time") if isinstance(data.get("time"), int | float) else None,
+    }
+    for name, value in data.items():
+        if name in ("step", "time") or not isinstance(name, str) or len(name) > 100:
+            continue
+        if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+            row[name] = value
+    return row
+
+
+def downsample(rows: list[dict], limit: int) -> list[dict]:
+    """At most `limit` rows, evenly spaced, always keeping the last one."""
+    if len(rows) <= limit:
+        return rows
+    stride = len(rows) / limit
+    picked = [rows[int(i * stride)] for i in range(limit - 1)]
+    return [*picked, rows[-1]]

@@ -25,7 +25,7 @@ from condor_bridge import (
     summarize_matches,
 )
 from condor_bridge import JobState as CondorState
-from condor_bridge.submit import STDERR, STDOUT
+from condor_bridge.submit import HELPER_DIR, METRICS_FILE, STDERR, STDOUT
 from condor_bridge.types import check_text
 
 from .bridge import get_bridge
@@ -34,6 +34,7 @@ from .models import FINAL_STATES, Job, JobEvent, JobState
 logger = logging.getLogger(__name__)
 
 OUTPUTS = "outputs"
+HELPER_MODULE = Path(__file__).resolve().parent / "runtime" / "nightshift.py"
 _SAFE_SCRIPT_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -180,7 +181,10 @@ def job_submit(
                     for chunk in script.chunks():
                         target.write(chunk)
             (directory / OUTPUTS).mkdir()
-            for path in (directory, directory / OUTPUTS):
+            helper = directory / HELPER_DIR
+            helper.mkdir()
+            shutil.copyfile(HELPER_MODULE, helper / "nightshift.py")
+            for path in (directory, directory / OUTPUTS, helper):
                 _give_to_pool(path)
             job.save()
             _record(job, "created", origin, actor=user)
@@ -497,3 +501,7 @@ def job_collect_outputs(job_pk: int) -> Job:
 
 def job_logs_for(job: Job) -> dict[str, Path]:
     return {"stdout": job.directory / STDOUT, "stderr": job.directory / STDERR}
+
+
+def job_metrics_path(job: Job) -> Path:
+    return job.directory / METRICS_FILE

@@ -12,6 +12,8 @@ urlpatterns = [
     path("<uuid:public_id>/hold/", views.job_hold, name="hold"),
     path("<uuid:public_id>/release/", views.job_release, name="release"),
     path("<uuid:public_id>/rerun/", views.job_rerun, name="rerun"),
+    path("<uuid:public_id>/metrics.json", views.job_metrics, name="metrics"),
+    path("<uuid:public_id>/metrics.csv", views.job_metrics_csv, name="metrics_csv"),
     path("<uuid:public_id>/logs/<str:stream>.txt", views.job_log, name="log"),
     path("<uuid:public_id>/outputs/<path:path>", views.job_output, name="output"),
 ]

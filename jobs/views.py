@@ -1,11 +1,21 @@
 from __future__ import annotations
 
+import csv
+import itertools
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.db import connection
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    JsonResponse,
+    StreamingHttpResponse,
+)
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -253,3 +263,50 @@ def healthz(request: HttpRequest) -> JsonResponse:
 def pool(request: HttpRequest) -> HttpResponse:
     template = "pool/_table.html" if request.GET.get("fragment") else "pool/overview.html"
     return render(request, template, {"overview": selectors.pool_overview()})
+
+
+@never_cache
+@login_required
+@require_GET
+def job_metrics(request: HttpRequest, public_id) -> JsonResponse:
+    job = _own_job(request, public_id)
+    metrics = selectors.job_metrics(services.job_metrics_path(job))
+    return JsonResponse(
+        {
+            "names": metrics.names,
+            "rows": selectors.downsample(metrics.rows, 1000),
+            "total_rows": len(metrics.rows),
+            "skipped_lines": metrics.skipped_lines,
+            "is_final": job.is_final,
+        }
+    )
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+@login_required
+@require_GET
+def job_metrics_csv(request: HttpRequest, public_id) -> StreamingHttpResponse:
+    job = _own_job(request, public_id)
+    metrics = selectors.job_metrics(services.job_metrics_path(job))
+    columns = ["step", "time", *metrics.names]
+    writer = csv.writer(_Echo())
+    lines = (
+        writer.writerow([_csv_cell(row.get(column)) for column in columns]) for row in metrics.rows
+    )
+    response = StreamingHttpResponse(
+        itertools.chain([writer.writerow([_csv_cell(c) for c in columns])], lines),
+        content_type="text/csv",
+    )
+    response["Content-Disposition"] = f'attachment; filename="metrics-{job.public_id}.csv"'
+    return response
+
+
+def _csv_cell(value):
+    # Metric names come from the job: a leading =, +, - or @ must not become a formula.
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@"):
+        return "'" + value
+    return "" if value is None else value

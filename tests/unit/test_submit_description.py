@@ -34,8 +34,14 @@ def test_gpu_memory_and_capability_become_gpu_requirements():
 def test_spool_mode_transfers_the_script_and_brings_the_outputs_folder_back():
     description = build_submit_description(request(), mode=FileMode.SPOOL)
     assert description["should_transfer_files"] == "YES"
-    assert description["transfer_input_files"] == "train.py, outputs"
-    assert description["transfer_output_files"] == "outputs"
+    assert description["transfer_input_files"] == "train.py, .nightshift, outputs"
+    assert description["transfer_output_files"] == "outputs, .nightshift"
+
+
+def test_every_job_can_import_the_nightshift_helper_and_knows_its_metrics_file():
+    environment = build_submit_description(request(), mode=FileMode.SHARED)["environment"]
+    assert "PYTHONPATH='.nightshift'" in environment
+    assert "NIGHTSHIFT_METRICS_FILE='.nightshift/metrics.jsonl'" in environment
 
 
 def test_max_runtime_holds_the_job_with_a_reason_a_student_understands():

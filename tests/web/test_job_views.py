@@ -91,6 +91,7 @@ def test_downloads_never_leave_the_outputs_folder(student_client, student, fake_
     "name, method, extra",
     [("jobs:detail", "get", []), ("jobs:status", "get", []), ("jobs:cancel", "post", []),
      ("jobs:hold", "post", []), ("jobs:release", "post", []), ("jobs:rerun", "post", []),
+     ("jobs:metrics", "get", []), ("jobs:metrics_csv", "get", []),
      ("jobs:log", "get", ["stdout"]), ("jobs:output", "get", ["model.txt"])],
 )  # fmt: skip
 def test_another_users_job_is_a_404_on_every_url(
@@ -185,3 +186,18 @@ def test_cloning_another_users_job_is_a_404(client, student, other_student, fake
     )
     assert response.status_code == 404
     assert not Job.objects.filter(name="stolen").exists()
+
+
+def test_metrics_come_as_json_for_the_chart_and_as_csv(student_client, student, fake_bridge):
+    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    assert (job.directory / ".nightshift" / "nightshift.py").is_file()
+    services.job_metrics_path(job).write_text(
+        '{"step": 0, "loss": 1.0, "=HYPERLINK(1)": 2}\n{"step": 1, "loss": 0.5}\n'
+    )
+    data = json.loads(student_client.get(reverse("jobs:metrics", args=[job.public_id])).content)
+    assert data["names"] == ["loss", "=HYPERLINK(1)"]
+    assert [row["loss"] for row in data["rows"]] == [1.0, 0.5]
+    response = student_client.get(reverse("jobs:metrics_csv", args=[job.public_id]))
+    text = b"".join(response.streaming_content).decode()
+    assert text.splitlines()[0] == "step,time,loss,'=HYPERLINK(1)"
+    assert text.splitlines()[2] == "1,,0.5,"

@@ -1,0 +1,58 @@
+"""The `nightshift` helper jobs import: one JSON line per nightshift.log() call."""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from jobs.selectors import job_metrics
+
+HELPER = "jobs/runtime/nightshift.py"
+
+
+@pytest.fixture
+def nightshift(tmp_path, monkeypatch):
+    monkeypatch.setenv("NIGHTSHIFT_METRICS_FILE", str(tmp_path / ".nightshift" / "metrics.jsonl"))
+    spec = importlib.util.spec_from_file_location("nightshift_under_test", HELPER)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_log_appends_one_json_row_per_step(nightshift):
+    nightshift.log(step=3, loss=0.42, accuracy=0.8)
+    lines = Path(nightshift.metrics_path()).read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert rows[0]["step"] == 3 and rows[0]["loss"] == 0.42 and rows[0]["accuracy"] == 0.8
+
+
+def test_steps_count_up_when_not_given(nightshift):
+    nightshift.log(loss=1.0)
+    nightshift.log(loss=0.5)
+    assert [row["step"] for row in job_metrics(nightshift.metrics_path()).rows] == [0, 1]
+
+
+def test_nan_and_infinity_are_written_as_missing_values(nightshift):
+    nightshift.log(step=0, loss=math.nan, grad=math.inf)
+    row = job_metrics(nightshift.metrics_path()).rows[0]
+    assert row["loss"] is None and row["grad"] is None
+
+
+def test_non_numbers_are_refused_with_the_metrics_name(nightshift):
+    with pytest.raises(TypeError, match="metric 'label' must be a number"):
+        nightshift.log(step=0, label="cat")
+
+
+def test_the_reader_skips_broken_lines_and_keeps_name_order(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(
+        '{"step": 0, "loss": 1.0}\nnot json\n[1, 2]\n{"loss": 2}\n'
+        '{"step": 1, "loss": 0.5, "acc": 0.7, "note": "x"}\n'
+    )
+    metrics = job_metrics(path)
+    assert metrics.names == ["loss", "acc"]
+    assert [row["step"] for row in metrics.rows] == [0, 1]
+    assert metrics.skipped_lines == 3
+    assert "note" not in metrics.rows[1]
