@@ -17,6 +17,7 @@ class MatchSummary:
     gpus_free_now: int
     reason: str  # why nothing matches; empty when something does
     busy_reason: str = ""  # why nothing that matches is free right now
+    blocking_field: str = ""  # the JobRequest field to change when nothing matches
 
     @property
     def can_ever_run(self) -> bool:
@@ -47,39 +48,46 @@ def machine_free_for(request: JobRequest, machine: PoolMachine) -> bool:
     )
 
 
-def _why_nothing_matches(request: JobRequest, machines: list[PoolMachine]) -> str:
+def _why_nothing_matches(request: JobRequest, machines: list[PoolMachine]) -> tuple[str, str]:
+    """(the request field to change, why nothing matches), in the words a student uses."""
     if not machines:
-        return "No workstation is in the pool right now."
+        return "", "No workstation is in the pool right now."
     gpu_machines = [m for m in machines if m.gpu is not None and m.total_gpus > 0]
     if request.gpus and not gpu_machines:
-        return "No workstation in the pool has a GPU."
+        return "gpus", "No workstation in the pool has a GPU."
     if request.gpus and max(m.total_gpus for m in gpu_machines) < request.gpus:
         most = max(m.total_gpus for m in gpu_machines)
-        return f"You asked for {request.gpus} GPUs; no workstation has more than {most}."
+        return "gpus", f"You asked for {request.gpus} GPUs; no workstation has more than {most}."
     if request.gpu_memory_gb is not None and gpu_machines:
         largest = max(m.gpu.memory_mb for m in gpu_machines if m.gpu)
         if largest < round(request.gpu_memory_gb * 1024):
-            return (
+            return "gpu_memory_gb", (
                 f"You asked for a GPU with at least {request.gpu_memory_gb:g} GB; "
                 f"the largest GPU in the pool has {largest / 1024:.1f} GB."
             )
     if request.gpu_capability is not None and gpu_machines:
         best = max(m.gpu.capability for m in gpu_machines if m.gpu)
         if best < request.gpu_capability:
-            return (
+            return "gpu_capability", (
                 f"You asked for compute capability {request.gpu_capability:g} or newer; "
                 f"the newest GPU in the pool has {best:g}."
             )
     most_memory = max(m.total_memory_mb for m in machines)
     if request.memory_mb > most_memory:
-        return (
+        return "memory_mb", (
             f"You asked for {request.memory_mb} MB of memory; "
             f"no workstation has more than {most_memory} MB."
         )
     most_cpus = max(m.total_cpus for m in machines)
     if request.cpus > most_cpus:
-        return f"You asked for {request.cpus} CPUs; no workstation has more than {most_cpus}."
-    return "No single workstation has all of the GPUs, GPU memory, CPUs and memory you asked for."
+        return (
+            "cpus",
+            f"You asked for {request.cpus} CPUs; no workstation has more than {most_cpus}.",
+        )
+    return (
+        "",
+        "No single workstation has all of the GPUs, GPU memory, CPUs and memory you asked for.",
+    )
 
 
 def _why_all_busy(fitting: list[PoolMachine]) -> str:
@@ -101,12 +109,14 @@ def summarize_matches(request: JobRequest, machines: Iterable[PoolMachine]) -> M
     machines = list(machines)
     fitting = [m for m in machines if machine_fits(request, m)]
     free = [m for m in fitting if machine_free_for(request, m)]
+    field, reason = ("", "") if fitting else _why_nothing_matches(request, machines)
     return MatchSummary(
         busy_reason=_why_all_busy(fitting) if fitting and not free else "",
+        blocking_field=field,
         machines_total=len(machines),
         machines_matching=len(fitting),
         machines_free_now=len(free),
         gpus_matching=sum(m.total_gpus for m in fitting) if request.gpus else 0,
         gpus_free_now=sum(m.free_gpus for m in free) if request.gpus else 0,
-        reason="" if fitting else _why_nothing_matches(request, machines),
+        reason=reason,
     )

@@ -147,7 +147,12 @@ class HTCondorBridge:
         try:
             if self.mode is FileMode.SPOOL:
                 result = schedd.submit(submit, count=1, spool=True)
-                schedd.spool(result)
+                try:
+                    schedd.spool(result)
+                except (HTCondorException, OSError, RuntimeError):
+                    # A job whose files never arrived must not wait in the queue forever.
+                    schedd.act(htcondor2.JobAction.Remove, str(result.cluster()))
+                    raise
             else:
                 result = schedd.submit(submit, count=1)
         except (HTCondorException, OSError, RuntimeError) as exc:

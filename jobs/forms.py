@@ -1,6 +1,7 @@
 from django import forms
 
 from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
+from jobs.services import JobSpec
 
 
 class JobSubmitForm(forms.Form):
@@ -28,6 +29,11 @@ class JobSubmitForm(forms.Form):
         max_value=MAX_GPU_MEMORY_GB,
         help_text="Each GPU must have at least this much memory. Leave empty for any.",
     )  # fmt: skip
+    gpu_capability = forms.FloatField(
+        label="Minimum compute capability", required=False, min_value=1.0, max_value=20.0,
+        help_text="Only for code that needs newer GPUs, e.g. 7.0 for bfloat16 tensor cores. "
+        "Leave empty for any.",
+    )  # fmt: skip
     cpus = forms.IntegerField(label="CPUs", min_value=1, max_value=MAX_CPUS, initial=1)
     memory_gb = forms.FloatField(
         label="Memory (GB)", min_value=0.125, max_value=1024, initial=2,
@@ -49,6 +55,20 @@ class JobSubmitForm(forms.Form):
     def max_runtime_s(self) -> int | None:
         minutes = self.cleaned_data.get("max_runtime_minutes")
         return minutes * 60 if minutes else None
+
+    def to_spec(self, *, name: str | None = None) -> JobSpec:
+        """The plain-terms request the cleaned form describes."""
+        data = self.cleaned_data
+        return JobSpec(
+            name=name if name is not None else data["name"],
+            arguments=self.arguments_list(),
+            gpus=data["gpus"],
+            gpu_memory_gb=data.get("gpu_memory_gb"),
+            gpu_capability=data.get("gpu_capability"),
+            cpus=data["cpus"],
+            memory_mb=round(data["memory_gb"] * 1024),
+            max_runtime_s=self.max_runtime_s(),
+        )
 
     def arguments_list(self) -> list[str]:
         text = self.cleaned_data.get("arguments") or ""

@@ -22,6 +22,7 @@ from condor_bridge import (
     InvalidJobRequest,
     JobObservation,
     JobRequest,
+    MatchSummary,
     summarize_matches,
 )
 from condor_bridge import JobState as CondorState
@@ -135,13 +136,30 @@ def job_validate_request(*, user, spec: JobSpec, script_name: str = "train.py") 
         raise JobSubmissionError(exc.field, exc.message) from exc
 
 
+def job_match_summary(*, user, spec: JobSpec) -> MatchSummary | None:
+    """How many workstations could run `spec`, and are free now; None if the pool is down."""
+    request = job_validate_request(user=user, spec=spec)
+    try:
+        machines = get_bridge().pool_machines()
+    except BridgeError:
+        return None
+    return summarize_matches(request, machines)
+
+
 def job_submit(
-    *, user, spec: JobSpec, script: UploadedFile | None = None, copy_from: Job | None = None
+    *,
+    user,
+    spec: JobSpec,
+    script: UploadedFile | None = None,
+    copy_from: Job | None = None,
+    check_pool: bool = True,
 ) -> Job:
     """Accept a job: store its script, record it, and queue its submission to HTCondor.
 
     The script is either uploaded, or taken from `copy_from`, an earlier job of the
-    same user (clone and re-run).
+    same user (clone and re-run). A request that no workstation in the pool could ever
+    run is refused with the reason; when the pool cannot be asked, the job is accepted
+    and waits, and the job page explains it once the pool answers.
     """
     if copy_from is not None:
         if copy_from.owner_id != user.pk:
@@ -163,6 +181,13 @@ def job_submit(
     else:
         raise JobSubmissionError("script", "Choose a Python script to upload.")
     job_validate_request(user=user, spec=spec, script_name=script_name)
+    if check_pool:
+        summary = job_match_summary(user=user, spec=spec)
+        if summary is not None and not summary.can_ever_run:
+            raise JobSubmissionError(
+                summary.blocking_field or "gpus",
+                f"{summary.reason} Change the request so that a workstation can run it.",
+            )
 
     with transaction.atomic():
         job = Job(

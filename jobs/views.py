@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import itertools
 
 from django.conf import settings
@@ -41,6 +42,14 @@ def job_list(request: HttpRequest) -> HttpResponse:
     return render(request, "jobs/list.html", {"jobs": jobs})
 
 
+# Service fields that the form spells differently.
+FORM_FIELD_FOR = {
+    "script_name": "script",
+    "memory_mb": "memory_gb",
+    "max_runtime_s": "max_runtime_minutes",
+}
+
+
 def _initial_from(job: Job) -> dict:
     spec = services.job_spec_of(job)
     return {
@@ -48,6 +57,7 @@ def _initial_from(job: Job) -> dict:
         "arguments": "\n".join(spec.arguments),
         "gpus": spec.gpus,
         "gpu_memory_gb": spec.gpu_memory_gb,
+        "gpu_capability": spec.gpu_capability,
         "cpus": spec.cpus,
         "memory_gb": round(spec.memory_mb / 1024, 3),
         "max_runtime_minutes": spec.max_runtime_s // 60 if spec.max_runtime_s else None,
@@ -65,15 +75,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
         form = JobSubmitForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        spec = services.JobSpec(
-            name=data["name"],
-            arguments=form.arguments_list(),
-            gpus=data["gpus"],
-            gpu_memory_gb=data["gpu_memory_gb"],
-            cpus=data["cpus"],
-            memory_mb=round(data["memory_gb"] * 1024),
-            max_runtime_s=form.max_runtime_s(),
-        )
+        spec = form.to_spec()
         try:
             copy_from = None
             if not data["script"] and data["source_job"]:
@@ -82,11 +84,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
                 user=request.user, spec=spec, script=data["script"], copy_from=copy_from
             )
         except services.JobSubmissionError as exc:
-            field = {
-                "script_name": "script",
-                "memory_mb": "memory_gb",
-                "max_runtime_s": "max_runtime_minutes",
-            }.get(exc.field, exc.field)
+            field = FORM_FIELD_FOR.get(exc.field, exc.field)
             form.add_error(field if field in form.fields else None, exc.message)
         else:
             messages.success(request, f"“{job.name}” is on its way to the pool.")
@@ -310,3 +308,23 @@ def _csv_cell(value):
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@"):
         return "'" + value
     return "" if value is None else value
+
+
+@never_cache
+@login_required
+@require_GET
+def job_match(request: HttpRequest) -> JsonResponse:
+    """The live count beside the form's GPU fields: what in the pool fits this request."""
+    form = JobSubmitForm(request.GET)
+    form.is_valid()
+    errors = {name: form.errors[name] for name in form.errors if name not in ("name", "script")}
+    if errors:
+        return JsonResponse({"ok": False, "errors": errors}, status=400)
+    spec = form.to_spec(name="match")
+    try:
+        summary = services.job_match_summary(user=request.user, spec=spec)
+    except services.JobSubmissionError as exc:
+        return JsonResponse({"ok": False, "errors": {exc.field: [exc.message]}}, status=400)
+    if summary is None:
+        return JsonResponse({"ok": False, "pool_down": True}, status=503)
+    return JsonResponse({"ok": True, **dataclasses.asdict(summary)})

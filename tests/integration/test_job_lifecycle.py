@@ -7,6 +7,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from condor_bridge import JobState as CondorState
+from jobs import services
 from jobs.bridge import get_bridge
 from jobs.models import Job, JobState
 from tests.conftest import script_upload
@@ -72,8 +73,22 @@ def test_a_script_that_exits_3_fails_with_exit_code_3(web, live_pipeline):
     assert "oops" in status["logs"]["stderr"]["text"]
 
 
-def test_more_gpu_memory_than_any_machine_has_stays_idle_and_says_why(web, live_pipeline):
-    job = upload(web, "print('never')\n", name="too big", gpus=1, gpu_memory_gb=200)
+def test_more_gpu_memory_than_any_machine_has_is_refused_with_the_reason(web, live_pipeline):
+    data = {"name": "too big", "gpus": 1, "gpu_memory_gb": 200, "cpus": 1, "memory_gb": 0.25,
+            "script": script_upload("print('never')\n")}  # fmt: skip
+    response = web.post(reverse("jobs:new"), data)
+    assert response.status_code == 400
+    assert "the largest GPU in the pool has 46.5 GB" in response.content.decode()
+    assert not Job.objects.filter(name="too big").exists()
+
+
+def test_a_job_no_machine_can_run_any_more_stays_idle_and_says_why(web, live_pipeline):
+    # As if the only big-GPU workstation had left the pool after the job was accepted.
+    user = get_user_model().objects.get(username="ada")
+    job = services.job_submit(
+        user=user, spec=services.JobSpec(name="too big", gpus=1, gpu_memory_gb=200, memory_mb=256),
+        script=script_upload("print('never')\n"), check_pool=False,
+    )  # fmt: skip
     wait_for(lambda: Job.objects.get(pk=job.pk).match_problem, timeout=60, what="match problem")
     job.refresh_from_db()
     assert job.state == JobState.IDLE

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.condor
 def test_a_spooled_job_runs_and_its_outputs_come_back(tmp_path, pool_is_up):
     # tmp_path is outside the pool's root: nothing is shared, everything must travel.
     (tmp_path / "outputs").mkdir()
+    (tmp_path / ".nightshift").mkdir()
     (tmp_path / "train.py").write_text(
         "open('outputs/result.txt', 'w').write('spooled ok')\nprint('hello from spool')\n"
     )

@@ -119,8 +119,21 @@ def test_sync_twice_with_nothing_new_writes_nothing(student, fake_bridge):
     assert job.events.count() == 3
 
 
-def test_an_idle_job_no_workstation_can_run_is_explained(student, fake_bridge):
-    job = services.job_submit_to_pool(submit(student, gpus=1, gpu_memory_gb=80).pk)
+def test_a_request_no_workstation_can_run_is_refused_naming_the_field(student, fake_bridge):
+    with pytest.raises(services.JobSubmissionError) as error:
+        submit(student, gpus=1, gpu_memory_gb=80)
+    assert error.value.field == "gpu_memory_gb"
+    assert "the largest GPU in the pool has 46.5 GB" in error.value.message
+    assert not Job.objects.exists()
+
+
+def test_an_idle_job_no_workstation_can_run_any_more_is_explained(student, fake_bridge):
+    # Accepted while a big enough workstation was in the pool; it has left since.
+    job = services.job_submit(
+        user=student, spec=services.JobSpec(name="big", gpus=1, gpu_memory_gb=80),
+        script=script_upload(), check_pool=False,
+    )  # fmt: skip
+    job = services.job_submit_to_pool(job.pk)
     services.jobs_sync()
     job.refresh_from_db()
     assert "at least 80 GB" in job.match_problem

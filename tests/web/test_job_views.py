@@ -201,3 +201,41 @@ def test_metrics_come_as_json_for_the_chart_and_as_csv(student_client, student, 
     text = b"".join(response.streaming_content).decode()
     assert text.splitlines()[0] == "step,time,loss,'=HYPERLINK(1)"
     assert text.splitlines()[2] == "1,,0.5,"
+
+
+def test_the_live_match_count_says_what_fits_right_now(student_client, fake_bridge):
+    url = reverse("jobs:match")
+    data = json.loads(
+        student_client.get(url, {"gpus": 1, "gpu_memory_gb": 10, "cpus": 1, "memory_gb": 2}).content
+    )
+    assert (data["machines_matching"], data["gpus_matching"], data["machines_free_now"]) == (
+        2,
+        3,
+        2,
+    )
+    none = json.loads(
+        student_client.get(
+            url, {"gpus": 1, "gpu_memory_gb": 100, "cpus": 1, "memory_gb": 2}
+        ).content
+    )
+    assert none["machines_matching"] == 0
+    assert "the largest GPU in the pool has 46.5 GB" in none["reason"]
+
+
+def test_the_match_count_reports_bad_values_instead_of_failing(student_client, fake_bridge):
+    response = student_client.get(reverse("jobs:match"), {"gpus": "lots", "cpus": 1})
+    assert response.status_code == 400
+    assert "gpus" in json.loads(response.content)["errors"]
+
+
+def test_a_request_nothing_can_run_is_refused_with_the_reason(student_client, fake_bridge):
+    response = post_job(student_client, gpus=1, gpu_memory_gb=100)
+    body = response.content.decode()
+    assert response.status_code == 400
+    assert "the largest GPU in the pool has 46.5 GB" in body
+    assert not Job.objects.exists()
+
+
+def test_when_the_pool_is_down_a_job_is_accepted_and_waits(student_client, fake_bridge):
+    fake_bridge.down = True
+    assert post_job(student_client, gpus=1, gpu_memory_gb=100).status_code == 302

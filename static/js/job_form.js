@@ -1,0 +1,41 @@
+// Beside the GPU fields: how many workstations and GPUs match the request right now.
+(function () {
+  "use strict";
+  const form = document.querySelector("form[data-match-url]");
+  const panel = form && form.querySelector("[data-role=match]");
+  if (!panel) return;
+  const fields = ["gpus", "gpu_memory_gb", "gpu_capability", "cpus", "memory_gb"];
+  let timer = null;
+
+  function say(text, kind) {
+    panel.className = `match ${kind || ""}`;
+    panel.textContent = text;
+  }
+
+  async function check() {
+    const query = new URLSearchParams();
+    for (const name of fields) query.set(name, form.elements[name].value);
+    try {
+      const response = await fetch(`${form.dataset.matchUrl}?${query}`, { credentials: "same-origin" });
+      const data = await response.json();
+      if (data.pool_down) return say("The pool is not answering right now; your job will wait for it.");
+      if (!data.ok) return say("Fix the highlighted values to see which workstations match.");
+      if (!data.machines_matching) return say(`No workstation can run this. ${data.reason}`, "none");
+      const gpus = data.gpus_matching ? ` (${data.gpus_matching} GPUs)` : "";
+      const free = data.machines_free_now
+        ? `${data.machines_free_now} free now${data.gpus_free_now ? `, ${data.gpus_free_now} GPUs` : ""}.`
+        : data.busy_reason;
+      say(`${data.machines_matching} of ${data.machines_total} workstations${gpus} match. ${free}`, "ok");
+    } catch (error) {
+      say("Could not ask the pool.");
+    }
+  }
+
+  for (const name of fields) {
+    form.elements[name].addEventListener("input", () => {
+      clearTimeout(timer);
+      timer = setTimeout(check, 300);
+    });
+  }
+  check();
+})();
