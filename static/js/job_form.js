@@ -6,6 +6,7 @@
   if (!panel) return;
   const fields = ["gpus", "gpu_memory_gb", "gpu_capability", "cpus", "memory_gb"];
   let timer = null;
+  let latest = 0;  // answers to older requests are ignored
 
   function say(text, kind) {
     panel.className = `match ${kind || ""}`;
@@ -13,11 +14,13 @@
   }
 
   async function check() {
+    const asked = ++latest;
     const query = new URLSearchParams();
     for (const name of fields) query.set(name, form.elements[name].value);
     try {
       const response = await fetch(`${form.dataset.matchUrl}?${query}`, { credentials: "same-origin" });
       const data = await response.json();
+      if (asked !== latest) return;
       if (data.pool_down) return say("The pool is not answering right now; your job will wait for it.");
       if (!data.ok) return say("Fix the highlighted values to see which workstations match.");
       if (!data.machines_matching) return say(`No workstation can run this. ${data.reason}`, "none");

@@ -1,8 +1,22 @@
+import os
+from pathlib import Path
+
 import pytest
+from django.contrib.auth import get_user_model
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+# Screenshots of each main page, for a person to look at after a run.
+ARTIFACTS = Path(
+    os.environ.get(
+        "NIGHTSHIFT_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "var" / "test-artifacts"
+    )
+)
+
+# Playwright's sync API runs an event loop in this thread; the ORM calls in these tests
+# are ordinary synchronous setup, which Django's async-safety check would refuse.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
 @pytest.fixture(scope="session")
@@ -17,7 +31,42 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    context = browser.new_context(accept_downloads=True)
+    context = browser.new_context(accept_downloads=True, viewport={"width": 1280, "height": 900})
     page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.on("dialog", lambda dialog: dialog.accept())  # the confirmations
     yield page
     context.close()
+
+
+@pytest.fixture
+def screenshot(page):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+
+    def take(name: str) -> Path:
+        path = ARTIFACTS / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        return path
+
+    return take
+
+
+@pytest.fixture
+def logged_in(page, live_server, live_pipeline):
+    get_user_model().objects.create_user("grace", password="a-long-test-password")
+    page.goto(f"{live_server.url}/")
+    page.get_by_label("Username").fill("grace")
+    page.get_by_label("Password").fill("a-long-test-password")
+    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("heading", name="My jobs").wait_for()
+    return page
+
+
+def submit_job(page, tmp_path, script: str, *, name: str, **fields) -> None:
+    path = tmp_path / "train.py"
+    path.write_text(script)
+    page.get_by_role("link", name="New job").click()
+    page.get_by_label("Name").fill(name)
+    page.get_by_label("Training script").set_input_files(str(path))
+    for label, value in fields.items():
+        page.get_by_label(label).fill(str(value))
