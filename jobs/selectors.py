@@ -61,19 +61,37 @@ def job_output_path(job: Job, relative: str) -> Path | None:
     return resolved
 
 
-def job_log_chunk(path: Path, offset: int = 0, limit: int = LOG_CHUNK_BYTES) -> tuple[str, int]:
-    """Text from `offset` on, and the offset to ask for next time (for live following)."""
+LOG_TAIL_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    text: str
+    start: int  # byte offset of text in the file
+    offset: int  # where the next read starts
+    size: int  # the file's size now
+
+
+def job_log_chunk(path: Path, offset: int = 0, limit: int = LOG_CHUNK_BYTES) -> LogChunk:
+    """Text from `offset` on, never more than `limit` bytes: logs are paged, never loaded whole.
+
+    A negative offset asks for the tail (the last LOG_TAIL_BYTES), which is where a page
+    that opens on a long-running job starts. A file shorter than `offset` was rewritten by
+    a new run of the job (HTCondor truncates stdout when an evicted job starts again), so
+    reading starts over.
+    """
     try:
         with open(path, "rb") as stream:
             size = os.fstat(stream.fileno()).st_size
-            # A file shorter than the reader's offset was rewritten by a new run of the job
-            # (HTCondor truncates stdout when an evicted job starts again): start over.
-            offset = 0 if offset > size or offset < 0 else offset
+            if offset < 0:
+                offset = max(0, size - LOG_TAIL_BYTES)
+            elif offset > size:
+                offset = 0
             stream.seek(offset)
             data = stream.read(limit)
     except FileNotFoundError:
-        return "", 0
-    return data.decode("utf-8", errors="replace"), offset + len(data)
+        return LogChunk("", 0, 0, 0)
+    return LogChunk(data.decode("utf-8", errors="replace"), offset, offset + len(data), size)
 
 
 @dataclass(frozen=True)

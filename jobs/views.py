@@ -128,8 +128,13 @@ def job_status(request: HttpRequest, public_id) -> JsonResponse:
             offset = int(request.GET.get(f"{stream}_offset", 0))
         except ValueError:
             offset = 0
-        text, next_offset = selectors.job_log_chunk(path, offset)
-        logs[stream] = {"text": text, "offset": next_offset}
+        chunk = selectors.job_log_chunk(path, offset)
+        logs[stream] = {
+            "text": chunk.text,
+            "start": chunk.start,
+            "offset": chunk.offset,
+            "size": chunk.size,
+        }
     return JsonResponse(
         {
             "state": job.state,

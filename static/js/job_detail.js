@@ -4,7 +4,7 @@
   const root = document.getElementById("job");
   if (!root) return;
   const url = root.dataset.statusUrl;
-  const offsets = { stdout: 0, stderr: 0 };
+  const offsets = { stdout: -1, stderr: -1 };  // -1: start with the tail of a long log
   const $ = (role) => root.querySelector(`[data-role="${role}"]`);
 
   function setProblem(role, text) {
@@ -32,8 +32,18 @@
       : data.exit_code !== null ? `code ${data.exit_code}` : "—";
     for (const stream of ["stdout", "stderr"]) {
       const chunk = data.logs[stream];
-      if (chunk.offset < offsets[stream]) $(stream).textContent = "";  // a new run began
-      if (chunk.text) $(stream).textContent += chunk.text;
+      const view = $(stream);
+      if (offsets[stream] < 0 || chunk.start < offsets[stream]) {
+        view.textContent = "";  // first read, or a new run rewrote the log
+        view.dataset.truncated = chunk.start > 0 ? "true" : "false";
+      }
+      if (chunk.text) view.textContent += chunk.text;
+      // Keep the page light: past 1 MB, show only the newest part (the raw link has it all).
+      if (view.textContent.length > 1048576) {
+        view.textContent = view.textContent.slice(-524288);
+        view.dataset.truncated = "true";
+      }
+      $(`${stream}-note`).hidden = view.dataset.truncated !== "true";
       offsets[stream] = chunk.offset;
     }
     const events = $("events");

@@ -61,11 +61,11 @@ def test_the_status_feed_follows_logs_by_byte_offset(student_client, student, fa
     (job.directory / "stdout.txt").write_text("epoch 1\n")
     url = reverse("jobs:status", args=[job.public_id])
     first = json.loads(student_client.get(url).content)
-    assert first["logs"]["stdout"] == {"text": "epoch 1\n", "offset": 8}
+    assert first["logs"]["stdout"] == {"text": "epoch 1\n", "start": 0, "offset": 8, "size": 8}
     with open(job.directory / "stdout.txt", "a") as log:
         log.write("epoch 2\n")
     second = json.loads(student_client.get(url, {"stdout_offset": 8}).content)
-    assert second["logs"]["stdout"] == {"text": "epoch 2\n", "offset": 16}
+    assert second["logs"]["stdout"] == {"text": "epoch 2\n", "start": 8, "offset": 16, "size": 16}
 
 
 def test_an_output_file_downloads(student_client, student, fake_bridge):
@@ -130,7 +130,19 @@ def test_a_log_rewritten_by_a_new_run_is_followed_from_its_start(
     (job.directory / "stdout.txt").write_text("run 2\n")
     url = reverse("jobs:status", args=[job.public_id])
     chunk = json.loads(student_client.get(url, {"stdout_offset": 500}).content)["logs"]["stdout"]
-    assert chunk == {"text": "run 2\n", "offset": 6}
+    assert chunk == {"text": "run 2\n", "start": 0, "offset": 6, "size": 6}
+
+
+def test_a_long_log_opens_at_its_tail_and_is_paged(student_client, student, fake_bridge):
+    from jobs.selectors import LOG_CHUNK_BYTES, LOG_TAIL_BYTES
+
+    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    (job.directory / "stdout.txt").write_text("x" * (LOG_CHUNK_BYTES * 3) + "last line\n")
+    url = reverse("jobs:status", args=[job.public_id])
+    tail = json.loads(student_client.get(url, {"stdout_offset": -1}).content)["logs"]["stdout"]
+    assert tail["text"].endswith("last line\n") and len(tail["text"]) == LOG_TAIL_BYTES
+    page = json.loads(student_client.get(url, {"stdout_offset": 0}).content)["logs"]["stdout"]
+    assert len(page["text"]) == LOG_CHUNK_BYTES and page["offset"] == LOG_CHUNK_BYTES
 
 
 def test_a_held_job_page_explains_the_hold_and_what_to_do(student_client, student, fake_bridge):
