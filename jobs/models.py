@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from condor_bridge.explain import HoldExplanation, explain_hold
 
@@ -100,10 +102,20 @@ class Job(models.Model):
         return self.outputs_collected_at is not None
 
     @property
-    def duration(self):
-        if self.started_at and self.finished_at:
-            return self.finished_at - self.started_at
-        return None
+    def queued_for(self) -> timedelta | None:
+        """From acceptance until its (latest) start, or until now while it waits."""
+        if self.started_at:
+            return max(self.started_at - self.created_at, timedelta(0))
+        if self.is_final:
+            return None
+        return timezone.now() - self.created_at
+
+    @property
+    def ran_for(self) -> timedelta | None:
+        if not self.started_at:
+            return None
+        end = self.finished_at or (None if self.is_final else timezone.now())
+        return max(end - self.started_at, timedelta(0)) if end else None
 
     @property
     def hold_explanation(self) -> HoldExplanation | None:

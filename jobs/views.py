@@ -8,6 +8,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
 from django.db import connection
 from django.http import (
     FileResponse,
@@ -25,6 +26,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from . import selectors, services
 from .bridge import get_bridge
+from .filters import JobListFilter
 from .forms import JobSubmitForm
 from .models import Job
 
@@ -36,10 +38,25 @@ def _own_job(request: HttpRequest, public_id) -> Job:
         raise Http404("No such job.") from None
 
 
+JOBS_PER_PAGE = 25
+
+
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
-    jobs = selectors.job_list_for_user(request.user)[:200]
-    return render(request, "jobs/list.html", {"jobs": jobs})
+    filters = JobListFilter(request.GET or None, queryset=selectors.job_list_for_user(request.user))
+    page = Paginator(filters.qs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    query.pop("fragment", None)
+    context = {
+        "filters": filters,
+        "page": page,
+        "jobs": page.object_list,
+        "all_final": all(job.is_final for job in page.object_list),
+        "query": query.urlencode(),
+    }
+    template = "jobs/_list_table.html" if request.GET.get("fragment") else "jobs/list.html"
+    return render(request, template, context)
 
 
 # Service fields that the form spells differently.

@@ -11,8 +11,9 @@
       } catch (error) {
         console.warn("refresh failed", error);
       }
-      if (region.dataset.stop !== "true") setTimeout(refresh, every);
+      // Regions whose content is all final (data-all-final) stop polling.
+      if (!region.querySelector('[data-all-final="true"]')) setTimeout(refresh, every);
     };
-    setTimeout(refresh, every);
+    if (!region.querySelector('[data-all-final="true"]')) setTimeout(refresh, every);
   }
 })();
