@@ -23,6 +23,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
+from zipstream import ZipStream
 
 from . import selectors, services
 from .bridge import get_bridge
@@ -350,3 +351,18 @@ def job_match(request: HttpRequest) -> JsonResponse:
     if summary is None:
         return JsonResponse({"ok": False, "pool_down": True}, status=503)
     return JsonResponse({"ok": True, **dataclasses.asdict(summary)})
+
+
+@login_required
+@require_GET
+def job_outputs_zip(request: HttpRequest, public_id) -> StreamingHttpResponse:
+    """Every output file in one zip, streamed as it is built (no temporary file)."""
+    job = _own_job(request, public_id)
+    archive = ZipStream(sized=True)
+    root = job.directory / "outputs"
+    for output in selectors.job_output_files(job):
+        archive.add_path(str(root / output.path), arcname=f"outputs/{output.path}")
+    response = StreamingHttpResponse(archive, content_type="application/zip")
+    response["Content-Length"] = str(len(archive))
+    response["Content-Disposition"] = f'attachment; filename="outputs-{job.public_id}.zip"'
+    return response

@@ -92,6 +92,7 @@ def test_downloads_never_leave_the_outputs_folder(student_client, student, fake_
     [("jobs:detail", "get", []), ("jobs:status", "get", []), ("jobs:cancel", "post", []),
      ("jobs:hold", "post", []), ("jobs:release", "post", []), ("jobs:rerun", "post", []),
      ("jobs:metrics", "get", []), ("jobs:metrics_csv", "get", []),
+     ("jobs:outputs_zip", "get", []),
      ("jobs:log", "get", ["stdout"]), ("jobs:output", "get", ["model.txt"])],
 )  # fmt: skip
 def test_another_users_job_is_a_404_on_every_url(
@@ -251,3 +252,23 @@ def test_a_request_nothing_can_run_is_refused_with_the_reason(student_client, fa
 def test_when_the_pool_is_down_a_job_is_accepted_and_waits(student_client, fake_bridge):
     fake_bridge.down = True
     assert post_job(student_client, gpus=1, gpu_memory_gb=100).status_code == 302
+
+
+def test_all_outputs_download_as_one_zip_without_symlinked_files(
+    student_client, student, fake_bridge
+):
+    import io
+    import zipfile
+
+    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    outputs = job.directory / "outputs"
+    (outputs / "checkpoints").mkdir()
+    (outputs / "model.txt").write_text("weights")
+    (outputs / "checkpoints" / "epoch-1.pt").write_bytes(b"\x00\x01")
+    (outputs / "secret").symlink_to("/etc/passwd")
+    response = student_client.get(reverse("jobs:outputs_zip", args=[job.public_id]))
+    data = b"".join(response.streaming_content)
+    assert int(response["Content-Length"]) == len(data)
+    archive = zipfile.ZipFile(io.BytesIO(data))
+    assert sorted(archive.namelist()) == ["outputs/checkpoints/epoch-1.pt", "outputs/model.txt"]
+    assert archive.read("outputs/model.txt") == b"weights"
