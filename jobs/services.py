@@ -136,6 +136,21 @@ def job_validate_request(*, user, spec: JobSpec, script_name: str = "train.py") 
         raise JobSubmissionError(exc.field, exc.message) from exc
 
 
+PREVIEW_JOB_ID = "00000000-0000-4000-8000-000000000000"
+
+
+def job_preview_description(*, user, spec: JobSpec, uploaded_name: str = "train.py") -> str:
+    """The exact submit description `spec` becomes (the job's own id is given at submit)."""
+    script_name = safe_script_name(uploaded_name)
+    job_validate_request(user=user, spec=spec, script_name=script_name)
+    stored = _request_fields(spec, script_name=script_name, user=user)
+    request = _request_from_json(
+        stored, job_id=PREVIEW_JOB_ID, job_dir=str(settings.JOBS_DIR / PREVIEW_JOB_ID)
+    )
+    description = get_bridge().description(request)
+    return "\n".join(f"{key} = {value}" for key, value in description.items()) + "\nqueue\n"
+
+
 def job_match_summary(*, user, spec: JobSpec) -> MatchSummary | None:
     """How many workstations could run `spec`, and are free now; None if the pool is down."""
     request = job_validate_request(user=user, spec=spec)

@@ -7,6 +7,7 @@ urlpatterns = [
     path("", views.job_list, name="list"),
     path("new/", views.job_new, name="new"),
     path("match.json", views.job_match, name="match"),
+    path("preview.txt", views.job_preview, name="preview"),
     path("<uuid:public_id>/", views.job_detail, name="detail"),
     path("<uuid:public_id>/status.json", views.job_status, name="status"),
     path("<uuid:public_id>/cancel/", views.job_cancel, name="cancel"),

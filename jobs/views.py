@@ -366,3 +366,24 @@ def job_outputs_zip(request: HttpRequest, public_id) -> StreamingHttpResponse:
     response["Content-Length"] = str(len(archive))
     response["Content-Disposition"] = f'attachment; filename="outputs-{job.public_id}.zip"'
     return response
+
+
+@never_cache
+@login_required
+@require_GET
+def job_preview(request: HttpRequest) -> HttpResponse:
+    """Advanced: the submit description the form's values would produce."""
+    form = JobSubmitForm(request.GET)
+    form.is_valid()
+    errors = [f"{name}: {' '.join(errs)}" for name, errs in form.errors.items() if name != "script"]
+    if errors:
+        return HttpResponse("\n".join(errors), status=400, content_type="text/plain")
+    try:
+        text = services.job_preview_description(
+            user=request.user,
+            spec=form.to_spec(),
+            uploaded_name=request.GET.get("script_name") or "train.py",
+        )
+    except services.JobSubmissionError as exc:
+        return HttpResponse(f"{exc.field}: {exc.message}", status=400, content_type="text/plain")
+    return HttpResponse(text, content_type="text/plain; charset=utf-8")

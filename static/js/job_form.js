@@ -34,11 +34,26 @@
     }
   }
 
-  for (const name of fields) {
-    form.elements[name].addEventListener("input", () => {
-      clearTimeout(timer);
-      timer = setTimeout(check, 300);
-    });
+  const preview = form.querySelector("details.preview");
+  const previewText = preview && preview.querySelector("[data-role=preview]");
+  async function showPreview() {
+    if (!preview || !preview.open) return;
+    const query = new URLSearchParams(new FormData(form));
+    query.delete("script");
+    query.delete("csrfmiddlewaretoken");
+    const file = form.elements.script.files[0];
+    query.set("script_name", file ? file.name : "train.py");
+    const response = await fetch(`${preview.dataset.previewUrl}?${query}`, { credentials: "same-origin" });
+    previewText.textContent = await response.text();
   }
+  if (preview) preview.addEventListener("toggle", showPreview);
+
+  form.addEventListener("input", (event) => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      if (fields.includes(event.target.name)) check();
+      showPreview();
+    }, 300);
+  });
   check();
 })();

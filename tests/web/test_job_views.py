@@ -272,3 +272,28 @@ def test_all_outputs_download_as_one_zip_without_symlinked_files(
     archive = zipfile.ZipFile(io.BytesIO(data))
     assert sorted(archive.namelist()) == ["outputs/checkpoints/epoch-1.pt", "outputs/model.txt"]
     assert archive.read("outputs/model.txt") == b"weights"
+
+
+def test_the_preview_shows_the_exact_submit_description_with_user_text_quoted(
+    student_client, fake_bridge
+):
+    response = student_client.get(
+        reverse("jobs:preview"),
+        {"name": "x", "gpus": 1, "gpu_memory_gb": 10, "cpus": 2, "memory_gb": 2,
+         "arguments": "--tag=$(HOME)\nit's", "script_name": "my model.py"},
+    )  # fmt: skip
+    text = response.content.decode()
+    assert response.status_code == 200
+    assert "arguments = \"'my_model.py' '--tag=$(DOLLAR)(HOME)' 'it''s'\"" in text
+    assert "require_gpus = GlobalMemoryMb >= 10240" in text
+    assert "request_cpus = 2" in text
+    assert text.endswith("queue\n")
+
+
+def test_the_preview_names_a_bad_value(student_client, fake_bridge):
+    response = student_client.get(
+        reverse("jobs:preview"),
+        {"name": "x", "gpus": 1, "cpus": 1, "memory_gb": 2, "arguments": "x" * 5000},  # fmt: skip
+    )
+    assert response.status_code == 400
+    assert "arguments: must be at most 4096 characters" in response.content.decode()
