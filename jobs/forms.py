@@ -46,6 +46,11 @@ class JobSubmitForm(forms.Form):
         help_text="HTCondor holds the job if it runs longer. Leave empty for no limit.",
     )  # fmt: skip
 
+    notify_by_email = forms.BooleanField(
+        label="Email me when it completes, fails or is held", required=False,
+        help_text="Sent to the address on your account.",
+    )  # fmt: skip
+
     def clean(self):
         cleaned = super().clean()
         if not cleaned.get("script") and not cleaned.get("source_job"):
@@ -68,6 +73,7 @@ class JobSubmitForm(forms.Form):
             cpus=data["cpus"],
             memory_mb=round(data["memory_gb"] * 1024),
             max_runtime_s=self.max_runtime_s(),
+            notify_by_email=bool(data.get("notify_by_email")),
         )
 
     def arguments_list(self) -> list[str]:

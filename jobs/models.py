@@ -55,6 +55,7 @@ class Job(models.Model):
     wait_reason = models.CharField(max_length=500, blank=True)
     output_dir = models.CharField(max_length=500)
     outputs_collected_at = models.DateTimeField(null=True, blank=True)
+    notify_by_email = models.BooleanField(default=False)
     submit_attempts = models.PositiveIntegerField(default=0)
     last_error = models.TextField(blank=True)
 

@@ -14,7 +14,9 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
+from django.core.mail import send_mail
 from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from condor_bridge import (
@@ -66,6 +68,7 @@ class JobSpec:
     memory_mb: int = 2048
     disk_mb: int = 4096
     max_runtime_s: int | None = None
+    notify_by_email: bool = False
 
 
 def safe_script_name(uploaded_name: str) -> str:
@@ -209,6 +212,7 @@ def job_submit(
             owner=user,
             name=spec.name.strip(),
             request=_request_fields(spec, script_name=script_name, user=user),
+            notify_by_email=spec.notify_by_email,
         )
         job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
         directory = job.directory
@@ -250,6 +254,7 @@ def job_spec_of(job: Job) -> JobSpec:
         memory_mb=request.get("memory_mb", 2048),
         disk_mb=request.get("disk_mb", 4096),
         max_runtime_s=request.get("max_runtime_s"),
+        notify_by_email=job.notify_by_email,
     )
 
 
@@ -429,6 +434,40 @@ def job_apply_observation(job_pk: int, observation: JobObservation) -> bool:
             _record(job, kind, detail)
         if new_state in (JobState.COMPLETED, JobState.FAILED):
             transaction.on_commit(lambda: _enqueue_collect(job_pk))
+        if "state" in changed and new_state in NOTIFY_STATES and job.notify_by_email:
+            transaction.on_commit(lambda: _enqueue_notify(job_pk, new_state))
+    return True
+
+
+NOTIFY_STATES = (JobState.COMPLETED, JobState.FAILED, JobState.HELD)
+
+
+def _enqueue_notify(job_pk: int, state: str) -> None:
+    from .tasks import notify_job
+
+    notify_job.delay(job_pk, state)
+
+
+def job_notify(job_pk: int, state: str) -> bool:
+    """Email the job's owner that it completed, failed or is held. True when sent."""
+    job = Job.objects.select_related("owner").get(pk=job_pk)
+    if not job.notify_by_email or not job.owner.email or state not in NOTIFY_STATES:
+        return False
+    label = JobState(state).label.lower()
+    url = settings.PORTAL_URL.rstrip("/") + reverse("jobs:detail", args=[job.public_id])
+    lines = [f"Your Nightshift job “{job.name}” is {label}.", ""]
+    if state == JobState.HELD and job.hold_explanation:
+        lines += [job.hold_explanation.title, job.hold_explanation.advice, ""]
+    elif job.exit_code is not None:
+        lines += [f"It exited with code {job.exit_code}.", ""]
+    lines += [f"Details, logs and outputs: {url}"]
+    send_mail(
+        subject=f"[Nightshift] {job.name}: {label}",
+        message="\n".join(lines),
+        from_email=None,
+        recipient_list=[job.owner.email],
+    )
+    _record(job, "email sent", f"Told {job.owner.email} the job is {label}")
     return True
 
 

@@ -79,6 +79,7 @@ def _initial_from(job: Job) -> dict:
         "cpus": spec.cpus,
         "memory_gb": round(spec.memory_mb / 1024, 3),
         "max_runtime_minutes": spec.max_runtime_s // 60 if spec.max_runtime_s else None,
+        "notify_by_email": spec.notify_by_email,
         "source_job": job.public_id,
     }
 
