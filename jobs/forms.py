@@ -20,6 +20,11 @@ class JobSubmitForm(forms.Form):
         help_text="One argument per line, passed to your script exactly as written, "
         "e.g. --epochs=10.",
     )
+    # Rendered as key/value rows (inputs env_key and env_value); errors attach here.
+    environment = forms.CharField(
+        label="Environment variables", required=False, widget=forms.HiddenInput,
+        help_text="Set for your script, e.g. WANDB_MODE = offline.",
+    )  # fmt: skip
     gpus = forms.IntegerField(
         label="GPUs", min_value=0, max_value=MAX_GPUS, initial=1,
         help_text="How many GPUs on one workstation. 0 runs on CPUs only.",
@@ -51,6 +56,33 @@ class JobSubmitForm(forms.Form):
         help_text="Sent to the address on your account.",
     )  # fmt: skip
 
+    def environment_rows(self) -> list[tuple[str, str]]:
+        """The key/value rows to show: what was typed, or the initial (clone) values."""
+        if self.is_bound:
+            keys, values = self.data.getlist("env_key"), self.data.getlist("env_value")
+            rows = list(zip(keys, values, strict=False))
+        else:
+            rows = list((self.initial.get("environment") or {}).items())
+        return rows + [("", "")]
+
+    def clean_environment(self) -> dict[str, str]:
+        keys, values = self.data.getlist("env_key"), self.data.getlist("env_value")
+        if len(keys) != len(values):
+            raise forms.ValidationError("Each variable needs a name and a value.")
+        environment: dict[str, str] = {}
+        for key, value in zip(keys, values, strict=True):
+            key = key.strip()
+            if not key and not value:
+                continue
+            if not key:
+                raise forms.ValidationError(f"The value {value[:40]!r} has no variable name.")
+            if key in environment:
+                raise forms.ValidationError(f"{key} is set twice; keep one row.")
+            if key.startswith("NIGHTSHIFT_") or key in ("PYTHONPATH", "PYTHONUNBUFFERED"):
+                raise forms.ValidationError(f"{key} is set by Nightshift; choose another name.")
+            environment[key] = value
+        return environment
+
     def clean(self):
         cleaned = super().clean()
         if not cleaned.get("script") and not cleaned.get("source_job"):
@@ -67,6 +99,7 @@ class JobSubmitForm(forms.Form):
         return JobSpec(
             name=name if name is not None else data["name"],
             arguments=self.arguments_list(),
+            environment=data.get("environment") or {},
             gpus=data["gpus"],
             gpu_memory_gb=data.get("gpu_memory_gb"),
             gpu_capability=data.get("gpu_capability"),

@@ -73,6 +73,7 @@ def _initial_from(job: Job) -> dict:
     return {
         "name": spec.name,
         "arguments": "\n".join(spec.arguments),
+        "environment": spec.environment,
         "gpus": spec.gpus,
         "gpu_memory_gb": spec.gpu_memory_gb,
         "gpu_capability": spec.gpu_capability,

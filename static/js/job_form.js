@@ -4,6 +4,16 @@
   const form = document.querySelector("form[data-match-url]");
   const panel = form && form.querySelector("[data-role=match]");
   if (!panel) return;
+  const addVariable = form.querySelector("[data-role=env-add]");
+  if (addVariable) {
+    addVariable.addEventListener("click", () => {
+      const rows = form.querySelectorAll(".env-row");
+      const row = rows[rows.length - 1].cloneNode(true);
+      for (const input of row.querySelectorAll("input")) input.value = "";
+      addVariable.before(row);
+      row.querySelector("input").focus();
+    });
+  }
   const fields = ["gpus", "gpu_memory_gb", "gpu_capability", "cpus", "memory_gb"];
   let timer = null;
   let latest = 0;  // answers to older requests are ignored

@@ -141,13 +141,18 @@ HOSTILE_ARGUMENTS = [
 ]  # fmt: skip
 
 
+HOSTILE_ENV = '$(HOME) $ENV(PATH) "double" \'single\' +Owner = "root" \u202e日本'
+
+
 def test_hostile_arguments_reach_the_script_literally_and_set_nothing_else(web, live_pipeline):
     script = "import json, os, sys\nprint(json.dumps([sys.argv[1:], os.environ.get('EVIL')]))\n"
-    job = upload(web, script, name="hostile", arguments="\n".join(HOSTILE_ARGUMENTS))
+    job = upload(web, script, name="hostile", arguments="\n".join(HOSTILE_ARGUMENTS),
+                 env_key=["EVIL"], env_value=[HOSTILE_ENV])  # fmt: skip
     wait_for_state(job, {JobState.COMPLETED, JobState.FAILED})
     assert job.state == JobState.COMPLETED
-    argv, _ = json.loads((job.directory / "stdout.txt").read_text())
+    argv, evil = json.loads((job.directory / "stdout.txt").read_text())
     assert argv == HOSTILE_ARGUMENTS
+    assert evil == HOSTILE_ENV
     observation = get_bridge().find(str(job.public_id))
     assert observation.state is CondorState.COMPLETED
 

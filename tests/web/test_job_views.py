@@ -297,3 +297,30 @@ def test_the_preview_names_a_bad_value(student_client, fake_bridge):
     )
     assert response.status_code == 400
     assert "arguments: must be at most 4096 characters" in response.content.decode()
+
+
+def test_environment_variables_come_as_key_value_rows(student_client, fake_bridge):
+    response = post_job(
+        student_client, env_key=["WANDB_MODE", "SEED", ""], env_value=["offline", "7", ""]
+    )
+    assert response.status_code == 302
+    assert Job.objects.get().request["environment"] == [["WANDB_MODE", "offline"], ["SEED", "7"]]
+
+
+@pytest.mark.parametrize(
+    "keys, values, message",
+    [(["1BAD"], ["x"], "is not a valid variable name"),
+     (["A", "A"], ["1", "2"], "A is set twice"),
+     (["PYTHONPATH"], ["/evil"], "is set by Nightshift"),
+     ([""], ["orphan"], "has no variable name"),
+     (["OK"], ["line\nbreak"], "must not contain line breaks")],
+)  # fmt: skip
+def test_bad_environment_rows_are_refused_and_kept(
+    student_client, fake_bridge, keys, values, message
+):
+    response = post_job(student_client, env_key=keys, env_value=values)
+    body = response.content.decode()
+    assert response.status_code == 400
+    assert message in body
+    assert f'value="{keys[-1]}"' in body  # what was typed is shown again
+    assert not Job.objects.exists()
