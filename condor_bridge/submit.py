@@ -20,6 +20,9 @@ INSTANCE_ATTR = "NightshiftInstance"
 # Inside every job sandbox: the helper module (importable as `nightshift`) and its metrics.
 HELPER_DIR = ".nightshift"
 METRICS_FILE = f"{HELPER_DIR}/metrics.jsonl"
+# Installs requirements.txt into a virtual environment, then runs the script in it.
+LAUNCHER = f"{HELPER_DIR}/launch.py"
+INSTALL_LOG = f"{HELPER_DIR}/install.log"
 
 
 def quote_item(text: str) -> str:
@@ -87,7 +90,9 @@ def build_submit_description(
         "universe": "vanilla",
         "executable": request.python,
         "transfer_executable": "false",
-        "arguments": quote_arguments((request.script_name, *request.arguments)),
+        "arguments": quote_arguments(
+            (LAUNCHER,) * request.install_requirements + (request.script_name, *request.arguments)
+        ),
         "environment": quote_environment(environment),
         "initialdir": request.job_dir,
         "output": STDOUT,
@@ -126,8 +131,9 @@ def build_submit_description(
         # The output folders travel in (empty) so that they exist to travel back: a
         # missing entry in transfer_output_files puts the job on hold. The helper folder
         # comes back too, with the job's metrics.
+        inputs = request.input_files or (request.script_name,)
         description["transfer_input_files"] = ", ".join(
-            (request.script_name, HELPER_DIR, *request.output_paths)
+            dict.fromkeys((*inputs, HELPER_DIR, *request.output_paths))
         )
         description["transfer_output_files"] = ", ".join((*request.output_paths, HELPER_DIR))
         # A finished spooled job waits in the queue until its outputs are retrieved

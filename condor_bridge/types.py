@@ -21,6 +21,8 @@ MAX_TEXT_LENGTH = 4096
 JOB_ID_PATTERN = _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _SCRIPT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\.py$")
+# A file or folder at the top of the job folder, listed in transfer_input_files.
+_INPUT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=@-]{0,99}")
 _ACCOUNTING_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _OUTPUT_PATH = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
@@ -87,6 +89,16 @@ def _check_number(field_name: str, value: float, low: float, high: float) -> Non
         raise InvalidJobRequest(field_name, f"must be between {low:g} and {high:g}")
 
 
+def _check_project_path(field_name: str, path: str) -> None:
+    """A relative .py path inside a project, e.g. src/train.py."""
+    check_text(field_name, path, max_length=500)
+    parts = path.split("/")
+    if path.startswith("/") or ".." in parts or "" in parts or "\\" in path:
+        raise InvalidJobRequest(field_name, "must be a relative path inside the project")
+    if not path.endswith(".py"):
+        raise InvalidJobRequest(field_name, "must name a Python file (.py)")
+
+
 @dataclass(frozen=True)
 class JobRequest:
     """Everything HTCondor needs to run one training script. Validated on creation."""
@@ -104,6 +116,10 @@ class JobRequest:
     disk_mb: int = 4096
     max_runtime_s: int | None = None
     output_paths: tuple[str, ...] = ("outputs",)
+    # A project: its top-level files and folders (spooled in spool mode). Empty for a script.
+    input_files: tuple[str, ...] = ()
+    # Install the project's requirements.txt into a virtual environment before running.
+    install_requirements: bool = False
     accounting_group: str = "nightshift"
     accounting_user: str | None = None
     python: str = "/usr/bin/python3"
@@ -115,7 +131,12 @@ class JobRequest:
             check_text(name, path)
             if not path.startswith("/") or "$" in path or '"' in path or "'" in path:
                 raise InvalidJobRequest(name, "must be an absolute path without quotes or $")
-        if not _SCRIPT_NAME.fullmatch(self.script_name):
+        if self.input_files:
+            _check_project_path("script_name", self.script_name)
+            for name in self.input_files:
+                if not _INPUT_NAME.fullmatch(name):
+                    raise InvalidJobRequest("input_files", f"{name!r} is not a plain name")
+        elif not _SCRIPT_NAME.fullmatch(self.script_name):
             raise InvalidJobRequest(
                 "script_name", "must be a .py file name of letters, digits, '.', '_' and '-'"
             )
