@@ -22,7 +22,7 @@ from typing import IO
 
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz")
 # Names the job sandbox uses itself; an archive may not bring its own.
-RESERVED_TOP_LEVEL = {".nightshift", "stdout.txt", "stderr.txt", "condor.log"}
+RESERVED_TOP_LEVEL = {".nightshift", ".source", "stdout.txt", "stderr.txt", "condor.log"}
 _TOP_LEVEL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=@-]{0,99}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\\]")
 MAX_RATIO = 200  # expanded / compressed, per member
@@ -59,12 +59,12 @@ def _clean_name(raw: str) -> str:
         raise ArchiveError(f"{raw}: '..' would reach outside the project.")
     if not parts:
         raise ArchiveError(f"{raw!r} is not a usable name.")
+    if parts[0] in RESERVED_TOP_LEVEL:
+        raise ArchiveError(f"{parts[0]}: this name is used by Nightshift itself; rename it.")
     if not _TOP_LEVEL.fullmatch(parts[0]):
         raise ArchiveError(
             f"{parts[0]}: top-level names may use letters, digits and _ . + = @ - only."
         )
-    if parts[0] in RESERVED_TOP_LEVEL:
-        raise ArchiveError(f"{parts[0]}: this name is used by Nightshift itself; rename it.")
     return "/".join(parts)
 
 
@@ -83,7 +83,8 @@ def _open(path: Path) -> Iterator[tuple[list[Member], Callable[[Member], IO[byte
                 mode = info.external_attr >> 16
                 if stat.S_ISLNK(mode):
                     raise ArchiveError(f"{info.filename}: symbolic links are not allowed.")
-                if mode and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                # Many zip writers set permission bits only, without a file type.
+                if stat.S_IFMT(mode) and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                     raise ArchiveError(f"{info.filename}: only files and folders are allowed.")
                 clean = _clean_name(info.filename)
                 if not info.is_dir() and info.file_size > MAX_RATIO * max(info.compress_size, 1024):

@@ -1,6 +1,7 @@
 from django import forms
 
 from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
+from jobs.archives import is_archive
 from jobs.services import JobSpec
 
 
@@ -9,8 +10,13 @@ class JobSubmitForm(forms.Form):
         max_length=200, help_text="A name you will recognise, e.g. “resnet18 lr 0.1”."
     )
     script = forms.FileField(
-        label="Training script", required=False,
-        help_text="A Python file (.py). It runs with python3.",
+        label="Training script or project", required=False,
+        help_text="A Python file (.py), or a project archive (.zip, .tar.gz). A project with a "
+        "requirements.txt at its top gets those packages installed first.",
+    )  # fmt: skip
+    entry_command = forms.CharField(
+        label="Entry command", required=False, max_length=4096,
+        help_text="For a project: how to start it, e.g. python train.py --epochs 10.",
     )  # fmt: skip
     # Set when cloning: the script is copied from this earlier job unless a new one is chosen.
     source_job = forms.UUIDField(required=False, widget=forms.HiddenInput)
@@ -85,8 +91,13 @@ class JobSubmitForm(forms.Form):
 
     def clean(self):
         cleaned = super().clean()
-        if not cleaned.get("script") and not cleaned.get("source_job"):
-            self.add_error("script", "Choose a Python script (.py) to upload.")
+        script = cleaned.get("script")
+        if not script and not cleaned.get("source_job"):
+            self.add_error("script", "Choose a Python script (.py) or a project archive to upload.")
+        elif script and is_archive(script.name) and not cleaned.get("entry_command"):
+            self.add_error(
+                "entry_command", "Say how to start the project, e.g. python train.py --epochs 10."
+            )
         return cleaned
 
     def max_runtime_s(self) -> int | None:
@@ -99,6 +110,7 @@ class JobSubmitForm(forms.Form):
         return JobSpec(
             name=name if name is not None else data["name"],
             arguments=self.arguments_list(),
+            entry_command=(data.get("entry_command") or "").strip() or None,
             environment=data.get("environment") or {},
             gpus=data["gpus"],
             gpu_memory_gb=data.get("gpu_memory_gb"),

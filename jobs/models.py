@@ -34,6 +34,9 @@ class Job(models.Model):
     name = models.CharField(max_length=200)
     # The request exactly as submitted: the fields of condor_bridge.JobRequest.
     request = models.JSONField(default=dict)
+    # Where its files came from: {"kind": "script"} or {"kind": "archive", "archive": name,
+    # "entry_command": "python train.py ..."}; used by clone and re-run.
+    source = models.JSONField(default=dict)
     state = models.CharField(max_length=20, choices=JobState.choices, default=JobState.QUEUED)
     status_detail = models.CharField(max_length=500, blank=True)
     cluster_id = models.PositiveIntegerField(null=True, blank=True)

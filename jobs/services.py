@@ -6,6 +6,7 @@ import dataclasses
 import logging
 import os
 import re
+import shlex
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -31,6 +32,14 @@ from condor_bridge import JobState as CondorState
 from condor_bridge.submit import HELPER_DIR, METRICS_FILE, STDERR, STDOUT
 from condor_bridge.types import check_text
 
+from .archives import (
+    ARCHIVE_SUFFIXES,
+    ArchiveError,
+    ArchiveLimits,
+    check_archive,
+    extract_archive,
+    is_archive,
+)
 from .bridge import get_bridge
 from .models import FINAL_STATES, Job, JobEvent, JobState
 
@@ -38,6 +47,9 @@ logger = logging.getLogger(__name__)
 
 OUTPUTS = "outputs"
 HELPER_MODULE = Path(__file__).resolve().parent / "runtime" / "nightshift.py"
+LAUNCHER_MODULE = Path(__file__).resolve().parent / "runtime" / "launch.py"
+# Where a project's original archive is kept, for clone and re-run. Never sent to the pool.
+SOURCE_DIR = ".source"
 _SAFE_SCRIPT_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -69,6 +81,8 @@ class JobSpec:
     disk_mb: int = 4096
     max_runtime_s: int | None = None
     notify_by_email: bool = False
+    # For a project archive: how to start it, e.g. "python train.py --epochs 10".
+    entry_command: str | None = None
 
 
 def safe_script_name(uploaded_name: str) -> str:
@@ -91,6 +105,7 @@ def _request_from_json(stored: dict, *, job_id: str, job_dir: str) -> JobRequest
     fields["arguments"] = tuple(fields.get("arguments", ()))
     fields["environment"] = tuple(tuple(pair) for pair in fields.get("environment", ()))
     fields["output_paths"] = tuple(fields.get("output_paths", (OUTPUTS,)))
+    fields["input_files"] = tuple(fields.get("input_files", ()))
     return JobRequest(job_id=job_id, job_dir=job_dir, python=settings.JOB_PYTHON, **fields)
 
 
@@ -98,9 +113,18 @@ def _job_request(job: Job) -> JobRequest:
     return _request_from_json(job.request, job_id=str(job.public_id), job_dir=job.output_dir)
 
 
-def _request_fields(spec: JobSpec, *, script_name: str, user) -> dict:
+def _request_fields(
+    spec: JobSpec,
+    *,
+    script_name: str,
+    user,
+    input_files: list[str] | None = None,
+    install_requirements: bool = False,
+) -> dict:
     return {
         "script_name": script_name,
+        "input_files": list(input_files or []),
+        "install_requirements": install_requirements,
         "arguments": list(spec.arguments),
         "environment": [[key, value] for key, value in spec.environment.items()],
         "gpus": spec.gpus,
@@ -144,9 +168,15 @@ PREVIEW_JOB_ID = "00000000-0000-4000-8000-000000000000"
 
 def job_preview_description(*, user, spec: JobSpec, uploaded_name: str = "train.py") -> str:
     """The exact submit description `spec` becomes (the job's own id is given at submit)."""
-    script_name = safe_script_name(uploaded_name)
-    job_validate_request(user=user, spec=spec, script_name=script_name)
-    stored = _request_fields(spec, script_name=script_name, user=user)
+    if is_archive(uploaded_name) and spec.entry_command:
+        script_name, entry_arguments = parse_entry_command(spec.entry_command)
+        spec = dataclasses.replace(spec, arguments=[*entry_arguments, *spec.arguments])
+        # The archive's own top-level names are known once it is unpacked.
+        extra = {"input_files": ["project"]}
+    else:
+        script_name, extra = safe_script_name(uploaded_name), {}
+    job_validate_request(user=user, spec=spec)
+    stored = _request_fields(spec, script_name=script_name, user=user, **extra)
     request = _request_from_json(
         stored, job_id=PREVIEW_JOB_ID, job_dir=str(settings.JOBS_DIR / PREVIEW_JOB_ID)
     )
@@ -164,6 +194,127 @@ def job_match_summary(*, user, spec: JobSpec) -> MatchSummary | None:
     return summarize_matches(request, machines)
 
 
+@dataclass(frozen=True)
+class _StagedFiles:
+    """What a job's folder holds once its upload (or copy) is in place."""
+
+    script_name: str
+    entry_arguments: list[str]
+    input_files: list[str]
+    install_requirements: bool
+    source: dict
+    origin: str
+
+
+def _archive_limits() -> ArchiveLimits:
+    return ArchiveLimits(
+        max_files=settings.ARCHIVE_MAX_FILES,
+        max_expanded_bytes=settings.ARCHIVE_MAX_EXPANDED_MB * 1024 * 1024,
+    )
+
+
+def parse_entry_command(command: str) -> tuple[str, list[str]]:
+    """`python train.py --epochs 10` -> ("train.py", ["--epochs", "10"])."""
+    check = command.strip()
+    if not check:
+        raise JobSubmissionError(
+            "entry_command", "Say how to start the project, e.g. python train.py --epochs 10."
+        )
+    try:
+        words = shlex.split(check)
+    except ValueError as exc:
+        raise JobSubmissionError("entry_command", f"Check the quotes: {exc}.") from None
+    if words[0] not in ("python", "python3") or len(words) < 2:
+        raise JobSubmissionError(
+            "entry_command", "Start with python and the script, e.g. python train.py --epochs 10."
+        )
+    script = words[1].removeprefix("./")
+    if not script.endswith(".py"):
+        raise JobSubmissionError("entry_command", f"{words[1]} is not a Python file (.py).")
+    return script, words[2:]
+
+
+def _save_upload(upload: UploadedFile, target: Path) -> None:
+    limit = settings.MAX_UPLOAD_MB * 1024 * 1024
+    written = 0
+    with open(target, "xb") as out:
+        for chunk in upload.chunks():
+            written += len(chunk)
+            if written > limit:
+                raise JobSubmissionError(
+                    "script", f"The upload is larger than {settings.MAX_UPLOAD_MB} MB."
+                )
+            out.write(chunk)
+
+
+def _stage_archive(directory: Path, archive: Path, entry_command: str) -> _StagedFiles:
+    script_name, entry_arguments = parse_entry_command(entry_command)
+    try:
+        members = check_archive(archive, _archive_limits())
+        files = {m.name for m in members if not m.is_dir}
+        if script_name not in files:
+            raise JobSubmissionError(
+                "entry_command", f"The archive has no {script_name}; it has "
+                f"{', '.join(sorted(f for f in files if f.endswith('.py'))[:5]) or 'no .py file'}."
+            )  # fmt: skip
+        extract_archive(archive, directory, _archive_limits())
+    except ArchiveError as exc:
+        raise JobSubmissionError("script", str(exc)) from None
+    top_level = sorted({m.name.split("/", 1)[0] for m in members})
+    for path in directory.rglob("*"):
+        if SOURCE_DIR not in path.relative_to(directory).parts[:1]:
+            _give_to_pool(path)
+    return _StagedFiles(
+        script_name=script_name,
+        entry_arguments=entry_arguments,
+        input_files=top_level,
+        install_requirements="requirements.txt" in files,
+        source={"kind": "archive", "archive": archive.name, "entry_command": entry_command},
+        origin=f"Unpacked {archive.name} ({len(files)} files); runs {entry_command}",
+    )
+
+
+def _stage_files(directory: Path, *, spec: JobSpec, script, copy_from) -> _StagedFiles:
+    if copy_from is not None and copy_from.source.get("kind") == "archive":
+        (directory / SOURCE_DIR).mkdir()
+        original = copy_from.directory / SOURCE_DIR / copy_from.source["archive"]
+        archive = directory / SOURCE_DIR / original.name
+        shutil.copyfile(original, archive, follow_symlinks=False)
+        staged = _stage_archive(directory, archive, spec.entry_command or "")
+        return dataclasses.replace(staged, origin=f"Copied the project of “{copy_from.name}”")
+    if copy_from is not None:
+        script_name = copy_from.request["script_name"]
+        original = copy_from.directory / script_name
+        if original.is_symlink() or not original.is_file():
+            raise JobSubmissionError("script", "The original job's script is gone; upload it.")
+        shutil.copyfile(original, directory / script_name, follow_symlinks=False)
+        origin = f"Copied {script_name} from job “{copy_from.name}”"
+        return _StagedFiles(script_name, [], [], False, {"kind": "script"}, origin)
+    if is_archive(script.name or ""):
+        (directory / SOURCE_DIR).mkdir()
+        archive = directory / SOURCE_DIR / safe_archive_name(script.name)
+        _save_upload(script, archive)
+        return _stage_archive(directory, archive, spec.entry_command or "")
+    if not (script.name or "").lower().endswith(".py"):
+        raise JobSubmissionError(
+            "script", "Upload a Python script (.py) or a project archive (.zip, .tar.gz)."
+        )
+    if script.size is not None and script.size > settings.MAX_SCRIPT_MB * 1024 * 1024:
+        raise JobSubmissionError(
+            "script", f"The script is larger than {settings.MAX_SCRIPT_MB} MB."
+        )
+    script_name = safe_script_name(script.name)
+    _save_upload(script, directory / script_name)
+    return _StagedFiles(script_name, [], [], False, {"kind": "script"}, f"Uploaded {script_name}")
+
+
+def safe_archive_name(uploaded_name: str) -> str:
+    base = os.path.basename(uploaded_name.replace("\\", "/")).lower()
+    suffix = next(s for s in ARCHIVE_SUFFIXES if base.endswith(s))
+    stem = _SAFE_SCRIPT_CHARS.sub("_", base[: -len(suffix)]).strip("._-")[:80]
+    return f"{stem or 'project'}{suffix}"
+
+
 def job_submit(
     *,
     user,
@@ -172,33 +323,19 @@ def job_submit(
     copy_from: Job | None = None,
     check_pool: bool = True,
 ) -> Job:
-    """Accept a job: store its script, record it, and queue its submission to HTCondor.
+    """Accept a job: store its files, record it, and queue its submission to HTCondor.
 
-    The script is either uploaded, or taken from `copy_from`, an earlier job of the
-    same user (clone and re-run). A request that no workstation in the pool could ever
-    run is refused with the reason; when the pool cannot be asked, the job is accepted
-    and waits, and the job page explains it once the pool answers.
+    The files are an uploaded script, an uploaded project archive (with spec's entry
+    command), or those of `copy_from`, an earlier job of the same user (clone, re-run).
+    A request that no workstation in the pool could ever run is refused with the
+    reason; when the pool cannot be asked, the job is accepted and waits, and the job
+    page explains it once the pool answers.
     """
-    if copy_from is not None:
-        if copy_from.owner_id != user.pk:
-            raise JobSubmissionError("script", "That job is not yours to copy.")
-        script_name = copy_from.request["script_name"]
-        source = copy_from.directory / script_name
-        if not source.is_file():
-            raise JobSubmissionError("script", "The original job's script is gone; upload it.")
-        origin = f"Copied {script_name} from job “{copy_from.name}”"
-    elif script is not None:
-        if script.size is not None and script.size > settings.MAX_SCRIPT_MB * 1024 * 1024:
-            raise JobSubmissionError(
-                "script", f"The script is larger than {settings.MAX_SCRIPT_MB} MB."
-            )
-        if not (script.name or "").lower().endswith(".py"):
-            raise JobSubmissionError("script", "Upload a Python script ending in .py.")
-        script_name = safe_script_name(script.name)
-        origin = f"Uploaded {script_name}"
-    else:
-        raise JobSubmissionError("script", "Choose a Python script to upload.")
-    job_validate_request(user=user, spec=spec, script_name=script_name)
+    if copy_from is not None and copy_from.owner_id != user.pk:
+        raise JobSubmissionError("script", "That job is not yours to copy.")
+    if copy_from is None and script is None:
+        raise JobSubmissionError("script", "Choose a Python script or a project archive to upload.")
+    job_validate_request(user=user, spec=spec)
     if check_pool:
         summary = job_match_summary(user=user, spec=spec)
         if summary is not None and not summary.can_ever_run:
@@ -207,45 +344,51 @@ def job_submit(
                 f"{summary.reason} Change the request so that a workstation can run it.",
             )
 
-    with transaction.atomic():
-        job = Job(
-            owner=user,
-            name=spec.name.strip(),
-            request=_request_fields(spec, script_name=script_name, user=user),
-            notify_by_email=spec.notify_by_email,
-        )
-        job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
-        directory = job.directory
-        directory.mkdir(parents=True, exist_ok=False)
+    job = Job(owner=user, name=spec.name.strip(), notify_by_email=spec.notify_by_email)
+    job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
+    directory = job.directory
+    directory.mkdir(parents=True, exist_ok=False)
+    try:
+        staged = _stage_files(directory, spec=spec, script=script, copy_from=copy_from)
+        job.source = staged.source
+        job.request = _request_fields(
+            dataclasses.replace(spec, arguments=[*staged.entry_arguments, *spec.arguments]),
+            script_name=staged.script_name, user=user,
+            input_files=staged.input_files, install_requirements=staged.install_requirements,
+        )  # fmt: skip
         try:
-            if copy_from is not None:
-                shutil.copyfile(source, directory / script_name, follow_symlinks=False)
-            else:
-                with open(directory / script_name, "wb") as target:
-                    for chunk in script.chunks():
-                        target.write(chunk)
-            (directory / OUTPUTS).mkdir()
-            helper = directory / HELPER_DIR
-            helper.mkdir()
-            shutil.copyfile(HELPER_MODULE, helper / "nightshift.py")
-            for path in (directory, directory / OUTPUTS, helper):
-                _give_to_pool(path)
+            _job_request(job)
+        except InvalidJobRequest as exc:
+            raise JobSubmissionError(exc.field, exc.message) from exc
+        (directory / OUTPUTS).mkdir(exist_ok=True)
+        helper = directory / HELPER_DIR
+        helper.mkdir()
+        shutil.copyfile(HELPER_MODULE, helper / "nightshift.py")
+        shutil.copyfile(LAUNCHER_MODULE, helper / "launch.py")
+        for path in (directory, directory / OUTPUTS, helper):
+            _give_to_pool(path)
+        with transaction.atomic():
             job.save()
-            _record(job, "created", origin, actor=user)
-        except BaseException:
-            shutil.rmtree(directory, ignore_errors=True)
-            raise
-        job_pk = job.pk
-        transaction.on_commit(lambda: _enqueue_submit(job_pk))
+            _record(job, "created", staged.origin, actor=user)
+            job_pk = job.pk
+            transaction.on_commit(lambda: _enqueue_submit(job_pk))
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
     return job
 
 
 def job_spec_of(job: Job) -> JobSpec:
     """The plain-terms request a job was submitted with (for clone and re-run)."""
     request = job.request
+    entry_command = job.source.get("entry_command")
+    arguments = list(request.get("arguments", []))
+    if entry_command:
+        arguments = arguments[len(parse_entry_command(entry_command)[1]) :]
     return JobSpec(
         name=job.name,
-        arguments=list(request.get("arguments", [])),
+        entry_command=entry_command,
+        arguments=arguments,
         environment=dict(request.get("environment", [])),
         gpus=request.get("gpus", 0),
         gpu_memory_gb=request.get("gpu_memory_gb"),

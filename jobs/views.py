@@ -73,6 +73,7 @@ def _initial_from(job: Job) -> dict:
     return {
         "name": spec.name,
         "arguments": "\n".join(spec.arguments),
+        "entry_command": spec.entry_command or "",
         "environment": spec.environment,
         "gpus": spec.gpus,
         "gpu_memory_gb": spec.gpu_memory_gb,

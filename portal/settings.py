@@ -131,6 +131,10 @@ JOBS_DIR = env_path("NIGHTSHIFT_JOBS_DIR", VAR_DIR / "jobs")
 # In the shared-file-system mode jobs run as the pool's account, which must own job folders.
 JOB_DIR_UID = env_int("NIGHTSHIFT_JOB_DIR_UID", None, minimum=1)
 MAX_SCRIPT_MB = env_int("NIGHTSHIFT_MAX_SCRIPT_MB", 10, minimum=1)
+# Project archives: the upload, and what it may expand to.
+MAX_UPLOAD_MB = env_int("NIGHTSHIFT_MAX_UPLOAD_MB", 512, minimum=1)
+ARCHIVE_MAX_FILES = env_int("NIGHTSHIFT_ARCHIVE_MAX_FILES", 10_000, minimum=1)
+ARCHIVE_MAX_EXPANDED_MB = env_int("NIGHTSHIFT_ARCHIVE_MAX_EXPANDED_MB", 2048, minimum=1)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 # A job still waiting for the schedd after this long is submitted again (exactly once).

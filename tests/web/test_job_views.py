@@ -53,7 +53,7 @@ def test_a_hostile_argument_is_refused_with_the_reason(student_client, fake_brid
 def test_a_shell_script_upload_is_refused(student_client, fake_bridge):
     response = post_job(student_client, script=script_upload(name="evil.sh"))
     assert response.status_code == 400
-    assert "ending in .py" in response.content.decode()
+    assert "Upload a Python script (.py) or a project archive" in response.content.decode()
 
 
 def test_the_status_feed_follows_logs_by_byte_offset(student_client, student, fake_bridge):
@@ -186,7 +186,9 @@ def test_clone_prefills_the_form_and_reuses_the_script(student_client, student, 
 def test_a_form_without_script_or_source_asks_for_a_script(student_client, fake_bridge):
     response = post_job(student_client, script="")
     assert response.status_code == 400
-    assert "Choose a Python script (.py) to upload." in response.content.decode()
+    assert (
+        "Choose a Python script (.py) or a project archive to upload." in response.content.decode()
+    )
 
 
 def test_cloning_another_users_job_is_a_404(client, student, other_student, fake_bridge):
