@@ -29,7 +29,7 @@ from condor_bridge import (
     summarize_matches,
 )
 from condor_bridge import JobState as CondorState
-from condor_bridge.submit import HELPER_DIR, METRICS_FILE, STDERR, STDOUT
+from condor_bridge.submit import HELPER_DIR, INSTALL_LOG, METRICS_FILE, STDERR, STDOUT
 from condor_bridge.types import check_text
 
 from .archives import (
@@ -722,7 +722,12 @@ def job_collect_outputs(job_pk: int) -> Job:
 
 
 def job_logs_for(job: Job) -> dict[str, Path]:
-    return {"stdout": job.directory / STDOUT, "stderr": job.directory / STDERR}
+    """The job's logs by name: its own output, and pip's when it installs requirements."""
+    return {
+        "stdout": job.directory / STDOUT,
+        "stderr": job.directory / STDERR,
+        "install": job.directory / INSTALL_LOG,
+    }
 
 
 def job_metrics_path(job: Job) -> Path:

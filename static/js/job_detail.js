@@ -4,7 +4,7 @@
   const root = document.getElementById("job");
   if (!root) return;
   const url = root.dataset.statusUrl;
-  const offsets = { stdout: -1, stderr: -1 };  // -1: start with the tail of a long log
+  const offsets = { stdout: -1, stderr: -1, install: -1 };  // -1: start with a long log's tail
   const $ = (role) => root.querySelector(`[data-role="${role}"]`);
 
   function setProblem(role, text) {
@@ -30,7 +30,8 @@
     $("num-starts").textContent = data.num_starts;
     $("exit").textContent = data.exit_signal !== null ? `signal ${data.exit_signal}`
       : data.exit_code !== null ? `code ${data.exit_code}` : "—";
-    for (const stream of ["stdout", "stderr"]) {
+    if (data.logs.install.size > 0) $("install-section").hidden = false;
+    for (const stream of Object.keys(offsets)) {
       const chunk = data.logs[stream];
       const view = $(stream);
       if (offsets[stream] < 0 || chunk.start < offsets[stream]) {
@@ -77,7 +78,7 @@
 
   async function poll() {
     try {
-      const query = `stdout_offset=${offsets.stdout}&stderr_offset=${offsets.stderr}`;
+      const query = Object.entries(offsets).map(([s, o]) => `${s}_offset=${o}`).join("&");
       const response = await fetch(`${url}?${query}`, { credentials: "same-origin" });
       if (response.ok) {
         const data = await response.json();

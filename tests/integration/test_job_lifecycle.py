@@ -33,9 +33,9 @@ def web(client, transactional_db):
     return client
 
 
-def upload(web, script: str, **fields) -> Job:
+def upload(web, script_text: str, **fields) -> Job:
     data = {"name": "job", "gpus": 0, "cpus": 1, "memory_gb": 0.25, "arguments": "",
-            "script": script_upload(script)}  # fmt: skip
+            "script": script_upload(script_text) if script_text else None}  # fmt: skip
     data.update(fields)
     response = web.post(reverse("jobs:new"), data)
     assert response.status_code == 302, response.content.decode()[:2000]
@@ -192,3 +192,21 @@ def test_a_job_over_its_runtime_limit_is_held_and_the_page_says_why(web, live_pi
     assert job.events.filter(kind="held", detail=job.hold_reason).exists()
     web.post(reverse("jobs:cancel", args=[job.public_id]))
     wait_for_state(job, {JobState.REMOVED}, timeout=60)
+
+
+def test_a_project_with_requirements_installs_them_and_runs(web, live_pipeline):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from tests.projects import project_with_requirements
+
+    archive = SimpleUploadedFile("project.zip", project_with_requirements())
+    job = upload(web, "", name="project", entry_command="python src/train.py --epochs 2",
+                 **{"script": archive})  # fmt: skip
+    wait_for_state(job, {JobState.COMPLETED, JobState.FAILED}, timeout=240)
+    stdout = (job.directory / "stdout.txt").read_text()
+    install_log = (job.directory / ".nightshift" / "install.log").read_text()
+    assert job.state == JobState.COMPLETED, (stdout, install_log)
+    assert "hello from tinypkg 0.1 ['--epochs', '2']" in stdout
+    assert "Successfully installed tinypkg-0.1" in install_log
+    status = json.loads(web.get(reverse("jobs:status", args=[job.public_id])).content)
+    assert "Successfully installed" in status["logs"]["install"]["text"]
