@@ -7,8 +7,9 @@ from jobs.services import JobSpec
 
 class JobSubmitForm(forms.Form):
     name = forms.CharField(
-        max_length=200, help_text="A name you will recognise, e.g. “resnet18 lr 0.1”."
-    )
+        label="Job name", max_length=200,
+        help_text="A name you will recognise, e.g. “resnet18 lr 0.1”.",
+    )  # fmt: skip
     script = forms.FileField(
         label="Training script or project", required=False,
         help_text="A Python file (.py), or a project archive (.zip, .tar.gz). A project with a "

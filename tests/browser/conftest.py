@@ -66,7 +66,7 @@ def submit_job(page, tmp_path, script: str, *, name: str, **fields) -> None:
     path = tmp_path / "train.py"
     path.write_text(script)
     page.get_by_role("link", name="New job").click()
-    page.get_by_label("Name").fill(name)
-    page.get_by_label("Training script").set_input_files(str(path))
+    page.get_by_label("Job name").fill(name)
+    page.get_by_label("Training script or project").set_input_files(str(path))
     for label, value in fields.items():
         page.get_by_label(label).fill(str(value))

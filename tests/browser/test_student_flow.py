@@ -64,7 +64,7 @@ def test_an_impossible_request_is_refused_with_its_reason(logged_in, screenshot,
     error = page.locator(".has-error .error")
     error.wait_for()
     assert "the largest GPU in the pool has 46.5 GB" in error.inner_text()
-    assert page.get_by_label("Name").input_value() == "too big"
+    assert page.get_by_label("Job name").input_value() == "too big"
     screenshot("impossible-request-refused")
 
 
@@ -80,9 +80,9 @@ def test_a_student_cancels_a_running_job_and_clones_it(logged_in, screenshot, tm
 
     page.get_by_role("link", name="Clone…").click()
     page.locator("[data-role=clone-note]").wait_for()
-    assert page.get_by_label("Name").input_value() == "long run"
+    assert page.get_by_label("Job name").input_value() == "long run"
     assert page.get_by_label("Arguments").input_value() == "--seed=7"
-    page.get_by_label("Name").fill("long run, cloned")
+    page.get_by_label("Job name").fill("long run, cloned")
     screenshot("clone-form")
     page.get_by_role("button", name="Submit job").click()
     page.get_by_role("heading", name="long run, cloned").wait_for()
@@ -107,3 +107,22 @@ def test_a_held_job_is_explained_and_can_be_released(logged_in, screenshot, tmp_
     ).wait_for(timeout=60_000)
     page.get_by_role("button", name="Cancel job").click()
     page.locator("[data-role=state]", has_text="Removed").wait_for(timeout=60_000)
+
+
+def test_a_student_uploads_a_project_archive_with_requirements(logged_in, screenshot, tmp_path):
+    from tests.projects import project_with_requirements
+
+    page = logged_in
+    archive = tmp_path / "project.zip"
+    archive.write_bytes(project_with_requirements())
+    page.get_by_role("link", name="New job").click()
+    page.get_by_label("Job name").fill("a project")
+    page.get_by_label("Training script or project").set_input_files(str(archive))
+    page.get_by_label("Entry command").fill("python src/train.py --epochs 1")
+    page.get_by_label("GPUs").fill("0")
+    page.get_by_role("button", name="Submit job").click()
+    page.get_by_role("heading", name="a project").wait_for()
+    page.locator("[data-role=state]", has_text="Completed").wait_for(timeout=180_000)
+    page.locator("[data-role=install]", has_text="Successfully installed tinypkg-0.1").wait_for()
+    assert "hello from tinypkg 0.1" in page.locator("[data-role=stdout]").inner_text()
+    screenshot("project-with-requirements")
