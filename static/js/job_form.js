@@ -58,10 +58,13 @@
   }
   if (preview) preview.addEventListener("toggle", showPreview);
 
+  let resourcesChanged = false;  // survives the debounce, whichever field was typed in last
   form.addEventListener("input", (event) => {
+    resourcesChanged = resourcesChanged || fields.includes(event.target.name);
     clearTimeout(timer);
     timer = setTimeout(() => {
-      if (fields.includes(event.target.name)) check();
+      if (resourcesChanged) check();
+      resourcesChanged = false;
       showPreview();
     }, 300);
   });
