@@ -28,6 +28,8 @@ def machine_fits(request: JobRequest, machine: PoolMachine) -> bool:
     """Could `machine` run `request` when it is empty?"""
     if request.cpus > machine.total_cpus or request.memory_mb > machine.total_memory_mb:
         return False
+    if request.container_image and not machine.runs_containers:
+        return False
     if request.gpus == 0:
         return True
     if machine.gpu is None or machine.total_gpus < request.gpus:
@@ -52,6 +54,11 @@ def _why_nothing_matches(request: JobRequest, machines: list[PoolMachine]) -> tu
     """(the request field to change, why nothing matches), in the words a student uses."""
     if not machines:
         return "", "No workstation is in the pool right now."
+    if request.container_image and not any(m.runs_containers for m in machines):
+        return "container_image", (
+            "This environment runs in a container, and no workstation in the pool runs "
+            "containers. Choose another environment."
+        )
     gpu_machines = [m for m in machines if m.gpu is not None and m.total_gpus > 0]
     if request.gpus and not gpu_machines:
         return "gpus", "No workstation in the pool has a GPU."

@@ -59,6 +59,9 @@ _MACHINE_PROJECTION = [
     "GPUs_DeviceName",
     "GPUs_GlobalMemoryMb",
     "GPUs_Capability",
+    "HasContainer",
+    "HasDocker",
+    "HasSingularity",
 ]
 _config_lock = threading.Lock()
 # Allowed clock difference between the portal and the schedd when bounding history scans.
@@ -273,6 +276,11 @@ def machines_from_slot_ads(ads: Iterable[Any]) -> list[PoolMachine]:
         total_cpus = free_cpus = total_memory = free_memory = total_gpus = free_gpus = 0
         gpu = None
         states = set()
+        runs_containers = any(
+            slot.get(attr) is True
+            for slot in slots
+            for attr in ("HasContainer", "HasDocker", "HasSingularity")
+        )
         for slot in slots:
             partitionable = slot.get("PartitionableSlot") is True
             cpus = int(slot.get("TotalSlotCpus") or slot.get("Cpus") or 0)
@@ -307,6 +315,7 @@ def machines_from_slot_ads(ads: Iterable[Any]) -> list[PoolMachine]:
                 total_gpus=total_gpus,
                 free_gpus=free_gpus,
                 gpu=gpu,
+                runs_containers=runs_containers,
             )
         )
     return machines

@@ -87,7 +87,7 @@ def build_submit_description(
         *request.environment,
     )
     description = {
-        "universe": "vanilla",
+        "universe": "container" if request.container_image else "vanilla",
         "executable": request.python,
         "transfer_executable": "false",
         "arguments": quote_arguments(
@@ -106,6 +106,8 @@ def build_submit_description(
         f"My.{JOB_ID_ATTR}": classad_string(request.job_id),
         f"My.{INSTANCE_ATTR}": classad_string(instance),
     }
+    if request.container_image:
+        description["container_image"] = request.container_image
     if request.accounting_user:
         description["accounting_group_user"] = request.accounting_user
     if request.gpus:

@@ -21,6 +21,7 @@ MAX_TEXT_LENGTH = 4096
 JOB_ID_PATTERN = _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _SCRIPT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\.py$")
+_IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:@+-]{0,499}")
 # A file or folder at the top of the job folder, listed in transfer_input_files.
 _INPUT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=@-]{0,99}")
 _ACCOUNTING_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -120,6 +121,8 @@ class JobRequest:
     input_files: tuple[str, ...] = ()
     # Install the project's requirements.txt into a virtual environment before running.
     install_requirements: bool = False
+    # Run in HTCondor's container universe with this image (None: a plain vanilla job).
+    container_image: str | None = None
     accounting_group: str = "nightshift"
     accounting_user: str | None = None
     python: str = "/usr/bin/python3"
@@ -127,6 +130,12 @@ class JobRequest:
     def __post_init__(self) -> None:
         if not _JOB_ID.fullmatch(str(self.job_id)):
             raise InvalidJobRequest("job_id", "must be letters, digits and dashes")
+        if self.container_image is not None:
+            check_text("container_image", self.container_image, max_length=500)
+            if not _IMAGE.fullmatch(self.container_image):
+                raise InvalidJobRequest(
+                    "container_image", "must be an image name or path without spaces, quotes or $"
+                )
         for name, path in (("job_dir", self.job_dir), ("python", self.python)):
             check_text(name, path)
             if not path.startswith("/") or "$" in path or '"' in path or "'" in path:
@@ -229,3 +238,4 @@ class PoolMachine:
     total_gpus: int = 0
     free_gpus: int = 0
     gpu: GpuModel | None = None
+    runs_containers: bool = False

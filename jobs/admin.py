@@ -1,6 +1,13 @@
 from django.contrib import admin
 
-from .models import Job, JobEvent
+from .models import EnvironmentPreset, Job, JobEvent
+
+
+@admin.register(EnvironmentPreset)
+class EnvironmentPresetAdmin(admin.ModelAdmin):
+    list_display = ("name", "kind", "python", "container_image", "is_default", "is_active")
+    list_filter = ("kind", "is_active")
+    search_fields = ("name", "container_image")
 
 
 class JobEventInline(admin.TabularInline):

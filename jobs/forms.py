@@ -2,6 +2,7 @@ from django import forms
 
 from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
 from jobs.archives import is_archive
+from jobs.models import EnvironmentPreset
 from jobs.services import JobSpec
 
 
@@ -27,6 +28,11 @@ class JobSubmitForm(forms.Form):
         help_text="One argument per line, passed to your script exactly as written, "
         "e.g. --epochs=10.",
     )
+    environment_preset = forms.ModelChoiceField(
+        label="Software environment", queryset=EnvironmentPreset.objects.none(),
+        required=False, empty_label=None,
+        help_text="Set up by the pool's administrators.",
+    )  # fmt: skip
     # Rendered as key/value rows (inputs env_key and env_value); errors attach here.
     environment = forms.CharField(
         label="Environment variables", required=False, widget=forms.HiddenInput,
@@ -62,6 +68,14 @@ class JobSubmitForm(forms.Form):
         label="Email me when it completes, fails or is held", required=False,
         help_text="Sent to the address on your account.",
     )  # fmt: skip
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        presets = EnvironmentPreset.objects.filter(is_active=True)
+        field = self.fields["environment_preset"]
+        field.queryset = presets
+        if not self.is_bound and "environment_preset" not in self.initial:
+            self.initial["environment_preset"] = presets.filter(is_default=True).first()
 
     def environment_rows(self) -> list[tuple[str, str]]:
         """The key/value rows to show: what was typed, or the initial (clone) values."""
@@ -108,11 +122,14 @@ class JobSubmitForm(forms.Form):
     def to_spec(self, *, name: str | None = None) -> JobSpec:
         """The plain-terms request the cleaned form describes."""
         data = self.cleaned_data
+        preset = data.get("environment_preset")
         return JobSpec(
             name=name if name is not None else data["name"],
             arguments=self.arguments_list(),
             entry_command=(data.get("entry_command") or "").strip() or None,
             environment=data.get("environment") or {},
+            python=preset.python if preset else None,
+            container_image=preset.image_or_none if preset else None,
             gpus=data["gpus"],
             gpu_memory_gb=data.get("gpu_memory_gb"),
             gpu_capability=data.get("gpu_capability"),

@@ -83,6 +83,9 @@ class JobSpec:
     notify_by_email: bool = False
     # For a project archive: how to start it, e.g. "python train.py --epochs 10".
     entry_command: str | None = None
+    # The software environment (from an admin's preset); None: the site default Python.
+    python: str | None = None
+    container_image: str | None = None
 
 
 def safe_script_name(uploaded_name: str) -> str:
@@ -106,7 +109,8 @@ def _request_from_json(stored: dict, *, job_id: str, job_dir: str) -> JobRequest
     fields["environment"] = tuple(tuple(pair) for pair in fields.get("environment", ()))
     fields["output_paths"] = tuple(fields.get("output_paths", (OUTPUTS,)))
     fields["input_files"] = tuple(fields.get("input_files", ()))
-    return JobRequest(job_id=job_id, job_dir=job_dir, python=settings.JOB_PYTHON, **fields)
+    fields.setdefault("python", settings.JOB_PYTHON)
+    return JobRequest(job_id=job_id, job_dir=job_dir, **fields)
 
 
 def _job_request(job: Job) -> JobRequest:
@@ -136,6 +140,8 @@ def _request_fields(
         "max_runtime_s": spec.max_runtime_s,
         "output_paths": [OUTPUTS],
         "accounting_user": accounting_user_for(user),
+        "python": spec.python or settings.JOB_PYTHON,
+        "container_image": spec.container_image,
     }
 
 
@@ -398,6 +404,8 @@ def job_spec_of(job: Job) -> JobSpec:
         disk_mb=request.get("disk_mb", 4096),
         max_runtime_s=request.get("max_runtime_s"),
         notify_by_email=job.notify_by_email,
+        python=request.get("python"),
+        container_image=request.get("container_image"),
     )
 
 

@@ -29,7 +29,7 @@ from . import selectors, services
 from .bridge import get_bridge
 from .filters import JobListFilter
 from .forms import JobSubmitForm
-from .models import Job
+from .models import EnvironmentPreset, Job
 
 
 def _own_job(request: HttpRequest, public_id) -> Job:
@@ -82,6 +82,9 @@ def _initial_from(job: Job) -> dict:
         "memory_gb": round(spec.memory_mb / 1024, 3),
         "max_runtime_minutes": spec.max_runtime_s // 60 if spec.max_runtime_s else None,
         "notify_by_email": spec.notify_by_email,
+        "environment_preset": EnvironmentPreset.objects.filter(
+            is_active=True, python=spec.python or "", container_image=spec.container_image or ""
+        ).first(),
         "source_job": job.public_id,
     }
 

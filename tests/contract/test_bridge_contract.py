@@ -110,6 +110,8 @@ def test_the_pool_looks_like_the_personal_pool(bridge):
     )
     assert machines["ws-fermi"].gpu.memory_mb == 1536
     assert machines["ws-office"].gpu is None and machines["ws-office"].total_gpus == 0
+    # The personal pool has no container runtime: container environments match nothing.
+    assert not any(machine.runs_containers for machine in machines.values())
 
 
 def test_a_held_job_is_held_with_its_reason_and_can_be_released(bridge):

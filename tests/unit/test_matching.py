@@ -76,3 +76,10 @@ def test_workstations_taken_back_by_their_owners_are_said_so():
 
 def test_a_free_matching_workstation_leaves_nothing_to_explain():
     assert summarize_matches(request(gpus=1), PERSONAL_POOL).busy_reason == ""
+
+
+def test_a_container_environment_needs_a_workstation_that_runs_containers():
+    summary = summarize_matches(request(container_image="docker://pytorch/pytorch"), PERSONAL_POOL)
+    assert not summary.can_ever_run
+    assert summary.blocking_field == "container_image"
+    assert "no workstation in the pool runs containers" in summary.reason

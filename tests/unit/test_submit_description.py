@@ -156,3 +156,19 @@ def test_job_folders_must_be_plain_absolute_paths(job_dir):
 def test_accounting_names_cannot_carry_syntax(user):
     with pytest.raises(InvalidJobRequest, match="accounting_user"):
         request(accounting_user=user)
+
+
+def test_a_container_environment_uses_the_container_universe():
+    description = build_submit_description(
+        request(container_image="docker://pytorch/pytorch:2.4.0", python="/opt/conda/bin/python"),
+        mode=FileMode.SHARED,
+    )
+    assert description["universe"] == "container"
+    assert description["container_image"] == "docker://pytorch/pytorch:2.4.0"
+    assert description["executable"] == "/opt/conda/bin/python"
+
+
+@pytest.mark.parametrize("image", ["a b", 'x"y', "$(HOME)", "img\nqueue 5", ""])
+def test_container_images_cannot_carry_syntax(image):
+    with pytest.raises(InvalidJobRequest, match="container_image"):
+        request(container_image=image)
