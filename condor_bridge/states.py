@@ -33,6 +33,7 @@ PROJECTION = [
     "CompletionDate",
     "RemoveReason",
     "LastVacateTime",
+    "MachineAttrGPUs_DeviceName0",
 ]
 
 _STATUS_TO_STATE = {
@@ -106,6 +107,7 @@ def map_job_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobObservation:
         hold_reason_subcode=_int(ad.get("HoldReasonSubCode")) if state is JobState.HELD else None,
         num_starts=num_starts,
         workstation=workstation_of(str(ad.get("RemoteHost") or ad.get("LastRemoteHost") or "")),
+        gpu_model=str(ad.get("MachineAttrGPUs_DeviceName0") or ""),
         entered_state_at=_timestamp(ad.get("EnteredCurrentStatus")),
         started_at=_timestamp(ad.get("JobCurrentStartDate") or ad.get("JobStartDate")),
         finished_at=_timestamp(ad.get("CompletionDate")),

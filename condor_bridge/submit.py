@@ -112,6 +112,9 @@ def build_submit_description(
         description["accounting_group_user"] = request.accounting_user
     if request.gpus:
         description["request_gpus"] = str(request.gpus)
+        # Copies the matched workstation's GPU model into the job ad
+        # (MachineAttrGPUs_DeviceName0), so the timeline can name it.
+        description["job_machine_attrs"] = "GPUs_DeviceName"
         requirement = gpu_requirement(request)
         if requirement:
             description["require_gpus"] = requirement

@@ -208,6 +208,7 @@ class JobObservation:
     hold_reason_subcode: int | None = None
     num_starts: int = 0
     workstation: str = ""
+    gpu_model: str = ""
     entered_state_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None

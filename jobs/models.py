@@ -101,6 +101,7 @@ class Job(models.Model):
     hold_reason_subcode = models.IntegerField(null=True, blank=True)
     num_starts = models.PositiveIntegerField(default=0)
     workstation = models.CharField(max_length=200, blank=True)
+    gpu_model = models.CharField(max_length=200, blank=True)
     # Why no workstation can run this job, when the pool has none that matches.
     match_problem = models.CharField(max_length=500, blank=True)
     # Why a job that some workstation could run is still waiting (all busy, owners back).

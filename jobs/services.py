@@ -528,7 +528,10 @@ def _portal_state(observation: JobObservation) -> str:
 def _describe(job: Job, previous_state: str, observation: JobObservation) -> tuple[str, str]:
     state = job.state
     if state == JobState.RUNNING:
-        return "started", f"Running on {observation.workstation or 'a workstation'}"
+        where = observation.workstation or "a workstation"
+        if observation.gpu_model:
+            where += f" ({observation.gpu_model})"
+        return "started", f"Running on {where}"
     if state == JobState.IDLE and (previous_state == JobState.RUNNING or observation.evicted):
         return "evicted", "The workstation was reclaimed; waiting for another one."
     if state == JobState.HELD:
@@ -557,6 +560,7 @@ def _observed_changes(job: Job, observation: JobObservation) -> dict:
         "hold_reason_subcode": observation.hold_reason_subcode,
         "num_starts": max(job.num_starts, observation.num_starts),
         "workstation": observation.workstation or job.workstation,
+        "gpu_model": observation.gpu_model or job.gpu_model,
         "exit_code": observation.exit_code,
         "exit_signal": observation.exit_signal,
         "started_at": observation.started_at or job.started_at,

@@ -99,11 +99,15 @@ def test_a_job_no_machine_can_run_any_more_stays_idle_and_says_why(web, live_pip
 
 
 def test_a_two_gpu_job_lands_on_the_two_gpu_workstation(web, live_pipeline):
-    job = upload(web, "import os\nprint(os.environ['CUDA_VISIBLE_DEVICES'])\n", name="two gpus",
+    # Long enough for a sync to see it running (the timeline names the GPU model then).
+    script = "import os, time\nprint(os.environ['CUDA_VISIBLE_DEVICES'])\ntime.sleep(4)\n"
+    job = upload(web, script, name="two gpus",
                  gpus=2)  # fmt: skip
     wait_for_state(job, {JobState.COMPLETED, JobState.FAILED})
     assert job.state == JobState.COMPLETED
     assert job.workstation == "ws-volta"
+    assert job.gpu_model == "Tesla V100-PCIE-16GB"
+    assert job.events.get(kind="started").detail == "Running on ws-volta (Tesla V100-PCIE-16GB)"
     devices = (job.directory / "stdout.txt").read_text().strip().split(",")
     assert len(devices) == 2 and len(set(devices)) == 2
 

@@ -77,3 +77,12 @@ def test_an_unknown_status_is_an_error_not_a_guess():
 )  # fmt: skip
 def test_workstation_names_come_from_slot_names(slot, workstation):
     assert workstation_of(slot) == workstation
+
+
+def test_the_matched_gpu_model_comes_from_the_machine_attributes():
+    observation = map_job_ad(
+        ad(JobStatus=2, RemoteHost="slot1_1@ws-ampere@vm",
+           MachineAttrGPUs_DeviceName0="A100-SXM4-40GB"),
+        in_queue=True,
+    )  # fmt: skip
+    assert (observation.workstation, observation.gpu_model) == ("ws-ampere", "A100-SXM4-40GB")
