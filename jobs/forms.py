@@ -22,6 +22,8 @@ class JobSubmitForm(forms.Form):
     )  # fmt: skip
     # Set when cloning: the script is copied from this earlier job unless a new one is chosen.
     source_job = forms.UUIDField(required=False, widget=forms.HiddenInput)
+    # Set after a form error: the file chosen last time, kept so it need not be chosen again.
+    staged_upload = forms.CharField(required=False, max_length=32, widget=forms.HiddenInput)
     arguments = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3}),
@@ -69,8 +71,9 @@ class JobSubmitForm(forms.Form):
         help_text="Sent to the address on your account.",
     )  # fmt: skip
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, staged_name: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.staged_name = staged_name  # the kept upload's file name, to show
         presets = EnvironmentPreset.objects.filter(is_active=True)
         field = self.fields["environment_preset"]
         field.queryset = presets
@@ -107,9 +110,10 @@ class JobSubmitForm(forms.Form):
     def clean(self):
         cleaned = super().clean()
         script = cleaned.get("script")
-        if not script and not cleaned.get("source_job"):
+        if not script and not cleaned.get("source_job") and not cleaned.get("staged_upload"):
             self.add_error("script", "Choose a Python script (.py) or a project archive to upload.")
-        elif script and is_archive(script.name) and not cleaned.get("entry_command"):
+        named = script.name if script else (self.staged_name or "")
+        if named and is_archive(named) and not cleaned.get("entry_command"):
             self.add_error(
                 "entry_command", "Say how to start the project, e.g. python train.py --epochs 10."
             )

@@ -9,11 +9,13 @@ import re
 import shlex
 import shutil
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.core.files import File
 from django.core.files.uploadedfile import UploadedFile
 from django.core.mail import send_mail
 from django.db import transaction
@@ -384,6 +386,61 @@ def job_submit(
     return job
 
 
+_STAGING_TOKEN = re.compile(r"[0-9a-f]{32}")
+STAGING_DIR = ".staging"
+STAGING_MAX_AGE_S = 24 * 3600
+
+
+def _staging_root(user) -> Path:
+    return settings.JOBS_DIR / STAGING_DIR / str(int(user.pk))
+
+
+def upload_stage(*, user, upload: UploadedFile) -> str:
+    """Keep an upload across a form error, so the student need not choose it again."""
+    token = uuid.uuid4().hex
+    folder = _staging_root(user) / token
+    folder.mkdir(parents=True)
+    name = os.path.basename((upload.name or "upload").replace("\\", "/"))[:200] or "upload"
+    try:
+        _save_upload(upload, folder / name)
+    except JobSubmissionError:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return token
+
+
+def upload_staged(*, user, token: str) -> File | None:
+    """The upload kept under `token` for this user, or None (unknown, expired, not theirs)."""
+    if not token or not _STAGING_TOKEN.fullmatch(token):
+        return None
+    folder = _staging_root(user) / token
+    files = (
+        [p for p in folder.iterdir() if p.is_file() and not p.is_symlink()]
+        if folder.is_dir()
+        else []
+    )
+    if len(files) != 1:
+        return None
+    return File(open(files[0], "rb"), name=files[0].name)  # noqa: SIM115 - closed by the caller
+
+
+def upload_discard(*, user, token: str) -> None:
+    if token and _STAGING_TOKEN.fullmatch(token):
+        shutil.rmtree(_staging_root(user) / token, ignore_errors=True)
+
+
+def uploads_clean_stale() -> int:
+    """Remove uploads kept for forms that were never sent again."""
+    root = settings.JOBS_DIR / STAGING_DIR
+    cutoff = time.time() - STAGING_MAX_AGE_S
+    removed = 0
+    for folder in root.glob("*/*") if root.is_dir() else []:
+        if folder.is_dir() and folder.stat().st_mtime < cutoff:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed += 1
+    return removed
+
+
 def job_spec_of(job: Job) -> JobSpec:
     """The plain-terms request a job was submitted with (for clone and re-run)."""
     request = job.request
@@ -664,6 +721,7 @@ def jobs_sync() -> SyncReport:
                 report.changed += 1
         _explain_unmatched_jobs(bridge)
     report.resubmitted = _resubmit_stale_jobs()
+    uploads_clean_stale()
     report.seconds = time.perf_counter() - started
     return report
 

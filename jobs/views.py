@@ -92,27 +92,49 @@ def _initial_from(job: Job) -> dict:
 @login_required
 def job_new(request: HttpRequest) -> HttpResponse:
     source = None
+    staged = None
     if request.method == "GET" and request.GET.get("from"):
         source = _own_job(request, request.GET["from"])
         form = JobSubmitForm(initial=_initial_from(source))
     else:
-        form = JobSubmitForm(request.POST or None, request.FILES or None)
+        if request.method == "POST":
+            token = request.POST.get("staged_upload", "")
+            staged = services.upload_staged(user=request.user, token=token)
+        form = JobSubmitForm(
+            request.POST or None, request.FILES or None, staged_name=staged and staged.name
+        )
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         spec = form.to_spec()
         try:
             copy_from = None
-            if not data["script"] and data["source_job"]:
+            upload = data["script"] or staged
+            if not upload and data["source_job"]:
                 copy_from = _own_job(request, data["source_job"])
             job = services.job_submit(
-                user=request.user, spec=spec, script=data["script"], copy_from=copy_from
+                user=request.user, spec=spec, script=upload, copy_from=copy_from
             )
         except services.JobSubmissionError as exc:
             field = FORM_FIELD_FOR.get(exc.field, exc.field)
             form.add_error(field if field in form.fields else None, exc.message)
         else:
+            if staged is not None and upload is staged:
+                services.upload_discard(user=request.user, token=data["staged_upload"])
             messages.success(request, f"“{job.name}” is on its way to the pool.")
             return redirect("jobs:detail", public_id=job.public_id)
+        finally:
+            if staged is not None:
+                staged.close()
+    if form.is_bound and form.errors and request.FILES.get("script"):
+        # Keep the file the student chose, so that fixing a field does not mean choosing it again.
+        try:
+            token = services.upload_stage(user=request.user, upload=request.FILES["script"])
+        except services.JobSubmissionError:
+            pass
+        else:
+            form.data = form.data.copy()
+            form.data["staged_upload"] = token
+            form.staged_name = request.FILES["script"].name
     if source is None and form.is_bound and form.data.get("source_job"):
         try:
             source = selectors.job_get_for_user(request.user, form.data["source_job"])

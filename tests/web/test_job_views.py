@@ -326,3 +326,43 @@ def test_bad_environment_rows_are_refused_and_kept(
     assert message in body
     assert f'value="{keys[-1]}"' in body  # what was typed is shown again
     assert not Job.objects.exists()
+
+
+def test_after_a_form_error_the_chosen_file_is_kept_and_used(
+    student_client, student, fake_bridge, settings
+):
+    first = post_job(student_client, gpus=99, script=script_upload("print('kept')\n", "mine.py"))
+    body = first.content.decode()
+    assert first.status_code == 400
+    assert "Kept from your last try: <strong>mine.py</strong>" in body
+    token = first.context["form"].data["staged_upload"]
+    second = student_client.post(
+        reverse("jobs:new"),
+        {"name": "fixed", "gpus": 1, "cpus": 1, "memory_gb": 2, "staged_upload": token},
+    )
+    assert second.status_code == 302
+    job = Job.objects.get(name="fixed")
+    assert (job.directory / "mine.py").read_text() == "print('kept')\n"
+    assert not (settings.JOBS_DIR / ".staging" / str(student.pk) / token).exists()
+
+
+def test_a_kept_file_belongs_to_its_student_only(client, student, other_student, fake_bridge):
+    client.force_login(student)
+    token = post_job(client, gpus=99).context["form"].data["staged_upload"]
+    client.force_login(other_student)
+    response = client.post(
+        reverse("jobs:new"),
+        {"name": "stolen", "gpus": 1, "cpus": 1, "memory_gb": 2, "staged_upload": token},
+    )
+    assert response.status_code == 400
+    assert not Job.objects.filter(name="stolen").exists()
+
+
+@pytest.mark.parametrize("token", ["../../etc", "x" * 32, "0" * 31, "/etc/passwd"])
+def test_a_forged_kept_file_token_finds_nothing(student_client, fake_bridge, token):
+    response = student_client.post(
+        reverse("jobs:new"),
+        {"name": "forged", "gpus": 1, "cpus": 1, "memory_gb": 2, "staged_upload": token},
+    )
+    assert response.status_code == 400
+    assert not Job.objects.exists()
