@@ -132,6 +132,11 @@ class Job(models.Model):
         return not self.is_final
 
     @property
+    def starts(self) -> int:
+        """Runs so far; HTCondor counts the current run only once its shadow reports."""
+        return max(self.num_starts, 1 if self.state == JobState.RUNNING else 0)
+
+    @property
     def can_hold(self) -> bool:
         return self.is_submitted and self.state in (
             JobState.IDLE,

@@ -194,7 +194,7 @@ def job_status(request: HttpRequest, public_id) -> JsonResponse:
             "exit_code": job.exit_code,
             "exit_signal": job.exit_signal,
             "workstation": job.workstation,
-            "num_starts": job.num_starts,
+            "num_starts": job.starts,
             "condor_id": job.condor_id,
             "is_final": job.is_final,
             "outputs_ready": job.outputs_ready,
