@@ -361,14 +361,24 @@ def _csv_cell(value):
     return "" if value is None else value
 
 
+def _draft(request: HttpRequest) -> tuple[JobSubmitForm, dict[str, list[str]]]:
+    """The job form as being filled in: its values, and errors beyond the name and file."""
+    form = JobSubmitForm(request.GET)
+    form.is_valid()
+    errors = {
+        name: list(messages)
+        for name, messages in form.errors.items()
+        if name not in ("name", "script", "__all__")
+    }
+    return form, errors
+
+
 @never_cache
 @login_required
 @require_GET
 def job_match(request: HttpRequest) -> JsonResponse:
     """The live count beside the form's GPU fields: what in the pool fits this request."""
-    form = JobSubmitForm(request.GET)
-    form.is_valid()
-    errors = {name: form.errors[name] for name in form.errors if name not in ("name", "script")}
+    form, errors = _draft(request)
     if errors:
         return JsonResponse({"ok": False, "errors": errors}, status=400)
     spec = form.to_spec(name="match")
@@ -401,15 +411,14 @@ def job_outputs_zip(request: HttpRequest, public_id) -> StreamingHttpResponse:
 @require_GET
 def job_preview(request: HttpRequest) -> HttpResponse:
     """Advanced: the submit description the form's values would produce."""
-    form = JobSubmitForm(request.GET)
-    form.is_valid()
-    errors = [f"{name}: {' '.join(errs)}" for name, errs in form.errors.items() if name != "script"]
+    form, errors = _draft(request)
     if errors:
-        return HttpResponse("\n".join(errors), status=400, content_type="text/plain")
+        lines = [f"{name}: {' '.join(messages)}" for name, messages in errors.items()]
+        return HttpResponse("\n".join(lines), status=400, content_type="text/plain")
     try:
         text = services.job_preview_description(
             user=request.user,
-            spec=form.to_spec(),
+            spec=form.to_spec(name=form.cleaned_data.get("name") or "preview"),
             uploaded_name=request.GET.get("script_name") or "train.py",
         )
     except services.JobSubmissionError as exc:
