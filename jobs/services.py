@@ -588,7 +588,8 @@ def _describe(job: Job, previous_state: str, observation: JobObservation) -> tup
         where = observation.workstation or "a workstation"
         if observation.gpu_model:
             where += f" ({observation.gpu_model})"
-        return "started", f"Running on {where}"
+        ran_before = job.events.filter(kind__in=("started", "resumed")).exists()
+        return ("resumed" if ran_before else "started"), f"Running on {where}"
     if state == JobState.IDLE and (previous_state == JobState.RUNNING or observation.evicted):
         return "evicted", "The workstation was reclaimed; waiting for another one."
     if state == JobState.HELD:

@@ -285,3 +285,17 @@ def test_nobody_can_copy_another_users_job(student, other_student, fake_bridge):
     original = submit(student)
     with pytest.raises(services.JobSubmissionError, match="not yours"):
         services.job_rerun(job=original, user=other_student)
+
+
+def test_a_job_that_runs_again_after_an_eviction_is_shown_as_resumed(student, fake_bridge):
+    job = services.job_submit_to_pool(submit(student).pk)
+    job_id = str(job.public_id)
+    fake_bridge.set_state(job_id, CondorState.RUNNING, workstation="ws-fermi")
+    services.jobs_sync()
+    fake_bridge.set_state(job_id, CondorState.IDLE)
+    services.jobs_sync()
+    fake_bridge.set_state(job_id, CondorState.RUNNING, workstation="ws-volta")
+    services.jobs_sync()
+    kinds = list(job.events.values_list("kind", flat=True))
+    assert kinds[-3:] == ["started", "evicted", "resumed"]
+    assert job.events.last().detail == "Running on ws-volta"
