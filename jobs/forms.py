@@ -16,6 +16,11 @@ class JobSubmitForm(forms.Form):
         help_text="A Python file (.py), or a project archive (.zip, .tar.gz). A project with a "
         "requirements.txt at its top gets those packages installed first.",
     )  # fmt: skip
+    requirements = forms.FileField(
+        label="requirements.txt (optional)", required=False,
+        help_text="For a single script: packages pip installs into a virtual environment "
+        "before it runs. A project keeps its requirements.txt in the archive.",
+    )  # fmt: skip
     entry_command = forms.CharField(
         label="Entry command", required=False, max_length=4096,
         help_text="For a project: how to start it, e.g. python train.py --epochs 10.",
@@ -54,7 +59,10 @@ class JobSubmitForm(forms.Form):
         help_text="Only for code that needs newer GPUs, e.g. 7.0 for bfloat16 tensor cores. "
         "Leave empty for any.",
     )  # fmt: skip
-    cpus = forms.IntegerField(label="CPUs", min_value=1, max_value=MAX_CPUS, initial=1)
+    cpus = forms.IntegerField(
+        label="CPUs", min_value=1, max_value=MAX_CPUS, initial=1,
+        help_text="CPU cores for data loading and the rest of your script.",
+    )  # fmt: skip
     memory_gb = forms.FloatField(
         label="Memory (GB)", min_value=0.125, max_value=1024, initial=2,
         help_text="Main memory for your script.",

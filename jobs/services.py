@@ -52,6 +52,9 @@ HELPER_MODULE = Path(__file__).resolve().parent / "runtime" / "nightshift.py"
 LAUNCHER_MODULE = Path(__file__).resolve().parent / "runtime" / "launch.py"
 # Where a project's original archive is kept, for clone and re-run. Never sent to the pool.
 SOURCE_DIR = ".source"
+# A single script's optional requirements file, installed before it runs.
+SCRIPT_REQUIREMENTS = "requirements.txt"
+MAX_REQUIREMENTS_BYTES = 1024 * 1024
 _SAFE_SCRIPT_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -282,7 +285,13 @@ def _stage_archive(directory: Path, archive: Path, entry_command: str) -> _Stage
     )
 
 
-def _stage_files(directory: Path, *, spec: JobSpec, script, copy_from) -> _StagedFiles:
+def _stage_files(
+    directory: Path, *, spec: JobSpec, script, copy_from, requirements=None
+) -> _StagedFiles:
+    if requirements is not None and script is not None and is_archive(script.name or ""):
+        raise JobSubmissionError(
+            "requirements", "For a project, put requirements.txt at the top of the archive."
+        )
     if copy_from is not None and copy_from.source.get("kind") == "archive":
         (directory / SOURCE_DIR).mkdir()
         original = copy_from.directory / SOURCE_DIR / copy_from.source["archive"]
@@ -297,7 +306,12 @@ def _stage_files(directory: Path, *, spec: JobSpec, script, copy_from) -> _Stage
             raise JobSubmissionError("script", "The original job's script is gone; upload it.")
         shutil.copyfile(original, directory / script_name, follow_symlinks=False)
         origin = f"Copied {script_name} from job “{copy_from.name}”"
-        return _StagedFiles(script_name, [], [], False, {"kind": "script"}, origin)
+        staged = _StagedFiles(script_name, [], [], False, {"kind": "script"}, origin)
+        kept = copy_from.directory / SCRIPT_REQUIREMENTS
+        if copy_from.source.get("requirements") and kept.is_file() and not kept.is_symlink():
+            shutil.copyfile(kept, directory / SCRIPT_REQUIREMENTS, follow_symlinks=False)
+            staged = _with_requirements(staged)
+        return staged
     if is_archive(script.name or ""):
         (directory / SOURCE_DIR).mkdir()
         archive = directory / SOURCE_DIR / safe_archive_name(script.name)
@@ -313,7 +327,24 @@ def _stage_files(directory: Path, *, spec: JobSpec, script, copy_from) -> _Stage
         )
     script_name = safe_script_name(script.name)
     _save_upload(script, directory / script_name)
-    return _StagedFiles(script_name, [], [], False, {"kind": "script"}, f"Uploaded {script_name}")
+    staged = _StagedFiles(script_name, [], [], False, {"kind": "script"}, f"Uploaded {script_name}")
+    if requirements is not None:
+        if requirements.size is not None and requirements.size > MAX_REQUIREMENTS_BYTES:
+            raise JobSubmissionError("requirements", "A requirements.txt this large is not one.")
+        _save_upload(requirements, directory / SCRIPT_REQUIREMENTS)
+        staged = _with_requirements(staged)
+    return staged
+
+
+def _with_requirements(staged: _StagedFiles) -> _StagedFiles:
+    """A single script with its requirements.txt: both travel, and the launcher runs first."""
+    return dataclasses.replace(
+        staged,
+        input_files=[staged.script_name, SCRIPT_REQUIREMENTS],
+        install_requirements=True,
+        source={**staged.source, "requirements": True},
+        origin=f"{staged.origin} with {SCRIPT_REQUIREMENTS}",
+    )
 
 
 def safe_archive_name(uploaded_name: str) -> str:
@@ -329,6 +360,7 @@ def job_submit(
     spec: JobSpec,
     script: UploadedFile | None = None,
     copy_from: Job | None = None,
+    requirements: UploadedFile | None = None,
     check_pool: bool = True,
 ) -> Job:
     """Accept a job: store its files, record it, and queue its submission to HTCondor.
@@ -357,7 +389,9 @@ def job_submit(
     directory = job.directory
     directory.mkdir(parents=True, exist_ok=False)
     try:
-        staged = _stage_files(directory, spec=spec, script=script, copy_from=copy_from)
+        staged = _stage_files(
+            directory, spec=spec, script=script, copy_from=copy_from, requirements=requirements
+        )
         job.source = staged.source
         job.request = _request_fields(
             dataclasses.replace(spec, arguments=[*staged.entry_arguments, *spec.arguments]),

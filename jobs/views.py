@@ -112,8 +112,9 @@ def job_new(request: HttpRequest) -> HttpResponse:
             if not upload and data["source_job"]:
                 copy_from = _own_job(request, data["source_job"])
             job = services.job_submit(
-                user=request.user, spec=spec, script=upload, copy_from=copy_from
-            )
+                user=request.user, spec=spec, script=upload, copy_from=copy_from,
+                requirements=data.get("requirements"),
+            )  # fmt: skip
         except services.JobSubmissionError as exc:
             field = FORM_FIELD_FOR.get(exc.field, exc.field)
             form.add_error(field if field in form.fields else None, exc.message)

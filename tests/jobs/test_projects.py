@@ -77,3 +77,29 @@ def test_a_rerun_of_a_project_unpacks_the_original_archive_again(student, fake_b
     assert (rerun.directory / "src" / "train.py").read_text() == "print('v1')"
     assert rerun.request["arguments"] == job.request["arguments"]
     assert rerun.source["entry_command"] == "python src/train.py --epochs 3"
+
+
+def test_a_single_script_can_bring_a_requirements_file(student, fake_bridge):
+    job = services.job_submit(
+        user=student, spec=services.JobSpec(name="with reqs"),
+        script=SimpleUploadedFile("train.py", b"import six"),
+        requirements=SimpleUploadedFile("reqs.txt", b"six==1.16.0\n"),
+    )  # fmt: skip
+    assert (job.directory / "requirements.txt").read_text() == "six==1.16.0\n"
+    assert job.request["install_requirements"] is True
+    assert job.request["input_files"] == ["train.py", "requirements.txt"]
+    services.job_submit_to_pool(job.pk)
+    assert fake_bridge.submitted[str(job.public_id)]["arguments"] == (
+        "\"'.nightshift/launch.py' 'train.py'\""
+    )
+    rerun = services.job_rerun(job=job, user=student)
+    assert (rerun.directory / "requirements.txt").read_text() == "six==1.16.0\n"
+    assert rerun.request["install_requirements"] is True
+
+
+def test_a_project_must_keep_its_requirements_in_the_archive(student, fake_bridge):
+    with pytest.raises(services.JobSubmissionError, match="put requirements.txt at the top"):
+        services.job_submit(
+            user=student, spec=services.JobSpec(name="p", entry_command="python train.py"),
+            script=project({"train.py": ""}), requirements=SimpleUploadedFile("r.txt", b"six"),
+        )  # fmt: skip
