@@ -19,6 +19,7 @@ JOB_ID_ATTR = "NightshiftJobId"
 INSTANCE_ATTR = "NightshiftInstance"
 # Inside every job sandbox: the helper module (importable as `nightshift`) and its metrics.
 HELPER_DIR = ".nightshift"
+DEFAULT_OUTPUT_DIR = "outputs"
 METRICS_FILE = f"{HELPER_DIR}/metrics.jsonl"
 # Installs requirements.txt into a virtual environment, then runs the script in it.
 LAUNCHER = f"{HELPER_DIR}/launch.py"
@@ -137,8 +138,10 @@ def build_submit_description(
         # missing entry in transfer_output_files puts the job on hold. The helper folder
         # comes back too, with the job's metrics.
         inputs = request.input_files or (request.script_name,)
+        # Only the outputs folder, which the portal makes, exists before the job runs.
+        made_by_portal = [p for p in request.output_paths if p == DEFAULT_OUTPUT_DIR]
         description["transfer_input_files"] = ", ".join(
-            dict.fromkeys((*inputs, HELPER_DIR, *request.output_paths))
+            dict.fromkeys((*inputs, HELPER_DIR, *made_by_portal))
         )
         description["transfer_output_files"] = ", ".join((*request.output_paths, HELPER_DIR))
         # A finished spooled job waits in the queue until its outputs are retrieved

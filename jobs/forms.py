@@ -40,6 +40,11 @@ class JobSubmitForm(forms.Form):
         required=False, empty_label=None,
         help_text="Set up by the pool's administrators.",
     )  # fmt: skip
+    keep_outputs = forms.CharField(
+        label="Outputs to keep", required=False, initial="outputs", max_length=1000,
+        help_text="Files or folders at the top of the job's folder, separated by commas. "
+        "By default everything the job writes under outputs/ is kept.",
+    )  # fmt: skip
     # Rendered as key/value rows (inputs env_key and env_value); errors attach here.
     environment = forms.CharField(
         label="Environment variables", required=False, widget=forms.HiddenInput,
@@ -115,6 +120,13 @@ class JobSubmitForm(forms.Form):
             environment[key] = value
         return environment
 
+    def clean_keep_outputs(self) -> list[str]:
+        text = self.cleaned_data.get("keep_outputs") or "outputs"
+        names = [name.strip().strip("/") for name in text.split(",") if name.strip()]
+        if len(names) != len(set(names)):
+            raise forms.ValidationError("A name appears twice.")
+        return names or ["outputs"]
+
     def clean(self):
         cleaned = super().clean()
         script = cleaned.get("script")
@@ -148,6 +160,7 @@ class JobSubmitForm(forms.Form):
             cpus=data["cpus"],
             memory_mb=round(data["memory_gb"] * 1024),
             max_runtime_s=self.max_runtime_s(),
+            output_paths=data.get("keep_outputs") or ["outputs"],
             notify_by_email=bool(data.get("notify_by_email")),
         )
 

@@ -27,38 +27,52 @@ def job_get_for_user(user, public_id) -> Job:
 
 @dataclass(frozen=True)
 class OutputFile:
-    path: str  # relative to the job's outputs folder, with '/' separators
+    path: str  # relative to the job's folder, with '/' separators, e.g. outputs/model.pt
     size: int
 
 
+def kept_paths(job: Job) -> list[str]:
+    """The files and folders at the top of the job's folder that the student keeps."""
+    return list(job.request.get("output_paths") or ["outputs"])
+
+
+def _plain_file(path: Path) -> bool:
+    return not path.is_symlink() and path.is_file()
+
+
 def job_output_files(job: Job) -> list[OutputFile]:
-    root = job.directory / "outputs"
-    if not root.is_dir():
-        return []
+    """Every kept file, with its size; links are never followed or listed."""
     files = []
-    for dirpath, _dirnames, filenames in os.walk(root, followlinks=False):
-        for filename in filenames:
-            path = Path(dirpath) / filename
-            if path.is_symlink() or not path.is_file():
-                continue
-            files.append(OutputFile(path.relative_to(root).as_posix(), path.stat().st_size))
+    for name in kept_paths(job):
+        top = job.directory / name
+        if _plain_file(top):
+            files.append(OutputFile(name, top.stat().st_size))
+        elif top.is_dir() and not top.is_symlink():
+            for dirpath, _dirnames, filenames in os.walk(top, followlinks=False):
+                for filename in filenames:
+                    path = Path(dirpath) / filename
+                    if _plain_file(path):
+                        relative = path.relative_to(job.directory).as_posix()
+                        files.append(OutputFile(relative, path.stat().st_size))
     return sorted(files, key=lambda f: f.path)
 
 
 def job_output_path(job: Job, relative: str) -> Path | None:
-    """The output file named `relative`, only if it really lies inside the outputs folder."""
-    root = (job.directory / "outputs").resolve()
+    """The kept file named `relative`, only if it really lies inside a kept path."""
     if not relative or "\x00" in relative or relative.startswith("/"):
         return None
-    candidate = root / relative
-    if any(part in ("..", "") for part in Path(relative).parts):
+    parts = relative.split("/")
+    if any(part in ("..", ".", "") for part in parts) or parts[0] not in kept_paths(job):
         return None
-    if candidate.is_symlink():
+    root = job.directory.resolve()
+    candidate = root
+    for part in parts:
+        candidate = candidate / part
+        if candidate.is_symlink():
+            return None
+    if root not in candidate.resolve().parents or not candidate.is_file():
         return None
-    resolved = candidate.resolve()
-    if root not in resolved.parents or not resolved.is_file():
-        return None
-    return resolved
+    return candidate
 
 
 LOG_TAIL_BYTES = 64 * 1024

@@ -88,6 +88,8 @@ class JobSpec:
     notify_by_email: bool = False
     # For a project archive: how to start it, e.g. "python train.py --epochs 10".
     entry_command: str | None = None
+    # Files or folders at the top of the job's folder to keep and offer for download.
+    output_paths: list[str] = field(default_factory=lambda: [OUTPUTS])
     # The software environment (from an admin's preset); None: the site default Python.
     python: str | None = None
     container_image: str | None = None
@@ -143,7 +145,7 @@ def _request_fields(
         "memory_mb": spec.memory_mb,
         "disk_mb": spec.disk_mb,
         "max_runtime_s": spec.max_runtime_s,
-        "output_paths": [OUTPUTS],
+        "output_paths": list(spec.output_paths) or [OUTPUTS],
         "accounting_user": accounting_user_for(user),
         "python": spec.python or settings.JOB_PYTHON,
         "container_image": spec.container_image,
@@ -494,6 +496,7 @@ def job_spec_of(job: Job) -> JobSpec:
         memory_mb=request.get("memory_mb", 2048),
         disk_mb=request.get("disk_mb", 4096),
         max_runtime_s=request.get("max_runtime_s"),
+        output_paths=list(request.get("output_paths") or [OUTPUTS]),
         notify_by_email=job.notify_by_email,
         python=request.get("python"),
         container_image=request.get("container_image"),
@@ -820,8 +823,9 @@ def job_collect_outputs(job_pk: int) -> Job:
         bridge.retrieve(job.cluster_id, job.proc_id)
         job.outputs_collected_at = timezone.now()
         job.save(update_fields=["outputs_collected_at"])
-        outputs = job.directory / OUTPUTS
-        count = sum(1 for p in outputs.rglob("*") if p.is_file()) if outputs.is_dir() else 0
+        from .selectors import job_output_files
+
+        count = len(job_output_files(job))
         _record(job, "outputs", f"{count} output file{'s' if count != 1 else ''} ready")
     return job
 

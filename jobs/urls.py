@@ -18,5 +18,5 @@ urlpatterns = [
     path("<uuid:public_id>/metrics.csv", views.job_metrics_csv, name="metrics_csv"),
     path("<uuid:public_id>/logs/<str:stream>.txt", views.job_log, name="log"),
     path("<uuid:public_id>/outputs.zip", views.job_outputs_zip, name="outputs_zip"),
-    path("<uuid:public_id>/outputs/<path:path>", views.job_output, name="output"),
+    path("<uuid:public_id>/files/<path:path>", views.job_output, name="output"),
 ]

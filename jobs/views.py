@@ -65,6 +65,7 @@ FORM_FIELD_FOR = {
     "script_name": "script",
     "memory_mb": "memory_gb",
     "max_runtime_s": "max_runtime_minutes",
+    "output_paths": "keep_outputs",
 }
 
 
@@ -74,6 +75,7 @@ def _initial_from(job: Job) -> dict:
         "name": spec.name,
         "arguments": "\n".join(spec.arguments),
         "entry_command": spec.entry_command or "",
+        "keep_outputs": ", ".join(spec.output_paths),
         "environment": spec.environment,
         "gpus": spec.gpus,
         "gpu_memory_gb": spec.gpu_memory_gb,
@@ -398,9 +400,8 @@ def job_outputs_zip(request: HttpRequest, public_id) -> StreamingHttpResponse:
     """Every output file in one zip, streamed as it is built (no temporary file)."""
     job = _own_job(request, public_id)
     archive = ZipStream(sized=True)
-    root = job.directory / "outputs"
     for output in selectors.job_output_files(job):
-        archive.add_path(str(root / output.path), arcname=f"outputs/{output.path}")
+        archive.add_path(str(job.directory / output.path), arcname=output.path)
     response = StreamingHttpResponse(archive, content_type="application/zip")
     response["Content-Length"] = str(len(archive))
     response["Content-Disposition"] = f'attachment; filename="outputs-{job.public_id}.zip"'

@@ -37,7 +37,7 @@ def test_a_student_uploads_a_script_watches_it_and_downloads_the_output(
     assert page.locator("figure[data-metric=accuracy] figcaption").inner_text() == (
         "accuracy (last: 0.8)"
     )
-    link = page.get_by_role("link", name="model.txt")
+    link = page.get_by_role("link", name="outputs/model.txt")
     link.wait_for(timeout=60_000)
     screenshot("job-completed-with-metrics")
     with page.expect_download() as download:

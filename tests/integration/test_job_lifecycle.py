@@ -56,7 +56,7 @@ def test_a_script_that_writes_a_file_completes_and_the_file_downloads(web, live_
     assert job.exit_code == 0
     assert job.workstation
     wait_for(lambda: Job.objects.get(pk=job.pk).outputs_ready, timeout=60, what="outputs")
-    response = web.get(reverse("jobs:output", args=[job.public_id, "model.txt"]))
+    response = web.get(reverse("jobs:output", args=[job.public_id, "outputs/model.txt"]))
     assert b"".join(response.streaming_content) == b"weights:--epochs=2,lr 0.1"
     stdout = web.get(reverse("jobs:log", args=[job.public_id, "stdout"]))
     assert b"done" in b"".join(stdout.streaming_content)
@@ -177,7 +177,7 @@ def test_the_portal_runs_a_job_in_spool_mode_without_a_shared_folder(
         wait_for_state(job, {JobState.COMPLETED, JobState.FAILED})
         assert job.state == JobState.COMPLETED
         wait_for(lambda: Job.objects.get(pk=job.pk).outputs_ready, timeout=60, what="retrieve")
-        response = web.get(reverse("jobs:output", args=[job.public_id, "model.txt"]))
+        response = web.get(reverse("jobs:output", args=[job.public_id, "outputs/model.txt"]))
         assert b"".join(response.streaming_content) == b"weights:spool"
         assert "done" in (job.directory / "stdout.txt").read_text()
     finally:

@@ -5,7 +5,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from jobs import services
+from jobs import selectors, services
 from jobs.models import Job
 from tests.conftest import script_upload
 
@@ -71,20 +71,49 @@ def test_the_status_feed_follows_logs_by_byte_offset(student_client, student, fa
 def test_an_output_file_downloads(student_client, student, fake_bridge):
     job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
     (job.directory / "outputs" / "model.txt").write_text("weights")
-    response = student_client.get(reverse("jobs:output", args=[job.public_id, "model.txt"]))
+    response = student_client.get(reverse("jobs:output", args=[job.public_id, "outputs/model.txt"]))
     assert response.status_code == 200
     assert b"".join(response.streaming_content) == b"weights"
     assert "attachment" in response["Content-Disposition"]
 
 
 @pytest.mark.parametrize(
-    "path", ["../train.py", "../../../../etc/passwd", "%2e%2e/train.py", "link.txt", "/etc/passwd"]
-)
-def test_downloads_never_leave_the_outputs_folder(student_client, student, fake_bridge, path):
+    "path",
+    ["outputs/../train.py", "outputs/../../../../etc/passwd", "outputs/%2e%2e/train.py",
+     "outputs/link.txt", "outputs/linkdir/passwd", "/etc/passwd", "train.py", "stdout.txt",
+     ".nightshift/nightshift.py", "outputs//link.txt", "outputs/./link.txt"],
+)  # fmt: skip
+def test_downloads_never_leave_the_kept_outputs(student_client, student, fake_bridge, path):
     job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
     (job.directory / "outputs" / "link.txt").symlink_to("/etc/passwd")
-    url = reverse("jobs:detail", args=[job.public_id]) + "outputs/" + path
+    (job.directory / "outputs" / "linkdir").symlink_to("/etc")
+    (job.directory / "stdout.txt").write_text("log")
+    url = reverse("jobs:detail", args=[job.public_id]) + "files/" + path
     assert student_client.get(url).status_code == 404
+
+
+def test_other_kept_outputs_are_listed_and_download(student_client, student, fake_bridge):
+    response = post_job(student_client, keep_outputs="outputs, results.json, checkpoints/")
+    assert response.status_code == 302
+    job = Job.objects.get()
+    assert job.request["output_paths"] == ["outputs", "results.json", "checkpoints"]
+    (job.directory / "results.json").write_text("{}")
+    (job.directory / "checkpoints").mkdir()
+    (job.directory / "checkpoints" / "last.pt").write_bytes(b"w")
+    (job.directory / "notes.txt").write_text("not kept")
+    paths = [f.path for f in selectors.job_output_files(job)]
+    assert paths == ["checkpoints/last.pt", "results.json"]
+    download = student_client.get(reverse("jobs:output", args=[job.public_id, "results.json"]))
+    assert b"".join(download.streaming_content) == b"{}"
+    not_kept = student_client.get(reverse("jobs:output", args=[job.public_id, "notes.txt"]))
+    assert not_kept.status_code == 404
+
+
+@pytest.mark.parametrize("keep", ["../etc", ".nightshift", "a b", "x,x"])
+def test_bad_outputs_to_keep_are_refused(student_client, fake_bridge, keep):
+    response = post_job(student_client, keep_outputs=keep)
+    assert response.status_code == 400
+    assert not Job.objects.exists()
 
 
 @pytest.mark.parametrize(
@@ -93,7 +122,7 @@ def test_downloads_never_leave_the_outputs_folder(student_client, student, fake_
      ("jobs:hold", "post", []), ("jobs:release", "post", []), ("jobs:rerun", "post", []),
      ("jobs:metrics", "get", []), ("jobs:metrics_csv", "get", []),
      ("jobs:outputs_zip", "get", []),
-     ("jobs:log", "get", ["stdout"]), ("jobs:output", "get", ["model.txt"])],
+     ("jobs:log", "get", ["stdout"]), ("jobs:output", "get", ["outputs/model.txt"])],
 )  # fmt: skip
 def test_another_users_job_is_a_404_on_every_url(
     client, student, other_student, fake_bridge, name, method, extra
