@@ -210,3 +210,22 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.state}".strip()
+
+
+class Workstation(models.Model):
+    """A workstation the pool has reported, remembered so that one gone offline still shows."""
+
+    name = models.CharField(max_length=200, unique=True)
+    last_seen_at = models.DateTimeField()
+    total_gpus = models.PositiveIntegerField(default=0)
+    gpu_name = models.CharField(max_length=200, blank=True)
+    gpu_memory_mb = models.PositiveIntegerField(default=0)
+    gpu_capability = models.FloatField(default=0)
+    total_cpus = models.PositiveIntegerField(default=0)
+    total_memory_mb = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from django.db.models import QuerySet
+from django.utils import timezone
+from django.utils.timesince import timesince
 
-from condor_bridge import PoolMachine
+from condor_bridge import GpuModel, PoolMachine
 
-from .models import Job
+from .models import Job, Workstation
 
 LOG_CHUNK_BYTES = 256 * 1024
 
@@ -122,6 +125,7 @@ class PoolOverview:
     total_gpus: int
     free_gpus: int
     nightshift_gpus: int
+    offline: int = 0
     error: str = ""
 
 
@@ -167,9 +171,23 @@ def pool_overview() -> PoolOverview:
         views.append(
             WorkstationView(machine, status, _STATUS_LABELS[status], running.get(machine.name, 0))
         )
+    current = {m.name for m in machines}
+    week_ago = timezone.now() - timedelta(days=7)
+    for gone in Workstation.objects.exclude(name__in=current).filter(last_seen_at__gte=week_ago):
+        machine = PoolMachine(
+            name=gone.name, state="Offline", total_cpus=gone.total_cpus, free_cpus=0,
+            total_memory_mb=gone.total_memory_mb, free_memory_mb=0,
+            total_gpus=gone.total_gpus, free_gpus=0,
+            gpu=GpuModel(gone.gpu_name, gone.gpu_memory_mb, gone.gpu_capability)
+            if gone.gpu_name else None,
+        )  # fmt: skip
+        label = f"Offline (last seen {timesince(gone.last_seen_at)} ago)"
+        views.append(WorkstationView(machine, "offline", label, 0))
+    views.sort(key=lambda view: view.machine.name)
     return PoolOverview(
         workstations=views,
         total_gpus=sum(m.total_gpus for m in machines),
+        offline=len(views) - len(machines),
         free_gpus=sum(m.free_gpus for m in machines if m.state != "Owner"),
         nightshift_gpus=sum(gpus_in_use.values()),
     )

@@ -43,7 +43,7 @@ from .archives import (
     is_archive,
 )
 from .bridge import get_bridge
-from .models import FINAL_STATES, Job, JobEvent, JobState
+from .models import FINAL_STATES, Job, JobEvent, JobState, Workstation
 
 logger = logging.getLogger(__name__)
 
@@ -757,18 +757,55 @@ def jobs_sync() -> SyncReport:
                 continue
             if job_apply_observation(job.pk, observation):
                 report.changed += 1
-        _explain_unmatched_jobs(bridge)
+    _explain_unmatched_jobs(bridge)
     report.resubmitted = _resubmit_stale_jobs()
     uploads_clean_stale()
     report.seconds = time.perf_counter() - started
     return report
 
 
+SEEN_REFRESH_S = 60
+
+
+def pool_record_seen(machines) -> int:
+    """Remember the workstations the pool reports (at most once a minute each)."""
+    now = timezone.now()
+    fresh = set(
+        Workstation.objects.filter(
+            last_seen_at__gte=now - timedelta(seconds=SEEN_REFRESH_S)
+        ).values_list("name", flat=True)
+    )
+    rows = [
+        Workstation(
+            name=m.name,
+            last_seen_at=now,
+            total_gpus=m.total_gpus,
+            gpu_name=m.gpu.name if m.gpu else "",
+            gpu_memory_mb=m.gpu.memory_mb if m.gpu else 0,
+            gpu_capability=m.gpu.capability if m.gpu else 0,
+            total_cpus=m.total_cpus,
+            total_memory_mb=m.total_memory_mb,
+        )  # fmt: skip
+        for m in machines
+        if m.name not in fresh
+    ]
+    if rows:
+        Workstation.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["name"],
+            update_fields=["last_seen_at", "total_gpus", "gpu_name", "gpu_memory_mb",
+                           "gpu_capability", "total_cpus", "total_memory_mb"],
+        )  # fmt: skip
+    return len(rows)
+
+
 def _explain_unmatched_jobs(bridge) -> None:
+    machines = bridge.pool_machines()
+    pool_record_seen(machines)
     idle = list(Job.objects.filter(state=JobState.IDLE))
     if not idle:
         return
-    machines = bridge.pool_machines()
     for job in idle:
         summary = summarize_matches(_job_request(job), machines)
         if (summary.reason, summary.busy_reason) != (job.match_problem, job.wait_reason):

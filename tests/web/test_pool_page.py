@@ -31,3 +31,14 @@ def test_the_page_says_so_when_the_pool_is_down(student_client, fake_bridge):
 
 def test_the_pool_page_needs_a_login(client):
     assert client.get(reverse("pool")).status_code == 302
+
+
+def test_a_workstation_that_stopped_reporting_shows_as_offline(student_client, fake_bridge):
+    from jobs import services
+
+    services.jobs_sync()  # remembers the four workstations
+    fake_bridge.machines = [m for m in fake_bridge.machines if m.name != "ws-fermi"]
+    body = student_client.get(reverse("pool"), {"fragment": 1}).content.decode()
+    assert 'data-workstation="ws-fermi"' in body
+    assert "Offline (last seen" in body
+    assert "<strong>1</strong> offline" in body
