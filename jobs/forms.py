@@ -29,6 +29,7 @@ class JobSubmitForm(forms.Form):
     source_job = forms.UUIDField(required=False, widget=forms.HiddenInput)
     # Set after a form error: the file chosen last time, kept so it need not be chosen again.
     staged_upload = forms.CharField(required=False, max_length=32, widget=forms.HiddenInput)
+    staged_requirements = forms.CharField(required=False, max_length=32, widget=forms.HiddenInput)
     arguments = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 3}),
@@ -84,9 +85,10 @@ class JobSubmitForm(forms.Form):
         help_text="Sent to the address on your account.",
     )  # fmt: skip
 
-    def __init__(self, *args, staged_name: str | None = None, **kwargs):
+    def __init__(self, *args, staged_names: dict[str, str] | None = None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.staged_name = staged_name  # the kept upload's file name, to show
+        # Uploads kept from the last try, by field: their file names, to show.
+        self.staged_names = dict(staged_names or {})
         presets = EnvironmentPreset.objects.filter(is_active=True)
         field = self.fields["environment_preset"]
         field.queryset = presets
@@ -130,9 +132,10 @@ class JobSubmitForm(forms.Form):
     def clean(self):
         cleaned = super().clean()
         script = cleaned.get("script")
-        if not script and not cleaned.get("source_job") and not cleaned.get("staged_upload"):
+        kept_script = self.staged_names.get("script")
+        if not script and not cleaned.get("source_job") and not kept_script:
             self.add_error("script", "Choose a Python script (.py) or a project archive to upload.")
-        named = script.name if script else (self.staged_name or "")
+        named = script.name if script else (kept_script or "")
         if named and is_archive(named) and not cleaned.get("entry_command"):
             self.add_error(
                 "entry_command", "Say how to start the project, e.g. python train.py --epochs 10."

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
+from django.core.files import File
 from django.core.paginator import Paginator
 from django.db import connection
 from django.http import (
@@ -91,53 +92,55 @@ def _initial_from(job: Job) -> dict:
     }
 
 
+# File fields whose upload is kept across a form error, and the hidden field with its token.
+KEPT_UPLOADS = {"script": "staged_upload", "requirements": "staged_requirements"}
+
+
 @login_required
 def job_new(request: HttpRequest) -> HttpResponse:
     source = None
-    staged = None
+    staged: dict[str, File] = {}
     if request.method == "GET" and request.GET.get("from"):
         source = _own_job(request, request.GET["from"])
         form = JobSubmitForm(initial=_initial_from(source))
     else:
-        if request.method == "POST":
-            token = request.POST.get("staged_upload", "")
-            staged = services.upload_staged(user=request.user, token=token)
+        for field, token_field in KEPT_UPLOADS.items():
+            kept = services.upload_staged(
+                user=request.user, token=request.POST.get(token_field, "")
+            )
+            if kept is not None:
+                staged[field] = kept
         form = JobSubmitForm(
-            request.POST or None, request.FILES or None, staged_name=staged and staged.name
+            request.POST or None,
+            request.FILES or None,
+            staged_names={field: kept.name for field, kept in staged.items()},
         )
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        spec = form.to_spec()
-        try:
-            copy_from = None
-            upload = data["script"] or staged
-            if not upload and data["source_job"]:
-                copy_from = _own_job(request, data["source_job"])
-            job = services.job_submit(
-                user=request.user, spec=spec, script=upload, copy_from=copy_from,
-                requirements=data.get("requirements"),
-            )  # fmt: skip
-        except services.JobSubmissionError as exc:
-            field = FORM_FIELD_FOR.get(exc.field, exc.field)
-            form.add_error(field if field in form.fields else None, exc.message)
-        else:
-            if staged is not None and upload is staged:
-                services.upload_discard(user=request.user, token=data["staged_upload"])
-            messages.success(request, f"“{job.name}” is on its way to the pool.")
-            return redirect("jobs:detail", public_id=job.public_id)
-        finally:
-            if staged is not None:
-                staged.close()
-    if form.is_bound and form.errors and request.FILES.get("script"):
-        # Keep the file the student chose, so that fixing a field does not mean choosing it again.
-        try:
-            token = services.upload_stage(user=request.user, upload=request.FILES["script"])
-        except services.JobSubmissionError:
-            pass
-        else:
-            form.data = form.data.copy()
-            form.data["staged_upload"] = token
-            form.staged_name = request.FILES["script"].name
+    try:
+        if request.method == "POST" and form.is_valid():
+            data = form.cleaned_data
+            upload = data["script"] or staged.get("script")
+            requirements = data.get("requirements") or staged.get("requirements")
+            try:
+                copy_from = None
+                if not upload and data["source_job"]:
+                    copy_from = _own_job(request, data["source_job"])
+                job = services.job_submit(
+                    user=request.user, spec=form.to_spec(), script=upload, copy_from=copy_from,
+                    requirements=requirements,
+                )  # fmt: skip
+            except services.JobSubmissionError as exc:
+                field = FORM_FIELD_FOR.get(exc.field, exc.field)
+                form.add_error(field if field in form.fields else None, exc.message)
+            else:
+                for token_field in KEPT_UPLOADS.values():
+                    services.upload_discard(user=request.user, token=data.get(token_field, ""))
+                messages.success(request, f"“{job.name}” is on its way to the pool.")
+                return redirect("jobs:detail", public_id=job.public_id)
+    finally:
+        for kept in staged.values():
+            kept.close()
+    if form.is_bound and form.errors:
+        _keep_uploads(request, form)
     if source is None and form.is_bound and form.data.get("source_job"):
         try:
             source = selectors.job_get_for_user(request.user, form.data["source_job"])
@@ -149,6 +152,21 @@ def job_new(request: HttpRequest) -> HttpResponse:
         {"form": form, "source": source},
         status=400 if form.errors else 200,
     )
+
+
+def _keep_uploads(request: HttpRequest, form: JobSubmitForm) -> None:
+    """Keep the files the student chose, so that fixing a field does not mean choosing again."""
+    for field, token_field in KEPT_UPLOADS.items():
+        upload = request.FILES.get(field)
+        if upload is None:
+            continue
+        try:
+            token = services.upload_stage(user=request.user, upload=upload)
+        except services.JobSubmissionError:
+            continue
+        form.data = form.data.copy()
+        form.data[token_field] = token
+        form.staged_names[field] = upload.name
 
 
 @login_required

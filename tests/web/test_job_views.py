@@ -395,3 +395,23 @@ def test_a_forged_kept_file_token_finds_nothing(student_client, fake_bridge, tok
     )
     assert response.status_code == 400
     assert not Job.objects.exists()
+
+
+def test_a_kept_requirements_file_survives_an_error_too(student_client, fake_bridge):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    first = post_job(
+        student_client, gpus=99, requirements=SimpleUploadedFile("requirements.txt", b"six\n")
+    )
+    data = first.context["form"].data
+    assert "Kept from your last try: <strong>requirements.txt</strong>" in first.content.decode()
+    second = student_client.post(
+        reverse("jobs:new"),
+        {"name": "fixed", "gpus": 1, "cpus": 1, "memory_gb": 2,
+         "staged_upload": data["staged_upload"],
+         "staged_requirements": data["staged_requirements"]},
+    )  # fmt: skip
+    assert second.status_code == 302
+    job = Job.objects.get(name="fixed")
+    assert (job.directory / "requirements.txt").read_text() == "six\n"
+    assert job.request["install_requirements"] is True
