@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import stat
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
+from typing import BinaryIO
 
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -32,6 +35,30 @@ def job_get_for_user(user, public_id) -> Job:
 class OutputFile:
     path: str  # relative to the job's folder, with '/' separators, e.g. outputs/model.pt
     size: int
+
+
+def open_job_file(root: Path, path: Path) -> BinaryIO | None:
+    """Open a file the job may have written, only if it really lies inside `root`.
+
+    The job runs as the pool's account and can replace any file in its folder, a log by a
+    link to /etc/shadow say; the portal reads as another user, so it never follows a link
+    out of the job's folder, nor opens anything but a regular file.
+    """
+    base = root.resolve()
+    try:
+        resolved = path.resolve(strict=True)
+    except (FileNotFoundError, NotADirectoryError, RuntimeError):
+        return None
+    if base not in resolved.parents:
+        return None
+    try:
+        descriptor = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        return None
+    return os.fdopen(descriptor, "rb")
 
 
 def kept_paths(job: Job) -> list[str]:
@@ -89,7 +116,9 @@ class LogChunk:
     size: int  # the file's size now
 
 
-def job_log_chunk(path: Path, offset: int = 0, limit: int = LOG_CHUNK_BYTES) -> LogChunk:
+def job_log_chunk(
+    root: Path, path: Path, offset: int = 0, limit: int = LOG_CHUNK_BYTES
+) -> LogChunk:
     """Text from `offset` on, never more than `limit` bytes: logs are paged, never loaded whole.
 
     A negative offset asks for the tail (the last LOG_TAIL_BYTES), which is where a page
@@ -97,17 +126,17 @@ def job_log_chunk(path: Path, offset: int = 0, limit: int = LOG_CHUNK_BYTES) -> 
     a new run of the job (HTCondor truncates stdout when an evicted job starts again), so
     reading starts over.
     """
-    try:
-        with open(path, "rb") as stream:
-            size = os.fstat(stream.fileno()).st_size
-            if offset < 0:
-                offset = max(0, size - LOG_TAIL_BYTES)
-            elif offset > size:
-                offset = 0
-            stream.seek(offset)
-            data = stream.read(limit)
-    except FileNotFoundError:
+    stream = open_job_file(root, path)
+    if stream is None:
         return LogChunk("", 0, 0, 0)
+    with stream:
+        size = os.fstat(stream.fileno()).st_size
+        if offset < 0:
+            offset = max(0, size - LOG_TAIL_BYTES)
+        elif offset > size:
+            offset = 0
+        stream.seek(offset)
+        data = stream.read(limit)
     return LogChunk(data.decode("utf-8", errors="replace"), offset, offset + len(data), size)
 
 
@@ -203,16 +232,15 @@ class Metrics:
     skipped_lines: int = 0
 
 
-def job_metrics(path: Path) -> Metrics:
+def job_metrics(root: Path, path: Path) -> Metrics:
     """The job's metric rows (nightshift.log), skipping lines that are not valid rows."""
     names: dict[str, None] = {}
     rows: list[dict] = []
     skipped = 0
-    try:
-        stream = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
-    except FileNotFoundError:
+    raw = open_job_file(root, path)
+    if raw is None:
         return Metrics([], [])
-    with stream:
+    with io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as stream:
         for line in stream:
             if len(rows) >= MAX_METRIC_ROWS:
                 skipped += 1

@@ -195,7 +195,7 @@ def job_status(request: HttpRequest, public_id) -> JsonResponse:
             offset = int(request.GET.get(f"{stream}_offset", 0))
         except ValueError:
             offset = 0
-        chunk = selectors.job_log_chunk(path, offset)
+        chunk = selectors.job_log_chunk(job.directory, path, offset)
         logs[stream] = {
             "text": chunk.text,
             "start": chunk.start,
@@ -242,10 +242,11 @@ def job_status(request: HttpRequest, public_id) -> JsonResponse:
 def job_log(request: HttpRequest, public_id, stream: str) -> HttpResponse:
     job = _own_job(request, public_id)
     path = services.job_logs_for(job).get(stream)
-    if path is None or not path.is_file():
+    opened = selectors.open_job_file(job.directory, path) if path is not None else None
+    if opened is None:
         raise Http404("This log does not exist yet.")
     # FileResponse closes the file when the response is done.
-    response = FileResponse(open(path, "rb"), content_type="text/plain; charset=utf-8")  # noqa: SIM115
+    response = FileResponse(opened, content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = f'inline; filename="{stream}.txt"'
     return response
 
@@ -255,9 +256,10 @@ def job_log(request: HttpRequest, public_id, stream: str) -> HttpResponse:
 def job_output(request: HttpRequest, public_id, path: str) -> FileResponse:
     job = _own_job(request, public_id)
     file_path = selectors.job_output_path(job, path)
-    if file_path is None:
+    opened = selectors.open_job_file(job.directory, file_path) if file_path else None
+    if opened is None:
         raise Http404("No such output file.")
-    return FileResponse(open(file_path, "rb"), as_attachment=True, filename=file_path.name)
+    return FileResponse(opened, as_attachment=True, filename=file_path.name)
 
 
 def _job_action(service, done_message: str):
@@ -340,7 +342,7 @@ def pool(request: HttpRequest) -> HttpResponse:
 @require_GET
 def job_metrics(request: HttpRequest, public_id) -> JsonResponse:
     job = _own_job(request, public_id)
-    metrics = selectors.job_metrics(services.job_metrics_path(job))
+    metrics = selectors.job_metrics(job.directory, services.job_metrics_path(job))
     return JsonResponse(
         {
             "names": metrics.names,
@@ -361,7 +363,7 @@ class _Echo:
 @require_GET
 def job_metrics_csv(request: HttpRequest, public_id) -> StreamingHttpResponse:
     job = _own_job(request, public_id)
-    metrics = selectors.job_metrics(services.job_metrics_path(job))
+    metrics = selectors.job_metrics(job.directory, services.job_metrics_path(job))
     columns = ["step", "time", *metrics.names]
     writer = csv.writer(_Echo())
     lines = (

@@ -21,6 +21,11 @@ def nightshift(tmp_path, monkeypatch):
     return module
 
 
+def read_metrics(nightshift):
+    path = Path(nightshift.metrics_path())
+    return job_metrics(path.parent, path)
+
+
 def test_log_appends_one_json_row_per_step(nightshift):
     nightshift.log(step=3, loss=0.42, accuracy=0.8)
     lines = Path(nightshift.metrics_path()).read_text().splitlines()
@@ -31,12 +36,12 @@ def test_log_appends_one_json_row_per_step(nightshift):
 def test_steps_count_up_when_not_given(nightshift):
     nightshift.log(loss=1.0)
     nightshift.log(loss=0.5)
-    assert [row["step"] for row in job_metrics(nightshift.metrics_path()).rows] == [0, 1]
+    assert [row["step"] for row in read_metrics(nightshift).rows] == [0, 1]
 
 
 def test_nan_and_infinity_are_written_as_missing_values(nightshift):
     nightshift.log(step=0, loss=math.nan, grad=math.inf)
-    row = job_metrics(nightshift.metrics_path()).rows[0]
+    row = read_metrics(nightshift).rows[0]
     assert row["loss"] is None and row["grad"] is None
 
 
@@ -51,7 +56,7 @@ def test_the_reader_skips_broken_lines_and_keeps_name_order(tmp_path):
         '{"step": 0, "loss": 1.0}\nnot json\n[1, 2]\n{"loss": 2}\n'
         '{"step": 1, "loss": 0.5, "acc": 0.7, "note": "x"}\n'
     )
-    metrics = job_metrics(path)
+    metrics = job_metrics(tmp_path, path)
     assert metrics.names == ["loss", "acc"]
     assert [row["step"] for row in metrics.rows] == [0, 1]
     assert metrics.skipped_lines == 3

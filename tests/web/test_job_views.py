@@ -415,3 +415,31 @@ def test_a_kept_requirements_file_survives_an_error_too(student_client, fake_bri
     job = Job.objects.get(name="fixed")
     assert (job.directory / "requirements.txt").read_text() == "six\n"
     assert job.request["install_requirements"] is True
+
+
+@pytest.mark.parametrize("log", ["stdout.txt", "stderr.txt", ".nightshift/install.log"])
+def test_a_log_the_job_replaced_by_a_link_is_never_followed(
+    student_client, student, fake_bridge, log
+):
+    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    (job.directory / log).symlink_to("/etc/passwd")
+    stream = {"stdout.txt": "stdout", "stderr.txt": "stderr"}.get(log, "install")
+    raw = student_client.get(reverse("jobs:log", args=[job.public_id, stream]))
+    assert raw.status_code == 404
+    status = json.loads(student_client.get(reverse("jobs:status", args=[job.public_id])).content)
+    assert status["logs"][stream]["text"] == ""
+
+
+def test_a_helper_folder_the_job_replaced_by_a_link_is_never_followed(
+    student_client, student, fake_bridge, tmp_path
+):
+    import shutil
+
+    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "metrics.jsonl").write_text('{"step": 0, "secret": 1}\n')
+    shutil.rmtree(job.directory / ".nightshift")
+    (job.directory / ".nightshift").symlink_to(outside)
+    data = json.loads(student_client.get(reverse("jobs:metrics", args=[job.public_id])).content)
+    assert data["rows"] == []
