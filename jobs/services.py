@@ -44,6 +44,7 @@ from .archives import (
 )
 from .bridge import get_bridge
 from .models import FINAL_STATES, Job, JobEvent, JobState, Workstation
+from .selectors import job_output_files, open_job_file
 
 logger = logging.getLogger(__name__)
 
@@ -298,21 +299,30 @@ def _stage_files(
         (directory / SOURCE_DIR).mkdir()
         original = copy_from.directory / SOURCE_DIR / copy_from.source["archive"]
         archive = directory / SOURCE_DIR / original.name
-        shutil.copyfile(original, archive, follow_symlinks=False)
+        # The first run could have replaced its folder's contents; copy only the real file.
+        source = open_job_file(copy_from.directory, original)
+        if source is None:
+            raise JobSubmissionError("script", "The original project archive is gone; upload it.")
+        with source, open(archive, "xb") as target:
+            shutil.copyfileobj(source, target)
         staged = _stage_archive(directory, archive, spec.entry_command or "")
         return dataclasses.replace(staged, origin=f"Copied the project of “{copy_from.name}”")
     if copy_from is not None:
         script_name = copy_from.request["script_name"]
-        original = copy_from.directory / script_name
-        if original.is_symlink() or not original.is_file():
+        source = open_job_file(copy_from.directory, copy_from.directory / script_name)
+        if source is None:
             raise JobSubmissionError("script", "The original job's script is gone; upload it.")
-        shutil.copyfile(original, directory / script_name, follow_symlinks=False)
+        with source, open(directory / script_name, "xb") as target:
+            shutil.copyfileobj(source, target)
         origin = f"Copied {script_name} from job “{copy_from.name}”"
         staged = _StagedFiles(script_name, [], [], False, {"kind": "script"}, origin)
-        kept = copy_from.directory / SCRIPT_REQUIREMENTS
-        if copy_from.source.get("requirements") and kept.is_file() and not kept.is_symlink():
-            shutil.copyfile(kept, directory / SCRIPT_REQUIREMENTS, follow_symlinks=False)
+        kept = open_job_file(copy_from.directory, copy_from.directory / SCRIPT_REQUIREMENTS)
+        if copy_from.source.get("requirements") and kept is not None:
+            with kept, open(directory / SCRIPT_REQUIREMENTS, "xb") as target:
+                shutil.copyfileobj(kept, target)
             staged = _with_requirements(staged)
+        elif kept is not None:
+            kept.close()
         return staged
     if is_archive(script.name or ""):
         (directory / SOURCE_DIR).mkdir()
@@ -860,8 +870,6 @@ def job_collect_outputs(job_pk: int) -> Job:
         bridge.retrieve(job.cluster_id, job.proc_id)
         job.outputs_collected_at = timezone.now()
         job.save(update_fields=["outputs_collected_at"])
-        from .selectors import job_output_files
-
         count = len(job_output_files(job))
         _record(job, "outputs", f"{count} output file{'s' if count != 1 else ''} ready")
     return job
