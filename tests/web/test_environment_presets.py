@@ -10,6 +10,14 @@ from tests.conftest import script_upload
 pytestmark = pytest.mark.django_db
 
 
+def submit_with(client, preset):
+    return client.post(
+        reverse("jobs:new"),
+        {"name": "x", "gpus": 0, "cpus": 1, "memory_gb": 1, "environment_preset": preset.pk,
+         "script": script_upload()},
+    )  # fmt: skip
+
+
 def test_system_python_is_the_default_environment(student_client, fake_bridge):
     body = student_client.get(reverse("jobs:new")).content.decode()
     assert "System Python" in body
@@ -18,11 +26,7 @@ def test_system_python_is_the_default_environment(student_client, fake_bridge):
 
 def test_a_job_records_the_chosen_environment(student_client, fake_bridge):
     preset = EnvironmentPreset.objects.create(name="Conda", python="/opt/conda/bin/python")
-    response = student_client.post(
-        reverse("jobs:new"),
-        {"name": "x", "gpus": 0, "cpus": 1, "memory_gb": 1, "environment_preset": preset.pk,
-         "script": script_upload()},
-    )  # fmt: skip
+    response = submit_with(student_client, preset)
     assert response.status_code == 302
     assert Job.objects.get().request["python"] == "/opt/conda/bin/python"
 
@@ -31,22 +35,14 @@ def test_a_container_environment_no_workstation_runs_is_refused(student_client, 
     preset = EnvironmentPreset.objects.create(
         name="PyTorch", kind="container", container_image="docker://pytorch/pytorch:2.4.0"
     )
-    response = student_client.post(
-        reverse("jobs:new"),
-        {"name": "x", "gpus": 0, "cpus": 1, "memory_gb": 1, "environment_preset": preset.pk,
-         "script": script_upload()},
-    )  # fmt: skip
+    response = submit_with(student_client, preset)
     assert response.status_code == 400
     assert "no workstation in the pool runs containers" in response.content.decode()
 
 
 def test_an_inactive_environment_cannot_be_chosen(student_client, fake_bridge):
     preset = EnvironmentPreset.objects.create(name="Old", is_active=False)
-    response = student_client.post(
-        reverse("jobs:new"),
-        {"name": "x", "gpus": 0, "cpus": 1, "memory_gb": 1, "environment_preset": preset.pk,
-         "script": script_upload()},
-    )  # fmt: skip
+    response = submit_with(student_client, preset)
     assert response.status_code == 400
     assert "Select a valid choice" in response.content.decode()
 
