@@ -200,7 +200,10 @@ def job_preview_description(*, user, spec: JobSpec, uploaded_name: str = "train.
 
 def job_match_summary(*, user, spec: JobSpec) -> MatchSummary | None:
     """How many workstations could run `spec`, and are free now; None if the pool is down."""
-    request = job_validate_request(user=user, spec=spec)
+    return _match_summary(job_validate_request(user=user, spec=spec))
+
+
+def _match_summary(request: JobRequest) -> MatchSummary | None:
     try:
         machines = get_bridge().pool_machines()
     except BridgeError:
@@ -387,9 +390,9 @@ def job_submit(
         raise JobSubmissionError("script", "That job is not yours to copy.")
     if copy_from is None and script is None:
         raise JobSubmissionError("script", "Choose a Python script or a project archive to upload.")
-    job_validate_request(user=user, spec=spec)
+    request = job_validate_request(user=user, spec=spec)
     if check_pool:
-        summary = job_match_summary(user=user, spec=spec)
+        summary = _match_summary(request)
         if summary is not None and not summary.can_ever_run:
             raise JobSubmissionError(
                 summary.blocking_field or "gpus",
