@@ -117,8 +117,6 @@ class JobSubmitForm(forms.Form):
                 raise forms.ValidationError(f"The value {value[:40]!r} has no variable name.")
             if key in environment:
                 raise forms.ValidationError(f"{key} is set twice; keep one row.")
-            if key.startswith("NIGHTSHIFT_") or key in ("PYTHONPATH", "PYTHONUNBUFFERED"):
-                raise forms.ValidationError(f"{key} is set by Nightshift; choose another name.")
             environment[key] = value
         return environment
 

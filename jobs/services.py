@@ -56,6 +56,8 @@ SOURCE_DIR = ".source"
 # A single script's optional requirements file, installed before it runs.
 SCRIPT_REQUIREMENTS = "requirements.txt"
 MAX_REQUIREMENTS_BYTES = 1024 * 1024
+# Variables the launcher sets for every job, besides those starting with NIGHTSHIFT_.
+RESERVED_ENVIRONMENT = frozenset({"PYTHONPATH", "PYTHONUNBUFFERED"})
 _SAFE_SCRIPT_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
@@ -166,6 +168,11 @@ def job_validate_request(*, user, spec: JobSpec, script_name: str = "train.py") 
     """The JobRequest `spec` would become; raises JobSubmissionError naming the field."""
     if not spec.name.strip():
         raise JobSubmissionError("name", "Give the job a name.")
+    for key in spec.environment:
+        if key.startswith("NIGHTSHIFT_") or key in RESERVED_ENVIRONMENT:
+            raise JobSubmissionError(
+                "environment", f"{key} is set by Nightshift; choose another name."
+            )
     try:
         check_text("name", spec.name, max_length=200)
         return _request_from_json(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import environ
@@ -101,5 +102,19 @@ def env_url(name: str, default: str, *, schemes: tuple[str, ...]) -> str:
     if not value.startswith(tuple(f"{scheme}://" for scheme in schemes)):
         raise ImproperlyConfigured(
             f"{name} must be a URL starting with {' or '.join(s + '://' for s in schemes)}"
+        )
+    return value
+
+
+_RATE = re.compile(r"^(\d+)/(second|minute|hour|day)$")
+
+
+def env_rate(name: str, default: str) -> str:
+    """A rate limit such as "30/minute": a count per second, minute, hour or day."""
+    value = env_str(name, default)
+    if not _RATE.fullmatch(value) or int(value.split("/")[0]) < 1:
+        raise ImproperlyConfigured(
+            f"{name} must look like 30/minute (a count per second, minute, hour or day), "
+            f"not {value!r}"
         )
     return value

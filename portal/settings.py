@@ -10,6 +10,7 @@ from portal.env import (
     env_int,
     env_list,
     env_path,
+    env_rate,
     env_str,
     env_url,
 )
@@ -32,6 +33,10 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_celery_beat",
     "django_filters",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "accounts",
     "jobs",
 ]
 
@@ -123,6 +128,14 @@ CONDOR_TOKEN_DIR = env_path("CONDOR_TOKEN_DIR", VAR_DIR / "condor-tokens")
 CONDOR_FILE_MODE = env_choice("CONDOR_FILE_MODE", "shared", ("shared", "spool"))
 # Tags every job this portal submits, so that several portals can share one pool.
 NIGHTSHIFT_INSTANCE = env_str("NIGHTSHIFT_INSTANCE", "default")
+# Shared by every web process, so that API rate limits hold across gunicorn workers.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": f"nightshift-{NIGHTSHIFT_INSTANCE}",
+    }
+}
 # The python3 on the execute workstations that runs a training script.
 JOB_PYTHON = env_str("NIGHTSHIFT_JOB_PYTHON", "/usr/bin/python3")
 
@@ -153,6 +166,53 @@ EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Nightshift <nightshift@localhost>")
 # Where the portal is reached, for links in emails.
 PORTAL_URL = env_url("NIGHTSHIFT_PORTAL_URL", "http://127.0.0.1:8000", schemes=("http", "https"))
+
+# -- API ----------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "accounts.authentication.BearerTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "rest_framework.parsers.MultiPartParser",
+        "rest_framework.parsers.FormParser",
+    ],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "EXCEPTION_HANDLER": "portal.api.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+# Rate limits per user, as count/second|minute|hour|day.
+API_THROTTLE_RATES = {
+    "submissions": env_rate("NIGHTSHIFT_SUBMIT_RATE", "30/minute"),
+    "tokens": env_rate("NIGHTSHIFT_TOKEN_RATE", "10/hour"),
+}
+# Token creations per user per hour, on the web page and the API alike.
+TOKENS_PER_HOUR = env_int("NIGHTSHIFT_TOKENS_PER_HOUR", 20, minimum=1)
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Nightshift API",
+    "DESCRIPTION": (
+        "Run training jobs on the campus's idle GPU workstations. Authenticate with "
+        "`Authorization: Bearer <token>`, using a personal access token from the "
+        "API tokens page. Every error has the shape "
+        '`{"error": {"code": ..., "message": ..., "fields": {...}}}`.'
+    ),
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "JobStateEnum": "jobs.models.JobState",
+        "TokenStatusEnum": ["active", "expired", "revoked"],
+        "WorkstationStatusEnum": ["free", "nightshift", "busy", "owner", "offline"],
+    },
+}
 
 LOGGING = {
     "version": 1,

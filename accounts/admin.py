@@ -1,0 +1,32 @@
+from django.contrib import admin
+from django.utils import timezone
+
+from .models import AccessToken, AccountEvent
+
+
+@admin.register(AccessToken)
+class AccessTokenAdmin(admin.ModelAdmin):
+    list_display = ("name", "user", "prefix", "status", "created_at", "expires_at", "last_used_at")
+    list_filter = ("revoked_at",)
+    search_fields = ("name", "prefix", "user__username")
+    readonly_fields = ("user", "name", "prefix", "digest", "created_at", "expires_at",
+                       "last_used_at", "revoked_at")  # fmt: skip
+    actions = ["revoke"]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # the secret must be shown to its owner, so owners create tokens
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset):
+        from .services import token_revoke
+
+        for token in queryset.filter(revoked_at__isnull=True):
+            token_revoke(token=token, actor=request.user)
+        self.message_user(request, f"Revoked at {timezone.now():%H:%M}.")
+
+
+@admin.register(AccountEvent)
+class AccountEventAdmin(admin.ModelAdmin):
+    list_display = ("at", "user", "kind", "detail", "actor")
+    list_filter = ("kind",)
+    readonly_fields = ("at", "user", "kind", "detail", "actor")

@@ -1,0 +1,376 @@
+"""The API's shapes. They parse and present; the services decide."""
+
+from __future__ import annotations
+
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
+from jobs.models import EnvironmentPreset, Job, JobEvent, JobState
+from jobs.services import JobSpec
+
+
+class EnvironmentVariableField(serializers.CharField):
+    """KEY=VALUE, as on a shell's command line."""
+
+    def to_internal_value(self, data) -> tuple[str, str]:
+        text = super().to_internal_value(data)
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise serializers.ValidationError(f"Write KEY=VALUE, not {text[:40]!r}.")
+        return key.strip(), value
+
+
+class JobRequestSerializer(serializers.Serializer):
+    """What to run and on what: the same fields as the web form's."""
+
+    arguments = serializers.ListField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=4096),
+        required=False, default=list, max_length=1000,
+        help_text="Passed to the script exactly as given, one list item per argument.",
+    )  # fmt: skip
+    environment = serializers.ListField(
+        child=EnvironmentVariableField(max_length=8192, trim_whitespace=False),
+        required=False, default=list, max_length=200,
+        help_text="Environment variables for the script, each as KEY=VALUE.",
+    )  # fmt: skip
+    environment_preset = serializers.CharField(
+        required=False, allow_blank=True, max_length=100,
+        help_text="The name of a software environment the administrators offer "
+        "(see the pool endpoint); empty for the default.",
+    )  # fmt: skip
+    entry_command = serializers.CharField(
+        required=False, allow_blank=True, max_length=4096,
+        help_text="For a project archive: how to start it, e.g. `python train.py --epochs 10`.",
+    )  # fmt: skip
+    gpus = serializers.IntegerField(
+        min_value=0, max_value=MAX_GPUS, default=1,
+        help_text="GPUs on one workstation; 0 runs on CPUs only.",
+    )  # fmt: skip
+    gpu_memory_gb = serializers.FloatField(
+        min_value=0.1, max_value=MAX_GPU_MEMORY_GB, required=False, allow_null=True,
+        help_text="Minimum memory of each GPU, in GB; null for any.",
+    )  # fmt: skip
+    gpu_capability = serializers.FloatField(
+        min_value=1.0, max_value=20.0, required=False, allow_null=True,
+        help_text="Minimum CUDA compute capability, e.g. 7.0; null for any.",
+    )  # fmt: skip
+    cpus = serializers.IntegerField(min_value=1, max_value=MAX_CPUS, default=1,
+                                    help_text="CPU cores.")  # fmt: skip
+    memory_gb = serializers.FloatField(
+        min_value=0.125, max_value=1024, default=2.0, help_text="Main memory, in GB."
+    )
+    max_runtime_minutes = serializers.IntegerField(
+        min_value=1, max_value=MAX_RUNTIME_S // 60, required=False, allow_null=True,
+        help_text="HTCondor holds the job if it runs longer; null for no limit.",
+    )  # fmt: skip
+    keep_outputs = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, max_length=50,
+        help_text="Files or folders at the top of the job's folder to keep; default outputs.",
+    )  # fmt: skip
+    notify_by_email = serializers.BooleanField(
+        default=False, help_text="Email the account's address when the job ends or is held."
+    )
+
+    def validate_environment(self, pairs: list[tuple[str, str]]) -> dict[str, str]:
+        environment: dict[str, str] = {}
+        for key, value in pairs:
+            if key in environment:
+                raise serializers.ValidationError(f"{key} is set twice.")
+            environment[key] = value
+        return environment
+
+    def validate_environment_preset(self, name: str) -> EnvironmentPreset | None:
+        presets = EnvironmentPreset.objects.filter(is_active=True)
+        if not name:
+            return presets.filter(is_default=True).first()
+        try:
+            return presets.get(name=name)
+        except EnvironmentPreset.DoesNotExist:
+            offered = ", ".join(presets.values_list("name", flat=True)) or "none"
+            raise serializers.ValidationError(
+                f"No environment is called {name[:100]!r}; offered: {offered}."
+            ) from None
+
+    def validate_keep_outputs(self, names: list[str]) -> list[str]:
+        names = [name.strip().strip("/") for name in names if name.strip()]
+        if len(names) != len(set(names)):
+            raise serializers.ValidationError("A name appears twice.")
+        return names
+
+    def spec_changes(self) -> dict:
+        """The JobSpec fields the validated input sets; in a partial form, only those given."""
+        data = self.validated_data
+        changes = {field: data[field] for field in SAME_IN_SPEC if field in data}
+        if "entry_command" in data:
+            changes["entry_command"] = data["entry_command"].strip() or None
+        if "memory_gb" in data:
+            changes["memory_mb"] = round(data["memory_gb"] * 1024)
+        if "max_runtime_minutes" in data:
+            minutes = data["max_runtime_minutes"]
+            changes["max_runtime_s"] = minutes * 60 if minutes else None
+        if "keep_outputs" in data:
+            changes["output_paths"] = data["keep_outputs"] or ["outputs"]
+        if "environment_preset" in data or not self.partial:
+            preset = data.get("environment_preset") or self.validate_environment_preset("")
+            changes["python"] = preset.python if preset else None
+            changes["container_image"] = preset.image_or_none if preset else None
+        return changes
+
+    def to_spec(self, name: str) -> JobSpec:
+        return JobSpec(**{"name": name, **self.spec_changes()})
+
+
+# Input fields that JobSpec names and holds the same way.
+SAME_IN_SPEC = ("name", "arguments", "environment", "gpus", "gpu_memory_gb", "gpu_capability",
+                "cpus", "notify_by_email")  # fmt: skip
+
+
+class JobSubmitSerializer(JobRequestSerializer):
+    name = serializers.CharField(max_length=200, help_text="A name you will recognise.")
+    script = serializers.FileField(
+        required=False,
+        help_text="A Python script (.py) or a project archive (.zip, .tar.gz, .tgz). An archive "
+        "needs entry_command; one with requirements.txt at its top gets those installed.",
+    )
+    requirements = serializers.FileField(
+        required=False, help_text="For a single script: a requirements.txt to install first."
+    )
+    source_job = serializers.UUIDField(
+        required=False, help_text="Copy the script or project of this earlier job of yours."
+    )
+
+    def validate(self, data: dict) -> dict:
+        if not data.get("script") and not data.get("source_job"):
+            raise serializers.ValidationError(
+                {"script": "Upload a Python script or a project archive, or give source_job."}
+            )
+        return data
+
+
+class JobCloneSerializer(JobRequestSerializer):
+    """A new job from an earlier one: its files and settings, with these fields changed."""
+
+    name = serializers.CharField(
+        max_length=200, required=False, help_text="Default: the original's name."
+    )
+    script = serializers.FileField(
+        required=False, help_text="A new script or archive instead of the original's."
+    )
+
+
+class JobMatchSerializer(JobRequestSerializer):
+    """A proposed request, to see what in the pool fits it."""
+
+
+class HoldSerializer(serializers.Serializer):
+    reason = serializers.CharField(help_text="HTCondor's own words.")
+    code = serializers.IntegerField(allow_null=True, help_text="HTCondor's HoldReasonCode.")
+    subcode = serializers.IntegerField(allow_null=True, help_text="HoldReasonSubCode.")
+    title = serializers.CharField(help_text="What happened, in plain terms.")
+    advice = serializers.CharField(help_text="What to do about it.")
+
+
+class JobRequestViewSerializer(serializers.Serializer):
+    script_name = serializers.CharField(help_text="The script that runs.")
+    arguments = serializers.ListField(child=serializers.CharField())
+    environment = serializers.DictField(child=serializers.CharField())
+    gpus = serializers.IntegerField()
+    gpu_memory_gb = serializers.FloatField(allow_null=True)
+    gpu_capability = serializers.FloatField(allow_null=True)
+    cpus = serializers.IntegerField()
+    memory_mb = serializers.IntegerField()
+    max_runtime_s = serializers.IntegerField(allow_null=True)
+    output_paths = serializers.ListField(child=serializers.CharField())
+    python = serializers.CharField(help_text="The Python that runs the script.")
+    container_image = serializers.CharField(allow_null=True)
+
+    def to_representation(self, job: Job) -> dict:
+        stored = job.request
+        return {
+            "script_name": stored.get("script_name", ""),
+            "arguments": list(stored.get("arguments", [])),
+            "environment": dict(stored.get("environment", [])),
+            "gpus": stored.get("gpus", 0),
+            "gpu_memory_gb": stored.get("gpu_memory_gb"),
+            "gpu_capability": stored.get("gpu_capability"),
+            "cpus": stored.get("cpus", 1),
+            "memory_mb": stored.get("memory_mb", 0),
+            "max_runtime_s": stored.get("max_runtime_s"),
+            "output_paths": list(stored.get("output_paths", [])),
+            "python": stored.get("python", ""),
+            "container_image": stored.get("container_image"),
+        }
+
+
+class JobSerializer(serializers.ModelSerializer):
+    id = serializers.UUIDField(source="public_id", read_only=True)
+    state = serializers.ChoiceField(choices=JobState.choices, help_text="Where the job stands.")
+    state_label = serializers.CharField(source="get_state_display", help_text="For people.")
+    hold = serializers.SerializerMethodField(help_text="Why the job is held; null unless held.")
+    condor_id = serializers.CharField(help_text="HTCondor's cluster.proc; empty until submitted.")
+    num_starts = serializers.IntegerField(source="starts", help_text="Runs so far.")
+    is_final = serializers.BooleanField(help_text="Completed, failed or removed.")
+    outputs_ready = serializers.BooleanField(help_text="The output files can be downloaded.")
+    request = JobRequestViewSerializer(source="*", help_text="What was asked for.")
+    links = serializers.SerializerMethodField(help_text="Where to read more about this job.")
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "name", "state", "state_label", "status_detail", "hold", "match_problem",
+            "wait_reason", "exit_code", "exit_signal", "workstation", "gpu_model", "condor_id",
+            "num_starts", "created_at", "submitted_at", "started_at", "finished_at", "is_final",
+            "outputs_ready", "request", "links",
+        ]  # fmt: skip
+        extra_kwargs = {
+            "name": {"help_text": "The name its owner gave it."},
+            "status_detail": {"help_text": "The latest word on its state."},
+            "match_problem": {"help_text": "Why no workstation in the pool can run it."},
+            "wait_reason": {"help_text": "Why it waits although some workstation could run it."},
+            "exit_code": {"help_text": "The script's exit code, once it has ended."},
+            "exit_signal": {"help_text": "The signal that ended it, if one did."},
+            "workstation": {"help_text": "Where it runs or last ran."},
+            "gpu_model": {"help_text": "The GPU it was given."},
+            "created_at": {"help_text": "When Nightshift accepted it."},
+            "submitted_at": {"help_text": "When HTCondor accepted it."},
+            "started_at": {"help_text": "When its latest run started."},
+            "finished_at": {"help_text": "When it ended."},
+        }
+
+    @extend_schema_field(HoldSerializer(allow_null=True))
+    def get_hold(self, job: Job) -> dict | None:
+        explanation = job.hold_explanation
+        if explanation is None:
+            return None
+        return {
+            "reason": job.hold_reason,
+            "code": job.hold_reason_code,
+            "subcode": job.hold_reason_subcode,
+            "title": explanation.title,
+            "advice": explanation.advice,
+        }
+
+    @extend_schema_field(serializers.DictField(child=serializers.URLField()))
+    def get_links(self, job: Job) -> dict[str, str]:
+        request = self.context.get("request")
+        paths = {
+            "self": reverse("api:job-detail", args=[job.public_id]),
+            "web": reverse("jobs:detail", args=[job.public_id]),
+            "events": reverse("api:job-events", args=[job.public_id]),
+            "outputs": reverse("api:job-outputs", args=[job.public_id]),
+            "metrics": reverse("api:job-metrics", args=[job.public_id]),
+            "stdout": reverse("api:job-log", args=[job.public_id, "stdout"]),
+            "stderr": reverse("api:job-log", args=[job.public_id, "stderr"]),
+        }
+        if request is None:
+            return paths
+        return {key: request.build_absolute_uri(path) for key, path in paths.items()}
+
+
+class JobEventSerializer(serializers.ModelSerializer):
+    actor = serializers.SerializerMethodField(help_text="Who acted; null for the system.")
+
+    class Meta:
+        model = JobEvent
+        fields = ["at", "kind", "state", "detail", "actor"]
+        extra_kwargs = {
+            "at": {"help_text": "When it happened."},
+            "kind": {"help_text": "e.g. accepted, submitted, state, cancel, hold, release."},
+            "state": {"help_text": "The job's state just after."},
+            "detail": {"help_text": "What happened, in words."},
+        }
+
+    def get_actor(self, event: JobEvent) -> str | None:
+        return event.actor.get_username() if event.actor_id else None
+
+
+class LogChunkSerializer(serializers.Serializer):
+    stream = serializers.CharField(help_text="stdout, stderr or install.")
+    text = serializers.CharField(help_text="The text read, decoded as UTF-8.")
+    start = serializers.IntegerField(help_text="Byte offset of `text` in the log.")
+    offset = serializers.IntegerField(help_text="Pass as ?offset= to read what follows.")
+    size = serializers.IntegerField(help_text="The log's size now, in bytes.")
+    is_final = serializers.BooleanField(help_text="The job has ended; the log will not grow.")
+
+
+class OutputFileSerializer(serializers.Serializer):
+    path = serializers.CharField(help_text="Relative to the job's folder, e.g. outputs/model.pt.")
+    size = serializers.IntegerField(help_text="Bytes.")
+    url = serializers.URLField(help_text="Where to download it.")
+
+
+class MetricsSerializer(serializers.Serializer):
+    names = serializers.ListField(child=serializers.CharField(), help_text="Metric names.")
+    rows = serializers.ListField(
+        child=serializers.DictField(), help_text="Each with step, time and metric values."
+    )
+    total_rows = serializers.IntegerField(help_text="Rows logged, before downsampling.")
+    skipped_lines = serializers.IntegerField(help_text="Lines that were not valid metrics.")
+    is_final = serializers.BooleanField()
+
+
+class MatchSummarySerializer(serializers.Serializer):
+    machines_total = serializers.IntegerField(help_text="Workstations in the pool.")
+    machines_matching = serializers.IntegerField(help_text="Workstations that could run it.")
+    machines_free_now = serializers.IntegerField(help_text="Of those, free right now.")
+    gpus_matching = serializers.IntegerField()
+    gpus_free_now = serializers.IntegerField()
+    can_ever_run = serializers.BooleanField(help_text="Some workstation could run it.")
+    reason = serializers.CharField(help_text="Why nothing matches; empty when something does.")
+    busy_reason = serializers.CharField(help_text="Why nothing that matches is free now.")
+    blocking_field = serializers.CharField(help_text="The request field to change.")
+
+
+class GpuSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    memory_mb = serializers.IntegerField()
+    capability = serializers.FloatField(help_text="CUDA compute capability.")
+
+
+class WorkstationSerializer(serializers.Serializer):
+    name = serializers.CharField(source="machine.name")
+    status = serializers.ChoiceField(
+        choices=["free", "nightshift", "busy", "owner", "offline"],
+        help_text="free, nightshift (running our jobs), busy, owner (in use) or offline.",
+    )
+    status_label = serializers.CharField()
+    nightshift_jobs = serializers.IntegerField(help_text="Nightshift jobs running there.")
+    total_gpus = serializers.IntegerField(source="machine.total_gpus")
+    free_gpus = serializers.IntegerField(source="machine.free_gpus")
+    gpu = GpuSerializer(source="machine.gpu", allow_null=True)
+    total_cpus = serializers.IntegerField(source="machine.total_cpus")
+    free_cpus = serializers.IntegerField(source="machine.free_cpus")
+    total_memory_mb = serializers.IntegerField(source="machine.total_memory_mb")
+    free_memory_mb = serializers.IntegerField(source="machine.free_memory_mb")
+    runs_containers = serializers.BooleanField(source="machine.runs_containers")
+
+
+class EnvironmentPresetSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = EnvironmentPreset
+        fields = ["name", "description", "kind", "container_image", "is_default"]
+
+
+class PoolSerializer(serializers.Serializer):
+    total_gpus = serializers.IntegerField()
+    free_gpus = serializers.IntegerField()
+    nightshift_gpus = serializers.IntegerField(help_text="GPUs running Nightshift jobs.")
+    offline = serializers.IntegerField(help_text="Workstations seen this week, gone now.")
+    error = serializers.CharField(help_text="Why the pool could not be asked; empty if it was.")
+    workstations = WorkstationSerializer(many=True)
+    environments = EnvironmentPresetSerializer(many=True, help_text="Software environments.")
+
+
+class UserSummarySerializer(serializers.Serializer):
+    username = serializers.CharField()
+    email = serializers.EmailField(allow_blank=True)
+    full_name = serializers.CharField(allow_blank=True)
+    is_staff = serializers.BooleanField()
+    jobs_by_state = serializers.DictField(
+        child=serializers.IntegerField(), help_text="The user's jobs, counted by state."
+    )
+    quota = serializers.DictField(
+        allow_null=True, help_text="Limits and usage; null while no quota applies."
+    )

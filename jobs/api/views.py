@@ -1,0 +1,383 @@
+"""The jobs API: the same services and selectors as the web pages, in JSON."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from django.db.models import Count
+from django.http import FileResponse, Http404, StreamingHttpResponse
+from django_filters import CharFilter
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.generics import GenericAPIView
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+from zipstream import ZipStream
+
+from jobs import selectors, services
+from jobs.filters import JobListFilter
+from jobs.models import EnvironmentPreset, Job
+from portal.api import ApiError, ErrorSerializer, SubmissionThrottle
+
+from .serializers import (
+    JobCloneSerializer,
+    JobEventSerializer,
+    JobMatchSerializer,
+    JobSerializer,
+    JobSubmitSerializer,
+    LogChunkSerializer,
+    MatchSummarySerializer,
+    MetricsSerializer,
+    OutputFileSerializer,
+    PoolSerializer,
+    UserSummarySerializer,
+)
+
+# The API's field for each service field that it spells differently.
+API_FIELD_FOR = {
+    "script_name": "script",
+    "memory_mb": "memory_gb",
+    "max_runtime_s": "max_runtime_minutes",
+    "output_paths": "keep_outputs",
+    "python": "environment_preset",
+    "container_image": "environment_preset",
+}
+
+ERRORS = {
+    400: OpenApiResponse(ErrorSerializer, description="Invalid input; `fields` says where."),
+    401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
+    404: OpenApiResponse(ErrorSerializer, description="No such job of yours."),
+}
+
+
+def _errors(*codes: int) -> dict:
+    return {code: ERRORS.get(code) or OpenApiResponse(ErrorSerializer) for code in codes}
+
+
+def submission_refused(exc: services.JobSubmissionError) -> ApiError:
+    return ApiError(
+        exc.message,
+        code="invalid",
+        status_code=400,
+        field=API_FIELD_FOR.get(exc.field, exc.field),
+    )
+
+
+def own_job(request: Request, public_id) -> Job:
+    try:
+        return selectors.job_get_for_user(request.user, public_id)
+    except Job.DoesNotExist:
+        raise Http404("No such job.") from None
+
+
+class JobPagination(PageNumberPagination):
+    page_size = 25
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+class ApiJobFilter(JobListFilter):
+    id_prefix = CharFilter(
+        method="filter_id_prefix", label="The start of the job's id, as the CLI shows it."
+    )
+
+    def filter_id_prefix(self, queryset, name, value):
+        cleaned = value.strip().lower()
+        if not cleaned or any(c not in "0123456789abcdef-" for c in cleaned):
+            return queryset.none()
+        return queryset.filter(public_id__startswith=cleaned)
+
+
+class JobListView(GenericAPIView):
+    serializer_class = JobSerializer
+    pagination_class = JobPagination
+    filterset_class = ApiJobFilter
+    queryset = Job.objects.none()  # for the schema; requests use get_queryset
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return self.queryset
+        return selectors.job_list_for_user(self.request.user)
+
+    def get_throttles(self):
+        return [SubmissionThrottle()] if self.request.method == "POST" else []
+
+    @extend_schema(summary="List your jobs", responses={200: JobSerializer(many=True),
+                                                      **_errors(400, 401)})  # fmt: skip
+    def get(self, request: Request) -> Response:
+        jobs = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response(self.get_serializer(jobs, many=True).data)
+
+    @extend_schema(
+        summary="Submit a job",
+        description="Upload a script or project archive (multipart), or copy the files of an "
+        "earlier job with source_job. The job is accepted and queued for the pool at once.",
+        request={"multipart/form-data": JobSubmitSerializer,
+                 "application/json": JobSubmitSerializer},
+        responses={201: JobSerializer, **_errors(400, 401, 429)},
+    )  # fmt: skip
+    def post(self, request: Request) -> Response:
+        form = JobSubmitSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        copy_from = own_job(request, data["source_job"]) if data.get("source_job") else None
+        try:
+            job = services.job_submit(
+                user=request.user, spec=form.to_spec(data["name"]), script=data.get("script"),
+                copy_from=copy_from if not data.get("script") else None,
+                requirements=data.get("requirements"),
+            )  # fmt: skip
+        except services.JobSubmissionError as exc:
+            raise submission_refused(exc) from None
+        return Response(self.get_serializer(job).data, status=status.HTTP_201_CREATED)
+
+
+class JobDetailView(APIView):
+    @extend_schema(summary="One job", responses={200: JobSerializer, **_errors(401, 404)})
+    def get(self, request: Request, public_id) -> Response:
+        job = own_job(request, public_id)
+        return Response(JobSerializer(job, context={"request": request}).data)
+
+
+def _action_view(service, summary: str):
+    class JobActionView(APIView):
+        @extend_schema(
+            summary=summary, request=None,
+            responses={200: JobSerializer, **_errors(401, 404),
+                       409: OpenApiResponse(ErrorSerializer, description="Not possible now.")},
+        )  # fmt: skip
+        def post(self, request: Request, public_id) -> Response:
+            job = own_job(request, public_id)
+            try:
+                job = service(job=job, user=request.user)
+            except services.JobActionError as exc:
+                raise ApiError(str(exc), code="conflict", status_code=409) from None
+            return Response(JobSerializer(job, context={"request": request}).data)
+
+    action = service.__name__.removeprefix("job_").title()
+    JobActionView.__name__ = JobActionView.__qualname__ = f"Job{action}View"
+    return JobActionView
+
+
+JobCancelView = _action_view(services.job_cancel, "Cancel a job")
+JobHoldView = _action_view(services.job_hold, "Hold a job until you release it")
+JobReleaseView = _action_view(services.job_release, "Release a held job")
+
+
+class JobRerunView(APIView):
+    throttle_classes = [SubmissionThrottle]
+
+    @extend_schema(
+        summary="Run a job again with the same files and settings", request=None,
+        responses={201: JobSerializer, **_errors(400, 401, 404, 429)},
+    )  # fmt: skip
+    def post(self, request: Request, public_id) -> Response:
+        job = own_job(request, public_id)
+        try:
+            new_job = services.job_rerun(job=job, user=request.user)
+        except services.JobSubmissionError as exc:
+            raise submission_refused(exc) from None
+        return Response(
+            JobSerializer(new_job, context={"request": request}).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class JobCloneView(APIView):
+    throttle_classes = [SubmissionThrottle]
+
+    @extend_schema(
+        summary="Submit a copy of a job, with some fields changed",
+        description="Fields left out keep the original's values. A new script or archive "
+        "replaces the original's files.",
+        request={"multipart/form-data": JobCloneSerializer, "application/json": JobCloneSerializer},
+        responses={201: JobSerializer, **_errors(400, 401, 404, 429)},
+    )  # fmt: skip
+    def post(self, request: Request, public_id) -> Response:
+        job = own_job(request, public_id)
+        form = JobCloneSerializer(data=request.data, partial=True)
+        form.is_valid(raise_exception=True)
+        spec = dataclasses.replace(services.job_spec_of(job), **form.spec_changes())
+        script = form.validated_data.get("script")
+        try:
+            new_job = services.job_submit(
+                user=request.user, spec=spec, script=script,
+                copy_from=None if script else job,
+            )  # fmt: skip
+        except services.JobSubmissionError as exc:
+            raise submission_refused(exc) from None
+        return Response(
+            JobSerializer(new_job, context={"request": request}).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class JobEventsView(APIView):
+    @extend_schema(
+        summary="A job's timeline", responses={200: JobEventSerializer(many=True),
+                                              **_errors(401, 404)},
+    )  # fmt: skip
+    def get(self, request: Request, public_id) -> Response:
+        job = own_job(request, public_id)
+        events = job.events.select_related("actor")
+        return Response(JobEventSerializer(events, many=True).data)
+
+
+class JobLogView(APIView):
+    @extend_schema(
+        summary="Read a job's log from a byte offset",
+        description="Returns at most 256 KiB from `offset`. To follow a running job, pass the "
+        "returned `offset` back until `is_final` is true and `offset` equals `size`. A "
+        "negative offset reads the last 64 KiB.",
+        parameters=[
+            OpenApiParameter("stream", str, OpenApiParameter.PATH,
+                             enum=["stdout", "stderr", "install"]),
+            OpenApiParameter("offset", int, description="Byte offset to read from (default 0)."),
+        ],
+        responses={200: LogChunkSerializer, **_errors(400, 401, 404)},
+    )  # fmt: skip
+    def get(self, request: Request, public_id, stream: str) -> Response:
+        job = own_job(request, public_id)
+        path = services.job_logs_for(job).get(stream)
+        if path is None:
+            raise Http404("Logs are stdout, stderr and, for jobs that install packages, install.")
+        raw_offset = request.query_params.get("offset", "0")
+        try:
+            offset = int(raw_offset)
+        except ValueError:
+            raise ApiError(
+                "offset must be a whole number of bytes.", code="invalid", status_code=400,
+                field="offset",
+            ) from None  # fmt: skip
+        chunk = selectors.job_log_chunk(job.directory, path, offset)
+        return Response(
+            {"stream": stream, "text": chunk.text, "start": chunk.start, "offset": chunk.offset,
+             "size": chunk.size, "is_final": job.is_final}
+        )  # fmt: skip
+
+
+class JobOutputsView(APIView):
+    @extend_schema(
+        summary="List a job's output files",
+        responses={200: OutputFileSerializer(many=True), **_errors(401, 404)},
+    )
+    def get(self, request: Request, public_id) -> Response:
+        job = own_job(request, public_id)
+        files = [
+            {"path": output.path, "size": output.size,
+             "url": request.build_absolute_uri(f"{request.path}{output.path}")}
+            for output in selectors.job_output_files(job)
+        ]  # fmt: skip
+        return Response(files)
+
+
+BINARY = {(200, "application/octet-stream"): OpenApiTypes.BINARY}
+
+
+class JobOutputFileView(APIView):
+    @extend_schema(
+        summary="Download one output file",
+        parameters=[OpenApiParameter("path", str, OpenApiParameter.PATH,
+                                     description="As listed, e.g. outputs/model.pt.")],
+        responses={**BINARY, **_errors(401, 404)},
+    )  # fmt: skip
+    def get(self, request: Request, public_id, path: str) -> FileResponse:
+        job = own_job(request, public_id)
+        file_path = selectors.job_output_path(job, path)
+        opened = selectors.open_job_file(job.directory, file_path) if file_path else None
+        if opened is None:
+            raise Http404("No such output file.")
+        return FileResponse(opened, as_attachment=True, filename=file_path.name)
+
+
+class JobOutputsZipView(APIView):
+    @extend_schema(
+        summary="Download every output file as one zip",
+        responses={(200, "application/zip"): OpenApiTypes.BINARY, **_errors(401, 404)},
+    )
+    def get(self, request: Request, public_id) -> StreamingHttpResponse:
+        job = own_job(request, public_id)
+        archive = ZipStream(sized=True)
+        for output in selectors.job_output_files(job):
+            archive.add_path(str(job.directory / output.path), arcname=output.path)
+        response = StreamingHttpResponse(archive, content_type="application/zip")
+        response["Content-Length"] = str(len(archive))
+        response["Content-Disposition"] = f'attachment; filename="outputs-{job.public_id}.zip"'
+        return response
+
+
+class JobMetricsView(APIView):
+    @extend_schema(
+        summary="A job's logged metrics (loss, accuracy, ...)",
+        parameters=[OpenApiParameter("limit", int, description="At most this many rows, "
+                                     "evenly downsampled (default 1000, at most 100000).")],
+        responses={200: MetricsSerializer, **_errors(400, 401, 404)},
+    )  # fmt: skip
+    def get(self, request: Request, public_id) -> Response:
+        job = own_job(request, public_id)
+        try:
+            limit = int(request.query_params.get("limit", 1000))
+        except ValueError:
+            limit = -1
+        if not 1 <= limit <= 100_000:
+            raise ApiError("limit must be 1 to 100000.", code="invalid", status_code=400,
+                           field="limit")  # fmt: skip
+        metrics = selectors.job_metrics(job.directory, services.job_metrics_path(job))
+        return Response(
+            {"names": metrics.names, "rows": selectors.downsample(metrics.rows, limit),
+             "total_rows": len(metrics.rows), "skipped_lines": metrics.skipped_lines,
+             "is_final": job.is_final}
+        )  # fmt: skip
+
+
+class PoolView(APIView):
+    @extend_schema(
+        summary="The pool's workstations, their GPUs, and the software environments",
+        responses={200: PoolSerializer, **_errors(401)},
+    )
+    def get(self, request: Request) -> Response:
+        overview = selectors.pool_overview()
+        fields = {
+            field.name: getattr(overview, field.name) for field in dataclasses.fields(overview)
+        }
+        fields["environments"] = EnvironmentPreset.objects.filter(is_active=True)
+        return Response(PoolSerializer(fields).data)
+
+
+class MatchView(APIView):
+    @extend_schema(
+        summary="What in the pool could run a proposed request, and what is free now",
+        description="The same analysis as the live count beside the web form's GPU fields.",
+        request=JobMatchSerializer,
+        responses={200: MatchSummarySerializer, **_errors(400, 401),
+                   503: OpenApiResponse(ErrorSerializer, description="The pool did not answer.")},
+    )  # fmt: skip
+    def post(self, request: Request) -> Response:
+        form = JobMatchSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            summary = services.job_match_summary(user=request.user, spec=form.to_spec("match"))
+        except services.JobSubmissionError as exc:
+            raise submission_refused(exc) from None
+        if summary is None:
+            raise ApiError("The pool is not answering; try again shortly.",
+                           code="pool_unavailable", status_code=503)  # fmt: skip
+        return Response({**dataclasses.asdict(summary), "can_ever_run": summary.can_ever_run})
+
+
+class MeView(APIView):
+    @extend_schema(summary="You, and your jobs by state",
+                   responses={200: UserSummarySerializer, **_errors(401)})  # fmt: skip
+    def get(self, request: Request) -> Response:
+        user = request.user
+        counts = (
+            selectors.job_list_for_user(user).order_by().values("state").annotate(n=Count("id"))
+        )
+        return Response(
+            {"username": user.get_username(), "email": user.email,
+             "full_name": user.get_full_name(), "is_staff": user.is_staff,
+             "jobs_by_state": {row["state"]: row["n"] for row in counts}, "quota": None}
+        )  # fmt: skip

@@ -1,0 +1,42 @@
+"""/api/v1/: the REST API, its OpenAPI schema and its interactive docs."""
+
+from django.urls import path, re_path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from accounts import api as accounts_api
+from jobs.api import views as jobs_api
+from portal.api import api_not_found
+
+app_name = "api"
+urlpatterns = [
+    path("jobs/", jobs_api.JobListView.as_view(), name="job-list"),
+    path("jobs/<uuid:public_id>/", jobs_api.JobDetailView.as_view(), name="job-detail"),
+    path("jobs/<uuid:public_id>/cancel/", jobs_api.JobCancelView.as_view(), name="job-cancel"),
+    path("jobs/<uuid:public_id>/hold/", jobs_api.JobHoldView.as_view(), name="job-hold"),
+    path("jobs/<uuid:public_id>/release/", jobs_api.JobReleaseView.as_view(), name="job-release"),
+    path("jobs/<uuid:public_id>/rerun/", jobs_api.JobRerunView.as_view(), name="job-rerun"),
+    path("jobs/<uuid:public_id>/clone/", jobs_api.JobCloneView.as_view(), name="job-clone"),
+    path("jobs/<uuid:public_id>/events/", jobs_api.JobEventsView.as_view(), name="job-events"),
+    path("jobs/<uuid:public_id>/logs/<str:stream>/", jobs_api.JobLogView.as_view(), name="job-log"),
+    path("jobs/<uuid:public_id>/outputs/", jobs_api.JobOutputsView.as_view(), name="job-outputs"),
+    path(
+        "jobs/<uuid:public_id>/outputs/<path:path>",
+        jobs_api.JobOutputFileView.as_view(),
+        name="job-output",
+    ),
+    path(
+        "jobs/<uuid:public_id>/outputs.zip",
+        jobs_api.JobOutputsZipView.as_view(),
+        name="job-outputs-zip",
+    ),
+    path("jobs/<uuid:public_id>/metrics/", jobs_api.JobMetricsView.as_view(), name="job-metrics"),
+    path("match/", jobs_api.MatchView.as_view(), name="match"),
+    path("pool/", jobs_api.PoolView.as_view(), name="pool"),
+    path("me/", jobs_api.MeView.as_view(), name="me"),
+    path("tokens/", accounts_api.TokenListView.as_view(), name="token-list"),
+    path("tokens/<int:token_id>/", accounts_api.TokenDetailView.as_view(), name="token-detail"),
+    path("auth/token/", accounts_api.PasswordTokenView.as_view(), name="password-token"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
+    re_path(r"^(?P<path>.*)$", api_not_found),
+]
