@@ -26,6 +26,8 @@ class AccessTokenSerializer(serializers.ModelSerializer):
         model = AccessToken
         fields = ["id", "name", "prefix", "created_at", "expires_at", "last_used_at", "status"]
         extra_kwargs = {
+            "id": {"help_text": "Use it to revoke the token."},
+            "created_at": {"help_text": "When it was created."},
             "name": {"help_text": "Where it is used, e.g. laptop CLI."},
             "prefix": {"help_text": "Its first characters, to tell tokens apart."},
             "expires_at": {"help_text": "When it stops working; null for never."},
@@ -49,12 +51,14 @@ class TokenCreateSerializer(serializers.Serializer):
 
 
 class PasswordTokenSerializer(TokenCreateSerializer):
-    username = serializers.CharField(max_length=150)
-    password = serializers.CharField(max_length=4096, trim_whitespace=False)
+    username = serializers.CharField(max_length=150, help_text="Your Nightshift username.")
+    password = serializers.CharField(
+        max_length=4096, trim_whitespace=False, help_text="Your Nightshift password."
+    )
 
 
 def _created(new: services.NewToken) -> Response:
-    data = NewTokenSerializer(new.token).data | {"token": new.secret}
+    data = AccessTokenSerializer(new.token).data | {"token": new.secret}
     return Response(data, status=status.HTTP_201_CREATED)
 
 

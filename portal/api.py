@@ -12,6 +12,7 @@ import logging
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import Http404, HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, serializers, status
 from rest_framework.response import Response
 from rest_framework.throttling import UserRateThrottle
@@ -118,6 +119,7 @@ class TokenThrottle(ScopedUserThrottle):
         super().__init__("tokens")
 
 
+@csrf_exempt  # it changes nothing; a POST to a wrong URL is a 404, not a CSRF failure
 def api_not_found(request: HttpRequest, path: str = "") -> JsonResponse:
     return JsonResponse(
         error_body("not_found", f"There is no API endpoint at /{request.path.lstrip('/')}."),
@@ -136,4 +138,4 @@ class ErrorDetailSerializer(serializers.Serializer):
 
 
 class ErrorSerializer(serializers.Serializer):
-    error = ErrorDetailSerializer()
+    error = ErrorDetailSerializer(help_text="What went wrong.")

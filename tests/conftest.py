@@ -38,3 +38,9 @@ def student_client(client, student):
 
 def script_upload(body: str = "print('hello')\n", name: str = "train.py") -> SimpleUploadedFile:
     return SimpleUploadedFile(name, body.encode(), content_type="text/x-python")
+
+
+@pytest.fixture(autouse=True)
+def generous_rate_limits(settings):
+    """Rate limits are tested on their own (tests/api/test_throttling.py), not hit by chance."""
+    settings.API_THROTTLE_RATES = {"submissions": "10000/minute", "tokens": "10000/minute"}

@@ -174,17 +174,29 @@ class HoldSerializer(serializers.Serializer):
 
 class JobRequestViewSerializer(serializers.Serializer):
     script_name = serializers.CharField(help_text="The script that runs.")
-    arguments = serializers.ListField(child=serializers.CharField())
-    environment = serializers.DictField(child=serializers.CharField())
-    gpus = serializers.IntegerField()
-    gpu_memory_gb = serializers.FloatField(allow_null=True)
-    gpu_capability = serializers.FloatField(allow_null=True)
-    cpus = serializers.IntegerField()
-    memory_mb = serializers.IntegerField()
-    max_runtime_s = serializers.IntegerField(allow_null=True)
-    output_paths = serializers.ListField(child=serializers.CharField())
+    arguments = serializers.ListField(
+        child=serializers.CharField(), help_text="Passed to the script, in order."
+    )
+    environment = serializers.DictField(
+        child=serializers.CharField(), help_text="Environment variables set for the script."
+    )
+    gpus = serializers.IntegerField(help_text="GPUs asked for; 0 for CPUs only.")
+    gpu_memory_gb = serializers.FloatField(allow_null=True, help_text="Minimum per GPU, in GB.")
+    gpu_capability = serializers.FloatField(
+        allow_null=True, help_text="Minimum CUDA compute capability."
+    )
+    cpus = serializers.IntegerField(help_text="CPU cores asked for.")
+    memory_mb = serializers.IntegerField(help_text="Main memory asked for, in MB.")
+    max_runtime_s = serializers.IntegerField(
+        allow_null=True, help_text="Runtime limit in seconds; null for none."
+    )
+    output_paths = serializers.ListField(
+        child=serializers.CharField(), help_text="Files or folders kept as outputs."
+    )
     python = serializers.CharField(help_text="The Python that runs the script.")
-    container_image = serializers.CharField(allow_null=True)
+    container_image = serializers.CharField(
+        allow_null=True, help_text="The container image it runs in; null for none."
+    )
 
     def to_representation(self, job: Job) -> dict:
         stored = job.request
@@ -205,7 +217,7 @@ class JobRequestViewSerializer(serializers.Serializer):
 
 
 class JobSerializer(serializers.ModelSerializer):
-    id = serializers.UUIDField(source="public_id", read_only=True)
+    id = serializers.UUIDField(source="public_id", read_only=True, help_text="The job's id.")
     state = serializers.ChoiceField(choices=JobState.choices, help_text="Where the job stands.")
     state_label = serializers.CharField(source="get_state_display", help_text="For people.")
     hold = serializers.SerializerMethodField(help_text="Why the job is held; null unless held.")
@@ -308,15 +320,15 @@ class MetricsSerializer(serializers.Serializer):
     )
     total_rows = serializers.IntegerField(help_text="Rows logged, before downsampling.")
     skipped_lines = serializers.IntegerField(help_text="Lines that were not valid metrics.")
-    is_final = serializers.BooleanField()
+    is_final = serializers.BooleanField(help_text="The job has ended; no more rows will come.")
 
 
 class MatchSummarySerializer(serializers.Serializer):
     machines_total = serializers.IntegerField(help_text="Workstations in the pool.")
     machines_matching = serializers.IntegerField(help_text="Workstations that could run it.")
     machines_free_now = serializers.IntegerField(help_text="Of those, free right now.")
-    gpus_matching = serializers.IntegerField()
-    gpus_free_now = serializers.IntegerField()
+    gpus_matching = serializers.IntegerField(help_text="GPUs on the matching workstations.")
+    gpus_free_now = serializers.IntegerField(help_text="Of those, free right now.")
     can_ever_run = serializers.BooleanField(help_text="Some workstation could run it.")
     reason = serializers.CharField(help_text="Why nothing matches; empty when something does.")
     busy_reason = serializers.CharField(help_text="Why nothing that matches is free now.")
@@ -324,50 +336,63 @@ class MatchSummarySerializer(serializers.Serializer):
 
 
 class GpuSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    memory_mb = serializers.IntegerField()
+    name = serializers.CharField(help_text="The GPU model, e.g. NVIDIA A100-SXM4-40GB.")
+    memory_mb = serializers.IntegerField(help_text="Memory of each GPU, in MB.")
     capability = serializers.FloatField(help_text="CUDA compute capability.")
 
 
 class WorkstationSerializer(serializers.Serializer):
-    name = serializers.CharField(source="machine.name")
+    name = serializers.CharField(source="machine.name", help_text="The workstation's name.")
     status = serializers.ChoiceField(
         choices=["free", "nightshift", "busy", "owner", "offline"],
         help_text="free, nightshift (running our jobs), busy, owner (in use) or offline.",
     )
-    status_label = serializers.CharField()
+    status_label = serializers.CharField(help_text="The status, for people.")
     nightshift_jobs = serializers.IntegerField(help_text="Nightshift jobs running there.")
-    total_gpus = serializers.IntegerField(source="machine.total_gpus")
-    free_gpus = serializers.IntegerField(source="machine.free_gpus")
-    gpu = GpuSerializer(source="machine.gpu", allow_null=True)
-    total_cpus = serializers.IntegerField(source="machine.total_cpus")
-    free_cpus = serializers.IntegerField(source="machine.free_cpus")
-    total_memory_mb = serializers.IntegerField(source="machine.total_memory_mb")
-    free_memory_mb = serializers.IntegerField(source="machine.free_memory_mb")
-    runs_containers = serializers.BooleanField(source="machine.runs_containers")
+    total_gpus = serializers.IntegerField(source="machine.total_gpus", help_text="GPUs it has.")
+    free_gpus = serializers.IntegerField(source="machine.free_gpus", help_text="GPUs free now.")
+    gpu = GpuSerializer(
+        source="machine.gpu", allow_null=True, help_text="Its GPU model; null for none."
+    )
+    total_cpus = serializers.IntegerField(source="machine.total_cpus", help_text="CPU cores.")
+    free_cpus = serializers.IntegerField(source="machine.free_cpus", help_text="Free cores.")
+    total_memory_mb = serializers.IntegerField(
+        source="machine.total_memory_mb", help_text="Main memory, in MB."
+    )
+    free_memory_mb = serializers.IntegerField(
+        source="machine.free_memory_mb", help_text="Free main memory, in MB."
+    )
+    runs_containers = serializers.BooleanField(
+        source="machine.runs_containers", help_text="It can run container environments."
+    )
 
 
 class EnvironmentPresetSerializer(serializers.ModelSerializer):
     class Meta:
         model = EnvironmentPreset
         fields = ["name", "description", "kind", "container_image", "is_default"]
+        extra_kwargs = {
+            "name": {"help_text": "Pass as environment_preset when submitting."},
+            "description": {"help_text": "What it offers."},
+            "kind": {"help_text": "vanilla (the workstations' Python) or container."},
+        }
 
 
 class PoolSerializer(serializers.Serializer):
-    total_gpus = serializers.IntegerField()
-    free_gpus = serializers.IntegerField()
+    total_gpus = serializers.IntegerField(help_text="GPUs in the pool.")
+    free_gpus = serializers.IntegerField(help_text="GPUs free now.")
     nightshift_gpus = serializers.IntegerField(help_text="GPUs running Nightshift jobs.")
     offline = serializers.IntegerField(help_text="Workstations seen this week, gone now.")
     error = serializers.CharField(help_text="Why the pool could not be asked; empty if it was.")
-    workstations = WorkstationSerializer(many=True)
+    workstations = WorkstationSerializer(many=True, help_text="Every workstation, by name.")
     environments = EnvironmentPresetSerializer(many=True, help_text="Software environments.")
 
 
 class UserSummarySerializer(serializers.Serializer):
-    username = serializers.CharField()
-    email = serializers.EmailField(allow_blank=True)
-    full_name = serializers.CharField(allow_blank=True)
-    is_staff = serializers.BooleanField()
+    username = serializers.CharField(help_text="Your username.")
+    email = serializers.EmailField(allow_blank=True, help_text="Where notifications go.")
+    full_name = serializers.CharField(allow_blank=True, help_text="Your name.")
+    is_staff = serializers.BooleanField(help_text="You are a Nightshift administrator.")
     jobs_by_state = serializers.DictField(
         child=serializers.IntegerField(), help_text="The user's jobs, counted by state."
     )

@@ -12,6 +12,7 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_sche
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -78,6 +79,15 @@ class JobPagination(PageNumberPagination):
     page_size_query_param = "page_size"
     max_page_size = 200
 
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        described = super().get_paginated_response_schema(schema)
+        properties = described["properties"]
+        properties["count"]["description"] = "Jobs that match, on every page."
+        properties["next"]["description"] = "The next page; null on the last."
+        properties["previous"]["description"] = "The previous page; null on the first."
+        properties["results"]["description"] = "This page's jobs, newest first."
+        return described
+
 
 class ApiJobFilter(JobListFilter):
     id_prefix = CharFilter(
@@ -92,6 +102,7 @@ class ApiJobFilter(JobListFilter):
 
 
 class JobListView(GenericAPIView):
+    parser_classes = [MultiPartParser, JSONParser]
     serializer_class = JobSerializer
     pagination_class = JobPagination
     filterset_class = ApiJobFilter
@@ -105,8 +116,11 @@ class JobListView(GenericAPIView):
     def get_throttles(self):
         return [SubmissionThrottle()] if self.request.method == "POST" else []
 
-    @extend_schema(summary="List your jobs", responses={200: JobSerializer(many=True),
-                                                      **_errors(400, 401)})  # fmt: skip
+    @extend_schema(
+        summary="List your jobs",
+        responses={200: JobSerializer(many=True), **_errors(400, 401),
+                   404: OpenApiResponse(ErrorSerializer, description="A page past the end.")},
+    )  # fmt: skip
     def get(self, request: Request) -> Response:
         jobs = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         return self.get_paginated_response(self.get_serializer(jobs, many=True).data)
@@ -123,11 +137,17 @@ class JobListView(GenericAPIView):
         form = JobSubmitSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
-        copy_from = own_job(request, data["source_job"]) if data.get("source_job") else None
+        copy_from = None
+        if data.get("source_job") and not data.get("script"):
+            try:
+                copy_from = selectors.job_get_for_user(request.user, data["source_job"])
+            except Job.DoesNotExist:
+                raise ApiError("You have no job with this id.", code="invalid", status_code=400,
+                               field="source_job") from None  # fmt: skip
         try:
             job = services.job_submit(
                 user=request.user, spec=form.to_spec(data["name"]), script=data.get("script"),
-                copy_from=copy_from if not data.get("script") else None,
+                copy_from=copy_from,
                 requirements=data.get("requirements"),
             )  # fmt: skip
         except services.JobSubmissionError as exc:
@@ -187,6 +207,7 @@ class JobRerunView(APIView):
 
 
 class JobCloneView(APIView):
+    parser_classes = [MultiPartParser, JSONParser]
     throttle_classes = [SubmissionThrottle]
 
     @extend_schema(
