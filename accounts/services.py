@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -50,7 +51,7 @@ def token_create(*, user, name: str, expires_in_days: int | None = None, actor=N
         raise TokenError("expires_in_days", f"Choose 1 to {MAX_EXPIRY_DAYS} days, or no expiry.")
     with transaction.atomic():
         # Serialises one user's token creations, so that the hourly limit holds under races.
-        type(user).objects.select_for_update().filter(pk=user.pk).first()
+        get_user_model().objects.select_for_update().filter(pk=user.pk).first()
         hour_ago = timezone.now() - timedelta(hours=1)
         recent = AccessToken.objects.filter(user=user, created_at__gte=hour_ago).count()
         if recent >= settings.TOKENS_PER_HOUR:
