@@ -1,0 +1,122 @@
+"""A thin client of the REST API: JSON in and out, its errors as ApiError, uploads and
+downloads with progress."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+USER_AGENT = "nightshift-cli/1"
+
+
+class ApiError(Exception):
+    """What the server (or the network) said went wrong, in words for the user."""
+
+    def __init__(self, message: str, *, code: str = "error", status: int = 0,
+                 fields: dict[str, list[str]] | None = None) -> None:  # fmt: skip
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.status = status
+        self.fields = fields or {}
+
+
+class ProgressReader:
+    """A file whose reads advance a progress callback, for uploads."""
+
+    def __init__(self, stream: IO[bytes], advance: Callable[[int], None]) -> None:
+        self._stream = stream
+        self._advance = advance
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._stream.read(size)
+        self._advance(len(data))
+        return data
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class Client:
+    def __init__(self, server: str, token: str | None, *, timeout: float = 60.0) -> None:
+        self.server = server.rstrip("/")
+        headers = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        self._http = httpx.Client(
+            base_url=f"{self.server}/api/v1", headers=headers,
+            timeout=httpx.Timeout(timeout, connect=10.0), follow_redirects=False,
+        )  # fmt: skip
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise ApiError(
+                f"Cannot reach Nightshift at {self.server} ({exc.__class__.__name__}: {exc}).",
+                code="unreachable",
+            ) from None
+        if response.is_error:
+            raise error_from(response)
+        return response
+
+    def get(self, path: str, **params: Any) -> Any:
+        clean = {key: value for key, value in params.items() if value is not None}
+        return self._send("GET", path, params=clean).json()
+
+    def post(self, path: str, json: dict | None = None, **kwargs: Any) -> Any:
+        return self._send("POST", path, json=json, **kwargs).json()
+
+    def delete(self, path: str) -> None:
+        self._send("DELETE", path)
+
+    def upload(self, path: str, data: dict, files: dict[str, tuple[str, IO[bytes]]]) -> Any:
+        # Large project archives take a while: no overall timeout, only between bytes.
+        return self._send("POST", path, data=data, files=files,
+                          timeout=httpx.Timeout(None, connect=10.0)).json()  # fmt: skip
+
+    def stream(self, path: str) -> Iterator[tuple[int | None, Iterator[bytes]]]:
+        """Yields (total size or None, chunks) for a download."""
+        request = self._http.build_request("GET", path, timeout=httpx.Timeout(None, connect=10.0))
+        try:
+            response = self._http.send(request, stream=True)
+        except httpx.TransportError as exc:
+            raise ApiError(f"Cannot reach Nightshift at {self.server} ({exc}).",
+                           code="unreachable") from None  # fmt: skip
+        try:
+            if response.is_error:
+                response.read()
+                raise error_from(response)
+            length = response.headers.get("Content-Length")
+            yield (int(length) if length and length.isdigit() else None), response.iter_bytes()
+        finally:
+            response.close()
+
+
+def error_from(response: httpx.Response) -> ApiError:
+    try:
+        error = response.json()["error"]
+        return ApiError(error["message"], code=error.get("code", "error"),
+                        status=response.status_code, fields=error.get("fields"))  # fmt: skip
+    except (ValueError, KeyError, TypeError):
+        snippet = " ".join(response.text.split())[:200]
+        return ApiError(
+            f"The server answered HTTP {response.status_code} {response.reason_phrase}"
+            + (f": {snippet}" if snippet else "."),
+            status=response.status_code,
+        )
+
+
+def safe_destination(root: Path, relative: str) -> Path:
+    """Where an output file goes under `root`; never outside it, whatever the server says."""
+    parts = [part for part in relative.replace("\\", "/").split("/") if part not in ("", ".")]
+    if not parts or ".." in parts or os.path.isabs(relative):
+        raise ApiError(f"Refusing to write {relative!r}: it would land outside {root}.")
+    return root.joinpath(*parts)
