@@ -1,0 +1,44 @@
+"""In Chromium: make a token on the account page, use it against the API, read the API docs."""
+
+import httpx
+import pytest
+from django.contrib.auth import get_user_model
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def signed_in(page, live_server, transactional_db):
+    get_user_model().objects.create_user("lin", password="a-long-test-password")
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.get_by_label("Username").fill("lin")
+    page.get_by_label("Password").fill("a-long-test-password")
+    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("heading", name="My jobs").wait_for()
+    return page
+
+
+def test_a_token_made_on_the_page_works_for_the_api_until_revoked(signed_in, live_server, screenshot):
+    page = signed_in
+    page.get_by_role("link", name="API tokens").click()
+    page.get_by_label("Token name").fill("laptop CLI")
+    page.get_by_label("Expires after").select_option(label="30 days")
+    page.get_by_role("button", name="Create token").click()
+    secret = page.locator("#new-token").inner_text().strip()
+    screenshot("api-tokens")
+    me = httpx.get(f"{live_server.url}/api/v1/me/", headers={"Authorization": f"Bearer {secret}"})
+    assert me.json()["username"] == "lin"
+
+    page.get_by_role("button", name="Revoke").click()  # the confirmation is accepted
+    page.get_by_text("Revoked “laptop CLI”").wait_for()
+    again = httpx.get(f"{live_server.url}/api/v1/me/", headers={"Authorization": f"Bearer {secret}"})
+    assert again.status_code == 401
+
+
+def test_the_interactive_api_docs_render_every_group(signed_in, live_server, screenshot):
+    page = signed_in
+    page.goto(f"{live_server.url}/api/")
+    page.get_by_text("Nightshift API").first.wait_for()
+    page.locator(".opblock-summary-path", has_text="/api/v1/jobs/").first.wait_for()
+    assert page.locator(".opblock").count() >= 20
+    screenshot("api-docs")
