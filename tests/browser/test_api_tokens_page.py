@@ -18,7 +18,11 @@ def signed_in(page, live_server, transactional_db):
     return page
 
 
-def test_a_token_made_on_the_page_works_for_the_api_until_revoked(signed_in, live_server, screenshot):
+def me_with(live_server, secret: str) -> httpx.Response:
+    return httpx.get(f"{live_server.url}/api/v1/me/", headers={"Authorization": f"Bearer {secret}"})
+
+
+def test_a_token_made_on_the_page_works_until_revoked(signed_in, live_server, screenshot):
     page = signed_in
     page.get_by_role("link", name="API tokens").click()
     page.get_by_label("Token name").fill("laptop CLI")
@@ -26,13 +30,11 @@ def test_a_token_made_on_the_page_works_for_the_api_until_revoked(signed_in, liv
     page.get_by_role("button", name="Create token").click()
     secret = page.locator("#new-token").inner_text().strip()
     screenshot("api-tokens")
-    me = httpx.get(f"{live_server.url}/api/v1/me/", headers={"Authorization": f"Bearer {secret}"})
-    assert me.json()["username"] == "lin"
+    assert me_with(live_server, secret).json()["username"] == "lin"
 
     page.get_by_role("button", name="Revoke").click()  # the confirmation is accepted
     page.get_by_text("Revoked “laptop CLI”").wait_for()
-    again = httpx.get(f"{live_server.url}/api/v1/me/", headers={"Authorization": f"Bearer {secret}"})
-    assert again.status_code == 401
+    assert me_with(live_server, secret).status_code == 401
 
 
 def test_the_interactive_api_docs_render_every_group(signed_in, live_server, screenshot):

@@ -17,6 +17,13 @@ with open("outputs/checkpoints/last.pt", "wb") as f:
 print("epoch 2 loss 0.4", flush=True)
 """
 
+FAILS = """
+import sys
+print("starting", flush=True)
+print("bad data", file=sys.stderr)
+sys.exit(7)
+"""
+
 
 def test_submit_wait_then_logs_then_download(nightshift, logged_in, live_pipeline, tmp_path):
     (tmp_path / "train.py").write_text(TRAIN)
@@ -43,9 +50,7 @@ def test_submit_wait_then_logs_then_download(nightshift, logged_in, live_pipelin
 def test_follow_streams_the_log_and_exits_with_the_jobs_code(
     nightshift, logged_in, live_pipeline, tmp_path
 ):
-    (tmp_path / "fails.py").write_text(
-        "import sys\nprint('starting', flush=True)\nprint('bad data', file=sys.stderr)\nsys.exit(7)\n"
-    )
+    (tmp_path / "fails.py").write_text(FAILS)
     done = nightshift("submit", "fails.py", "--gpus", "0", "--memory", "0.25", "--follow",
                       timeout=300)  # fmt: skip
     assert done.status == 7, done.stderr
