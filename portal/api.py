@@ -11,6 +11,7 @@ import logging
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, serializers, status
@@ -72,6 +73,12 @@ def exception_handler(exc, context) -> Response:
         exc = exceptions.NotFound(str(exc) or "Not found.")
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
+    elif isinstance(exc, RequestDataTooBig):
+        exc = exceptions.ParseError(
+            "The request body is too large; upload big files as the script field."
+        )
+    elif isinstance(exc, SuspiciousOperation):
+        exc = exceptions.ParseError(str(exc) or "The request could not be read.")
     if isinstance(exc, ApiError):
         fields = {exc.field: [str(exc.detail)]} if exc.field else None
         return Response(error_body(exc.error_code, str(exc.detail), fields), exc.status_code)

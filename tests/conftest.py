@@ -1,6 +1,7 @@
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from portal.celery import app
 from tests.factories import UserFactory
 
 # Real Celery worker and beat processes for the integration and browser tests.
@@ -16,7 +17,11 @@ def fake_bridge(settings, tmp_path):
     settings.JOBS_DIR = tmp_path / "jobs"
     settings.JOB_DIR_UID = None
     get_bridge.cache_clear()
+    # Tests on the fake bridge that commit (live_server) must not hand their jobs to a real
+    # worker, which would send them to the real pool: their tasks run here, on the fake.
+    app.conf.task_always_eager = True
     yield get_bridge()
+    app.conf.task_always_eager = False
     get_bridge.cache_clear()
 
 

@@ -22,6 +22,18 @@ def test_malformed_json_is_a_400(api, fake_bridge):
     assert_error(response, 400, "malformed_request")
 
 
+def test_an_oversized_json_body_is_a_400_not_a_500(api, fake_bridge):
+    body = '{"name": "' + "x" * 3_000_000 + '"}'
+    response = api.generic("POST", reverse("api:match"), body, content_type="application/json")
+    assert_error(response, 400, "malformed_request")
+
+
+def test_too_many_multipart_fields_is_a_400(api, fake_bridge):
+    fields = {"name": "x", "gpus": 0, "arguments": [str(i) for i in range(1200)]}
+    assert_error(api.post(reverse("api:job-list"), fields, format="multipart"), 400,
+                 "malformed_request")  # fmt: skip
+
+
 def test_a_json_list_instead_of_an_object_is_a_400(api, fake_bridge):
     response = api.post(reverse("api:match"), [1, 2], format="json")
     assert_error(response, 400, "invalid")

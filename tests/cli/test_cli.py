@@ -60,7 +60,9 @@ def test_submit_list_status_and_json(nightshift, logged_in, tmp_path):
     assert str(job.public_id)[:8] in listing.stdout
     assert "first try [/]" in listing.stdout
     status = nightshift("status", str(job.public_id)[:8])
-    assert "Waiting for the scheduler" in status.stdout
+    job.refresh_from_db()
+    assert f"first try [/] ({job.public_id})" in status.stdout
+    assert job.get_state_display() in status.stdout
     as_json = json.loads(nightshift("list", "--json").stdout)
     assert as_json[0]["id"] == str(job.public_id)
 
