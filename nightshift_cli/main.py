@@ -429,8 +429,14 @@ def _exit_status(job: dict) -> int:
     if state == "removed":
         err.print(f"Removed: {job['status_detail']}")
         return EXIT_REMOVED
-    detail = job["status_detail"] or "The job failed."
+    if job.get("exit_signal"):
+        detail = f"killed by signal {job['exit_signal']}."
+    elif job.get("exit_code") is not None:
+        detail = f"the script exited with code {job['exit_code']}."
+    else:
+        detail = job["status_detail"] or "the job did not complete."
     err.print(Text.assemble(("Failed: ", "bold red"), detail))
+    err.print(f"  Its errors: nightshift logs {job['id'][:8]} --stream stderr")
     if job.get("exit_signal"):
         return 128 + job["exit_signal"]
     code = job.get("exit_code")
@@ -469,6 +475,20 @@ def _gpus(request: dict) -> str:
     text = f"{request['gpus']}"
     if request.get("gpu_memory_gb"):
         text += f" ≥{request['gpu_memory_gb']:g}GB"
+    return text
+
+
+def _asked_for(request: dict) -> str:
+    gpus = request["gpus"]
+    text = f"{gpus} GPU{'s' if gpus != 1 else ''}" if gpus else "no GPU"
+    if gpus and request.get("gpu_memory_gb"):
+        text += f" with ≥ {request['gpu_memory_gb']:g} GB"
+    if gpus and request.get("gpu_capability"):
+        text += f", capability ≥ {request['gpu_capability']:g}"
+    text += f", {request['cpus']} CPU{'s' if request['cpus'] != 1 else ''}"
+    text += f", {request['memory_mb'] / 1024:g} GB memory"
+    if request.get("max_runtime_s"):
+        text += f", at most {request['max_runtime_s'] // 60} min"
     return text
 
 
@@ -536,8 +556,7 @@ def status(obj: Context, job_id: str, as_json: bool) -> None:
         ("Job", f"{job['name']} ({job['id']})"),
         ("State", _describe_state(job)),
         ("Detail", job["status_detail"]),
-        ("Asked for", f"{_gpus(job['request'])} GPU, {job['request']['cpus']} CPU, "
-                      f"{job['request']['memory_mb'] / 1024:g} GB"),
+        ("Asked for", _asked_for(job["request"])),
         ("Workstation", " ".join(filter(None, [job["workstation"], job["gpu_model"]]))),
         ("HTCondor id", job["condor_id"]),
         ("Submitted", _when(job["created_at"])),

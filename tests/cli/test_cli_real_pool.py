@@ -55,6 +55,6 @@ def test_follow_streams_the_log_and_exits_with_the_jobs_code(
                       timeout=300)  # fmt: skip
     assert done.status == 7, done.stderr
     assert done.stdout == "starting\n"
-    assert "Failed" in done.stderr
+    assert "Failed: the script exited with code 7." in done.stderr
     errors = nightshift("logs", str(Job.objects.get().public_id), "--stream", "stderr")
     assert errors.stdout == "bad data\n"
