@@ -4,6 +4,7 @@ from . import views
 
 app_name = "accounts"
 urlpatterns = [
+    path("", views.account, name="account"),
     path("tokens/", views.token_list, name="tokens"),
     path("tokens/<int:token_id>/revoke/", views.token_revoke, name="token_revoke"),
 ]

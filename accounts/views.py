@@ -51,3 +51,60 @@ def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
     services.token_revoke(token=token, actor=request.user)
     messages.info(request, f"Revoked “{token.name}”: it no longer works.")
     return redirect("accounts:tokens")
+
+
+@never_cache
+@login_required
+def account(request: HttpRequest) -> HttpResponse:
+    """The user's labs, their limits, and how much of each is used, as bars."""
+    from labs.quotas import quota_standings
+
+    standings = [
+        account_quota_view(standing, request.user) for standing in quota_standings(request.user)
+    ]
+    return render(request, "accounts/account.html", {"standings": standings})
+
+
+def account_quota_view(standing, user) -> dict:
+    limits = standing.limits
+    scope = limits.scope
+
+    def bar(label: str, used: float, limit, field: str, unit: str = "") -> dict:
+        def text(value) -> str:
+            shown = f"{value:.1f}".rstrip("0").rstrip(".") if isinstance(value, float) else value
+            return f"{shown}{unit}"
+
+        percent = min(100, round(100 * used / limit)) if limit else (100 if limit == 0 else 0)
+        return {"label": label, "used": used, "limit": limit, "percent": percent,
+                "used_text": text(used), "limit_text": text(limit) if limit is not None else "",
+                "personal": standing.lab is not None and scope.get(field) == "user"}  # fmt: skip
+
+    period = f"{limits.period_days} day{'s' if limits.period_days != 1 else ''}"
+    used_hours = standing.gpu_hours_used + standing.gpu_hours_reserved
+    rules = []
+    if limits.max_gpus_per_job is not None:
+        rules.append(f"At most {limits.max_gpus_per_job} GPU(s) per job.")
+    if limits.max_runtime_hours is not None:
+        rules.append(f"Jobs are removed after {limits.max_runtime_hours:g} h of running.")
+    membership = standing.lab.memberships.filter(user=user).first() if standing.lab else None
+    return {
+        "lab": standing.lab,
+        "role": membership.get_role_display() if membership else "",
+        "bars": [
+            bar(
+                f"GPU-hours, last {period}",
+                round(used_hours, 2),
+                limits.gpu_hours,
+                "gpu_hours",
+                " h",
+            ),
+            bar(
+                "GPUs in use or asked for",
+                standing.gpus_in_use,
+                limits.max_concurrent_gpus,
+                "max_concurrent_gpus",
+            ),
+            bar("Jobs waiting", standing.jobs_waiting, limits.max_queued_jobs, "max_queued_jobs"),
+        ],  # fmt: skip
+        "rules": rules,
+    }

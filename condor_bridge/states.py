@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from .submit import format_duration
 from .types import JobObservation, JobState
 
 # JobStatus values, from the HTCondor manual's job ClassAd attributes.
@@ -32,6 +33,7 @@ PROJECTION = [
     "JobStartDate",
     "CompletionDate",
     "RemoveReason",
+    "NightshiftRuntimeLimit",
     "LastVacateTime",
     "MachineAttrGPUs_DeviceName0",
 ]
@@ -82,6 +84,12 @@ def map_job_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobObservation:
         detail = "transferring output"
     elif state is JobState.REMOVED:
         detail = str(ad.get("RemoveReason") or "")
+        limit = _int(ad.get("NightshiftRuntimeLimit"))
+        if limit and "PeriodicRemove" in detail:
+            detail = (
+                f"HTCondor removed it: it ran longer than {format_duration(limit)}, the "
+                "runtime limit of its quota."
+            )
     num_starts = _int(ad.get("NumJobStarts")) or 0
     if state is JobState.IDLE and num_starts:
         detail = "evicted; waiting for another workstation"

@@ -17,6 +17,8 @@ STDERR = "stderr.txt"
 USER_LOG = "condor.log"
 JOB_ID_ATTR = "NightshiftJobId"
 INSTANCE_ATTR = "NightshiftInstance"
+# The runtime limit a quota set, kept in the ad so that a removal can be explained.
+RUNTIME_LIMIT_ATTR = "NightshiftRuntimeLimit"
 # Inside every job sandbox: the helper module (importable as `nightshift`) and its metrics.
 HELPER_DIR = ".nightshift"
 DEFAULT_OUTPUT_DIR = "outputs"
@@ -49,7 +51,8 @@ def classad_string(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def _duration(seconds: int) -> str:
+def format_duration(seconds: int) -> str:
+    """3600 -> "1 hour"; 90 -> "90 seconds"."""
     if seconds % 3600 == 0:
         hours = seconds // 3600
         return f"{hours} hour{'s' if hours != 1 else ''}"
@@ -125,10 +128,16 @@ def build_submit_description(
         description["periodic_hold"] = (
             f"JobStatus == 2 && (time() - JobCurrentStartDate) > {request.max_runtime_s}"
         )
+        limit = format_duration(request.max_runtime_s)
         description["periodic_hold_reason"] = classad_string(
-            f"The job ran longer than its maximum runtime of {_duration(request.max_runtime_s)}."
+            f"The job ran longer than its maximum runtime of {limit}."
         )
         description["periodic_hold_subcode"] = "1"
+    if request.remove_after_s:
+        description["periodic_remove"] = (
+            f"JobStatus == 2 && (time() - JobCurrentStartDate) > {request.remove_after_s}"
+        )
+        description[f"My.{RUNTIME_LIMIT_ATTR}"] = str(request.remove_after_s)
     if mode is FileMode.SHARED:
         description["should_transfer_files"] = "NO"
     else:

@@ -116,6 +116,8 @@ class JobRequest:
     memory_mb: int = 2048
     disk_mb: int = 4096
     max_runtime_s: int | None = None
+    # A limit the user did not choose (their lab's quota): HTCondor removes the job past it.
+    remove_after_s: int | None = None
     output_paths: tuple[str, ...] = ("outputs",)
     # A project: its top-level files and folders (spooled in spool mode). Empty for a script.
     input_files: tuple[str, ...] = ()
@@ -173,6 +175,8 @@ class JobRequest:
         _check_int("disk_mb", self.disk_mb, 16, MAX_DISK_MB)
         if self.max_runtime_s is not None:
             _check_int("max_runtime_s", self.max_runtime_s, MIN_RUNTIME_S, MAX_RUNTIME_S)
+        if self.remove_after_s is not None:
+            _check_int("remove_after_s", self.remove_after_s, MIN_RUNTIME_S, MAX_RUNTIME_S)
         for path in self.output_paths:
             if not _OUTPUT_PATH.fullmatch(path) or path in (".", ".."):
                 raise InvalidJobRequest("output_paths", f"{path!r} is not a plain file name")

@@ -4,12 +4,17 @@ from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTI
 from jobs.archives import is_archive
 from jobs.models import EnvironmentPreset
 from jobs.services import JobSpec
+from labs.models import Lab
 
 
 class JobSubmitForm(forms.Form):
     name = forms.CharField(
         label="Job name", max_length=200,
         help_text="A name you will recognise, e.g. “resnet18 lr 0.1”.",
+    )  # fmt: skip
+    lab = forms.ModelChoiceField(
+        label="Lab", queryset=Lab.objects.none(), required=False, empty_label=None,
+        help_text="The lab whose quota and fair share the job counts against.",
     )  # fmt: skip
     script = forms.FileField(
         label="Training script or project", required=False,
@@ -85,8 +90,15 @@ class JobSubmitForm(forms.Form):
         help_text="Sent to the address on your account.",
     )  # fmt: skip
 
-    def __init__(self, *args, staged_names: dict[str, str] | None = None, **kwargs):
+    def __init__(
+        self, *args, user=None, staged_names: dict[str, str] | None = None, **kwargs
+    ) -> None:
         super().__init__(*args, **kwargs)
+        labs = Lab.objects.filter(memberships__user=user).order_by("memberships__joined_at")
+        if user is None or not labs.exists():
+            del self.fields["lab"]
+        else:
+            self.fields["lab"].queryset = labs
         # Uploads kept from the last try, by field: their file names, to show.
         self.staged_names = dict(staged_names or {})
         presets = EnvironmentPreset.objects.filter(is_active=True)
@@ -163,6 +175,7 @@ class JobSubmitForm(forms.Form):
             max_runtime_s=self.max_runtime_s(),
             output_paths=data.get("keep_outputs") or ["outputs"],
             notify_by_email=bool(data.get("notify_by_email")),
+            lab_id=data["lab"].pk if data.get("lab") else None,
         )
 
     def arguments_list(self) -> list[str]:

@@ -81,6 +81,13 @@ class Job(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs"
     )
     name = models.CharField(max_length=200)
+    # The lab whose quota and HTCondor accounting group the job counts against; none for a
+    # user in no lab (the site's default quota).
+    lab = models.ForeignKey(
+        "labs.Lab", null=True, blank=True, on_delete=models.PROTECT, related_name="jobs"
+    )
+    # GPUs asked for (also in `request`), as a column so that usage sums in the database.
+    gpus = models.PositiveSmallIntegerField(default=0)
     # The request exactly as submitted: the fields of condor_bridge.JobRequest.
     request = models.JSONField(default=dict)
     # Where its files came from: {"kind": "script"} or {"kind": "archive", "archive": name,
@@ -114,7 +121,11 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["state"]), models.Index(fields=["owner", "-created_at"])]
+        indexes = [
+            models.Index(fields=["state"]),
+            models.Index(fields=["owner", "-created_at"]),
+            models.Index(fields=["lab", "started_at"]),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.public_id})"

@@ -7,23 +7,61 @@ import json
 import os
 import stat
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.timesince import timesince
 
 from condor_bridge import GpuModel, PoolMachine
 
-from .models import Job, Workstation
+from .models import FINAL_STATES, Job, Workstation
 
 LOG_CHUNK_BYTES = 256 * 1024
 
 
 def job_list_for_user(user) -> QuerySet[Job]:
-    return Job.objects.filter(owner=user)
+    return Job.objects.filter(owner=user).select_related("lab")
+
+
+@dataclass(frozen=True)
+class GpuRun:
+    """One job's run, clipped to a window: its GPU-hours in it."""
+
+    start: datetime
+    end: datetime
+    ended: bool
+    hours: float
+
+
+@dataclass(frozen=True)
+class GpuHours:
+    total: float
+    runs: list[GpuRun]
+
+
+def gpu_hours_used(jobs: QuerySet[Job], *, since: datetime, until: datetime) -> GpuHours:
+    """GPU-hours = wall time x GPUs, of the runs of `jobs` that overlap [since, until].
+
+    This is the one definition of GPU-hours used, for quotas and for the user's page.
+    """
+    overlapping = (
+        jobs.filter(gpus__gt=0, started_at__isnull=False, started_at__lt=until)
+        .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=since))
+        .values_list("gpus", "started_at", "finished_at", "state")
+    )
+    runs = []
+    for gpus, started, finished, state in overlapping:
+        if finished is None and state in FINAL_STATES:
+            continue  # ended without an end time: nothing reliable to count
+        end = min(finished or until, until)
+        start = max(started, since)
+        if end > start:
+            hours = gpus * (end - start).total_seconds() / 3600
+            runs.append(GpuRun(start, end, finished is not None, hours))
+    return GpuHours(sum(run.hours for run in runs), runs)
 
 
 def job_get_for_user(user, public_id) -> Job:

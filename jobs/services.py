@@ -33,6 +33,8 @@ from condor_bridge import (
 from condor_bridge import JobState as CondorState
 from condor_bridge.submit import HELPER_DIR, INSTALL_LOG, METRICS_FILE, STDERR, STDOUT
 from condor_bridge.types import check_text
+from labs.models import Lab
+from labs.quotas import QuotaExceeded, lock_quota, quota_check
 
 from .archives import (
     ARCHIVE_SUFFIXES,
@@ -70,6 +72,10 @@ class JobSubmissionError(Exception):
         self.message = message
 
 
+class QuotaRefusal(JobSubmissionError):
+    """A submission that would break a quota limit; the message names the limit and usage."""
+
+
 class JobActionError(Exception):
     """An action on a job that cannot be done now; the message says why."""
 
@@ -96,6 +102,8 @@ class JobSpec:
     # The software environment (from an admin's preset); None: the site default Python.
     python: str | None = None
     container_image: str | None = None
+    # The lab to charge (one of the user's); None: their first lab, or none if they have none.
+    lab_id: int | None = None
 
 
 def safe_script_name(uploaded_name: str) -> str:
@@ -134,6 +142,8 @@ def _request_fields(
     user,
     input_files: list[str] | None = None,
     install_requirements: bool = False,
+    lab=None,
+    remove_after_s: int | None = None,
 ) -> dict:
     return {
         "script_name": script_name,
@@ -148,7 +158,9 @@ def _request_fields(
         "memory_mb": spec.memory_mb,
         "disk_mb": spec.disk_mb,
         "max_runtime_s": spec.max_runtime_s,
+        "remove_after_s": remove_after_s,
         "output_paths": list(spec.output_paths) or [OUTPUTS],
+        "accounting_group": lab.accounting_group if lab else settings.DEFAULT_ACCOUNTING_GROUP,
         "accounting_user": accounting_user_for(user),
         "python": spec.python or settings.JOB_PYTHON,
         "container_image": spec.container_image,
@@ -162,6 +174,26 @@ def _give_to_pool(path: Path) -> None:
 
 def _record(job: Job, kind: str, detail: str = "", *, actor=None) -> JobEvent:
     return JobEvent.objects.create(job=job, kind=kind, state=job.state, detail=detail, actor=actor)
+
+
+def lab_for_submission(*, user, lab_id: int | None) -> Lab | None:
+    """The lab a job is charged to: the one asked for, which must be the user's, or their
+    first lab, or none for a user in no lab."""
+    labs = Lab.objects.filter(memberships__user=user)
+    if lab_id is not None:
+        lab = labs.filter(pk=lab_id).first()
+        if lab is None:
+            raise JobSubmissionError("lab", "You are not a member of that lab.")
+        return lab
+    return labs.order_by("memberships__joined_at", "name").first()
+
+
+def _check_quota(user, lab: Lab | None, spec: JobSpec) -> int | None:
+    """The runtime limit the quota sets for this job; QuotaRefusal when it does not fit."""
+    try:
+        return quota_check(user=user, lab=lab, gpus=spec.gpus, max_runtime_s=spec.max_runtime_s)
+    except QuotaExceeded as exc:
+        raise QuotaRefusal(exc.field or "quota", exc.message) from None
 
 
 def job_validate_request(*, user, spec: JobSpec, script_name: str = "train.py") -> JobRequest:
@@ -398,6 +430,8 @@ def job_submit(
     if copy_from is None and script is None:
         raise JobSubmissionError("script", "Choose a Python script or a project archive to upload.")
     request = job_validate_request(user=user, spec=spec)
+    lab = lab_for_submission(user=user, lab_id=spec.lab_id)
+    _check_quota(user, lab, spec)
     if check_pool:
         summary = _match_summary(request)
         if summary is not None and not summary.can_ever_run:
@@ -406,7 +440,8 @@ def job_submit(
                 f"{summary.reason} Change the request so that a workstation can run it.",
             )
 
-    job = Job(owner=user, name=spec.name.strip(), notify_by_email=spec.notify_by_email)
+    job = Job(owner=user, name=spec.name.strip(), notify_by_email=spec.notify_by_email,
+              lab=lab, gpus=spec.gpus)  # fmt: skip
     job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
     directory = job.directory
     directory.mkdir(parents=True, exist_ok=False)
@@ -419,6 +454,7 @@ def job_submit(
             dataclasses.replace(spec, arguments=[*staged.entry_arguments, *spec.arguments]),
             script_name=staged.script_name, user=user,
             input_files=staged.input_files, install_requirements=staged.install_requirements,
+            lab=lab, remove_after_s=_check_quota(user, lab, spec),
         )  # fmt: skip
         try:
             _job_request(job)
@@ -432,6 +468,9 @@ def job_submit(
         for path in (directory, directory / OUTPUTS, helper):
             _give_to_pool(path)
         with transaction.atomic():
+            # Checked again with the quota locked: a racing submission may have used it.
+            lock_quota(user, lab)
+            _check_quota(user, lab, spec)
             job.save()
             _record(job, "created", staged.origin, actor=user)
             job_pk = job.pk
@@ -520,6 +559,7 @@ def job_spec_of(job: Job) -> JobSpec:
         notify_by_email=job.notify_by_email,
         python=request.get("python"),
         container_image=request.get("container_image"),
+        lab_id=job.lab_id,
     )
 
 

@@ -89,6 +89,7 @@ def _initial_from(job: Job) -> dict:
             is_active=True, python=spec.python or "", container_image=spec.container_image or ""
         ).first(),
         "source_job": job.public_id,
+        "lab": job.lab_id,
     }
 
 
@@ -102,7 +103,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
     staged: dict[str, File] = {}
     if request.method == "GET" and request.GET.get("from"):
         source = _own_job(request, request.GET["from"])
-        form = JobSubmitForm(initial=_initial_from(source))
+        form = JobSubmitForm(initial=_initial_from(source), user=request.user)
     else:
         for field, token_field in KEPT_UPLOADS.items():
             kept = services.upload_staged(
@@ -113,6 +114,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
         form = JobSubmitForm(
             request.POST or None,
             request.FILES or None,
+            user=request.user,
             staged_names={field: kept.name for field, kept in staged.items()},
         )
     try:
@@ -386,7 +388,7 @@ def _csv_cell(value):
 
 def _draft(request: HttpRequest) -> tuple[JobSubmitForm, dict[str, list[str]]]:
     """The job form as being filled in: its values, and errors beyond the name and file."""
-    form = JobSubmitForm(request.GET)
+    form = JobSubmitForm(request.GET, user=request.user)
     form.is_valid()
     errors = {
         name: list(messages)

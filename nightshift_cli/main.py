@@ -180,6 +180,13 @@ def whoami(obj: Context, as_json: bool) -> None:
         return
     counts = ", ".join(f"{n} {state}" for state, n in sorted(me["jobs_by_state"].items()))
     out.print(f"{me['username']} on {obj.settings.server} ({counts or 'no jobs yet'})")
+    for quota in me["quotas"]:
+        limits = quota["limits"]
+        hours = quota["gpu_hours_used"] + quota["gpu_hours_reserved"]
+        budget = f"{limits['gpu_hours']:g}" if limits["gpu_hours"] is not None else "unlimited"
+        out.print(f"  {quota['lab'] or 'No lab (site defaults)'}: {hours:.1f} of {budget} "
+                  f"GPU-hours in {limits['period_days']} days; {quota['gpus_in_use']} GPUs in "
+                  f"use; {quota['jobs_waiting']} jobs waiting")  # fmt: skip
 
 
 # -- submitting ----------------------------------------------------------------------------
@@ -236,6 +243,7 @@ def whoami(obj: Context, as_json: bool) -> None:
     metavar="NAME",
     help="A software environment from `nightshift pool`.",
 )
+@click.option("--lab", help="The lab to charge, when you are in several (see `whoami`).")
 @click.option("--notify", is_flag=True, help="Email me when it ends or is held.")
 @click.option("--wait", is_flag=True, help="Wait until the job ends; exit with its status.")
 @click.option("--follow", is_flag=True, help="Stream its output until it ends (implies --wait).")

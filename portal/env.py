@@ -51,7 +51,7 @@ def env_int(name: str, default: int | None, *, minimum: int | None = None,
     return number
 
 
-def env_float(name: str, default: float, *, minimum: float = 0.0) -> float:
+def env_float(name: str, default: float | None, *, minimum: float = 0.0) -> float | None:
     value = _raw(name)
     if value is None or value == "":
         return default

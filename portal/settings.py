@@ -37,6 +37,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "accounts",
+    "labs",
     "jobs",
 ]
 
@@ -155,6 +156,22 @@ RESUBMIT_AFTER_S = env_int("NIGHTSHIFT_RESUBMIT_AFTER_S", 30, minimum=5)
 # Test-only fault injection: the worker pauses after the schedd accepted a job and
 # before the portal records it, so that a test can kill the worker in that window.
 FAULT_PAUSE_AFTER_SUBMIT_S = env_float("NIGHTSHIFT_FAULT_PAUSE_AFTER_SUBMIT_S", 0.0)
+
+# -- Quotas -------------------------------------------------------------------------------
+# For users in no lab, and the starting values of a new lab; empty means no limit.
+QUOTA_DEFAULTS = {
+    "gpu_hours": env_float("NIGHTSHIFT_QUOTA_GPU_HOURS", None),
+    "gpu_hours_period_days": env_int("NIGHTSHIFT_QUOTA_PERIOD_DAYS", 7, minimum=1),
+    "max_concurrent_gpus": env_int("NIGHTSHIFT_QUOTA_CONCURRENT_GPUS", None, minimum=1),
+    "max_gpus_per_job": env_int("NIGHTSHIFT_QUOTA_GPUS_PER_JOB", None, minimum=1),
+    "max_runtime_hours": env_float("NIGHTSHIFT_QUOTA_RUNTIME_HOURS", None),
+    "max_queued_jobs": env_int("NIGHTSHIFT_QUOTA_QUEUED_JOBS", None, minimum=1),
+}
+# A waiting job with no runtime limit holds this many hours per GPU of its quota, so that
+# a burst of submissions cannot promise the same last GPU-hour twice.
+QUOTA_RESERVATION_HOURS = env_float("NIGHTSHIFT_QUOTA_RESERVATION_HOURS", 1.0, minimum=0.0)
+# The HTCondor accounting group of jobs by users in no lab.
+DEFAULT_ACCOUNTING_GROUP = env_str("NIGHTSHIFT_ACCOUNTING_GROUP", "nightshift")
 
 # -- Email --------------------------------------------------------------------------------
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")

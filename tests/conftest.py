@@ -1,6 +1,8 @@
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from rest_framework.test import APIClient
 
+from accounts import services as account_services
 from portal.celery import app
 from tests.factories import UserFactory
 
@@ -49,3 +51,26 @@ def script_upload(body: str = "print('hello')\n", name: str = "train.py") -> Sim
 def generous_rate_limits(settings):
     """Rate limits are tested on their own (tests/api/test_throttling.py), not hit by chance."""
     settings.API_THROTTLE_RATES = {"submissions": "10000/minute", "tokens": "10000/minute"}
+
+
+def client_with_token(user) -> APIClient:
+    client = APIClient()
+    secret = account_services.token_create(user=user, name="tests").secret
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {secret}")
+    return client
+
+
+@pytest.fixture
+def api(student):
+    """The API as the student, through a personal access token."""
+    return client_with_token(student)
+
+
+@pytest.fixture
+def other_api(other_student):
+    return client_with_token(other_student)
+
+
+@pytest.fixture
+def anonymous_api():
+    return APIClient()

@@ -10,3 +10,19 @@ class UserFactory(factory.django.DjangoModelFactory):
     username = factory.Sequence(lambda n: f"user{n}")
     email = factory.LazyAttribute(lambda u: f"{u.username}@example.org")
     password = factory.django.Password("a-long-test-password")
+
+
+class LabFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "labs.Lab"
+        django_get_or_create = ("name",)
+
+    name = factory.Sequence(lambda n: f"Lab {n}")
+
+
+class MembershipFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = "labs.Membership"
+
+    lab = factory.SubFactory(LabFactory)
+    user = factory.SubFactory(UserFactory)

@@ -9,6 +9,7 @@ from rest_framework import serializers
 from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
 from jobs.models import EnvironmentPreset, Job, JobEvent, JobState
 from jobs.services import JobSpec
+from labs.models import Lab
 
 
 class EnvironmentVariableField(serializers.CharField):
@@ -39,6 +40,10 @@ class JobRequestSerializer(serializers.Serializer):
         required=False, allow_blank=True, max_length=100,
         help_text="The name of a software environment the administrators offer "
         "(see the pool endpoint); empty for the default.",
+    )  # fmt: skip
+    lab = serializers.CharField(
+        required=False, allow_blank=True, max_length=100,
+        help_text="The name of your lab to charge (see /me/); empty for your first lab.",
     )  # fmt: skip
     entry_command = serializers.CharField(
         required=False, allow_blank=True, max_length=4096,
@@ -93,6 +98,14 @@ class JobRequestSerializer(serializers.Serializer):
                 f"No environment is called {name[:100]!r}; offered: {offered}."
             ) from None
 
+    def validate_lab(self, name: str) -> int | None:
+        if not name:
+            return None
+        lab = Lab.objects.filter(name=name).first()
+        if lab is None:
+            raise serializers.ValidationError(f"No lab is called {name[:100]!r}.")
+        return lab.pk
+
     def validate_keep_outputs(self, names: list[str]) -> list[str]:
         names = [name.strip().strip("/") for name in names if name.strip()]
         if len(names) != len(set(names)):
@@ -112,6 +125,8 @@ class JobRequestSerializer(serializers.Serializer):
             changes["max_runtime_s"] = minutes * 60 if minutes else None
         if "keep_outputs" in data:
             changes["output_paths"] = data["keep_outputs"] or ["outputs"]
+        if "lab" in data:
+            changes["lab_id"] = data["lab"]
         if "environment_preset" in data or not self.partial:
             preset = data.get("environment_preset") or self.validate_environment_preset("")
             changes["python"] = preset.python if preset else None
@@ -218,6 +233,10 @@ class JobRequestViewSerializer(serializers.Serializer):
 
 class JobSerializer(serializers.ModelSerializer):
     id = serializers.UUIDField(source="public_id", read_only=True, help_text="The job's id.")
+    lab = serializers.CharField(
+        source="lab.name", allow_null=True, default=None,
+        help_text="The lab it is charged to; null for none.",
+    )  # fmt: skip
     state = serializers.ChoiceField(choices=JobState.choices, help_text="Where the job stands.")
     state_label = serializers.CharField(source="get_state_display", help_text="For people.")
     hold = serializers.SerializerMethodField(help_text="Why the job is held; null unless held.")
@@ -231,7 +250,7 @@ class JobSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = [
-            "id", "name", "state", "state_label", "status_detail", "hold", "match_problem",
+            "id", "name", "lab", "state", "state_label", "status_detail", "hold", "match_problem",
             "wait_reason", "exit_code", "exit_signal", "workstation", "gpu_model", "condor_id",
             "num_starts", "created_at", "submitted_at", "started_at", "finished_at", "is_final",
             "outputs_ready", "request", "links",
@@ -388,6 +407,33 @@ class PoolSerializer(serializers.Serializer):
     environments = EnvironmentPresetSerializer(many=True, help_text="Software environments.")
 
 
+class QuotaLimitsSerializer(serializers.Serializer):
+    gpu_hours = serializers.FloatField(allow_null=True, help_text="Per rolling period.")
+    period_days = serializers.IntegerField(help_text="The rolling period, in days.")
+    max_concurrent_gpus = serializers.IntegerField(allow_null=True, help_text="GPUs at once.")
+    max_gpus_per_job = serializers.IntegerField(allow_null=True, help_text="GPUs per job.")
+    max_runtime_hours = serializers.FloatField(allow_null=True, help_text="Runtime per job.")
+    max_queued_jobs = serializers.IntegerField(allow_null=True, help_text="Waiting jobs at once.")
+    scope = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="Per limit: lab (counts the whole lab) or user (your own limit).",
+    )
+
+
+class QuotaStandingSerializer(serializers.Serializer):
+    lab = serializers.CharField(
+        allow_null=True, help_text="The lab; null for the site's default quota."
+    )
+    accounting_group = serializers.CharField(
+        help_text="The HTCondor accounting group of these jobs."
+    )
+    limits = QuotaLimitsSerializer(help_text="Empty values mean no limit.")
+    gpu_hours_used = serializers.FloatField(help_text="In the rolling period.")
+    gpu_hours_reserved = serializers.FloatField(help_text="Held by jobs not yet running.")
+    gpus_in_use = serializers.IntegerField(help_text="Asked for by unfinished jobs.")
+    jobs_waiting = serializers.IntegerField(help_text="Jobs not yet running.")
+
+
 class UserSummarySerializer(serializers.Serializer):
     username = serializers.CharField(help_text="Your username.")
     email = serializers.EmailField(allow_blank=True, help_text="Where notifications go.")
@@ -396,6 +442,7 @@ class UserSummarySerializer(serializers.Serializer):
     jobs_by_state = serializers.DictField(
         child=serializers.IntegerField(), help_text="The user's jobs, counted by state."
     )
-    quota = serializers.DictField(
-        allow_null=True, help_text="Limits and usage; null while no quota applies."
-    )
+    quotas = QuotaStandingSerializer(
+        many=True, help_text="For each of your labs (or the site's default, in none): limits "
+        "and usage.",
+    )  # fmt: skip

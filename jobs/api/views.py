@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from django.conf import settings
 from django.db.models import Count
 from django.http import FileResponse, Http404, StreamingHttpResponse
 from django_filters import CharFilter
@@ -21,6 +22,7 @@ from zipstream import ZipStream
 from jobs import selectors, services
 from jobs.filters import JobListFilter
 from jobs.models import EnvironmentPreset, Job
+from labs.quotas import quota_standings
 from portal.api import ApiError, ErrorSerializer, SubmissionThrottle
 
 from .serializers import (
@@ -49,6 +51,11 @@ API_FIELD_FOR = {
 
 ERRORS = {
     400: OpenApiResponse(ErrorSerializer, description="Invalid input; `fields` says where."),
+    403: OpenApiResponse(
+        ErrorSerializer,
+        description="Over a quota limit; the message says "
+        "which, the usage, and when capacity frees up.",
+    ),
     401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
     404: OpenApiResponse(ErrorSerializer, description="No such job of yours."),
 }
@@ -59,12 +66,11 @@ def _errors(*codes: int) -> dict:
 
 
 def submission_refused(exc: services.JobSubmissionError) -> ApiError:
-    return ApiError(
-        exc.message,
-        code="invalid",
-        status_code=400,
-        field=API_FIELD_FOR.get(exc.field, exc.field),
-    )
+    field = API_FIELD_FOR.get(exc.field, exc.field)
+    if isinstance(exc, services.QuotaRefusal):
+        return ApiError(exc.message, code="quota_exceeded", status_code=403,
+                        field=None if field == "quota" else field)  # fmt: skip
+    return ApiError(exc.message, code="invalid", status_code=400, field=field)
 
 
 def own_job(request: Request, public_id) -> Job:
@@ -131,7 +137,7 @@ class JobListView(GenericAPIView):
         "earlier job with source_job. The job is accepted and queued for the pool at once.",
         request={"multipart/form-data": JobSubmitSerializer,
                  "application/json": JobSubmitSerializer},
-        responses={201: JobSerializer, **_errors(400, 401, 429)},
+        responses={201: JobSerializer, **_errors(400, 401, 403, 429)},
     )  # fmt: skip
     def post(self, request: Request) -> Response:
         form = JobSubmitSerializer(data=request.data)
@@ -192,7 +198,7 @@ class JobRerunView(APIView):
 
     @extend_schema(
         summary="Run a job again with the same files and settings", request=None,
-        responses={201: JobSerializer, **_errors(400, 401, 404, 429)},
+        responses={201: JobSerializer, **_errors(400, 401, 403, 404, 429)},
     )  # fmt: skip
     def post(self, request: Request, public_id) -> Response:
         job = own_job(request, public_id)
@@ -215,7 +221,7 @@ class JobCloneView(APIView):
         description="Fields left out keep the original's values. A new script or archive "
         "replaces the original's files.",
         request={"multipart/form-data": JobCloneSerializer, "application/json": JobCloneSerializer},
-        responses={201: JobSerializer, **_errors(400, 401, 404, 429)},
+        responses={201: JobSerializer, **_errors(400, 401, 403, 404, 429)},
     )  # fmt: skip
     def post(self, request: Request, public_id) -> Response:
         job = own_job(request, public_id)
@@ -400,5 +406,22 @@ class MeView(APIView):
         return Response(
             {"username": user.get_username(), "email": user.email,
              "full_name": user.get_full_name(), "is_staff": user.is_staff,
-             "jobs_by_state": {row["state"]: row["n"] for row in counts}, "quota": None}
+             "jobs_by_state": {row["state"]: row["n"] for row in counts},
+             "quotas": [_standing(standing) for standing in quota_standings(user)]}
         )  # fmt: skip
+
+
+def _standing(standing) -> dict:
+    fields = dataclasses.asdict(standing.limits) | {"scope": standing.limits.scope}
+    fields.pop("lab")
+    return {
+        "lab": standing.lab.name if standing.lab else None,
+        "accounting_group": standing.lab.accounting_group
+        if standing.lab
+        else settings.DEFAULT_ACCOUNTING_GROUP,
+        "limits": fields,
+        "gpu_hours_used": round(standing.gpu_hours_used, 3),
+        "gpu_hours_reserved": round(standing.gpu_hours_reserved, 3),
+        "gpus_in_use": standing.gpus_in_use,
+        "jobs_waiting": standing.jobs_waiting,
+    }

@@ -263,4 +263,5 @@ def test_me_counts_my_jobs_by_state(api, student, fake_bridge):
     body = api.get(reverse("api:me")).json()
     assert body["username"] == "student"
     assert body["jobs_by_state"] == {"queued": 1}
-    assert body["quota"] is None
+    assert [q["lab"] for q in body["quotas"]] == [None]  # no lab: the site's defaults
+    assert body["quotas"][0]["accounting_group"] == "nightshift"

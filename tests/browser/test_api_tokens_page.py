@@ -24,6 +24,7 @@ def me_with(live_server, secret: str) -> httpx.Response:
 
 def test_a_token_made_on_the_page_works_until_revoked(signed_in, live_server, screenshot):
     page = signed_in
+    page.get_by_role("link", name="My account").click()
     page.get_by_role("link", name="API tokens").click()
     page.get_by_label("Token name").fill("laptop CLI")
     page.get_by_label("Expires after").select_option(label="30 days")

@@ -1,0 +1,240 @@
+"""The one place that decides whether a submission fits its quota.
+
+Every submission path (web form, API, clone, re-run) goes through jobs.services.job_submit,
+which calls quota_check twice: once early, to refuse before files are stored, and again
+inside the transaction that records the job, with the lab (or the user) locked, so that two
+submissions racing for the last GPU-hour cannot both get through.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db.models import QuerySet, Sum
+from django.utils import timezone
+from django.utils.formats import date_format
+
+from jobs.models import FINAL_STATES, Job, JobState
+from jobs.selectors import GpuHours, gpu_hours_used
+
+from .models import Lab, Membership, QuotaLimits
+
+WAITING_STATES = (JobState.QUEUED, JobState.IDLE, JobState.HELD, JobState.SUSPENDED)
+
+
+class QuotaExceeded(Exception):
+    """A submission the quota refuses; `field` is the input to change, if one would help."""
+
+    def __init__(self, field: str | None, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits that apply to one user's jobs in one lab (or, with no lab, the site's)."""
+
+    lab: Lab | None
+    gpu_hours: float | None = None
+    period_days: int = 7
+    max_concurrent_gpus: int | None = None
+    max_gpus_per_job: int | None = None
+    max_runtime_hours: float | None = None
+    max_queued_jobs: int | None = None
+    # For each limit, whose usage it counts: "lab" (the whole lab's), or "user" (a personal
+    # override in the lab, or the site's default for users in no lab).
+    scope: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def max_runtime_s(self) -> int | None:
+        return round(self.max_runtime_hours * 3600) if self.max_runtime_hours else None
+
+
+def limits_for(user, lab: Lab | None) -> Limits:
+    """A user's override wins over the lab's value, limit by limit."""
+    if lab is None:
+        defaults = settings.QUOTA_DEFAULTS
+        values = {name: defaults.get(name) for name in QuotaLimits.LIMIT_FIELDS}
+        return Limits(
+            lab=None, period_days=defaults.get("gpu_hours_period_days") or 7,
+            scope=dict.fromkeys(QuotaLimits.LIMIT_FIELDS, "user"), **values,
+        )  # fmt: skip
+    membership = Membership.objects.filter(lab=lab, user=user).first()
+    values, scope = {}, {}
+    for name in QuotaLimits.LIMIT_FIELDS:
+        override = getattr(membership, name, None) if membership else None
+        values[name] = override if override is not None else getattr(lab, name)
+        scope[name] = "user" if override is not None else "lab"
+    return Limits(lab=lab, period_days=lab.gpu_hours_period_days, scope=scope, **values)
+
+
+def counted_jobs(user, limits: Limits, name: str) -> QuerySet[Job]:
+    """The jobs whose usage a limit counts: the lab's, or the user's own (in that lab)."""
+    if limits.lab is None:
+        return Job.objects.filter(owner=user, lab__isnull=True)
+    if limits.scope[name] == "lab":
+        return Job.objects.filter(lab=limits.lab)
+    return Job.objects.filter(lab=limits.lab, owner=user)
+
+
+def reservation_hours(gpus: int, runtime_s: int | None) -> float:
+    """What a job not yet running holds of a GPU-hours quota: all it may use."""
+    hours = runtime_s / 3600 if runtime_s else settings.QUOTA_RESERVATION_HOURS
+    return gpus * hours
+
+
+def reserved_hours(jobs: QuerySet[Job]) -> float:
+    waiting = jobs.filter(state__in=WAITING_STATES, gpus__gt=0).values_list("gpus", "request")
+    return sum(
+        reservation_hours(gpus, request.get("max_runtime_s") or request.get("remove_after_s"))
+        for gpus, request in waiting
+    )
+
+
+def _who(limits: Limits, name: str) -> tuple[str, str]:
+    """Whose limit it is, and the verb "have" to go with them."""
+    if limits.lab is None:
+        return "You", "have"
+    if limits.scope[name] == "lab":
+        return f"Your lab “{limits.lab.name}”", "has"
+    return f"You (in “{limits.lab.name}”)", "have"
+
+
+def _whose(limits: Limits, name: str) -> str:
+    return " ".join(_who(limits, name))
+
+
+def _hours(value: float) -> str:
+    return f"{value:.1f}".rstrip("0").rstrip(".") if value < 1000 else f"{value:,.0f}"
+
+
+def _when(moment: datetime) -> str:
+    return date_format(timezone.localtime(moment), "M j H:i")
+
+
+def quota_check(*, user, lab: Lab | None, gpus: int, max_runtime_s: int | None,
+                now: datetime | None = None) -> int | None:  # fmt: skip
+    """Raise QuotaExceeded when a job of `gpus` GPUs would break a limit.
+
+    Returns the runtime limit that the quota imposes on the job (HTCondor removes it past
+    that), or None.
+    """
+    limits = limits_for(user, lab)
+    now = now or timezone.now()
+    if limits.max_gpus_per_job is not None and gpus > limits.max_gpus_per_job:
+        raise QuotaExceeded(
+            "gpus",
+            f"{_who(limits, 'max_gpus_per_job')[0]} may use at most {limits.max_gpus_per_job} GPU"
+            f"{'s' if limits.max_gpus_per_job != 1 else ''} per job; this one asks for {gpus}.",
+        )
+    runtime_limit = limits.max_runtime_s
+    if runtime_limit is not None and max_runtime_s is not None and max_runtime_s > runtime_limit:
+        raise QuotaExceeded(
+            "max_runtime_s",
+            f"Jobs may run at most {_hours(limits.max_runtime_hours)} h under this quota; "
+            f"choose {runtime_limit // 60} minutes or less.",
+        )
+    if limits.max_queued_jobs is not None:
+        waiting = counted_jobs(user, limits, "max_queued_jobs").filter(state__in=WAITING_STATES)
+        count = waiting.count()
+        if count + 1 > limits.max_queued_jobs:
+            raise QuotaExceeded(
+                None,
+                f"{_whose(limits, 'max_queued_jobs')} {count} jobs waiting to run, the "
+                f"limit of {limits.max_queued_jobs}; submit more once some of them start.",
+            )
+    if gpus and limits.max_concurrent_gpus is not None:
+        active = counted_jobs(user, limits, "max_concurrent_gpus").exclude(state__in=FINAL_STATES)
+        in_use = active.aggregate(total=Sum("gpus"))["total"] or 0
+        if in_use + gpus > limits.max_concurrent_gpus:
+            raise QuotaExceeded(
+                "gpus",
+                f"{_whose(limits, 'max_concurrent_gpus')} {in_use} of "
+                f"{limits.max_concurrent_gpus} GPUs taken by unfinished jobs; this job asks for "
+                f"{gpus} more. Capacity frees up as those jobs end.",
+            )
+    if gpus and limits.gpu_hours is not None:
+        _check_gpu_hours(user, limits, gpus, max_runtime_s or runtime_limit, now)
+    return runtime_limit if (max_runtime_s is None or runtime_limit is None) else None
+
+
+def _check_gpu_hours(user, limits: Limits, gpus: int, runtime_s: int | None, now) -> None:
+    jobs = counted_jobs(user, limits, "gpu_hours")
+    since = now - timedelta(days=limits.period_days)
+    used = gpu_hours_used(jobs, since=since, until=now)
+    reserved = reserved_hours(jobs)
+    needed = reservation_hours(gpus, runtime_s)
+    # To the GPU-second: what a running job adds while the check runs does not decide it.
+    if round(used.total + reserved + needed, 3) <= limits.gpu_hours:
+        return
+    period = f"{limits.period_days} day{'s' if limits.period_days != 1 else ''}"
+    text = (
+        f"{_whose(limits, 'gpu_hours')} used {_hours(used.total)} of "
+        f"{_hours(limits.gpu_hours)} GPU-hours in the last {period}"
+    )
+    if reserved:
+        text += f" (and waiting jobs hold {_hours(reserved)} more)"
+    text += f"; this job needs up to {_hours(needed)}."
+    freed = next_release(used, limits.period_days)
+    if freed is not None:
+        text += f" The next {_hours(freed[0])} GPU-hours free up on {_when(freed[1])}."
+    raise QuotaExceeded("gpus", text)
+
+
+def next_release(used: GpuHours, period_days: int) -> tuple[float, datetime] | None:
+    """The usage that leaves the rolling window first: (GPU-hours, when it has all left)."""
+    ended = [run for run in used.runs if run.ended]
+    if not ended:
+        return None
+    first = min(ended, key=lambda run: run.end)
+    return first.hours, first.end + timedelta(days=period_days)
+
+
+@dataclass(frozen=True)
+class QuotaStanding:
+    """Where a user stands in one lab (or the site's default quota): for their page and API."""
+
+    lab: Lab | None
+    limits: Limits
+    gpu_hours_used: float
+    gpu_hours_reserved: float
+    gpus_in_use: int
+    jobs_waiting: int
+
+
+def quota_standings(user, now: datetime | None = None) -> list[QuotaStanding]:
+    now = now or timezone.now()
+    labs = list(Lab.objects.filter(memberships__user=user).order_by("name"))
+    standings = []
+    for lab in labs or [None]:
+        limits = limits_for(user, lab)
+        since = now - timedelta(days=limits.period_days)
+        hours_jobs = counted_jobs(user, limits, "gpu_hours")
+        standings.append(
+            QuotaStanding(
+                lab=lab,
+                limits=limits,
+                gpu_hours_used=gpu_hours_used(hours_jobs, since=since, until=now).total,
+                gpu_hours_reserved=reserved_hours(hours_jobs),
+                gpus_in_use=counted_jobs(user, limits, "max_concurrent_gpus")
+                .exclude(state__in=FINAL_STATES)
+                .aggregate(total=Sum("gpus"))["total"]
+                or 0,
+                jobs_waiting=counted_jobs(user, limits, "max_queued_jobs")
+                .filter(state__in=WAITING_STATES)
+                .count(),
+            )
+        )
+    return standings
+
+
+def lock_quota(user, lab: Lab | None) -> None:
+    """Serialise quota checks of one lab (or one user in no lab) until the transaction ends."""
+    if lab is not None:
+        Lab.objects.select_for_update().filter(pk=lab.pk).first()
+    else:
+        get_user_model().objects.select_for_update().filter(pk=user.pk).first()
