@@ -11,7 +11,9 @@ import itertools
 import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
 
+from .states import _STATUS_TO_STATE
 from .submit import build_submit_description
 from .types import (
     JOB_ID_PATTERN,
@@ -37,6 +39,8 @@ PERSONAL_POOL = (
 )  # fmt: skip
 
 _FINAL = (JobState.COMPLETED, JobState.REMOVED)
+# HTCondor's JobStatus numbers; a job spooling its input is held (5) in the real queue.
+_STATUS_CODE = {state: code for code, state in _STATUS_TO_STATE.items()}
 
 
 class FakeBridge:
@@ -124,6 +128,26 @@ class FakeBridge:
         if not JOB_ID_PATTERN.fullmatch(job_id):
             raise ValueError(f"not a Nightshift job id: {job_id!r}")
         return self._jobs.get(job_id)
+
+    def job_ad(self, job_id: str) -> dict[str, Any] | None:
+        """The attributes the real ad would have that matter to Nightshift's admins."""
+        self._check_up("query")
+        job = self._jobs.get(job_id)
+        if job is None:
+            return None
+        description = self.submitted[job_id]
+        ad: dict[str, Any] = {
+            "ClusterId": job.cluster_id, "ProcId": job.proc_id,
+            "JobStatus": _STATUS_CODE[job.state], "NightshiftJobId": job_id,
+            "NightshiftInstance": self.instance,
+            "RequestCpus": int(description["request_cpus"]),
+            "AcctGroup": description["accounting_group"],
+        }  # fmt: skip
+        if "accounting_group_user" in description:
+            ad["AcctGroupUser"] = description["accounting_group_user"]
+        if "request_gpus" in description:
+            ad["RequestGPUs"] = int(description["request_gpus"])
+        return dict(sorted(ad.items()))
 
     def active_jobs(self) -> list[JobObservation]:
         self._check_up("query")

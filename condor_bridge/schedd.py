@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+import classad2
 import htcondor2
 from htcondor2 import HTCondorException
 
@@ -201,6 +202,25 @@ class HTCondorBridge:
         ads = self._history(constraint, match=1, since=since)
         return map_job_ad(ads[0], in_queue=False) if ads else None
 
+    def job_ad(self, job_id: str) -> dict[str, Any] | None:
+        """Every attribute of the job's ad, from the queue or else the history, for admins.
+
+        Plain values stay as they are; expressions become their text.
+        """
+        constraint = _id_constraint([job_id])
+        try:
+            schedd = self._schedd()
+            ads = list(schedd.query(constraint=constraint)) or list(
+                schedd.history(constraint=constraint, projection=[], match=1)
+            )
+        except BridgeError:
+            raise
+        except (HTCondorException, OSError, RuntimeError) as exc:
+            raise _bridge_error("query", exc) from exc
+        if not ads:
+            return None
+        return {key: _plain(value) for key, value in sorted(ads[0].items())}
+
     def active_jobs(self) -> list[JobObservation]:
         """Every job of this portal instance in the queue, in one query."""
         ads = self._query(f"{INSTANCE_ATTR} == {classad_string(self.instance)}")
@@ -254,6 +274,11 @@ class HTCondorBridge:
     def ping(self) -> None:
         """Raise BridgeError unless the schedd answers a query."""
         self._query("false")
+
+
+def _plain(value: Any) -> Any:
+    """A ClassAd value as Python: literals as they are, expressions as their text."""
+    return str(value) if isinstance(value, classad2.ExprTree) else value
 
 
 def _machine_name(slot_ad: Any) -> str:

@@ -48,6 +48,12 @@ def script_upload(body: str = "print('hello')\n", name: str = "train.py") -> Sim
 
 
 @pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Real hashing costs a third of a second per user; tests make hundreds of users."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
 def generous_rate_limits(settings):
     """Rate limits are tested on their own (tests/api/test_throttling.py), not hit by chance."""
     settings.API_THROTTLE_RATES = {"submissions": "10000/minute", "tokens": "10000/minute"}

@@ -135,3 +135,21 @@ def test_a_held_job_is_held_with_its_reason_and_can_be_released(bridge):
 
 def test_the_schedd_answers_a_ping(bridge):
     bridge.ping()
+
+
+def test_the_job_ad_carries_the_accounting_group_and_user(bridge):
+    request = job_request(bridge, gpus=1, accounting_group="group_vision", accounting_user="ada-7")
+    result = bridge.submit(request)
+    ad = bridge.job_ad(request.job_id)
+    assert ad["ClusterId"] == result.cluster_id
+    assert ad["ProcId"] == 0
+    assert ad["JobStatus"] in (1, 2)  # idle, or running already
+    assert ad["NightshiftJobId"] == request.job_id
+    assert ad["AcctGroup"] == "group_vision"
+    assert ad["AcctGroupUser"] == "ada-7"
+    assert ad["RequestGPUs"] == 1
+    assert ad["RequestCpus"] == 1
+
+
+def test_the_ad_of_a_job_never_seen_is_none(bridge):
+    assert bridge.job_ad(str(uuid.uuid4())) is None

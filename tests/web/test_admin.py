@@ -1,0 +1,126 @@
+"""The Django admin: labs and quotas, jobs with filters, service-backed actions, the HTCondor ad."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from condor_bridge import JobState as CondorState
+from jobs import services
+from jobs.models import Job, JobEvent, JobState
+from tests.conftest import script_upload
+from tests.factories import LabFactory, MembershipFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client(client):
+    admin = get_user_model().objects.create_superuser("root", "root@example.org", "a-long-pw-1")
+    client.force_login(admin)
+    return client
+
+
+def make_jobs(count: int) -> None:
+    for index in range(count):
+        lab = LabFactory(name=f"Lab {index % 3}")
+        user = UserFactory(username=f"u{index % 5}")
+        Job.objects.create(owner=user, lab=lab, name=f"job {index}", output_dir="/x", gpus=1,
+                           cluster_id=100 + index, proc_id=0)  # fmt: skip
+
+
+def changelist_queries(client, django_assert_max_num_queries, url) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        assert client.get(url).status_code == 200
+    return len(captured)
+
+
+@pytest.mark.parametrize("name", ["admin:jobs_job_changelist", "admin:labs_lab_changelist",
+                                  "admin:labs_membership_changelist"])  # fmt: skip
+def test_changelists_cost_the_same_queries_for_5_or_50_rows(
+    admin_client, django_assert_max_num_queries, name
+):
+    make_jobs(5)
+    for lab in LabFactory._meta.model.objects.all():
+        MembershipFactory(lab=lab)
+    few = changelist_queries(admin_client, django_assert_max_num_queries, reverse(name))
+    make_jobs(50)
+    for index in range(40):
+        MembershipFactory(lab=LabFactory(name=f"More {index}"))
+    many = changelist_queries(admin_client, django_assert_max_num_queries, reverse(name))
+    assert many == few
+
+
+def test_the_job_changelist_filters_by_state_lab_and_user(admin_client):
+    make_jobs(6)
+    Job.objects.filter(name="job 1").update(state=JobState.HELD)
+    url = reverse("admin:jobs_job_changelist")
+    body = admin_client.get(url, {"state": "held"}).content.decode()
+    assert "job 1" in body and "job 2" not in body
+    lab = LabFactory(name="Lab 0")
+    assert "job 3" in admin_client.get(url, {"lab__id__exact": lab.pk}).content.decode()
+
+
+@pytest.mark.parametrize("term", ["104", "104.0"])
+def test_a_job_is_found_by_its_htcondor_cluster(admin_client, term):
+    make_jobs(6)
+    body = admin_client.get(reverse("admin:jobs_job_changelist"), {"q": term}).content.decode()
+    assert "job 4" in body and "job 5" not in body
+
+
+def test_a_job_is_found_by_the_start_of_its_id(admin_client):
+    make_jobs(3)
+    job = Job.objects.get(name="job 2")
+    url = reverse("admin:jobs_job_changelist")
+    body = admin_client.get(url, {"q": str(job.public_id)[:8]}).content.decode()
+    assert "job 2" in body and "job 1" not in body
+
+
+def test_admin_actions_use_the_services_and_are_recorded(admin_client, fake_bridge):
+    owner = UserFactory(username="ada")
+    job = services.job_submit(user=owner, spec=services.JobSpec(name="j"), script=script_upload())
+    services.job_submit_to_pool(job.pk)
+    fake_bridge.set_state(str(job.public_id), CondorState.RUNNING)
+    services.jobs_sync()
+    response = admin_client.post(reverse("admin:jobs_job_changelist"),
+                                 {"action": "hold_jobs", "_selected_action": [job.pk]})  # fmt: skip
+    assert response.status_code == 302
+    assert fake_bridge.actions[-1][0] == "hold"
+    event = JobEvent.objects.get(job=job, kind="hold requested")
+    assert event.actor.username == "root"
+
+
+def test_an_action_that_is_not_possible_is_reported_not_raised(admin_client, fake_bridge):
+    make_jobs(1)
+    Job.objects.update(state=JobState.COMPLETED)
+    selected = {"action": "release_jobs", "_selected_action": [Job.objects.get().pk]}
+    response = admin_client.post(reverse("admin:jobs_job_changelist"), selected, follow=True)
+    assert "Only a held job can be released." in response.content.decode()
+
+
+def test_the_htcondor_ad_is_shown_read_only(admin_client, fake_bridge):
+    owner = MembershipFactory(lab=LabFactory(name="Vision"), user=UserFactory(username="ada")).user
+    job = services.job_submit(user=owner, spec=services.JobSpec(name="j"), script=script_upload())
+    services.job_submit_to_pool(job.pk)
+    change = admin_client.get(reverse("admin:jobs_job_change", args=[job.pk])).content.decode()
+    assert reverse("admin:jobs_job_condor_ad", args=[job.pk]) in change
+    body = admin_client.get(reverse("admin:jobs_job_condor_ad", args=[job.pk])).content.decode()
+    assert "AcctGroup" in body and "group_vision" in body
+    assert "<form" not in body.split('id="content"')[-1]
+
+
+def test_a_new_lab_starts_from_the_site_defaults(admin_client, settings):
+    settings.QUOTA_DEFAULTS = settings.QUOTA_DEFAULTS | {"gpu_hours": 50.0}
+    body = admin_client.get(reverse("admin:labs_lab_add")).content.decode()
+    assert 'name="gpu_hours" value="50.0"' in body
+
+
+def test_a_lab_gets_a_safe_accounting_group_from_its_name(admin_client):
+    response = admin_client.post(reverse("admin:labs_lab_add"), {
+        "name": "Vision & Robotics", "accounting_group": "", "gpu_hours_period_days": 7,
+        "memberships-TOTAL_FORMS": 0, "memberships-INITIAL_FORMS": 0,
+    })  # fmt: skip
+    assert response.status_code == 302, response.content.decode()[:3000]
+    assert LabFactory._meta.model.objects.get().accounting_group == "group_vision_robotics"
