@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.utils import timezone
 
-from .models import AccessToken, AccountEvent
+from .models import AccessToken
 
 
 @admin.register(AccessToken)
@@ -23,10 +23,3 @@ class AccessTokenAdmin(admin.ModelAdmin):
         for token in queryset.filter(revoked_at__isnull=True):
             token_revoke(token=token, actor=request.user)
         self.message_user(request, f"Revoked at {timezone.now():%H:%M}.")
-
-
-@admin.register(AccountEvent)
-class AccountEventAdmin(admin.ModelAdmin):
-    list_display = ("at", "user", "kind", "detail", "actor")
-    list_filter = ("kind",)
-    readonly_fields = ("at", "user", "kind", "detail", "actor")

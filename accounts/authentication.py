@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from rest_framework import authentication, exceptions
 
+from audit.context import note_token
+
 from .services import token_authenticate
 
 
@@ -27,6 +29,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raise exceptions.AuthenticationFailed(
                 "That token is not valid: it may be mistyped, expired or revoked."
             )
+        note_token(token.prefix)
         return token.user, token
 
     def authenticate_header(self, request) -> str:

@@ -40,24 +40,3 @@ class AccessToken(models.Model):
         if self.revoked_at is not None:
             return "revoked"
         return "expired" if self.is_expired else "active"
-
-
-class AccountEvent(models.Model):
-    """The audit record of an action on an account: a token created or revoked."""
-
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="account_events"
-    )
-    at = models.DateTimeField(auto_now_add=True)
-    kind = models.CharField(max_length=40)
-    detail = models.TextField(blank=True)
-    actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-        related_name="+",
-    )  # fmt: skip
-
-    class Meta:
-        ordering = ["at", "id"]
-
-    def __str__(self) -> str:
-        return f"{self.kind} {self.user}"

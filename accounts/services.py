@@ -12,7 +12,9 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from .models import AccessToken, AccountEvent
+from audit.services import audit_record
+
+from .models import AccessToken
 
 TOKEN_PREFIX = "nst_"  # noqa: S105 - marks a string as a Nightshift token, not a secret
 MAX_TOKEN_NAME = 100
@@ -71,10 +73,8 @@ def token_create(*, user, name: str, expires_in_days: int | None = None, actor=N
             else None,
         )
         expiry = f"expires {token.expires_at:%Y-%m-%d}" if token.expires_at else "no expiry"
-        AccountEvent.objects.create(
-            user=user, kind="token_created", detail=f"“{name}” ({token.prefix}…, {expiry})",
-            actor=actor or user,
-        )  # fmt: skip
+        audit_record(action="token.create", actor=actor or user, target=token,
+                     detail=f"For {user.get_username()}; {expiry}")  # fmt: skip
     return NewToken(token=token, secret=secret)
 
 
@@ -83,10 +83,8 @@ def token_revoke(*, token: AccessToken, actor) -> AccessToken:
         return token
     token.revoked_at = timezone.now()
     token.save(update_fields=["revoked_at"])
-    AccountEvent.objects.create(
-        user=token.user, kind="token_revoked", detail=f"“{token.name}” ({token.prefix}…)",
-        actor=actor,
-    )  # fmt: skip
+    audit_record(action="token.revoke", actor=actor, target=token,
+                 detail=f"For {token.user.get_username()}")  # fmt: skip
     return token
 
 

@@ -22,6 +22,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from audit.services import audit_record
 from condor_bridge import (
     BridgeError,
     InvalidJobRequest,
@@ -473,6 +474,8 @@ def job_submit(
             _check_quota(user, lab, spec)
             job.save()
             _record(job, "created", staged.origin, actor=user)
+            audit_record(action="job.submit", actor=user, target=job,
+                         detail=f"{staged.origin}; lab {lab.name if lab else 'none'}")  # fmt: skip
             job_pk = job.pk
             transaction.on_commit(lambda: _enqueue_submit(job_pk))
     except BaseException:
@@ -605,6 +608,7 @@ def _act_on_job(job, user, action, *, allowed, refusal, reason, kind, detail) ->
         except BridgeError as exc:
             raise JobActionError(f"HTCondor could not {action} the job: {exc}") from exc
         _record(job, kind, detail, actor=user)
+        audit_record(action=f"job.{action}", actor=user, target=job, detail=detail)
     return job
 
 
@@ -899,6 +903,7 @@ def job_cancel(*, job: Job, user) -> Job:
             job.status_detail = f"Cancelled by {user.get_username()} before it reached HTCondor."
             job.save()
             _record(job, "cancelled", job.status_detail, actor=user)
+            audit_record(action="job.cancel", actor=user, target=job, detail=job.status_detail)
             return job
         try:
             bridge.act("remove", job.cluster_id, job.proc_id, reason=f"Cancelled by user {user.pk}")
@@ -907,6 +912,7 @@ def job_cancel(*, job: Job, user) -> Job:
         job.status_detail = "Cancelling…"
         job.save(update_fields=["status_detail"])
         _record(job, "cancel requested", f"Cancelled by {user.get_username()}", actor=user)
+        audit_record(action="job.cancel", actor=user, target=job, detail="removal requested")
     return job
 
 

@@ -2,7 +2,30 @@ from django.conf import settings
 from django.contrib import admin
 from django.db.models import Count
 
+from audit.services import audit_record
+
 from .models import Lab, Membership
+
+
+def _changes(form) -> str:
+    """The fields a form changed, with their new values."""
+    return "; ".join(
+        f"{form.fields[name].label or name}: {form.cleaned_data.get(name)!s}"
+        for name in form.changed_data
+        if name in form.cleaned_data
+    )
+
+
+class AuditedMembershipChanges:
+    """Every lab, quota and membership change made in the admin writes an audit entry."""
+
+    def log_membership(self, request, membership: Membership, action: str, detail: str) -> None:
+        label = f"{membership.user} in {membership.lab}"
+        audit_record(
+            action=action, actor=request.user, target=membership, target_label=label,
+            detail=detail,
+        )  # fmt: skip
+
 
 QUOTA_FIELDS = ("gpu_hours", "max_concurrent_gpus", "max_gpus_per_job", "max_runtime_hours",
                 "max_queued_jobs")  # fmt: skip
@@ -18,7 +41,7 @@ class MembershipInline(admin.TabularInline):
 
 
 @admin.register(Lab)
-class LabAdmin(admin.ModelAdmin):
+class LabAdmin(AuditedMembershipChanges, admin.ModelAdmin):
     list_display = ("name", "accounting_group", "member_count", "gpu_hours",
                     "gpu_hours_period_days", "max_concurrent_gpus", "max_gpus_per_job")  # fmt: skip
     search_fields = ("name", "accounting_group")
@@ -38,6 +61,25 @@ class LabAdmin(admin.ModelAdmin):
     def member_count(self, lab: Lab) -> int:
         return lab.member_count
 
+    def save_model(self, request, obj: Lab, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if not change or form.changed_data:
+            audit_record(action="lab.change" if change else "lab.create", actor=request.user,
+                         target=obj, detail=_changes(form))  # fmt: skip
+
+    def delete_model(self, request, obj: Lab) -> None:
+        audit_record(action="lab.delete", actor=request.user, target=obj)
+        super().delete_model(request, obj)
+
+    def save_formset(self, request, form, formset, change: bool) -> None:
+        super().save_formset(request, form, formset, change)
+        for membership in formset.new_objects:
+            self.log_membership(request, membership, "membership.add", "")
+        for membership, changed in formset.changed_objects:
+            self.log_membership(request, membership, "membership.change", ", ".join(changed))
+        for membership in formset.deleted_objects:
+            self.log_membership(request, membership, "membership.remove", "")
+
     def get_changeform_initial_data(self, request) -> dict:
         """A new lab starts from the site's default quota."""
         defaults = {k: v for k, v in settings.QUOTA_DEFAULTS.items() if v is not None}
@@ -45,9 +87,19 @@ class LabAdmin(admin.ModelAdmin):
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(AuditedMembershipChanges, admin.ModelAdmin):
     list_display = ("user", "lab", "role", *QUOTA_FIELDS)
     list_filter = ("role", "lab")
     list_select_related = ("user", "lab")
     search_fields = ("user__username", "user__email", "lab__name")
     autocomplete_fields = ["user", "lab"]
+
+    def save_model(self, request, obj: Membership, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if not change or form.changed_data:
+            action = "membership.change" if change else "membership.add"
+            self.log_membership(request, obj, action, _changes(form))
+
+    def delete_model(self, request, obj: Membership) -> None:
+        self.log_membership(request, obj, "membership.remove", "")
+        super().delete_model(request, obj)

@@ -23,6 +23,9 @@ DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY", "nightshift-local-development-key-change-me-in-production")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# Reverse proxies in front of the portal (nginx: 1); their X-Forwarded-For is believed for
+# the audit log's client address. 0 trusts none of it.
+TRUSTED_PROXY_COUNT = env_int("NIGHTSHIFT_TRUSTED_PROXY_COUNT", 0, minimum=0)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -38,6 +41,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "accounts",
     "labs",
+    "audit",
     "jobs",
 ]
 
@@ -48,6 +52,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "audit.middleware.AuditOriginMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]

@@ -4,6 +4,7 @@ import pytest
 from django.urls import reverse
 
 from accounts.models import AccessToken
+from audit.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
 TOKENS = reverse("api:token-list")
@@ -17,7 +18,10 @@ def test_a_token_is_created_shown_once_and_listed_without_its_secret(api, studen
     listed = api.get(TOKENS).json()
     assert {t["name"] for t in listed} == {"tests", "notebook"}
     assert secret not in str(listed)
-    assert student.account_events.filter(kind="token_created").count() == 2
+    created = AuditEntry.objects.filter(action="token.create", actor=student)
+    assert created.count() == 2
+    assert created.first().via == "api"  # the newest, made through the API with a token
+    assert created.first().token_prefix == student.access_tokens.get(name="tests").prefix
 
 
 def test_revoking_through_the_api_is_a_204_and_recorded(api, student):
