@@ -5,7 +5,16 @@ from .models import Job, JobState
 
 
 class JobListFilter(django_filters.FilterSet):
-    """The filters on "My jobs": state, name text and a date range, plus sorting."""
+    """The filters on "My jobs": whose, state, name text and a date range, plus sorting.
+
+    The queryset is every job the user may see; unless `scope` says otherwise, only their
+    own are listed. A lab lead can widen it to their labs' jobs, staff to every job.
+    """
+
+    scope = django_filters.ChoiceFilter(
+        choices=[("mine", "Mine"), ("visible", "My labs' too")], method="filter_scope",
+        empty_label=None, label="Whose jobs",
+    )  # fmt: skip
 
     state = django_filters.ChoiceFilter(choices=JobState.choices, empty_label="Any state")
     name = django_filters.CharFilter(lookup_expr="icontains", label="Name contains")
@@ -25,4 +34,18 @@ class JobListFilter(django_filters.FilterSet):
 
     class Meta:
         model = Job
-        fields = ["state", "name"]
+        fields = ["scope", "state", "name"]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        user = getattr(self.request, "user", None)
+        if user is not None and user.is_staff:
+            self.filters["scope"].extra["choices"] = [("mine", "Mine"), ("visible", "Everyone's")]
+
+    def filter_scope(self, queryset, name, value):
+        return queryset  # applied in filter_queryset, so that "mine" is also the default
+
+    def filter_queryset(self, queryset):
+        if self.form.cleaned_data.get("scope") != "visible" and self.request is not None:
+            queryset = queryset.filter(owner=self.request.user)
+        return super().filter_queryset(queryset)

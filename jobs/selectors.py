@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.timesince import timesince
 
 from condor_bridge import GpuModel, PoolMachine
+from labs.models import Membership
 
 from .models import FINAL_STATES, Job, Workstation
 
@@ -23,7 +24,31 @@ LOG_CHUNK_BYTES = 256 * 1024
 
 
 def job_list_for_user(user) -> QuerySet[Job]:
+    """The user's own jobs."""
     return Job.objects.filter(owner=user).select_related("lab")
+
+
+def job_list_visible_to(user) -> QuerySet[Job]:
+    """Every job a user may read: their own, those of the labs they lead, all for staff."""
+    jobs = Job.objects.select_related("lab", "owner")
+    if user.is_staff:
+        return jobs
+    led = Membership.objects.filter(user=user, role=Membership.Role.LEAD).values("lab_id")
+    return jobs.filter(Q(owner=user) | Q(lab__in=led))
+
+
+def job_get_visible(user, public_id) -> Job:
+    """A job the user may read; Job.DoesNotExist for any other, so it never leaks."""
+    return job_list_visible_to(user).get(public_id=public_id)
+
+
+def job_can_act(user, job: Job) -> bool:
+    """Cancel, hold and release: the owner, or staff. A lab lead only reads."""
+    return job.owner_id == user.pk or user.is_staff
+
+
+def user_leads_a_lab(user) -> bool:
+    return Membership.objects.filter(user=user, role=Membership.Role.LEAD).exists()
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import itertools
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files import File
 from django.core.paginator import Paginator
 from django.db import connection
@@ -34,10 +34,26 @@ from .models import EnvironmentPreset, Job
 
 
 def _own_job(request: HttpRequest, public_id) -> Job:
+    """A job of the user's own: for clone and re-run, which copy its files."""
     try:
         return selectors.job_get_for_user(request.user, public_id)
     except Job.DoesNotExist:
         raise Http404("No such job.") from None
+
+
+def _visible_job(request: HttpRequest, public_id) -> Job:
+    """A job the user may read: theirs, their led lab's, or any for staff."""
+    try:
+        return selectors.job_get_visible(request.user, public_id)
+    except Job.DoesNotExist:
+        raise Http404("No such job.") from None
+
+
+def _actionable_job(request: HttpRequest, public_id) -> Job:
+    job = _visible_job(request, public_id)
+    if not selectors.job_can_act(request.user, job):
+        raise PermissionDenied("Only the job's owner can do that.")
+    return job
 
 
 JOBS_PER_PAGE = 25
@@ -45,7 +61,11 @@ JOBS_PER_PAGE = 25
 
 @login_required
 def job_list(request: HttpRequest) -> HttpResponse:
-    filters = JobListFilter(request.GET or None, queryset=selectors.job_list_for_user(request.user))
+    filters = JobListFilter(
+        request.GET or None, queryset=selectors.job_list_visible_to(request.user), request=request
+    )
+    if not (request.user.is_staff or selectors.user_leads_a_lab(request.user)):
+        del filters.form.fields["scope"]
     page = Paginator(filters.qs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
@@ -173,7 +193,7 @@ def _keep_uploads(request: HttpRequest, form: JobSubmitForm) -> None:
 
 @login_required
 def job_detail(request: HttpRequest, public_id) -> HttpResponse:
-    job = _own_job(request, public_id)
+    job = _visible_job(request, public_id)
     return render(
         request,
         "jobs/detail.html",
@@ -181,8 +201,16 @@ def job_detail(request: HttpRequest, public_id) -> HttpResponse:
             "job": job,
             "events": job.events.all(),
             "outputs": selectors.job_output_files(job),
+            **_permissions(request, job),
         },
     )
+
+
+def _permissions(request: HttpRequest, job: Job) -> dict:
+    return {
+        "can_act": selectors.job_can_act(request.user, job),
+        "is_owner": job.owner_id == request.user.pk,
+    }
 
 
 @never_cache
@@ -190,7 +218,7 @@ def job_detail(request: HttpRequest, public_id) -> HttpResponse:
 @require_GET
 def job_status(request: HttpRequest, public_id) -> JsonResponse:
     """Everything the job page refreshes while it is open."""
-    job = _own_job(request, public_id)
+    job = _visible_job(request, public_id)
     logs = {}
     for stream, path in services.job_logs_for(job).items():
         try:
@@ -234,7 +262,9 @@ def job_status(request: HttpRequest, public_id) -> JsonResponse:
                 for f in selectors.job_output_files(job)
             ],
             "logs": logs,
-            "actions_html": render_to_string("jobs/_actions.html", {"job": job}, request=request),
+            "actions_html": render_to_string(
+                "jobs/_actions.html", {"job": job, **_permissions(request, job)}, request=request
+            ),
         }
     )
 
@@ -242,7 +272,7 @@ def job_status(request: HttpRequest, public_id) -> JsonResponse:
 @login_required
 @require_GET
 def job_log(request: HttpRequest, public_id, stream: str) -> HttpResponse:
-    job = _own_job(request, public_id)
+    job = _visible_job(request, public_id)
     path = services.job_logs_for(job).get(stream)
     opened = selectors.open_job_file(job.directory, path) if path is not None else None
     if opened is None:
@@ -256,7 +286,7 @@ def job_log(request: HttpRequest, public_id, stream: str) -> HttpResponse:
 @login_required
 @require_GET
 def job_output(request: HttpRequest, public_id, path: str) -> FileResponse:
-    job = _own_job(request, public_id)
+    job = _visible_job(request, public_id)
     file_path = selectors.job_output_path(job, path)
     opened = selectors.open_job_file(job.directory, file_path) if file_path else None
     if opened is None:
@@ -268,7 +298,7 @@ def _job_action(service, done_message: str):
     @login_required
     @require_POST
     def view(request: HttpRequest, public_id) -> HttpResponse:
-        job = _own_job(request, public_id)
+        job = _actionable_job(request, public_id)
         try:
             service(job=job, user=request.user)
         except services.JobActionError as exc:
@@ -343,7 +373,7 @@ def pool(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def job_metrics(request: HttpRequest, public_id) -> JsonResponse:
-    job = _own_job(request, public_id)
+    job = _visible_job(request, public_id)
     metrics = selectors.job_metrics(job.directory, services.job_metrics_path(job))
     return JsonResponse(
         {
@@ -364,7 +394,7 @@ class _Echo:
 @login_required
 @require_GET
 def job_metrics_csv(request: HttpRequest, public_id) -> StreamingHttpResponse:
-    job = _own_job(request, public_id)
+    job = _visible_job(request, public_id)
     metrics = selectors.job_metrics(job.directory, services.job_metrics_path(job))
     columns = ["step", "time", *metrics.names]
     writer = csv.writer(_Echo())
@@ -420,7 +450,7 @@ def job_match(request: HttpRequest) -> JsonResponse:
 @require_GET
 def job_outputs_zip(request: HttpRequest, public_id) -> StreamingHttpResponse:
     """Every output file in one zip, streamed as it is built (no temporary file)."""
-    job = _own_job(request, public_id)
+    job = _visible_job(request, public_id)
     archive = ZipStream(sized=True)
     for output in selectors.job_output_files(job):
         archive.add_path(str(job.directory / output.path), arcname=output.path)

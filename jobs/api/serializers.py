@@ -237,6 +237,7 @@ class JobSerializer(serializers.ModelSerializer):
         source="lab.name", allow_null=True, default=None,
         help_text="The lab it is charged to; null for none.",
     )  # fmt: skip
+    owner = serializers.CharField(source="owner.get_username", help_text="Who submitted it.")
     state = serializers.ChoiceField(choices=JobState.choices, help_text="Where the job stands.")
     state_label = serializers.CharField(source="get_state_display", help_text="For people.")
     hold = serializers.SerializerMethodField(help_text="Why the job is held; null unless held.")
@@ -250,10 +251,10 @@ class JobSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = [
-            "id", "name", "lab", "state", "state_label", "status_detail", "hold", "match_problem",
-            "wait_reason", "exit_code", "exit_signal", "workstation", "gpu_model", "condor_id",
-            "num_starts", "created_at", "submitted_at", "started_at", "finished_at", "is_final",
-            "outputs_ready", "request", "links",
+            "id", "name", "owner", "lab", "state", "state_label", "status_detail", "hold",
+            "match_problem", "wait_reason", "exit_code", "exit_signal", "workstation",
+            "gpu_model", "condor_id", "num_starts", "created_at", "submitted_at", "started_at",
+            "finished_at", "is_final", "outputs_ready", "request", "links",
         ]  # fmt: skip
         extra_kwargs = {
             "name": {"help_text": "The name its owner gave it."},

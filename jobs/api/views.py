@@ -74,8 +74,17 @@ def submission_refused(exc: services.JobSubmissionError) -> ApiError:
 
 
 def own_job(request: Request, public_id) -> Job:
+    """A job of the user's own: for re-run and clone, which copy its files."""
     try:
         return selectors.job_get_for_user(request.user, public_id)
+    except Job.DoesNotExist:
+        raise Http404("No such job.") from None
+
+
+def visible_job(request: Request, public_id) -> Job:
+    """A job the user may read: theirs, their led lab's, or any for staff."""
+    try:
+        return selectors.job_get_visible(request.user, public_id)
     except Job.DoesNotExist:
         raise Http404("No such job.") from None
 
@@ -117,7 +126,7 @@ class JobListView(GenericAPIView):
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             return self.queryset
-        return selectors.job_list_for_user(self.request.user)
+        return selectors.job_list_visible_to(self.request.user)
 
     def get_throttles(self):
         return [SubmissionThrottle()] if self.request.method == "POST" else []
@@ -164,7 +173,7 @@ class JobListView(GenericAPIView):
 class JobDetailView(APIView):
     @extend_schema(summary="One job", responses={200: JobSerializer, **_errors(401, 404)})
     def get(self, request: Request, public_id) -> Response:
-        job = own_job(request, public_id)
+        job = visible_job(request, public_id)
         return Response(JobSerializer(job, context={"request": request}).data)
 
 
@@ -173,10 +182,14 @@ def _action_view(service, summary: str):
         @extend_schema(
             summary=summary, request=None,
             responses={200: JobSerializer, **_errors(401, 404),
+                       403: OpenApiResponse(ErrorSerializer, description="Not your job to act on."),
                        409: OpenApiResponse(ErrorSerializer, description="Not possible now.")},
         )  # fmt: skip
         def post(self, request: Request, public_id) -> Response:
-            job = own_job(request, public_id)
+            job = visible_job(request, public_id)
+            if not selectors.job_can_act(request.user, job):
+                raise ApiError("Only the job's owner can do that; a lab lead can only read it.",
+                               code="permission_denied", status_code=403)  # fmt: skip
             try:
                 job = service(job=job, user=request.user)
             except services.JobActionError as exc:
@@ -248,7 +261,7 @@ class JobEventsView(APIView):
                                               **_errors(401, 404)},
     )  # fmt: skip
     def get(self, request: Request, public_id) -> Response:
-        job = own_job(request, public_id)
+        job = visible_job(request, public_id)
         events = job.events.select_related("actor")
         return Response(JobEventSerializer(events, many=True).data)
 
@@ -267,7 +280,7 @@ class JobLogView(APIView):
         responses={200: LogChunkSerializer, **_errors(400, 401, 404)},
     )  # fmt: skip
     def get(self, request: Request, public_id, stream: str) -> Response:
-        job = own_job(request, public_id)
+        job = visible_job(request, public_id)
         path = services.job_logs_for(job).get(stream)
         if path is None:
             raise Http404("Logs are stdout, stderr and, for jobs that install packages, install.")
@@ -292,7 +305,7 @@ class JobOutputsView(APIView):
         responses={200: OutputFileSerializer(many=True), **_errors(401, 404)},
     )
     def get(self, request: Request, public_id) -> Response:
-        job = own_job(request, public_id)
+        job = visible_job(request, public_id)
         files = [
             {"path": output.path, "size": output.size,
              "url": request.build_absolute_uri(f"{request.path}{output.path}")}
@@ -312,7 +325,7 @@ class JobOutputFileView(APIView):
         responses={**BINARY, **_errors(401, 404)},
     )  # fmt: skip
     def get(self, request: Request, public_id, path: str) -> FileResponse:
-        job = own_job(request, public_id)
+        job = visible_job(request, public_id)
         file_path = selectors.job_output_path(job, path)
         opened = selectors.open_job_file(job.directory, file_path) if file_path else None
         if opened is None:
@@ -326,7 +339,7 @@ class JobOutputsZipView(APIView):
         responses={(200, "application/zip"): OpenApiTypes.BINARY, **_errors(401, 404)},
     )
     def get(self, request: Request, public_id) -> StreamingHttpResponse:
-        job = own_job(request, public_id)
+        job = visible_job(request, public_id)
         archive = ZipStream(sized=True)
         for output in selectors.job_output_files(job):
             archive.add_path(str(job.directory / output.path), arcname=output.path)
@@ -344,7 +357,7 @@ class JobMetricsView(APIView):
         responses={200: MetricsSerializer, **_errors(400, 401, 404)},
     )  # fmt: skip
     def get(self, request: Request, public_id) -> Response:
-        job = own_job(request, public_id)
+        job = visible_job(request, public_id)
         try:
             limit = int(request.query_params.get("limit", 1000))
         except ValueError:

@@ -77,7 +77,7 @@ def test_an_unexpected_failure_is_a_json_500_and_is_logged(api, monkeypatch, cap
     def broken(user):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(views.selectors, "job_list_for_user", broken)
+    monkeypatch.setattr(views.selectors, "job_list_visible_to", broken)
     response = api.get(reverse("api:job-list"))
     error = assert_error(response, 500, "server_error")
     assert "disk on fire" not in error["message"]
