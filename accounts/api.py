@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from axes.exceptions import AxesBackendPermissionDenied
 from django.contrib.auth import authenticate
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
@@ -127,7 +128,15 @@ class PasswordTokenView(APIView):
         form = PasswordTokenSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
-        user = authenticate(request, username=data["username"], password=data["password"])
+        try:
+            user = authenticate(
+                request._request, username=data["username"], password=data["password"]
+            )
+        except AxesBackendPermissionDenied:
+            raise ApiError(
+                "Too many failed sign-ins for this username from your address; try again later.",
+                code="throttled", status_code=429,
+            ) from None  # fmt: skip
         if user is None:
             raise ApiError("The username or password is not right.",
                            code="authentication_failed", status_code=401)  # fmt: skip

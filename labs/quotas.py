@@ -159,7 +159,7 @@ def quota_check(*, user, lab: Lab | None, gpus: int, max_runtime_s: int | None,
             )
     if gpus and limits.gpu_hours is not None:
         _check_gpu_hours(user, limits, gpus, max_runtime_s or runtime_limit, now)
-    return runtime_limit if (max_runtime_s is None or runtime_limit is None) else None
+    return runtime_limit if max_runtime_s is None else None
 
 
 def _check_gpu_hours(user, limits: Limits, gpus: int, runtime_s: int | None, now) -> None:
