@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.utils import timezone
 
-from .models import AccessToken
+from .models import AccessToken, Registration
 
 
 @admin.register(AccessToken)
@@ -23,3 +23,25 @@ class AccessTokenAdmin(admin.ModelAdmin):
         for token in queryset.filter(revoked_at__isnull=True):
             token_revoke(token=token, actor=request.user)
         self.message_user(request, f"Revoked at {timezone.now():%H:%M}.")
+
+
+@admin.register(Registration)
+class RegistrationAdmin(admin.ModelAdmin):
+    list_display = ("user", "lab", "note", "created_at", "approved_at", "approved_by")
+    list_filter = (("approved_at", admin.EmptyFieldListFilter), "lab")
+    list_select_related = ("user", "lab", "approved_by")
+    search_fields = ("user__username", "user__email", "note")
+    readonly_fields = ("user", "lab", "note", "created_at", "approved_at", "approved_by")
+    actions = ["approve"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.action(description="Approve the selected accounts")
+    def approve(self, request, queryset):
+        from .registration import registration_approve
+
+        waiting = queryset.filter(approved_at__isnull=True).select_related("user", "lab")
+        for registration in waiting:
+            registration_approve(registration=registration, actor=request.user)
+        self.message_user(request, f"Approved {len(waiting)} account(s).")

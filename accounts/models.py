@@ -40,3 +40,36 @@ class AccessToken(models.Model):
         if self.revoked_at is not None:
             return "revoked"
         return "expired" if self.is_expired else "active"
+
+
+class Registration(models.Model):
+    """A self-registered account: it may sign in at once, and submit once approved.
+
+    Accounts made by admins (or, later, by campus sign-on) have no Registration and are
+    approved by definition.
+    """
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="registration"
+    )
+    # The lab the user asked to join; its leads may approve them.
+    lab = models.ForeignKey(
+        "labs.Lab", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    note = models.CharField(max_length=300, blank=True, help_text="What they want to run.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    approved_at = models.DateTimeField(null=True, blank=True)
+    approved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )  # fmt: skip
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.user} ({'approved' if self.is_approved else 'waiting'})"
+
+    @property
+    def is_approved(self) -> bool:
+        return self.approved_at is not None

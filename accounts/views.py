@@ -1,13 +1,15 @@
 from django.contrib import messages
+from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from . import registration as registrations
 from . import selectors, services
-from .forms import TokenCreateForm
-from .models import AccessToken
+from .forms import RegistrationForm, TokenCreateForm
+from .models import AccessToken, Registration
 
 
 @never_cache
@@ -62,7 +64,12 @@ def account(request: HttpRequest) -> HttpResponse:
     standings = [
         account_quota_view(standing, request.user) for standing in quota_standings(request.user)
     ]
-    return render(request, "accounts/account.html", {"standings": standings})
+    context = {
+        "standings": standings,
+        "pending": not registrations.user_may_submit(request.user),
+        "approvals": registrations.registrations_to_approve(request.user).count(),
+    }
+    return render(request, "accounts/account.html", context)
 
 
 def account_quota_view(standing, user) -> dict:
@@ -108,3 +115,42 @@ def account_quota_view(standing, user) -> dict:
         ],  # fmt: skip
         "rules": rules,
     }
+
+
+def register(request: HttpRequest) -> HttpResponse:
+    if registrations.registration_mode() == "closed":
+        return render(request, "registration/register_closed.html", status=404)
+    form = RegistrationForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        registration = registrations.account_register(
+            username=data["username"], email=data["email"], password=data["password1"],
+            lab=data["lab"], note=data["note"],
+        )  # fmt: skip
+        login(request, registration.user, backend="django.contrib.auth.backends.ModelBackend")
+        if registration.is_approved:
+            messages.success(request, "Welcome to Nightshift: submit your first job.")
+        else:
+            messages.info(request, "Your account is made. You can submit jobs once a lab lead "
+                          "or an administrator approves it; you will get an email.")  # fmt: skip
+        return redirect("accounts:account")
+    return render(request, "registration/register.html", {"form": form},
+                  status=400 if form.errors else 200)  # fmt: skip
+
+
+@never_cache
+@login_required
+def approvals(request: HttpRequest) -> HttpResponse:
+    """Accounts waiting for approval that this admin or lab lead may approve."""
+    if request.method == "POST":
+        try:
+            registration = registrations.registrations_to_approve(request.user).get(
+                pk=request.POST.get("registration")
+            )
+        except (Registration.DoesNotExist, ValueError):
+            raise Http404("No such request.") from None
+        registrations.registration_approve(registration=registration, actor=request.user)
+        messages.success(request, f"Approved {registration.user.get_username()}.")
+        return redirect("accounts:approvals")
+    waiting = registrations.registrations_to_approve(request.user)
+    return render(request, "accounts/approvals.html", {"waiting": waiting})

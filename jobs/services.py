@@ -22,6 +22,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.registration import user_may_submit
 from audit.services import audit_record
 from condor_bridge import (
     BridgeError,
@@ -75,6 +76,10 @@ class JobSubmissionError(Exception):
 
 class QuotaRefusal(JobSubmissionError):
     """A submission that would break a quota limit; the message names the limit and usage."""
+
+
+class AccountNotApproved(JobSubmissionError):
+    """A self-registered account that an admin or lab lead has not approved yet."""
 
 
 class JobActionError(Exception):
@@ -426,6 +431,11 @@ def job_submit(
     reason; when the pool cannot be asked, the job is accepted and waits, and the job
     page explains it once the pool answers.
     """
+    if not user_may_submit(user):
+        raise AccountNotApproved(
+            "account", "Your account waits for approval by a lab lead or an administrator; "
+            "you can submit jobs once it is approved.",
+        )  # fmt: skip
     if copy_from is not None and copy_from.owner_id != user.pk:
         raise JobSubmissionError("script", "That job is not yours to copy.")
     if copy_from is None and script is None:

@@ -74,6 +74,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "accounts.context.registration",
             ],
         },
     },
@@ -108,6 +109,11 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "accounts.lockout.lockout_response"
 AXES_CLIENT_IP_CALLABLE = "audit.middleware.client_ip"
 AXES_VERBOSE = False
+# Self-registration: open (anyone may submit at once), approval (an admin or a lead of
+# the lab they ask to join approves them first) or closed (admins create accounts).
+REGISTRATION_MODE = env_choice(
+    "NIGHTSHIFT_REGISTRATION", "approval", ("open", "approval", "closed")
+)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "jobs:list"
 LOGOUT_REDIRECT_URL = "login"
