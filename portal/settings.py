@@ -3,6 +3,8 @@
 from datetime import timedelta
 from pathlib import Path
 
+from django.core.exceptions import ImproperlyConfigured
+
 from portal.env import (
     env_bool,
     env_choice,
@@ -38,6 +40,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "django_filters",
     "axes",
+    "mozilla_django_oidc",
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -100,6 +103,30 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
+
+# Campus single sign-on with OpenID Connect: on when a client id is set. The provider's
+# endpoints are in its /.well-known/openid-configuration.
+OIDC_RP_CLIENT_ID = env_str("NIGHTSHIFT_OIDC_CLIENT_ID", "")
+OIDC_ENABLED = bool(OIDC_RP_CLIENT_ID)
+OIDC_RP_CLIENT_SECRET = env_str("NIGHTSHIFT_OIDC_CLIENT_SECRET", "")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("NIGHTSHIFT_OIDC_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = env_str("NIGHTSHIFT_OIDC_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = env_str("NIGHTSHIFT_OIDC_USERINFO_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = env_str("NIGHTSHIFT_OIDC_JWKS_ENDPOINT", "")
+OIDC_RP_SIGN_ALGO = env_str("NIGHTSHIFT_OIDC_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = "openid email profile"
+# Providers name their signing keys (kid); one with a single unnamed key needs this off.
+OIDC_VERIFY_KID = env_bool("NIGHTSHIFT_OIDC_VERIFY_KID", True)
+OIDC_PROVIDER_NAME = env_str("NIGHTSHIFT_OIDC_PROVIDER_NAME", "campus account")
+OIDC_AUTHENTICATE_CLASS = "accounts.oidc.CampusAuthenticationRequestView"
+OIDC_CALLBACK_CLASS = "accounts.oidc.CampusAuthenticationCallbackView"
+if OIDC_ENABLED:
+    for _name in ("AUTHORIZATION", "TOKEN", "USERINFO", "JWKS"):
+        if not env_str(f"NIGHTSHIFT_OIDC_{_name}_ENDPOINT", ""):
+            raise ImproperlyConfigured(
+                f"NIGHTSHIFT_OIDC_{_name}_ENDPOINT must be set with NIGHTSHIFT_OIDC_CLIENT_ID"
+            )
+    AUTHENTICATION_BACKENDS.append("accounts.oidc.CampusOIDCBackend")
 # Brute force: after this many failed sign-ins for one username from one address, that
 # pair is locked out for the cool-off time (web form, admin and the API's password route).
 AXES_FAILURE_LIMIT = env_int("NIGHTSHIFT_LOGIN_FAILURE_LIMIT", 5, minimum=1)

@@ -26,6 +26,7 @@ urlpatterns = [
         name="password_reset_complete",
     ),
     path("accounts/", include("accounts.urls")),
+    path("oidc/", include("mozilla_django_oidc.urls")),
     path("api/v1/", include("portal.api_urls")),
     path("api/", RedirectView.as_view(url="/api/v1/docs/", permanent=False), name="api-docs"),
     path("jobs/", include("jobs.urls")),
