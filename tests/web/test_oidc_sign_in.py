@@ -10,8 +10,9 @@ from oidc_provider_mock import User, run_server_in_thread
 
 pytestmark = pytest.mark.django_db
 
-ADA = User(sub="ada-campus-id", claims={"email": "ada@campus.example", "preferred_username": "ada",
-                                        "given_name": "Ada", "family_name": "Lovelace"})  # fmt: skip
+ADA_CLAIMS = {"email": "ada@campus.example", "preferred_username": "ada", "given_name": "Ada",
+              "family_name": "Lovelace"}  # fmt: skip
+ADA = User(sub="ada-campus-id", claims=ADA_CLAIMS)
 
 
 @pytest.fixture
