@@ -6,4 +6,4 @@ class AccountsConfig(AppConfig):
     verbose_name = "Accounts and access tokens"
 
     def ready(self) -> None:
-        from . import schema  # noqa: F401 - registers the token scheme with drf-spectacular
+        from . import ldap, schema  # noqa: F401 - LDAP group sync; the token scheme for the docs

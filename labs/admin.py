@@ -47,7 +47,7 @@ class LabAdmin(AuditedMembershipChanges, admin.ModelAdmin):
     search_fields = ("name", "accounting_group")
     inlines = [MembershipInline]
     fieldsets = [
-        (None, {"fields": ("name", "accounting_group")}),
+        (None, {"fields": ("name", "accounting_group", "ldap_group")}),
         (
             "Quota (empty: no limit)",
             {"fields": ("gpu_hours", "gpu_hours_period_days", *QUOTA_FIELDS[1:])},

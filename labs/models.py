@@ -69,6 +69,11 @@ class Lab(QuotaLimits):
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="labs"
     )
+    ldap_group = models.CharField(
+        "LDAP group", max_length=500, blank=True,
+        help_text="With LDAP sign-in: the DN of a group whose members join this lab when they "
+        "sign in (and leave it when they are no longer in the group).",
+    )  # fmt: skip
     gpu_hours_period_days = models.PositiveIntegerField(
         "Period (days)", default=7, help_text="The rolling period of the GPU-hours limit."
     )
@@ -109,6 +114,8 @@ class Membership(QuotaLimits):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    # "ldap": added because the user is in the lab's LDAP group, and removed when they leave it.
+    source = models.CharField(max_length=10, default="manual", editable=False)
     joined_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

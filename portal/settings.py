@@ -104,6 +104,31 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 
+# LDAP sign-in (django-auth-ldap): on when a server URI is set. Users are found under
+# NIGHTSHIFT_LDAP_USER_BASE; with NIGHTSHIFT_LDAP_GROUP_BASE, a lab's "LDAP group" makes its
+# members members of the lab.
+LDAP_ENABLED = bool(env_str("NIGHTSHIFT_LDAP_URI", ""))
+if LDAP_ENABLED:
+    import ldap
+    from django_auth_ldap.config import GroupOfNamesType, LDAPSearch
+
+    AUTH_LDAP_SERVER_URI = env_str("NIGHTSHIFT_LDAP_URI", "")
+    AUTH_LDAP_BIND_DN = env_str("NIGHTSHIFT_LDAP_BIND_DN", "")
+    AUTH_LDAP_BIND_PASSWORD = env_str("NIGHTSHIFT_LDAP_BIND_PASSWORD", "")
+    AUTH_LDAP_START_TLS = env_bool("NIGHTSHIFT_LDAP_START_TLS", False)
+    AUTH_LDAP_USER_SEARCH = LDAPSearch(
+        env_str("NIGHTSHIFT_LDAP_USER_BASE", ""), ldap.SCOPE_SUBTREE,
+        env_str("NIGHTSHIFT_LDAP_USER_FILTER", "(uid=%(user)s)"),
+    )  # fmt: skip
+    AUTH_LDAP_USER_ATTR_MAP = {"first_name": "givenName", "last_name": "sn", "email": "mail"}
+    if env_str("NIGHTSHIFT_LDAP_GROUP_BASE", ""):
+        AUTH_LDAP_GROUP_SEARCH = LDAPSearch(
+            env_str("NIGHTSHIFT_LDAP_GROUP_BASE", ""), ldap.SCOPE_SUBTREE,
+            "(objectClass=groupOfNames)",
+        )  # fmt: skip
+        AUTH_LDAP_GROUP_TYPE = GroupOfNamesType()
+    AUTHENTICATION_BACKENDS.insert(1, "django_auth_ldap.backend.LDAPBackend")
+
 # Campus single sign-on with OpenID Connect: on when a client id is set. The provider's
 # endpoints are in its /.well-known/openid-configuration.
 OIDC_RP_CLIENT_ID = env_str("NIGHTSHIFT_OIDC_CLIENT_ID", "")
