@@ -4,6 +4,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
+from accounts.models import Registration
+from audit.services import audit_record
 from condor_bridge import JobState as CondorState
 from jobs import services
 from jobs.models import Job, JobEvent, JobState
@@ -21,11 +23,15 @@ def admin_client(client):
 
 
 def make_jobs(count: int) -> None:
+    """Jobs of several users and labs, with the audit entries and registrations they bring."""
     for index in range(count):
         lab = LabFactory(name=f"Lab {index % 3}")
         user = UserFactory(username=f"u{index % 5}")
-        Job.objects.create(owner=user, lab=lab, name=f"job {index}", output_dir="/x", gpus=1,
-                           cluster_id=100 + index, proc_id=0)  # fmt: skip
+        job = Job.objects.create(owner=user, lab=lab, name=f"job {index}", output_dir="/x",
+                                 gpus=1, cluster_id=100 + index, proc_id=0)  # fmt: skip
+        audit_record(action="job.submit", actor=user, target=job)
+        newcomer = UserFactory(username=f"new{Registration.objects.count()}")
+        Registration.objects.create(user=newcomer, lab=lab)
 
 
 def changelist_queries(client, django_assert_max_num_queries, url) -> int:
@@ -38,7 +44,9 @@ def changelist_queries(client, django_assert_max_num_queries, url) -> int:
 
 
 @pytest.mark.parametrize("name", ["admin:jobs_job_changelist", "admin:labs_lab_changelist",
-                                  "admin:labs_membership_changelist"])  # fmt: skip
+                                  "admin:labs_membership_changelist",
+                                  "admin:audit_auditentry_changelist",
+                                  "admin:accounts_registration_changelist"])  # fmt: skip
 def test_changelists_cost_the_same_queries_for_5_or_50_rows(
     admin_client, django_assert_max_num_queries, name
 ):
