@@ -97,6 +97,7 @@ def account_quota_view(standing, user) -> dict:
     return {
         "lab": standing.lab,
         "role": membership.get_role_display() if membership else "",
+        "manages": bool(membership and membership.is_lead) or user.is_staff,
         "bars": [
             bar(
                 f"GPU-hours, last {period}",

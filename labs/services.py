@@ -26,3 +26,33 @@ def lab_memberships_sync_from_ldap(*, user, group_dns: set[str]) -> None:
                 audit_record(action="membership.remove", target=membership, target_label=label,
                              detail="left the LDAP group")  # fmt: skip
                 membership.delete()
+
+
+class MembershipError(Exception):
+    pass
+
+
+def lab_member_add(*, lab: Lab, who: str, actor) -> Membership:
+    """Add a user, by username or e-mail address, to a lab (done by its lead or staff)."""
+    from django.contrib.auth import get_user_model
+    from django.db.models import Q
+
+    who = who.strip()
+    user = get_user_model().objects.filter(Q(username__iexact=who) | Q(email__iexact=who)).first()
+    if not who or user is None:
+        raise MembershipError(f"Nobody is called {who[:100]!r}; they may need to register first.")
+    membership, created = Membership.objects.get_or_create(lab=lab, user=user)
+    if not created:
+        raise MembershipError(f"{user.get_username()} is already in {lab.name}.")
+    audit_record(action="membership.add", actor=actor, target=membership,
+                 target_label=f"{user} in {lab}", detail="added by a lab lead")  # fmt: skip
+    return membership
+
+
+def lab_member_remove(*, membership: Membership, actor) -> None:
+    if membership.is_lead and membership.user_id == actor.pk:
+        raise MembershipError("You cannot remove yourself as lead; ask an administrator.")
+    label = f"{membership.user} in {membership.lab}"
+    audit_record(action="membership.remove", actor=actor, target=membership, target_label=label,
+                 detail="by a lab lead")  # fmt: skip
+    membership.delete()

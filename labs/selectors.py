@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db.models import QuerySet
+from django.utils import timezone
+
+from jobs.models import Job
+from jobs.selectors import gpu_hours_used
+
+from .models import Lab, Membership
+
+
+def labs_managed_by(user) -> QuerySet[Lab]:
+    """The labs whose members a user manages: those they lead; every lab for staff."""
+    if user.is_staff:
+        return Lab.objects.all()
+    return Lab.objects.filter(memberships__user=user, memberships__role=Membership.Role.LEAD)
+
+
+@dataclass(frozen=True)
+class MemberUsage:
+    membership: Membership
+    gpu_hours: float
+    jobs: int
+
+
+def lab_member_usage(lab: Lab) -> list[MemberUsage]:
+    """Each member's GPU-hours and jobs in the lab over its quota period."""
+    now = timezone.now()
+    since = now - timedelta(days=lab.gpu_hours_period_days)
+    usage = []
+    for membership in lab.memberships.select_related("user").order_by("user__username"):
+        jobs = Job.objects.filter(lab=lab, owner=membership.user)
+        usage.append(MemberUsage(
+            membership, gpu_hours_used(jobs, since=since, until=now).total,
+            jobs.filter(created_at__gte=since).count(),
+        ))  # fmt: skip
+    return usage
