@@ -46,6 +46,8 @@ def registrations_to_approve(user) -> QuerySet[Registration]:
     waiting = Registration.objects.filter(approved_at__isnull=True).select_related("user", "lab")
     if user.is_staff:
         return waiting
+    if not user.has_perm("labs.lead_lab"):
+        return waiting.none()
     led = Membership.objects.filter(user=user, role=Membership.Role.LEAD).values("lab_id")
     return waiting.filter(Q(lab__in=led))
 

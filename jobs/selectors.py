@@ -33,6 +33,8 @@ def job_list_visible_to(user) -> QuerySet[Job]:
     jobs = Job.objects.select_related("lab", "owner")
     if user.is_staff:
         return jobs
+    if not user.has_perm("labs.lead_lab"):
+        return jobs.filter(owner=user)
     led = Membership.objects.filter(user=user, role=Membership.Role.LEAD).values("lab_id")
     return jobs.filter(Q(owner=user) | Q(lab__in=led))
 
@@ -48,7 +50,10 @@ def job_can_act(user, job: Job) -> bool:
 
 
 def user_leads_a_lab(user) -> bool:
-    return Membership.objects.filter(user=user, role=Membership.Role.LEAD).exists()
+    return (
+        user.has_perm("labs.lead_lab")
+        and Membership.objects.filter(user=user, role=Membership.Role.LEAD).exists()
+    )
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from django.db.models import Count
 from audit.services import audit_record
 
 from .models import Lab, Membership
+from .services import lab_leads_group_sync
 
 
 def _changes(form) -> str:
@@ -79,6 +80,10 @@ class LabAdmin(AuditedMembershipChanges, admin.ModelAdmin):
             self.log_membership(request, membership, "membership.change", ", ".join(changed))
         for membership in formset.deleted_objects:
             self.log_membership(request, membership, "membership.remove", "")
+        touched = [*formset.new_objects, *(m for m, _ in formset.changed_objects),
+                   *formset.deleted_objects]  # fmt: skip
+        for user in {membership.user for membership in touched}:
+            lab_leads_group_sync(user)
 
     def get_changeform_initial_data(self, request) -> dict:
         """A new lab starts from the site's default quota."""
@@ -99,7 +104,9 @@ class MembershipAdmin(AuditedMembershipChanges, admin.ModelAdmin):
         if not change or form.changed_data:
             action = "membership.change" if change else "membership.add"
             self.log_membership(request, obj, action, _changes(form))
+        lab_leads_group_sync(obj.user)
 
     def delete_model(self, request, obj: Membership) -> None:
         self.log_membership(request, obj, "membership.remove", "")
         super().delete_model(request, obj)
+        lab_leads_group_sync(obj.user)

@@ -81,6 +81,10 @@ class Lab(QuotaLimits):
 
     class Meta:
         ordering = ["name"]
+        permissions = [
+            ("lead_lab", "Can read the jobs and usage of the labs they lead, and manage their "
+             "members"),
+        ]  # fmt: skip
 
     def __str__(self) -> str:
         return self.name

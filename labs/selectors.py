@@ -16,6 +16,8 @@ def labs_managed_by(user) -> QuerySet[Lab]:
     """The labs whose members a user manages: those they lead; every lab for staff."""
     if user.is_staff:
         return Lab.objects.all()
+    if not user.has_perm("labs.lead_lab"):
+        return Lab.objects.none()
     return Lab.objects.filter(memberships__user=user, memberships__role=Membership.Role.LEAD)
 
 

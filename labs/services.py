@@ -56,3 +56,19 @@ def lab_member_remove(*, membership: Membership, actor) -> None:
     audit_record(action="membership.remove", actor=actor, target=membership, target_label=label,
                  detail="by a lab lead")  # fmt: skip
     membership.delete()
+    lab_leads_group_sync(membership.user)
+
+
+LEADS_GROUP = "Lab leads"
+
+
+def lab_leads_group_sync(user) -> None:
+    """A user who leads some lab is in the "Lab leads" group, which holds labs.lead_lab."""
+    from django.contrib.auth.models import Group
+
+    group, _ = Group.objects.get_or_create(name=LEADS_GROUP)
+    leads = Membership.objects.filter(user=user, role=Membership.Role.LEAD).exists()
+    if leads:
+        user.groups.add(group)
+    else:
+        user.groups.remove(group)

@@ -23,6 +23,15 @@ class LabFactory(factory.django.DjangoModelFactory):
 class MembershipFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = "labs.Membership"
+        skip_postgeneration_save = True
 
     lab = factory.SubFactory(LabFactory)
     user = factory.SubFactory(UserFactory)
+
+    @factory.post_generation
+    def leads_group(membership, create, extracted, **kwargs):
+        """As the admin does: a lead joins the "Lab leads" group."""
+        if create:
+            from labs.services import lab_leads_group_sync
+
+            lab_leads_group_sync(membership.user)
