@@ -59,14 +59,13 @@ def lab_member_remove(*, membership: Membership, actor) -> None:
     lab_leads_group_sync(membership.user)
 
 
-LEADS_GROUP = "Lab leads"
-
-
 def lab_leads_group_sync(user) -> None:
     """A user who leads some lab is in the "Lab leads" group, which holds labs.lead_lab."""
     from django.contrib.auth.models import Group
 
-    group, _ = Group.objects.get_or_create(name=LEADS_GROUP)
+    from .roles import LEADS_GROUP
+
+    group = Group.objects.get(name=LEADS_GROUP)
     leads = Membership.objects.filter(user=user, role=Membership.Role.LEAD).exists()
     if leads:
         user.groups.add(group)
