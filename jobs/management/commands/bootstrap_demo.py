@@ -1,9 +1,13 @@
-"""Create a demo student and an admin when none exist, printing their logins once."""
+"""Create a demo student and an admin when none exist, printing their logins once, and a
+demo lab (led by the admin, with the student in it) with a small quota to see it at work."""
 
 import secrets
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
+
+from labs.models import Lab, Membership
+from labs.services import lab_leads_group_sync
 
 
 class Command(BaseCommand):
@@ -20,6 +24,15 @@ class Command(BaseCommand):
             password = secrets.token_urlsafe(12)
             User.objects.create_user("student", "student@example.org", password)
             created.append(("student", password))
+        student = User.objects.filter(username="student").first()
+        admin = User.objects.filter(is_superuser=True).order_by("pk").first()
+        if student is not None and not Lab.objects.exists():
+            lab = Lab.objects.create(name="Demo lab", gpu_hours=20, max_concurrent_gpus=2,
+                                     max_runtime_hours=4)  # fmt: skip
+            Membership.objects.create(lab=lab, user=student)
+            Membership.objects.create(lab=lab, user=admin, role=Membership.Role.LEAD)
+            lab_leads_group_sync(admin)
+            self.stdout.write("  lab: Demo lab (student is a member, admin leads it)")
         if not created:
             self.stdout.write("Demo accounts exist already; their passwords were shown once.")
         for username, password in created:
