@@ -1,6 +1,7 @@
 import django_filters
 from django import forms
 
+from . import selectors
 from .models import Job, JobState
 
 
@@ -39,8 +40,12 @@ class JobListFilter(django_filters.FilterSet):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         user = getattr(self.request, "user", None)
-        if user is not None and user.is_staff:
+        if user is None:
+            return  # the API schema: every filter is described
+        if user.is_staff:
             self.filters["scope"].extra["choices"] = [("mine", "Mine"), ("visible", "Everyone's")]
+        elif not selectors.user_leads_a_lab(user):
+            del self.filters["scope"]  # only their own jobs to see: nothing to choose
 
     def filter_scope(self, queryset, name, value):
         return queryset  # applied in filter_queryset, so that "mine" is also the default

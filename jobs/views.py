@@ -7,7 +7,7 @@ import itertools
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.core.files import File
 from django.core.paginator import Paginator
 from django.db import connection
@@ -24,37 +24,13 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
-from zipstream import ZipStream
 
-from . import selectors, services
+from . import readouts, selectors, services
 from .bridge import get_bridge
 from .filters import JobListFilter
 from .forms import JobSubmitForm
+from .lookups import actionable_job_or_403, own_job_or_404, visible_job_or_404
 from .models import EnvironmentPreset, Job
-
-
-def _own_job(request: HttpRequest, public_id) -> Job:
-    """A job of the user's own: for clone and re-run, which copy its files."""
-    try:
-        return selectors.job_get_for_user(request.user, public_id)
-    except Job.DoesNotExist:
-        raise Http404("No such job.") from None
-
-
-def _visible_job(request: HttpRequest, public_id) -> Job:
-    """A job the user may read: theirs, their led lab's, or any for staff."""
-    try:
-        return selectors.job_get_visible(request.user, public_id)
-    except Job.DoesNotExist:
-        raise Http404("No such job.") from None
-
-
-def _actionable_job(request: HttpRequest, public_id) -> Job:
-    job = _visible_job(request, public_id)
-    if not selectors.job_can_act(request.user, job):
-        raise PermissionDenied("Only the job's owner can do that.")
-    return job
-
 
 JOBS_PER_PAGE = 25
 
@@ -64,8 +40,6 @@ def job_list(request: HttpRequest) -> HttpResponse:
     filters = JobListFilter(
         request.GET or None, queryset=selectors.job_list_visible_to(request.user), request=request
     )
-    if not (request.user.is_staff or selectors.user_leads_a_lab(request.user)):
-        del filters.form.fields["scope"]
     page = Paginator(filters.qs, JOBS_PER_PAGE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
@@ -122,7 +96,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
     source = None
     staged: dict[str, File] = {}
     if request.method == "GET" and request.GET.get("from"):
-        source = _own_job(request, request.GET["from"])
+        source = own_job_or_404(request.user, request.GET["from"])
         form = JobSubmitForm(initial=_initial_from(source), user=request.user)
     else:
         for field, token_field in KEPT_UPLOADS.items():
@@ -145,7 +119,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
             try:
                 copy_from = None
                 if not upload and data["source_job"]:
-                    copy_from = _own_job(request, data["source_job"])
+                    copy_from = own_job_or_404(request.user, data["source_job"])
                 job = services.job_submit(
                     user=request.user, spec=form.to_spec(), script=upload, copy_from=copy_from,
                     requirements=requirements,
@@ -193,7 +167,7 @@ def _keep_uploads(request: HttpRequest, form: JobSubmitForm) -> None:
 
 @login_required
 def job_detail(request: HttpRequest, public_id) -> HttpResponse:
-    job = _visible_job(request, public_id)
+    job = visible_job_or_404(request.user, public_id)
     return render(
         request,
         "jobs/detail.html",
@@ -218,7 +192,7 @@ def _permissions(request: HttpRequest, job: Job) -> dict:
 @require_GET
 def job_status(request: HttpRequest, public_id) -> JsonResponse:
     """Everything the job page refreshes while it is open."""
-    job = _visible_job(request, public_id)
+    job = visible_job_or_404(request.user, public_id)
     logs = {}
     for stream, path in services.job_logs_for(job).items():
         try:
@@ -272,7 +246,7 @@ def job_status(request: HttpRequest, public_id) -> JsonResponse:
 @login_required
 @require_GET
 def job_log(request: HttpRequest, public_id, stream: str) -> HttpResponse:
-    job = _visible_job(request, public_id)
+    job = visible_job_or_404(request.user, public_id)
     path = services.job_logs_for(job).get(stream)
     opened = selectors.open_job_file(job.directory, path) if path is not None else None
     if opened is None:
@@ -286,19 +260,14 @@ def job_log(request: HttpRequest, public_id, stream: str) -> HttpResponse:
 @login_required
 @require_GET
 def job_output(request: HttpRequest, public_id, path: str) -> FileResponse:
-    job = _visible_job(request, public_id)
-    file_path = selectors.job_output_path(job, path)
-    opened = selectors.open_job_file(job.directory, file_path) if file_path else None
-    if opened is None:
-        raise Http404("No such output file.")
-    return FileResponse(opened, as_attachment=True, filename=file_path.name)
+    return readouts.output_file_response(visible_job_or_404(request.user, public_id), path)
 
 
 def _job_action(service, done_message: str):
     @login_required
     @require_POST
     def view(request: HttpRequest, public_id) -> HttpResponse:
-        job = _actionable_job(request, public_id)
+        job = actionable_job_or_403(request.user, public_id)
         try:
             service(job=job, user=request.user)
         except services.JobActionError as exc:
@@ -318,7 +287,7 @@ job_release = _job_action(services.job_release, "Released: the job goes back to 
 @login_required
 @require_POST
 def job_rerun(request: HttpRequest, public_id) -> HttpResponse:
-    job = _own_job(request, public_id)
+    job = own_job_or_404(request.user, public_id)
     try:
         new_job = services.job_rerun(job=job, user=request.user)
     except services.JobSubmissionError as exc:
@@ -373,17 +342,8 @@ def pool(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def job_metrics(request: HttpRequest, public_id) -> JsonResponse:
-    job = _visible_job(request, public_id)
-    metrics = selectors.job_metrics(job.directory, services.job_metrics_path(job))
-    return JsonResponse(
-        {
-            "names": metrics.names,
-            "rows": selectors.downsample(metrics.rows, 1000),
-            "total_rows": len(metrics.rows),
-            "skipped_lines": metrics.skipped_lines,
-            "is_final": job.is_final,
-        }
-    )
+    job = visible_job_or_404(request.user, public_id)
+    return JsonResponse(readouts.metrics_payload(job, limit=1000))
 
 
 class _Echo:
@@ -394,7 +354,7 @@ class _Echo:
 @login_required
 @require_GET
 def job_metrics_csv(request: HttpRequest, public_id) -> StreamingHttpResponse:
-    job = _visible_job(request, public_id)
+    job = visible_job_or_404(request.user, public_id)
     metrics = selectors.job_metrics(job.directory, services.job_metrics_path(job))
     columns = ["step", "time", *metrics.names]
     writer = csv.writer(_Echo())
@@ -449,15 +409,7 @@ def job_match(request: HttpRequest) -> JsonResponse:
 @login_required
 @require_GET
 def job_outputs_zip(request: HttpRequest, public_id) -> StreamingHttpResponse:
-    """Every output file in one zip, streamed as it is built (no temporary file)."""
-    job = _visible_job(request, public_id)
-    archive = ZipStream(sized=True)
-    for output in selectors.job_output_files(job):
-        archive.add_path(str(job.directory / output.path), arcname=output.path)
-    response = StreamingHttpResponse(archive, content_type="application/zip")
-    response["Content-Length"] = str(len(archive))
-    response["Content-Disposition"] = f'attachment; filename="outputs-{job.public_id}.zip"'
-    return response
+    return readouts.outputs_zip_response(visible_job_or_404(request.user, public_id))
 
 
 @never_cache

@@ -72,7 +72,7 @@ def exception_handler(exc, context) -> Response:
     if isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "Not found.")
     elif isinstance(exc, DjangoPermissionDenied):
-        exc = exceptions.PermissionDenied()
+        exc = exceptions.PermissionDenied(str(exc) or None)
     elif isinstance(exc, RequestDataTooBig):
         exc = exceptions.ParseError(
             "The request body is too large; upload big files as the script field."

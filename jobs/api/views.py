@@ -17,10 +17,10 @@ from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
-from zipstream import ZipStream
 
-from jobs import selectors, services
+from jobs import readouts, selectors, services
 from jobs.filters import JobListFilter
+from jobs.lookups import actionable_job_or_403, own_job_or_404, visible_job_or_404
 from jobs.models import EnvironmentPreset, Job
 from labs.quotas import quota_standings
 from portal.api import ApiError, ErrorSerializer, SubmissionThrottle
@@ -73,22 +73,6 @@ def submission_refused(exc: services.JobSubmissionError) -> ApiError:
         return ApiError(exc.message, code="quota_exceeded", status_code=403,
                         field=None if field == "quota" else field)  # fmt: skip
     return ApiError(exc.message, code="invalid", status_code=400, field=field)
-
-
-def own_job(request: Request, public_id) -> Job:
-    """A job of the user's own: for re-run and clone, which copy its files."""
-    try:
-        return selectors.job_get_for_user(request.user, public_id)
-    except Job.DoesNotExist:
-        raise Http404("No such job.") from None
-
-
-def visible_job(request: Request, public_id) -> Job:
-    """A job the user may read: theirs, their led lab's, or any for staff."""
-    try:
-        return selectors.job_get_visible(request.user, public_id)
-    except Job.DoesNotExist:
-        raise Http404("No such job.") from None
 
 
 class JobPagination(PageNumberPagination):
@@ -175,7 +159,7 @@ class JobListView(GenericAPIView):
 class JobDetailView(APIView):
     @extend_schema(summary="One job", responses={200: JobSerializer, **_errors(401, 404)})
     def get(self, request: Request, public_id) -> Response:
-        job = visible_job(request, public_id)
+        job = visible_job_or_404(request.user, public_id)
         return Response(JobSerializer(job, context={"request": request}).data)
 
 
@@ -188,10 +172,7 @@ def _action_view(service, summary: str):
                        409: OpenApiResponse(ErrorSerializer, description="Not possible now.")},
         )  # fmt: skip
         def post(self, request: Request, public_id) -> Response:
-            job = visible_job(request, public_id)
-            if not selectors.job_can_act(request.user, job):
-                raise ApiError("Only the job's owner can do that; a lab lead can only read it.",
-                               code="permission_denied", status_code=403)  # fmt: skip
+            job = actionable_job_or_403(request.user, public_id)
             try:
                 job = service(job=job, user=request.user)
             except services.JobActionError as exc:
@@ -216,7 +197,7 @@ class JobRerunView(APIView):
         responses={201: JobSerializer, **_errors(400, 401, 403, 404, 429)},
     )  # fmt: skip
     def post(self, request: Request, public_id) -> Response:
-        job = own_job(request, public_id)
+        job = own_job_or_404(request.user, public_id)
         try:
             new_job = services.job_rerun(job=job, user=request.user)
         except services.JobSubmissionError as exc:
@@ -239,7 +220,7 @@ class JobCloneView(APIView):
         responses={201: JobSerializer, **_errors(400, 401, 403, 404, 429)},
     )  # fmt: skip
     def post(self, request: Request, public_id) -> Response:
-        job = own_job(request, public_id)
+        job = own_job_or_404(request.user, public_id)
         form = JobCloneSerializer(data=request.data, partial=True)
         form.is_valid(raise_exception=True)
         spec = dataclasses.replace(services.job_spec_of(job), **form.spec_changes())
@@ -263,7 +244,7 @@ class JobEventsView(APIView):
                                               **_errors(401, 404)},
     )  # fmt: skip
     def get(self, request: Request, public_id) -> Response:
-        job = visible_job(request, public_id)
+        job = visible_job_or_404(request.user, public_id)
         events = job.events.select_related("actor")
         return Response(JobEventSerializer(events, many=True).data)
 
@@ -282,7 +263,7 @@ class JobLogView(APIView):
         responses={200: LogChunkSerializer, **_errors(400, 401, 404)},
     )  # fmt: skip
     def get(self, request: Request, public_id, stream: str) -> Response:
-        job = visible_job(request, public_id)
+        job = visible_job_or_404(request.user, public_id)
         path = services.job_logs_for(job).get(stream)
         if path is None:
             raise Http404("Logs are stdout, stderr and, for jobs that install packages, install.")
@@ -307,7 +288,7 @@ class JobOutputsView(APIView):
         responses={200: OutputFileSerializer(many=True), **_errors(401, 404)},
     )
     def get(self, request: Request, public_id) -> Response:
-        job = visible_job(request, public_id)
+        job = visible_job_or_404(request.user, public_id)
         files = [
             {"path": output.path, "size": output.size,
              "url": request.build_absolute_uri(f"{request.path}{output.path}")}
@@ -327,12 +308,7 @@ class JobOutputFileView(APIView):
         responses={**BINARY, **_errors(401, 404)},
     )  # fmt: skip
     def get(self, request: Request, public_id, path: str) -> FileResponse:
-        job = visible_job(request, public_id)
-        file_path = selectors.job_output_path(job, path)
-        opened = selectors.open_job_file(job.directory, file_path) if file_path else None
-        if opened is None:
-            raise Http404("No such output file.")
-        return FileResponse(opened, as_attachment=True, filename=file_path.name)
+        return readouts.output_file_response(visible_job_or_404(request.user, public_id), path)
 
 
 class JobOutputsZipView(APIView):
@@ -341,14 +317,7 @@ class JobOutputsZipView(APIView):
         responses={(200, "application/zip"): OpenApiTypes.BINARY, **_errors(401, 404)},
     )
     def get(self, request: Request, public_id) -> StreamingHttpResponse:
-        job = visible_job(request, public_id)
-        archive = ZipStream(sized=True)
-        for output in selectors.job_output_files(job):
-            archive.add_path(str(job.directory / output.path), arcname=output.path)
-        response = StreamingHttpResponse(archive, content_type="application/zip")
-        response["Content-Length"] = str(len(archive))
-        response["Content-Disposition"] = f'attachment; filename="outputs-{job.public_id}.zip"'
-        return response
+        return readouts.outputs_zip_response(visible_job_or_404(request.user, public_id))
 
 
 class JobMetricsView(APIView):
@@ -359,7 +328,7 @@ class JobMetricsView(APIView):
         responses={200: MetricsSerializer, **_errors(400, 401, 404)},
     )  # fmt: skip
     def get(self, request: Request, public_id) -> Response:
-        job = visible_job(request, public_id)
+        job = visible_job_or_404(request.user, public_id)
         try:
             limit = int(request.query_params.get("limit", 1000))
         except ValueError:
@@ -367,12 +336,7 @@ class JobMetricsView(APIView):
         if not 1 <= limit <= 100_000:
             raise ApiError("limit must be 1 to 100000.", code="invalid", status_code=400,
                            field="limit")  # fmt: skip
-        metrics = selectors.job_metrics(job.directory, services.job_metrics_path(job))
-        return Response(
-            {"names": metrics.names, "rows": selectors.downsample(metrics.rows, limit),
-             "total_rows": len(metrics.rows), "skipped_lines": metrics.skipped_lines,
-             "is_final": job.is_final}
-        )  # fmt: skip
+        return Response(readouts.metrics_payload(job, limit=limit))
 
 
 class PoolView(APIView):

@@ -443,3 +443,8 @@ def test_a_helper_folder_the_job_replaced_by_a_link_is_never_followed(
     (job.directory / ".nightshift").symlink_to(outside)
     data = json.loads(student_client.get(reverse("jobs:metrics", args=[job.public_id])).content)
     assert data["rows"] == []
+
+
+@pytest.mark.parametrize("value", ["not-a-uuid", "../../etc", "1' OR '1'='1"])
+def test_cloning_from_a_malformed_job_id_is_a_404_not_a_500(student_client, value):
+    assert student_client.get(reverse("jobs:new"), {"from": value}).status_code == 404
