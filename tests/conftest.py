@@ -80,3 +80,11 @@ def other_api(other_student):
 @pytest.fixture
 def anonymous_api():
     return APIClient()
+
+
+@pytest.fixture
+def admin_client(client, django_user_model):
+    """The test client, signed in as a superuser called root."""
+    admin = django_user_model.objects.create_superuser("root", "root@example.org", "a-long-pw-1")
+    client.force_login(admin)
+    return client

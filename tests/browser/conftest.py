@@ -51,14 +51,19 @@ def screenshot(page):
     return take
 
 
+def sign_in(page, url: str, username: str, password: str = "a-long-test-password") -> None:
+    """Through the login form, as a person would, until "My jobs" shows."""
+    page.goto(f"{url}/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("heading", name="My jobs").wait_for()
+
+
 @pytest.fixture
 def logged_in(page, live_server, live_pipeline):
     get_user_model().objects.create_user("grace", password="a-long-test-password")
-    page.goto(f"{live_server.url}/")
-    page.get_by_label("Username").fill("grace")
-    page.get_by_label("Password").fill("a-long-test-password")
-    page.get_by_role("button", name="Log in").click()
-    page.get_by_role("heading", name="My jobs").wait_for()
+    sign_in(page, live_server.url, "grace")
     return page
 
 

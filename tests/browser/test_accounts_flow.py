@@ -4,17 +4,10 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from labs.models import Lab
+from tests.browser.conftest import sign_in
 from tests.factories import MembershipFactory
 
 pytestmark = pytest.mark.browser
-
-
-def sign_in(page, url: str, username: str, password: str) -> None:
-    page.goto(f"{url}/accounts/login/")
-    page.get_by_label("Username").fill(username)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Log in").click()
-    page.get_by_role("heading", name="My jobs").wait_for()
 
 
 def sign_out(page) -> None:

@@ -4,17 +4,15 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 
+from tests.browser.conftest import sign_in
+
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
 def signed_in(page, live_server, transactional_db):
     get_user_model().objects.create_user("lin", password="a-long-test-password")
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.get_by_label("Username").fill("lin")
-    page.get_by_label("Password").fill("a-long-test-password")
-    page.get_by_role("button", name="Log in").click()
-    page.get_by_role("heading", name="My jobs").wait_for()
+    sign_in(page, live_server.url, "lin")
     return page
 
 

@@ -19,9 +19,8 @@ def test_the_groups_exist_with_their_permissions():
     assert "change_auditentry" not in codenames
 
 
-def test_making_someone_lead_in_the_admin_puts_them_in_the_leads_group(client, django_user_model):
-    admin = django_user_model.objects.create_superuser("root", "r@example.org", "a-long-pw-1")
-    client.force_login(admin)
+def test_making_someone_lead_in_the_admin_puts_them_in_the_leads_group(admin_client):
+    client = admin_client
     lab, ada = LabFactory(name="Vision"), UserFactory(username="ada")
     client.post(reverse("admin:labs_membership_add"), {"lab": lab.pk, "user": ada.pk,
                                                        "role": "lead"})  # fmt: skip

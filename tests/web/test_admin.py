@@ -1,7 +1,6 @@
 """The Django admin: labs and quotas, jobs with filters, service-backed actions, the HTCondor ad."""
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from accounts.models import Registration
@@ -13,13 +12,6 @@ from tests.conftest import script_upload
 from tests.factories import LabFactory, MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin_client(client):
-    admin = get_user_model().objects.create_superuser("root", "root@example.org", "a-long-pw-1")
-    client.force_login(admin)
-    return client
 
 
 def make_jobs(count: int) -> None:

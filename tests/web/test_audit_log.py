@@ -1,7 +1,6 @@
 """The audit log: every state-changing action, with who, what, which object, when and where."""
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from audit.models import AuditEntry
@@ -12,13 +11,6 @@ from tests.conftest import script_upload
 from tests.factories import LabFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin_client(client):
-    admin = get_user_model().objects.create_superuser("root", "root@example.org", "a-long-pw-1")
-    client.force_login(admin)
-    return client
 
 
 def entries(action: str):
