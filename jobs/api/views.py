@@ -75,6 +75,10 @@ def submission_refused(exc: services.JobSubmissionError) -> ApiError:
     return ApiError(exc.message, code="invalid", status_code=400, field=field)
 
 
+def job_response(request: Request, job: Job, code: int = 200) -> Response:
+    return Response(JobSerializer(job, context={"request": request}).data, status=code)
+
+
 class JobPagination(PageNumberPagination):
     page_size = 25
     page_size_query_param = "page_size"
@@ -153,14 +157,14 @@ class JobListView(GenericAPIView):
             )  # fmt: skip
         except services.JobSubmissionError as exc:
             raise submission_refused(exc) from None
-        return Response(self.get_serializer(job).data, status=status.HTTP_201_CREATED)
+        return job_response(request, job, status.HTTP_201_CREATED)
 
 
 class JobDetailView(APIView):
     @extend_schema(summary="One job", responses={200: JobSerializer, **_errors(401, 404)})
     def get(self, request: Request, public_id) -> Response:
         job = visible_job_or_404(request.user, public_id)
-        return Response(JobSerializer(job, context={"request": request}).data)
+        return job_response(request, job)
 
 
 def _action_view(service, summary: str):
@@ -177,7 +181,7 @@ def _action_view(service, summary: str):
                 job = service(job=job, user=request.user)
             except services.JobActionError as exc:
                 raise ApiError(str(exc), code="conflict", status_code=409) from None
-            return Response(JobSerializer(job, context={"request": request}).data)
+            return job_response(request, job)
 
     action = service.__name__.removeprefix("job_").title()
     JobActionView.__name__ = JobActionView.__qualname__ = f"Job{action}View"
@@ -202,10 +206,7 @@ class JobRerunView(APIView):
             new_job = services.job_rerun(job=job, user=request.user)
         except services.JobSubmissionError as exc:
             raise submission_refused(exc) from None
-        return Response(
-            JobSerializer(new_job, context={"request": request}).data,
-            status=status.HTTP_201_CREATED,
-        )
+        return job_response(request, new_job, status.HTTP_201_CREATED)
 
 
 class JobCloneView(APIView):
@@ -232,10 +233,7 @@ class JobCloneView(APIView):
             )  # fmt: skip
         except services.JobSubmissionError as exc:
             raise submission_refused(exc) from None
-        return Response(
-            JobSerializer(new_job, context={"request": request}).data,
-            status=status.HTTP_201_CREATED,
-        )
+        return job_response(request, new_job, status.HTTP_201_CREATED)
 
 
 class JobEventsView(APIView):
