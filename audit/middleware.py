@@ -1,3 +1,5 @@
+import ipaddress
+
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
@@ -11,9 +13,18 @@ def client_ip(request: HttpRequest) -> str | None:
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
     if proxies and forwarded:
         hops = [hop.strip() for hop in forwarded.split(",") if hop.strip()]
-        if len(hops) >= proxies:
+        if len(hops) >= proxies and _is_address(hops[-proxies]):
             return hops[-proxies]
-    return request.META.get("REMOTE_ADDR") or None
+    address = request.META.get("REMOTE_ADDR") or ""
+    return address if _is_address(address) else None
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 class AuditOriginMiddleware:

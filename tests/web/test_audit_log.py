@@ -53,6 +53,17 @@ def test_the_forwarded_address_is_believed_only_behind_a_trusted_proxy(
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("forwarded", ["not-an-address", "1.2.3.4'; DROP TABLE x", "\u202e1.1.1.1"])
+def test_a_forged_forwarded_address_is_never_recorded(student_client, fake_bridge, settings,
+                                                      forwarded):  # fmt: skip
+    settings.TRUSTED_PROXY_COUNT = 2  # one more than there really is: the client's value counts
+    response = student_client.post(reverse("jobs:new"), {
+        "name": "x", "gpus": 0, "cpus": 1, "memory_gb": 1, "script": script_upload(),
+    }, REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR=f"{forwarded}, 192.0.2.7")  # fmt: skip
+    assert response.status_code == 302
+    assert AuditEntry.objects.get(action="job.submit").ip == "127.0.0.1"
+
+
 def test_sign_ins_and_failed_sign_ins_are_logged(client, student):
     client.post(reverse("login"), {"username": "student", "password": "wrong"})
     client.post(reverse("login"), {"username": "student", "password": "a-long-test-password"})

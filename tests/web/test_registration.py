@@ -138,3 +138,24 @@ def test_a_forgotten_password_is_reset_by_email(client, student):
     signed_in = client.post(reverse("login"), {"username": "student",
                                                "password": "Brand-New-Pass-77"})  # fmt: skip
     assert signed_in.status_code == 302
+
+
+def test_what_a_newcomer_types_is_shown_to_the_lead_as_text(client, vision, settings):
+    settings.REGISTRATION_MODE = "approval"
+    client.post(REGISTER, {
+        "username": "newbie", "email": "newbie@example.org", "lab": vision.pk,
+        "password1": "Correct-Horse-42", "password2": "Correct-Horse-42",
+        "note": "<script>alert(1)</script>\u202egnp.exe",
+    })  # fmt: skip
+    client.force_login(get_user_model().objects.get(username="lead"))
+    page = client.get(reverse("accounts:approvals")).content.decode()
+    assert "<script>alert(1)" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+@pytest.mark.parametrize("username", ["../admin", "a b", "x" * 151, "evil\x00"])
+def test_a_hostile_username_is_refused(client, settings, username):
+    settings.REGISTRATION_MODE = "open"
+    response = register(client, username=username)
+    assert response.status_code == 400
+    assert not get_user_model().objects.exists()
