@@ -39,6 +39,7 @@ PERSONAL_POOL = (
 )  # fmt: skip
 
 _FINAL = (JobState.COMPLETED, JobState.REMOVED)
+_RUN_STATES = (JobState.RUNNING, JobState.TRANSFERRING, JobState.SUSPENDED)
 # HTCondor's JobStatus numbers; a job spooling its input is held (5) in the real queue.
 _STATUS_CODE = {state: code for code, state in _STATUS_TO_STATE.items()}
 
@@ -66,20 +67,48 @@ class FakeBridge:
         self._lock = threading.Lock()
 
     # -- test controls ---------------------------------------------------------------
-    def set_state(self, job_id: str, state: JobState, **fields: object) -> JobObservation:
-        """Move a job as HTCondor would; leaving the queue when it reaches a final state."""
+    def set_state(
+        self, job_id: str, state: JobState, *, at: datetime | None = None, **fields: object
+    ) -> JobObservation:
+        """Move a job as HTCondor would; leaving the queue when it reaches a final state.
+
+        HTCondor's accounting follows along: a run that ends adds its wall time, and its
+        committed time when the job completed (`committed_s` overrides, as a checkpoint
+        would). `at` dates the change (default: now).
+        """
+        committed_s = fields.pop("committed_s", None)
         with self._lock:
             job = self._jobs[job_id]
-            now = datetime.now(tz=UTC)
+            now = at or datetime.now(tz=UTC)
             changes: dict[str, object] = {"state": state, "entered_state_at": now}
-            if state is JobState.RUNNING:
-                changes |= {"num_starts": job.num_starts + 1, "started_at": now}
-                changes.setdefault("workstation", self.machines[0].name if self.machines else "")
+            if job.run_started_at is not None and state not in _RUN_STATES:
+                run_s = max((now - job.run_started_at).total_seconds(), 0.0)
+                done = run_s if state is JobState.COMPLETED else 0.0
+                changes |= {
+                    "wall_time_s": job.wall_time_s + run_s,
+                    "committed_time_s": job.committed_time_s
+                    + (done if committed_s is None else float(committed_s)),
+                    "run_started_at": None,
+                    "last_workstation": job.workstation,
+                }
+                if state in (JobState.IDLE, JobState.HELD, JobState.REMOVED):
+                    changes["last_vacated_at"] = now
+            if state is JobState.RUNNING and job.run_started_at is None:
+                gpus = int(self.submitted.get(job_id, {}).get("request_gpus", 0))
+                changes |= {
+                    "num_starts": job.num_starts + 1, "started_at": now, "run_started_at": now,
+                    "gpus_assigned": gpus, "workstation": self._workstation_for(gpus),
+                }  # fmt: skip
             if state in _FINAL:
                 changes |= {"in_queue": False, "finished_at": now}
             changes |= fields
             self._jobs[job_id] = dataclasses.replace(job, **changes)
             return self._jobs[job_id]
+
+    def _workstation_for(self, gpus: int) -> str:
+        """The first workstation with enough GPUs, as the negotiator would pick one."""
+        fitting = [m.name for m in self.machines if m.total_gpus >= gpus]
+        return fitting[0] if fitting else ""
 
     def _check_up(self, action: str) -> None:
         if self.down:

@@ -36,7 +36,13 @@ PROJECTION = [
     "NightshiftRuntimeLimit",
     "LastVacateTime",
     "MachineAttrGPUs_DeviceName0",
+    "RemoteWallClockTime",
+    "CommittedTime",
+    "GPUsProvisioned",
+    "RequestGPUs",
 ]
+# A run is in progress in these states; JobCurrentStartDate then dates it.
+_RUN_IN_PROGRESS = frozenset({RUNNING, TRANSFERRING_OUTPUT, SUSPENDED})
 
 _STATUS_TO_STATE = {
     IDLE: JobState.IDLE,
@@ -53,6 +59,12 @@ def _timestamp(value: Any) -> datetime | None:
     if isinstance(value, int | float) and value > 0:
         return datetime.fromtimestamp(value, tz=UTC)
     return None
+
+
+def _seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return 0.0
+    return float(value)
 
 
 def _int(value: Any) -> int | None:
@@ -78,6 +90,7 @@ def map_job_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobObservation:
     hold_code = _int(ad.get("HoldReasonCode"))
     hold_reason = str(ad.get("HoldReason") or "")
     detail = ""
+    removed_by_limit = False
     if state is JobState.HELD and hold_code == HOLD_CODE_SPOOLING_INPUT:
         state, detail, hold_reason, hold_code = JobState.TRANSFERRING, "uploading input", "", None
     elif state is JobState.TRANSFERRING:
@@ -86,6 +99,7 @@ def map_job_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobObservation:
         detail = str(ad.get("RemoveReason") or "")
         limit = _int(ad.get("NightshiftRuntimeLimit"))
         if limit and "PeriodicRemove" in detail:
+            removed_by_limit = True
             detail = (
                 f"HTCondor removed it: it ran longer than {format_duration(limit)}, the "
                 "runtime limit of its quota."
@@ -119,4 +133,13 @@ def map_job_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobObservation:
         entered_state_at=_timestamp(ad.get("EnteredCurrentStatus")),
         started_at=_timestamp(ad.get("JobCurrentStartDate") or ad.get("JobStartDate")),
         finished_at=_timestamp(ad.get("CompletionDate")),
+        wall_time_s=_seconds(ad.get("RemoteWallClockTime")),
+        committed_time_s=_seconds(ad.get("CommittedTime")),
+        run_started_at=(
+            _timestamp(ad.get("JobCurrentStartDate")) if status in _RUN_IN_PROGRESS else None
+        ),
+        last_workstation=workstation_of(str(ad.get("LastRemoteHost") or "")),
+        last_vacated_at=_timestamp(ad.get("LastVacateTime")),
+        gpus_assigned=_int(ad.get("GPUsProvisioned")) or _int(ad.get("RequestGPUs")) or 0,
+        removed_by_limit=removed_by_limit,
     )

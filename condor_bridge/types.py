@@ -216,6 +216,17 @@ class JobObservation:
     entered_state_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    # HTCondor's own accounting, cumulative over every run so far (RemoteWallClockTime,
+    # CommittedTime): usage records are the differences between successive observations.
+    wall_time_s: float = 0.0
+    committed_time_s: float = 0.0
+    # When the run now in progress began (JobCurrentStartDate); None unless it runs.
+    run_started_at: datetime | None = None
+    # The latest run that ended: where it ran, and when it was evicted (LastVacateTime).
+    last_workstation: str = ""
+    last_vacated_at: datetime | None = None
+    gpus_assigned: int = 0
+    removed_by_limit: bool = False
 
     @property
     def evicted(self) -> bool:

@@ -26,6 +26,16 @@ class JobState(models.TextChoices):
 FINAL_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.REMOVED})
 
 
+class JobOutcome(models.TextChoices):
+    """How a job that ended did so, for reports: removed jobs split by who removed them."""
+
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    RUNTIME_LIMIT = "runtime_limit", "Removed by the runtime limit"
+    REMOVED = "removed", "Removed by HTCondor or an admin"
+
+
 class EnvironmentPreset(models.Model):
     """A software environment admins offer: the system Python, or a container image."""
 
@@ -94,6 +104,7 @@ class Job(models.Model):
     # "entry_command": "python train.py ..."}; used by clone and re-run.
     source = models.JSONField(default=dict)
     state = models.CharField(max_length=20, choices=JobState.choices, default=JobState.QUEUED)
+    outcome = models.CharField(max_length=20, choices=JobOutcome.choices, blank=True)
     status_detail = models.CharField(max_length=500, blank=True)
     cluster_id = models.PositiveIntegerField(null=True, blank=True)
     proc_id = models.PositiveIntegerField(null=True, blank=True)
@@ -125,6 +136,7 @@ class Job(models.Model):
             models.Index(fields=["state"]),
             models.Index(fields=["owner", "-created_at"]),
             models.Index(fields=["lab", "started_at"]),
+            models.Index(fields=["finished_at"]),
         ]
 
     def __str__(self) -> str:

@@ -7,7 +7,7 @@ import json
 import os
 import stat
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import BinaryIO
 
@@ -18,7 +18,7 @@ from django.utils.timesince import timesince
 from condor_bridge import GpuModel, PoolMachine
 from labs.models import Membership
 
-from .models import FINAL_STATES, Job, Workstation
+from .models import Job, Workstation
 
 LOG_CHUNK_BYTES = 256 * 1024
 
@@ -54,44 +54,6 @@ def user_leads_a_lab(user) -> bool:
         user.has_perm("labs.lead_lab")
         and Membership.objects.filter(user=user, role=Membership.Role.LEAD).exists()
     )
-
-
-@dataclass(frozen=True)
-class GpuRun:
-    """One job's run, clipped to a window: its GPU-hours in it."""
-
-    start: datetime
-    end: datetime
-    ended: bool
-    hours: float
-
-
-@dataclass(frozen=True)
-class GpuHours:
-    total: float
-    runs: list[GpuRun]
-
-
-def gpu_hours_used(jobs: QuerySet[Job], *, since: datetime, until: datetime) -> GpuHours:
-    """GPU-hours = wall time x GPUs, of the runs of `jobs` that overlap [since, until].
-
-    This is the one definition of GPU-hours used, for quotas and for the user's page.
-    """
-    overlapping = (
-        jobs.filter(gpus__gt=0, started_at__isnull=False, started_at__lt=until)
-        .filter(Q(finished_at__isnull=True) | Q(finished_at__gt=since))
-        .values_list("gpus", "started_at", "finished_at", "state")
-    )
-    runs = []
-    for gpus, started, finished, state in overlapping:
-        if finished is None and state in FINAL_STATES:
-            continue  # ended without an end time: nothing reliable to count
-        end = min(finished or until, until)
-        start = max(started, since)
-        if end > start:
-            hours = gpus * (end - start).total_seconds() / 3600
-            runs.append(GpuRun(start, end, finished is not None, hours))
-    return GpuHours(sum(run.hours for run in runs), runs)
 
 
 def job_get_for_user(user, public_id) -> Job:

@@ -22,6 +22,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from accounting.services import recorded_runs, usage_outdated, usage_record_observation
 from accounts.registration import user_may_submit
 from audit.services import audit_record
 from condor_bridge import (
@@ -47,7 +48,7 @@ from .archives import (
     is_archive,
 )
 from .bridge import get_bridge
-from .models import FINAL_STATES, Job, JobEvent, JobState, Workstation
+from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Workstation
 from .selectors import job_output_files, open_job_file
 
 logger = logging.getLogger(__name__)
@@ -681,6 +682,7 @@ def job_submit_to_pool(job_pk: int) -> Job:
 
 def _fail_before_submission(job: Job, detail: str, error: str) -> None:
     job.state, job.finished_at = JobState.FAILED, timezone.now()
+    job.outcome = JobOutcome.FAILED
     job.status_detail, job.last_error = detail, error
     job.save()
     _record(job, "rejected", error)
@@ -738,16 +740,34 @@ def _observed_changes(job: Job, observation: JobObservation) -> dict:
         values["match_problem"] = values["wait_reason"] = ""
     if new_state in FINAL_STATES:
         values["finished_at"] = job.finished_at or observation.finished_at or timezone.now()
+        values["outcome"] = _outcome(job, new_state, observation)
     return {key: value for key, value in values.items() if getattr(job, key) != value}
 
 
+def _outcome(job: Job, state: str, observation: JobObservation) -> str:
+    if state != JobState.REMOVED:
+        return JobOutcome(state)
+    if observation.removed_by_limit:
+        return JobOutcome.RUNTIME_LIMIT
+    if job.events.filter(kind="cancel requested").exists():
+        return JobOutcome.CANCELLED
+    return JobOutcome.REMOVED
+
+
 def job_apply_observation(job_pk: int, observation: JobObservation) -> bool:
-    """Bring one job in line with what HTCondor reports. True when something changed."""
+    """Bring one job (and its usage records) in line with what HTCondor reports.
+
+    True when something changed. Both happen in one transaction under the job's lock, so
+    that overlapping syncs or a crash halfway never count a run twice or lose it.
+    """
     with transaction.atomic():
         job = Job.objects.select_for_update().get(pk=job_pk)
+        if job.is_final:
+            return False
+        runs_changed = usage_record_observation(job, observation)
         changed = _observed_changes(job, observation)
         if not changed:
-            return False
+            return bool(runs_changed)
         new_state = changed.get("state", job.state)
         previous_state = job.state
         for key, value in changed.items():
@@ -824,10 +844,13 @@ def jobs_sync() -> SyncReport:
             finished = {o.job_id: o for o in bridge.finished_jobs(missing)}
             report.finished = len(finished)
             observations.update(finished)
+        runs = recorded_runs(job.pk for job in active)
         for job in active:
             observation = observations.get(str(job.public_id))
             # Compared in memory first: an unchanged job costs no lock and no write.
-            if observation is None or not _observed_changes(job, observation):
+            if observation is None or not (
+                _observed_changes(job, observation) or usage_outdated(runs.get(job.pk), observation)
+            ):
                 continue
             if job_apply_observation(job.pk, observation):
                 report.changed += 1
@@ -910,6 +933,7 @@ def job_cancel(*, job: Job, user) -> Job:
             raise JobActionError(f"This job has already ended ({job.get_state_display()}).")
         if not job.is_submitted:
             job.state, job.finished_at = JobState.REMOVED, timezone.now()
+            job.outcome = JobOutcome.CANCELLED
             job.status_detail = f"Cancelled by {user.get_username()} before it reached HTCondor."
             job.save()
             _record(job, "cancelled", job.status_detail, actor=user)

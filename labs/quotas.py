@@ -17,8 +17,8 @@ from django.db.models import QuerySet, Sum
 from django.utils import timezone
 from django.utils.formats import date_format
 
+from accounting.selectors import GpuHours, gpu_hours_used
 from jobs.models import FINAL_STATES, Job, JobState
-from jobs.selectors import GpuHours, gpu_hours_used
 
 from .models import Lab, Membership, QuotaLimits
 
@@ -187,11 +187,10 @@ def _check_gpu_hours(user, limits: Limits, gpus: int, runtime_s: int | None, now
 
 def next_release(used: GpuHours, period_days: int) -> tuple[float, datetime] | None:
     """The usage that leaves the rolling window first: (GPU-hours, when it has all left)."""
-    ended = [run for run in used.runs if run.ended]
-    if not ended:
+    if used.first_to_leave is None:
         return None
-    first = min(ended, key=lambda run: run.end)
-    return first.hours, first.end + timedelta(days=period_days)
+    hours, end = used.first_to_leave
+    return hours, end + timedelta(days=period_days)
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ from datetime import timedelta
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from accounting.selectors import gpu_hours_used
 from jobs.models import Job
-from jobs.selectors import gpu_hours_used
 
 from .models import Lab, Membership
 

@@ -3,6 +3,7 @@
 from datetime import timedelta
 from pathlib import Path
 
+from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 from portal.env import (
@@ -48,6 +49,7 @@ INSTALLED_APPS = [
     "labs",
     "audit",
     "jobs",
+    "accounting",
 ]
 
 MIDDLEWARE = [
@@ -198,8 +200,19 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 JOB_SYNC_INTERVAL = env_float("NIGHTSHIFT_SYNC_INTERVAL", 3.0, minimum=0.5)
+# How often the pool's GPUs are sampled for utilization and harvest reports.
+CAPACITY_SAMPLE_INTERVAL_S = env_int("NIGHTSHIFT_CAPACITY_SAMPLE_S", 300, minimum=10)
 CELERY_BEAT_SCHEDULE = {
     "sync-jobs": {"task": "jobs.tasks.sync_jobs", "schedule": JOB_SYNC_INTERVAL},
+    "sample-capacity": {
+        "task": "accounting.tasks.sample_capacity",
+        "schedule": CAPACITY_SAMPLE_INTERVAL_S,
+    },
+    # Each lab lead's summary of the month that just ended, on the 1st at 07:00.
+    "monthly-usage-reports": {
+        "task": "accounting.tasks.send_monthly_reports",
+        "schedule": crontab(minute=0, hour=7, day_of_month=1),
+    },
 }
 
 # -- HTCondor ------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ urlpatterns = [
     path("accounts/", include("accounts.urls")),
     path("oidc/", include("mozilla_django_oidc.urls")),
     path("labs/", include("labs.urls")),
+    path("reports/", include("accounting.urls")),
     path("api/v1/", include("portal.api_urls")),
     path("api/", RedirectView.as_view(url="/api/v1/docs/", permanent=False), name="api-docs"),
     path("jobs/", include("jobs.urls")),

@@ -4,6 +4,7 @@ Each test runs against FakeBridge and against HTCondorBridge on the real pool, s
 the fake used by the fast unit tests cannot drift from HTCondor's behaviour.
 """
 
+import time
 import uuid
 
 import pytest
@@ -153,3 +154,37 @@ def test_the_job_ad_carries_the_accounting_group_and_user(bridge):
 
 def test_the_ad_of_a_job_never_seen_is_none(bridge):
     assert bridge.job_ad(str(uuid.uuid4())) is None
+
+
+def _move(bridge, job_id, state, **fields):
+    """The fake moves when told to; the personal pool moves on its own."""
+    if isinstance(bridge, FakeBridge):
+        bridge.set_state(job_id, state, **fields)
+    return wait_for(
+        lambda: (job := bridge.find(job_id)) and job.state is state and job,
+        timeout=90,
+        what=f"the job to be {state}",
+    )
+
+
+def test_htcondors_accounting_counts_a_vacated_run_as_wall_time_not_committed(bridge):
+    request = job_request(bridge, script="import time\ntime.sleep(3)\n", gpus=2)
+    result = bridge.submit(request)
+    running = _move(bridge, request.job_id, JobState.RUNNING)
+    assert running.run_started_at is not None
+    assert (running.workstation, running.gpus_assigned) == ("ws-volta", 2)
+    assert running.wall_time_s == 0
+    time.sleep(2)
+    bridge.act("vacate", result.cluster_id, result.proc_id)
+    evicted = wait_for(
+        lambda: (job := bridge.find(request.job_id)) and job.state is JobState.IDLE and job,
+        timeout=30,
+        what="the job to be evicted",
+    )
+    assert evicted.run_started_at is None
+    assert evicted.wall_time_s >= 1 and evicted.committed_time_s == 0
+    assert evicted.last_workstation == "ws-volta" and evicted.last_vacated_at is not None
+    _move(bridge, request.job_id, JobState.RUNNING)
+    done = _move(bridge, request.job_id, JobState.COMPLETED)
+    assert done.committed_time_s > 0
+    assert done.wall_time_s >= evicted.wall_time_s + done.committed_time_s - 1

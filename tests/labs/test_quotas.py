@@ -11,7 +11,7 @@ from jobs import services
 from jobs.models import Job, JobState
 from labs.models import accounting_group_for
 from tests.conftest import script_upload
-from tests.factories import LabFactory, MembershipFactory, UserFactory
+from tests.factories import LabFactory, MembershipFactory, UserFactory, job_that_ran
 
 pytestmark = pytest.mark.django_db
 HOUR = timedelta(hours=1)
@@ -28,11 +28,9 @@ def submit(user, *, gpus=1, runtime_minutes=60, lab=None, name="job"):
 def ran(user, lab, *, gpus, start_ago, end_ago=None, state=JobState.COMPLETED):
     """A job that ran from `start_ago` to `end_ago` (None: still running)."""
     now = timezone.now()
-    return Job.objects.create(
-        owner=user, lab=lab, name="earlier", gpus=gpus, output_dir="/nonexistent",
-        request={"gpus": gpus}, state=state if end_ago is not None else JobState.RUNNING,
-        started_at=now - start_ago, finished_at=now - end_ago if end_ago is not None else None,
-    )  # fmt: skip
+    end = now - end_ago if end_ago is not None else None
+    return job_that_ran(user, lab=lab, gpus=gpus, start=now - start_ago, end=end,
+                        state=state if end_ago is not None else JobState.RUNNING)  # fmt: skip
 
 
 @pytest.fixture

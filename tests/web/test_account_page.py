@@ -6,8 +6,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.models import Job, JobState
-from tests.factories import LabFactory, MembershipFactory
+from tests.factories import LabFactory, MembershipFactory, job_that_ran
 
 pytestmark = pytest.mark.django_db
 
@@ -17,8 +16,7 @@ def test_the_page_shows_each_lab_with_usage_bars(student_client, student):
     MembershipFactory(lab=vision, user=student, role="lead")
     MembershipFactory(lab=LabFactory(name="NLP"), user=student, max_gpus_per_job=1)
     now = timezone.now()
-    Job.objects.create(owner=student, lab=vision, name="r", gpus=2, output_dir="/x",
-                       state=JobState.RUNNING, started_at=now - timedelta(hours=5))  # fmt: skip
+    job_that_ran(student, lab=vision, gpus=2, start=now - timedelta(hours=5))
     body = student_client.get(reverse("accounts:account")).content.decode()
     assert "Vision" in body and "NLP" in body
     assert "Lab lead" in body

@@ -7,9 +7,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from audit.models import AuditEntry
-from jobs.models import Job, JobState
 from labs.models import Membership
-from tests.factories import LabFactory, MembershipFactory, UserFactory
+from tests.factories import LabFactory, MembershipFactory, UserFactory, job_that_ran
 
 pytestmark = pytest.mark.django_db
 
@@ -28,9 +27,9 @@ def lead(client, vision):
 
 def test_the_lead_sees_each_members_gpu_hours(client, lead, vision):
     ada = MembershipFactory(lab=vision, user=UserFactory(username="ada")).user
-    Job.objects.create(owner=ada, lab=vision, name="r", gpus=2, output_dir="/x",
-                       state=JobState.COMPLETED, started_at=timezone.now() - timedelta(hours=3),
-                       finished_at=timezone.now())  # fmt: skip
+    job_that_ran(
+        ada, lab=vision, gpus=2, start=timezone.now() - timedelta(hours=3), end=timezone.now()
+    )
     body = client.get(reverse("labs:detail", args=[vision.pk])).content.decode()
     assert "ada" in body and "6.0" in body
     account = client.get(reverse("accounts:account")).content.decode()

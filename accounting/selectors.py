@@ -1,0 +1,59 @@
+"""Read-only queries over usage records: the one definition of GPU-hours used."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import (
+    DurationField,
+    ExpressionWrapper,
+    F,
+    FloatField,
+    QuerySet,
+    Sum,
+    Value,
+)
+from django.db.models.functions import Coalesce, Extract, Greatest, Least
+
+from .models import UsageRecord
+
+
+def overlapping(records: QuerySet[UsageRecord], since: datetime, until: datetime) -> QuerySet:
+    """Records of runs that overlap [since, until): ended after `since`, or still going."""
+    return records.filter(started_at__lt=until).exclude(ended_at__lte=since)
+
+
+def gpu_seconds_between(since: datetime, until: datetime) -> ExpressionWrapper:
+    """A record's GPU-seconds inside [since, until); a run still going counts up to `until`."""
+    end = Least(Coalesce("ended_at", Value(until)), Value(until))
+    inside = ExpressionWrapper(end - Greatest("started_at", Value(since)), DurationField())
+    return ExpressionWrapper(
+        Greatest(Extract(inside, "epoch"), Value(0.0)) * F("gpus"), FloatField()
+    )
+
+
+@dataclass(frozen=True)
+class GpuHours:
+    total: float
+    # The earliest-ending finished run in the window: (its GPU-hours in it, its end).
+    first_to_leave: tuple[float, datetime] | None = None
+
+
+def gpu_hours_used(jobs, *, since: datetime, until: datetime) -> GpuHours:
+    """GPU-hours = wall time x GPUs, of the runs of `jobs` inside [since, until].
+
+    This is the one definition of GPU-hours used: quotas, the account and lab pages, the API
+    and the reports all read it from the same usage records.
+    """
+    records = overlapping(UsageRecord.objects.filter(job__in=jobs, gpus__gt=0), since, until)
+    seconds = gpu_seconds_between(since, until)
+    total = records.aggregate(total=Sum(seconds))["total"] or 0.0
+    first = (
+        records.filter(ended_at__isnull=False)
+        .annotate(seconds=seconds)
+        .order_by("ended_at")
+        .values_list("seconds", "ended_at")
+        .first()
+    )
+    return GpuHours(total / 3600, (first[0] / 3600, first[1]) if first else None)

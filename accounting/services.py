@@ -1,0 +1,154 @@
+"""Everything that writes usage records and capacity samples."""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.db.models import Max, Q, Sum
+from django.utils import timezone
+
+from condor_bridge import JobObservation, PoolMachine
+
+from .models import CapacitySample, UsageRecord
+from .segments import TOLERANCE_S, Segment, reconcile
+
+logger = logging.getLogger(__name__)
+
+_SEGMENT_FIELDS = (
+    "started_at", "ended_at", "workstation", "gpu_model", "gpus", "wall_s", "committed_s",
+    "ended_by",
+)  # fmt: skip
+# A workstation in one of these states is not lending its GPUs to the pool.
+UNAVAILABLE_STATES = frozenset({"Owner", "Drained", "Preempting", "Backfill", ""})
+
+
+def _segment_of(record: UsageRecord) -> Segment:
+    return Segment(**{name: getattr(record, name) for name in _SEGMENT_FIELDS})
+
+
+@dataclass(frozen=True)
+class RecordedRuns:
+    """What a job's usage records already say, enough to tell whether an ad adds anything."""
+
+    closed_wall_s: float = 0.0
+    open_started_at: datetime | None = None
+
+
+def recorded_runs(job_pks: Iterable[int]) -> dict[int, RecordedRuns]:
+    """One query for many jobs: their recorded wall time and the run that is open."""
+    rows = (
+        UsageRecord.objects.filter(job_id__in=list(job_pks))
+        .values("job_id")
+        .annotate(
+            closed=Sum("wall_s", filter=Q(ended_at__isnull=False)),
+            open_start=Max("started_at", filter=Q(ended_at__isnull=True)),
+        )
+    )
+    return {row["job_id"]: RecordedRuns(row["closed"] or 0.0, row["open_start"]) for row in rows}
+
+
+def usage_outdated(recorded: RecordedRuns | None, observation: JobObservation) -> bool:
+    """Whether the ad reports a run start or end that the records do not hold yet."""
+    recorded = recorded or RecordedRuns()
+    if observation.run_started_at != recorded.open_started_at:
+        return True
+    return observation.wall_time_s - recorded.closed_wall_s > TOLERANCE_S
+
+
+def usage_record_observation(job, observation: JobObservation) -> int:
+    """Bring the job's usage records in line with its ad. The caller holds the job's row lock.
+
+    Returns how many records were created or closed.
+    """
+    records = list(UsageRecord.objects.filter(job=job).order_by("started_at"))
+    by_start = {record.started_at: record for record in records}
+    segments = reconcile([_segment_of(r) for r in records], observation)
+    changed = 0
+    previous_end: datetime | None = None
+    for segment in segments:
+        record = by_start.get(segment.started_at)
+        if record is None:
+            if previous_end is None:
+                wait = segment.started_at - job.created_at
+            else:
+                wait = segment.started_at - previous_end
+            record = UsageRecord(
+                job=job, user_id=job.owner_id, lab_id=job.lab_id,
+                first_run=not records and previous_end is None,
+                wait_s=max(wait.total_seconds(), 0.0),
+            )  # fmt: skip
+        elif _segment_of(record) == segment:
+            previous_end = record.ended_at
+            continue
+        for name in _SEGMENT_FIELDS:
+            setattr(record, name, getattr(segment, name))
+        record.badput_s = segment.badput_s
+        record.save()
+        changed += 1
+        previous_end = record.ended_at
+    return changed
+
+
+def capacity_sample(
+    machines: Iterable[PoolMachine],
+    *,
+    known: Mapping[str, int],
+    interval_s: int,
+    now: datetime | None = None,
+) -> int:
+    """Record what every workstation's GPUs do in the current interval; once per interval.
+
+    `known` maps every workstation ever seen to its GPU count, so that one that stopped
+    reporting (switched off, owner took it out) counts as unavailable rather than vanishing.
+    """
+    now = now or timezone.now()
+    epoch = int(now.timestamp())
+    start = datetime.fromtimestamp(epoch - epoch % interval_s, tz=UTC)
+    ours: dict[str, int] = defaultdict(int)
+    running = UsageRecord.objects.filter(ended_at__isnull=True, gpus__gt=0)
+    for row in running.values("workstation").annotate(gpus=Sum("gpus")):
+        ours[row["workstation"]] = row["gpus"]
+    samples = []
+    reporting = set()
+    for machine in machines:
+        reporting.add(machine.name)
+        total = machine.total_gpus
+        if not total:
+            continue
+        busy = total - machine.free_gpus
+        nightshift = min(ours.get(machine.name, 0), busy)
+        if machine.state in UNAVAILABLE_STATES:
+            idle, unavailable = 0, total - busy
+        else:
+            idle, unavailable = machine.free_gpus, 0
+        samples.append(CapacitySample(
+            taken_at=start, seconds=interval_s, workstation=machine.name, total_gpus=total,
+            idle_gpus=idle, nightshift_gpus=nightshift, other_gpus=busy - nightshift,
+            unavailable_gpus=unavailable,
+        ))  # fmt: skip
+    for name, total in known.items():
+        if name not in reporting and total:
+            samples.append(CapacitySample(
+                taken_at=start, seconds=interval_s, workstation=name, total_gpus=total,
+                unavailable_gpus=total,
+            ))  # fmt: skip
+    # A second tick in the same interval (two beats overlapping) adds nothing.
+    CapacitySample.objects.bulk_create(samples, ignore_conflicts=True)
+    return len(samples)
+
+
+def capacity_sample_pool(now: datetime | None = None) -> int:
+    """One capacity sample of the whole pool, as the beat schedule takes it."""
+    from jobs.bridge import get_bridge
+    from jobs.models import Workstation
+
+    known = dict(Workstation.objects.values_list("name", "total_gpus"))
+    machines = get_bridge().pool_machines()
+    return capacity_sample(
+        machines, known=known, interval_s=settings.CAPACITY_SAMPLE_INTERVAL_S, now=now
+    )

@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import csv
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.text import slugify
+
+from . import reports
+from .forms import ReportForm
+
+
+class _Echo:
+    """A file-like object whose write() hands the line back, for streaming CSV."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def stream_csv(rows, filename: str) -> StreamingHttpResponse:
+    writer = csv.writer(_Echo())
+    response = StreamingHttpResponse(
+        (writer.writerow(row) for row in rows), content_type="text/csv; charset=utf-8"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+def report_request(user, query) -> tuple[ReportForm, reports.Scope | None]:
+    """The checked form and the scope it asks for (None when the form has errors).
+
+    PermissionDenied for a user who may read no report; Http404 for another lab's report.
+    """
+    labs = reports.report_labs(user)
+    if not user.is_staff and not labs:
+        raise PermissionDenied("Usage reports are for lab leads and administrators.")
+    form = ReportForm(query, labs=labs, everything=user.is_staff)
+    if not form.is_valid():
+        if "lab" in form.errors:
+            raise Http404("No such lab among those whose reports you can read.")
+        return form, None
+    try:
+        return form, reports.report_scope(user, form.cleaned_data.get("lab"))
+    except reports.ReportNotAllowed as exc:
+        raise Http404(str(exc)) from None
+
+
+def export_filename(table: str, scope: reports.Scope, period: reports.Period) -> str:
+    start = timezone.localtime(period.start).date()
+    end = timezone.localtime(period.end).date()
+    return f"nightshift-{table}-{slugify(scope.label)[:40] or 'all'}-{start}-{end}.csv"
+
+
+def chart_data(report: reports.Report) -> dict:
+    """What the charts draw: the report's own tables, reshaped for Chart.js."""
+    over_time = report.tables["over_time"].rows
+    totals: dict[str, float] = {}
+    for row in over_time:
+        totals[row["group"]] = totals.get(row["group"], 0) + row["gpu_hours"]
+    top = sorted(totals, key=lambda name: -totals[name])[: reports.STACKED_GROUPS]
+    buckets = sorted({row["bucket"] for row in over_time})
+    series: dict[str, dict[str, float]] = {name: {} for name in top}
+    if len(totals) > len(top):
+        series["others"] = {}
+    for row in over_time:
+        name = row["group"] if row["group"] in top else "others"
+        series[name][row["bucket"]] = series[name].get(row["bucket"], 0) + row["gpu_hours"]
+    waits = report.tables["waits"].rows
+    return {
+        "over_time": {
+            "labels": buckets,
+            "series": [
+                {"name": name, "values": [round(values.get(b, 0), 3) for b in buckets]}
+                for name, values in series.items()
+            ],
+        },
+        "outcomes": {
+            "labels": [row["group"] for row in report.tables["outcomes"].rows],
+            "series": [
+                {"name": label, "values": [row[key] for row in report.tables["outcomes"].rows]}
+                for key, label in reports.OUTCOMES
+            ],
+        },
+        "waits": {
+            "labels": [label for label, _ in reports.WAIT_BUCKETS],
+            "values": [waits[0][f"b{i}"] for i in range(len(reports.WAIT_BUCKETS))]
+            if waits else [],
+        },
+        "losses": {
+            "labels": [row["group"] for row in report.tables["losses"].rows],
+            "committed": [row["committed_gpu_hours"] for row in report.tables["losses"].rows],
+            "lost": [row["badput_gpu_hours"] for row in report.tables["losses"].rows],
+        },
+        **{
+            name: {
+                "labels": [row[key] for row in report.tables[name].rows],
+                "utilization": [row["utilization_percent"] for row in report.tables[name].rows],
+                "harvest": [row["harvest_percent"] for row in report.tables[name].rows],
+            }
+            for name, key in (("utilization_hour", "hour"), ("utilization_weekday", "weekday"))
+        },
+    }  # fmt: skip
+
+
+@login_required
+def reports_page(request: HttpRequest) -> HttpResponse:
+    """Usage reports for lab leads (their labs) and admins (everything)."""
+    form, scope = report_request(request.user, request.GET)
+    context = {"form": form, "report": None}
+    if scope is not None:
+        report = reports.usage_report(scope, form.report_period(), form.cleaned_data["group"])
+        query = request.GET.urlencode()
+        context |= {
+            "report": report,
+            "tables": [report.tables[name] for name in reports.TABLES],
+            "charts": chart_data(report),
+            "export_query": query,
+            "time_zone": settings.TIME_ZONE,
+            "records_url": reverse("accounting:export", args=["records"]) + f"?{query}",
+        }
+    return render(request, "accounting/reports.html", context, status=200 if scope else 400)
+
+
+@login_required
+def report_export(request: HttpRequest, table: str) -> StreamingHttpResponse:
+    """One report table as CSV, or ("records") every run in the period, streamed."""
+    if table not in (*reports.TABLES, "records"):
+        raise Http404("No such report table.")
+    form, scope = report_request(request.user, request.GET)
+    if scope is None:
+        raise Http404("The report's period or grouping is not valid.")
+    period = form.report_period()
+    if table == "records":
+        rows = reports.usage_records_rows(scope, period)
+    else:
+        report_table = reports.REPORT_TABLES[table](scope, period, form.cleaned_data["group"])
+        rows = report_table.csv_rows()
+    return stream_csv(rows, export_filename(table, scope, period))

@@ -1,0 +1,84 @@
+"""The sync records usage from the bridge's ads, once, however its ticks overlap."""
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.db import connection
+
+from accounting.models import UsageRecord
+from condor_bridge import JobState as CondorState
+from jobs import services
+from tests.conftest import script_upload
+
+T0 = datetime(2026, 11, 2, 21, 0, tzinfo=UTC)
+
+
+def submit(user, **spec):
+    spec.setdefault("name", "train")
+    job = services.job_submit(user=user, spec=services.JobSpec(**spec), script=script_upload())
+    return services.job_submit_to_pool(job.pk)
+
+
+@pytest.mark.django_db
+def test_runs_on_the_bridge_become_records_that_add_up_to_htcondors_wall_time(
+    student, fake_bridge
+):
+    job = submit(student, gpus=2)
+    job_id = str(job.public_id)
+    fake_bridge.set_state(job_id, CondorState.RUNNING, at=T0)
+    services.jobs_sync()
+    assert [(r.workstation, r.gpus, r.is_open) for r in UsageRecord.objects.all()] == [
+        ("ws-volta", 2, True)
+    ]
+    fake_bridge.set_state(job_id, CondorState.IDLE, at=T0 + timedelta(minutes=20))
+    services.jobs_sync()
+    fake_bridge.set_state(job_id, CondorState.RUNNING, at=T0 + timedelta(minutes=25))
+    fake_bridge.set_state(job_id, CondorState.COMPLETED, at=T0 + timedelta(minutes=55), exit_code=0)
+    services.jobs_sync()
+    records = list(UsageRecord.objects.order_by("started_at"))
+    assert [(r.wall_s, r.committed_s, r.badput_s, r.ended_by) for r in records] == [
+        (1200, 0, 1200, "evicted"),
+        (1800, 1800, 0, "completed"),
+    ]
+    final = fake_bridge.find(job_id)
+    assert sum(r.gpu_hours() for r in records) == pytest.approx(final.wall_time_s * 2 / 3600)
+    assert all(r.user == student and r.lab_id == job.lab_id for r in records)
+
+
+@pytest.mark.django_db
+def test_a_sync_with_nothing_new_writes_no_usage(student, fake_bridge):
+    job = submit(student, gpus=1)
+    fake_bridge.set_state(str(job.public_id), CondorState.RUNNING)
+    services.jobs_sync()
+    assert services.jobs_sync().changed == 0
+    assert UsageRecord.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_overlapping_sync_ticks_record_each_run_once(student, fake_bridge):
+    jobs = [submit(student, gpus=1, name=f"j{i}") for i in range(6)]
+    for job in jobs:
+        fake_bridge.set_state(str(job.public_id), CondorState.RUNNING, at=T0)
+        fake_bridge.set_state(str(job.public_id), CondorState.IDLE, at=T0 + timedelta(hours=1))
+    barrier = threading.Barrier(2)
+    errors = []
+
+    def tick():
+        try:
+            barrier.wait()
+            services.jobs_sync()
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=tick) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(UsageRecord.objects.values_list("job_id", "wall_s")) == sorted(
+        (job.pk, 3600.0) for job in jobs
+    )
