@@ -153,6 +153,10 @@ class Table:
     rows: list[dict] = field(default_factory=list)
     note: str = ""
 
+    @property
+    def column_list(self) -> list[dict]:
+        return [{"key": key, "heading": heading} for key, heading in self.columns]
+
     def cells(self) -> list[list]:
         """The rows as lists in column order, for templates."""
         return [[row.get(key) for key, _ in self.columns] for row in self.rows]

@@ -3,6 +3,7 @@
 from django.urls import path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from accounting import api as accounting_api
 from accounts import api as accounts_api
 from jobs.api import views as jobs_api
 from portal.api import api_not_found
@@ -36,6 +37,12 @@ urlpatterns = [
     path("tokens/", accounts_api.TokenListView.as_view(), name="token-list"),
     path("tokens/<int:token_id>/", accounts_api.TokenDetailView.as_view(), name="token-detail"),
     path("auth/token/", accounts_api.PasswordTokenView.as_view(), name="password-token"),
+    path("reports/", accounting_api.ReportView.as_view(), name="report"),
+    path(
+        "reports/<slug:table>.csv",
+        accounting_api.ReportExportView.as_view(),
+        name="report-export",
+    ),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
     re_path(r"^(?P<path>.*)$", api_not_found),

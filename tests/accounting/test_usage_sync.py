@@ -21,9 +21,7 @@ def submit(user, **spec):
 
 
 @pytest.mark.django_db
-def test_runs_on_the_bridge_become_records_that_add_up_to_htcondors_wall_time(
-    student, fake_bridge
-):
+def test_runs_on_the_bridge_become_records_that_add_up_to_htcondors_wall_time(student, fake_bridge):
     job = submit(student, gpus=2)
     job_id = str(job.public_id)
     fake_bridge.set_state(job_id, CondorState.RUNNING, at=T0)
