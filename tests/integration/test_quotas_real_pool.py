@@ -2,11 +2,13 @@
 by HTCondor itself."""
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
+from accounting.models import UsageRecord
 from jobs.bridge import get_bridge
-from jobs.models import Job, JobState
+from jobs.models import Job, JobOutcome, JobState
 from labs.models import Lab, Membership
 from tests.conftest import script_upload
 from tests.helpers import wait_for
@@ -52,3 +54,9 @@ def test_a_job_over_the_quotas_runtime_limit_is_removed_by_htcondor(lab_member, 
     wait_for_state(job, {JobState.REMOVED}, timeout=150)
     assert "ran longer than 1 minute, the runtime limit of its quota" in job.status_detail
     assert job.events.filter(kind="removed").exists()
+    assert job.outcome == JobOutcome.RUNTIME_LIMIT
+    # Its run is counted, as HTCondor counted it, and ended by the removal.
+    (run,) = UsageRecord.objects.filter(job=job)
+    history = get_bridge().job_ad(str(job.public_id))
+    assert run.ended_by == "removed" and run.ended_at is not None
+    assert abs(run.wall_s - history["RemoteWallClockTime"]) <= settings.JOB_SYNC_INTERVAL
