@@ -317,7 +317,7 @@ def queue_waits(scope: Scope, period: Period, group: str) -> Table:
         lower = upper or lower
     rows = _fetch(
         f"""
-        SELECT {record_group} AS grp, COUNT(*) AS starts,
+        SELECT {record_group} AS grp, GROUPING({record_group}) AS is_total, COUNT(*) AS starts,
                percentile_cont(0.5) WITHIN GROUP (ORDER BY r.wait_s) AS median_s,
                percentile_cont(0.9) WITHIN GROUP (ORDER BY r.wait_s) AS p90_s,
                {", ".join(buckets)}
@@ -326,7 +326,7 @@ def queue_waits(scope: Scope, period: Period, group: str) -> Table:
         LEFT JOIN labs_lab l ON l.id = r.lab_id
         WHERE r.first_run AND r.wait_s IS NOT NULL
           AND r.started_at >= %(start)s AND r.started_at < %(end)s AND {scope.sql("r.lab_id")}
-        GROUP BY ROLLUP (1) ORDER BY (1 IS NULL) DESC, 2 DESC, 1
+        GROUP BY ROLLUP ({record_group}) ORDER BY is_total DESC, starts DESC, grp
         """,  # noqa: S608 - fixed fragments; every value is a parameter
         _params(scope, period),
     )
@@ -336,10 +336,10 @@ def queue_waits(scope: Scope, period: Period, group: str) -> Table:
          ("p90_minutes", "90th percentile (min)"),
          *((f"b{i}", text) for i, (text, _) in enumerate(WAIT_BUCKETS))],
     )  # fmt: skip
-    for index, row in enumerate(rows):
+    for row in rows:
         table.rows.append({
-            # ROLLUP's grand total comes first, with no group.
-            "group": "All" if index == 0 else (row["grp"] or "(unknown)"),
+            # ROLLUP's grand total comes first.
+            "group": "All" if row["is_total"] else (row["grp"] or "(unknown)"),
             "starts": row["starts"], "median_minutes": _round((row["median_s"] or 0) / 60, 1),
             "p90_minutes": _round((row["p90_s"] or 0) / 60, 1),
             **{f"b{i}": row[f"b{i}"] for i in range(len(WAIT_BUCKETS))},

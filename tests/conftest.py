@@ -7,7 +7,7 @@ from portal.celery import app
 from tests.factories import UserFactory
 
 # Real Celery worker and beat processes for the integration and browser tests.
-pytest_plugins = ["tests.pipeline"]
+pytest_plugins = ["tests.pipeline", "tests.campus"]
 
 
 @pytest.fixture

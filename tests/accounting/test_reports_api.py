@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from tests.accounting.conftest import PERIOD
+from tests.campus import PERIOD
 from tests.conftest import client_with_token
 
 pytestmark = pytest.mark.django_db
