@@ -40,13 +40,13 @@ class GpuHours:
     first_to_leave: tuple[float, datetime] | None = None
 
 
-def gpu_hours_used(jobs, *, since: datetime, until: datetime) -> GpuHours:
-    """GPU-hours = wall time x GPUs, of the runs of `jobs` inside [since, until].
+def gpu_hours_used(records: QuerySet[UsageRecord], *, since: datetime, until: datetime) -> GpuHours:
+    """GPU-hours = wall time x GPUs, of these runs inside [since, until].
 
     This is the one definition of GPU-hours used: quotas, the account and lab pages, the API
-    and the reports all read it from the same usage records.
+    and the reports (which compute the same expression in SQL) read the same usage records.
     """
-    records = overlapping(UsageRecord.objects.filter(job__in=jobs, gpus__gt=0), since, until)
+    records = overlapping(records.filter(gpus__gt=0), since, until)
     seconds = gpu_seconds_between(since, until)
     total = records.aggregate(total=Sum(seconds))["total"] or 0.0
     first = (

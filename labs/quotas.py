@@ -17,6 +17,7 @@ from django.db.models import QuerySet, Sum
 from django.utils import timezone
 from django.utils.formats import date_format
 
+from accounting.models import UsageRecord
 from accounting.selectors import GpuHours, gpu_hours_used
 from jobs.models import FINAL_STATES, Job, JobState
 
@@ -79,6 +80,15 @@ def counted_jobs(user, limits: Limits, name: str) -> QuerySet[Job]:
     if limits.scope[name] == "lab":
         return Job.objects.filter(lab=limits.lab)
     return Job.objects.filter(lab=limits.lab, owner=user)
+
+
+def counted_usage(user, limits: Limits, name: str) -> QuerySet[UsageRecord]:
+    """The runs whose GPU-hours a limit counts, chosen exactly as counted_jobs chooses jobs."""
+    if limits.lab is None:
+        return UsageRecord.objects.filter(user=user, lab__isnull=True)
+    if limits.scope[name] == "lab":
+        return UsageRecord.objects.filter(lab=limits.lab)
+    return UsageRecord.objects.filter(lab=limits.lab, user=user)
 
 
 def reservation_hours(gpus: int, runtime_s: int | None) -> float:
@@ -165,7 +175,7 @@ def quota_check(*, user, lab: Lab | None, gpus: int, max_runtime_s: int | None,
 def _check_gpu_hours(user, limits: Limits, gpus: int, runtime_s: int | None, now) -> None:
     jobs = counted_jobs(user, limits, "gpu_hours")
     since = now - timedelta(days=limits.period_days)
-    used = gpu_hours_used(jobs, since=since, until=now)
+    used = gpu_hours_used(counted_usage(user, limits, "gpu_hours"), since=since, until=now)
     reserved = reserved_hours(jobs)
     needed = reservation_hours(gpus, runtime_s)
     # To the GPU-second: what a running job adds while the check runs does not decide it.
@@ -217,7 +227,9 @@ def quota_standings(user, now: datetime | None = None) -> list[QuotaStanding]:
             QuotaStanding(
                 lab=lab,
                 limits=limits,
-                gpu_hours_used=gpu_hours_used(hours_jobs, since=since, until=now).total,
+                gpu_hours_used=gpu_hours_used(
+                    counted_usage(user, limits, "gpu_hours"), since=since, until=now
+                ).total,
                 gpu_hours_reserved=reserved_hours(hours_jobs),
                 gpus_in_use=counted_jobs(user, limits, "max_concurrent_gpus")
                 .exclude(state__in=FINAL_STATES)

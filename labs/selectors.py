@@ -6,6 +6,7 @@ from datetime import timedelta
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from accounting.models import UsageRecord
 from accounting.selectors import gpu_hours_used
 from jobs.models import Job
 
@@ -34,9 +35,9 @@ def lab_member_usage(lab: Lab) -> list[MemberUsage]:
     since = now - timedelta(days=lab.gpu_hours_period_days)
     usage = []
     for membership in lab.memberships.select_related("user").order_by("user__username"):
-        jobs = Job.objects.filter(lab=lab, owner=membership.user)
+        runs = UsageRecord.objects.filter(lab=lab, user=membership.user)
+        jobs = Job.objects.filter(lab=lab, owner=membership.user, created_at__gte=since)
         usage.append(MemberUsage(
-            membership, gpu_hours_used(jobs, since=since, until=now).total,
-            jobs.filter(created_at__gte=since).count(),
+            membership, gpu_hours_used(runs, since=since, until=now).total, jobs.count(),
         ))  # fmt: skip
     return usage

@@ -161,3 +161,15 @@ def test_a_lead_cannot_export_another_labs_table(client, campus):
 def test_an_unknown_table_is_a_404(client, campus):
     client.force_login(campus["admin"])
     assert client.get(reverse("accounting:export", args=["secrets"])).status_code == 404
+
+
+def test_the_report_and_the_quota_count_the_same_gpu_hours(client, campus):
+    from accounting.models import UsageRecord
+    from accounting.selectors import gpu_hours_used
+
+    response = report_as(client, campus["admin"])
+    period = response.context["report"].period
+    for user in ("ada", "bob"):
+        used = gpu_hours_used(UsageRecord.objects.filter(user=campus[user]),
+                              since=period.start, until=period.end)  # fmt: skip
+        assert by_group(response, "usage")[user]["gpu_hours"] == pytest.approx(used.total)

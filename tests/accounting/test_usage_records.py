@@ -112,7 +112,7 @@ def test_a_two_gpu_job_counts_wall_time_times_two(job):
         ad(Condor.COMPLETED, wall=5400, committed=5400, finished=5400, gpus=2, exit_code=0),
     ])  # fmt: skip
     assert [(r.gpus, r.gpu_hours()) for r in records] == [(2, 3.0)]
-    used = gpu_hours_used(Job.objects.filter(pk=job.pk), since=at(-60), until=at(9000))
+    used = gpu_hours_used(UsageRecord.objects.filter(job=job), since=at(-60), until=at(9000))
     assert used.total == pytest.approx(3.0)
 
 
@@ -148,7 +148,7 @@ def test_a_run_that_started_and_ended_between_two_syncs_is_still_recorded(job):
 def test_a_run_in_progress_counts_up_to_now_and_is_closed_when_it_ends(job):
     (record,) = play(job, [ad(Condor.RUNNING, run_since=0)])
     assert record.is_open and record.gpu_hours(until=at(1800)) == pytest.approx(0.5)
-    used = gpu_hours_used(Job.objects.filter(pk=job.pk), since=at(-60), until=at(1800))
+    used = gpu_hours_used(UsageRecord.objects.filter(job=job), since=at(-60), until=at(1800))
     assert used.total == pytest.approx(0.5)
 
 

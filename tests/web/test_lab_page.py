@@ -61,3 +61,8 @@ def test_a_member_or_another_labs_lead_gets_a_404(client, vision):
         target = Membership.objects.filter(lab=vision).first()
         url = reverse("labs:member_remove", args=[vision.pk, target.pk])
         assert client.post(url).status_code == 404
+
+
+def test_the_lab_page_links_to_the_labs_usage_report(client, lead, vision):
+    body = client.get(reverse("labs:detail", args=[vision.pk])).content.decode()
+    assert f'/reports/?lab={vision.pk}"' in body
