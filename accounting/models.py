@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import models
@@ -63,6 +63,17 @@ class UsageRecord(models.Model):
     @property
     def is_open(self) -> bool:
         return self.ended_at is None
+
+    @property
+    def wall(self) -> timedelta:
+        """How long the run lasted, or has lasted so far."""
+        if self.ended_at is not None:
+            return timedelta(seconds=self.wall_s)
+        return max(timezone.now() - self.started_at, timedelta(0))
+
+    @property
+    def lost(self) -> timedelta:
+        return timedelta(seconds=self.badput_s)
 
     def gpu_hours(self, until: datetime | None = None) -> float:
         """Wall time x GPUs; a run still going counts up to `until` (default: now)."""

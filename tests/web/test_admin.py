@@ -2,7 +2,9 @@
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
+from accounting.models import UsageRecord
 from accounts.models import Registration
 from audit.services import audit_record
 from condor_bridge import JobState as CondorState
@@ -22,6 +24,8 @@ def make_jobs(count: int) -> None:
         job = Job.objects.create(owner=user, lab=lab, name=f"job {index}", output_dir="/x",
                                  gpus=1, cluster_id=100 + index, proc_id=0)  # fmt: skip
         audit_record(action="job.submit", actor=user, target=job)
+        UsageRecord.objects.create(job=job, user=user, lab=lab, started_at=timezone.now(),
+                                   gpus=1, workstation="ws-volta")  # fmt: skip
         newcomer = UserFactory(username=f"new{Registration.objects.count()}")
         Registration.objects.create(user=newcomer, lab=lab)
 
@@ -38,7 +42,8 @@ def changelist_queries(client, django_assert_max_num_queries, url) -> int:
 @pytest.mark.parametrize("name", ["admin:jobs_job_changelist", "admin:labs_lab_changelist",
                                   "admin:labs_membership_changelist",
                                   "admin:audit_auditentry_changelist",
-                                  "admin:accounts_registration_changelist"])  # fmt: skip
+                                  "admin:accounts_registration_changelist",
+                                  "admin:accounting_usagerecord_changelist"])  # fmt: skip
 def test_changelists_cost_the_same_queries_for_5_or_50_rows(
     admin_client, django_assert_max_num_queries, name
 ):

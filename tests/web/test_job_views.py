@@ -1,13 +1,17 @@
 """The job pages: upload, follow, download; and nobody sees another's job."""
 
 import json
+from datetime import timedelta
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
+from accounting.models import UsageRecord
 from jobs import selectors, services
 from jobs.models import Job
 from tests.conftest import script_upload
+from tests.factories import job_that_ran
 
 pytestmark = pytest.mark.django_db
 
@@ -448,3 +452,14 @@ def test_a_helper_folder_the_job_replaced_by_a_link_is_never_followed(
 @pytest.mark.parametrize("value", ["not-a-uuid", "../../etc", "1' OR '1'='1"])
 def test_cloning_from_a_malformed_job_id_is_a_404_not_a_500(student_client, value):
     assert student_client.get(reverse("jobs:new"), {"from": value}).status_code == 404
+
+
+def test_the_job_page_lists_each_run_with_the_work_an_eviction_lost(student_client, student):
+    start = timezone.now() - timedelta(hours=3)
+    job = job_that_ran(student, gpus=1, start=start, end=start + timedelta(hours=2))
+    UsageRecord.objects.filter(job=job).update(
+        ended_by="evicted", committed_s=0, badput_s=7200, workstation="ws-volta"
+    )
+    body = student_client.get(reverse("jobs:detail", args=[job.public_id])).content.decode()
+    assert 'data-role="runs"' in body
+    assert "ws-volta" in body and "2 h 00 min" in body and "Evicted" in body

@@ -1,0 +1,40 @@
+from django.contrib import admin
+
+from .models import CapacitySample, MonthlyReport, UsageRecord
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records come from HTCondor's accounting; the admin reads and filters them only."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(UsageRecord)
+class UsageRecordAdmin(ReadOnlyAdmin):
+    list_display = ("started_at", "ended_at", "job", "user", "lab", "workstation", "gpus",
+                    "wall_s", "committed_s", "badput_s", "ended_by")  # fmt: skip
+    list_filter = ("ended_by", "lab", "gpu_model", "workstation", "started_at")
+    search_fields = ("user__username", "workstation", "=job__public_id")
+    date_hierarchy = "started_at"
+    list_select_related = ("job", "user", "lab")
+
+
+@admin.register(CapacitySample)
+class CapacitySampleAdmin(ReadOnlyAdmin):
+    list_display = ("taken_at", "workstation", "total_gpus", "idle_gpus", "nightshift_gpus",
+                    "other_gpus", "unavailable_gpus")  # fmt: skip
+    list_filter = ("workstation", "taken_at")
+    date_hierarchy = "taken_at"
+
+
+@admin.register(MonthlyReport)
+class MonthlyReportAdmin(ReadOnlyAdmin):
+    list_display = ("month", "lab", "sent_at", "recipients")
+    list_select_related = ("lab",)
