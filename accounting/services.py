@@ -120,12 +120,14 @@ def capacity_sample(
         total = machine.total_gpus
         if not total:
             continue
-        busy = total - machine.free_gpus
-        nightshift = min(ours.get(machine.name, 0), busy)
+        # Our own runs are known from their records; the collector's view of the slots can
+        # lag a few seconds behind a job that just started.
+        nightshift = min(ours.get(machine.name, 0), total)
+        busy = max(total - machine.free_gpus, nightshift)
         if machine.state in UNAVAILABLE_STATES:
             idle, unavailable = 0, total - busy
         else:
-            idle, unavailable = machine.free_gpus, 0
+            idle, unavailable = total - busy, 0
         samples.append(CapacitySample(
             taken_at=start, seconds=interval_s, workstation=machine.name, total_gpus=total,
             idle_gpus=idle, nightshift_gpus=nightshift, other_gpus=busy - nightshift,

@@ -58,3 +58,11 @@ def test_beat_samples_the_pool_on_a_schedule():
     entry = settings.CELERY_BEAT_SCHEDULE["sample-capacity"]
     assert entry["task"] == "accounting.tasks.sample_capacity"
     assert entry["schedule"] == settings.CAPACITY_SAMPLE_INTERVAL_S
+
+
+def test_a_run_the_collector_does_not_show_yet_still_counts_as_nightshifts(fake_bridge):
+    job = job_that_ran(UserFactory(), gpus=2, start=NOW - timedelta(seconds=2))
+    UsageRecord.objects.filter(job=job).update(workstation="ws-volta")
+    # The collector still reports ws-volta's GPUs free: its ads lag a few seconds.
+    capacity_sample_pool(now=NOW)
+    assert samples()["ws-volta"] == (2, 0, 2, 0, 0)
