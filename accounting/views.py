@@ -5,7 +5,13 @@ import csv
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    StreamingHttpResponse,
+)
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
@@ -22,10 +28,22 @@ class _Echo:
         return value
 
 
+# A spreadsheet runs a cell that starts with one of these as a formula (CSV injection).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _inert(cell):
+    if isinstance(cell, str) and cell.startswith(_FORMULA_START):
+        return "'" + cell
+    return cell
+
+
 def stream_csv(rows, filename: str) -> StreamingHttpResponse:
+    """Rows as a streamed CSV download; text that a spreadsheet would run stays text."""
     writer = csv.writer(_Echo())
     response = StreamingHttpResponse(
-        (writer.writerow(row) for row in rows), content_type="text/csv; charset=utf-8"
+        (writer.writerow([_inert(cell) for cell in row]) for row in rows),
+        content_type="text/csv; charset=utf-8",
     )
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
@@ -127,13 +145,15 @@ def reports_page(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def report_export(request: HttpRequest, table: str) -> StreamingHttpResponse:
+def report_export(request: HttpRequest, table: str) -> HttpResponse | StreamingHttpResponse:
     """One report table as CSV, or ("records") every run in the period, streamed."""
     if table not in (*reports.TABLES, "records"):
         raise Http404("No such report table.")
     form, scope = report_request(request.user, request.GET)
     if scope is None:
-        raise Http404("The report's period or grouping is not valid.")
+        problems = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())
+        return HttpResponseBadRequest(f"The report's parameters are not valid. {problems}",
+                                      content_type="text/plain; charset=utf-8")  # fmt: skip
     period = form.report_period()
     if table == "records":
         rows = reports.usage_records_rows(scope, period)

@@ -173,3 +173,19 @@ def test_the_report_and_the_quota_count_the_same_gpu_hours(client, campus):
         used = gpu_hours_used(UsageRecord.objects.filter(user=campus[user]),
                               since=period.start, until=period.end)  # fmt: skip
         assert by_group(response, "usage")[user]["gpu_hours"] == pytest.approx(used.total)
+
+
+def test_text_a_spreadsheet_would_run_as_a_formula_is_exported_as_text(client, campus):
+    campus["vision"].name = '=HYPERLINK("http://evil.example","x")'
+    campus["vision"].save()
+    client.force_login(campus["admin"])
+    response = client.get(reverse("accounting:export", args=["usage"]), {**PERIOD, "group": "lab"})
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert '\'=HYPERLINK("http://evil.example","x")' in [row[0] for row in rows]
+
+
+def test_an_export_with_bad_parameters_says_what_is_wrong(client, campus):
+    client.force_login(campus["lena"])
+    response = client.get(reverse("accounting:export", args=["usage"]), {"period": "month"})
+    assert response.status_code == 400
+    assert "month: Choose a month." in response.content.decode()
