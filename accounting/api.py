@@ -38,7 +38,7 @@ PARAMETERS = [
     OpenApiParameter("end", OpenApiTypes.DATE, description="For period=custom: last day."),
     OpenApiParameter("group", str, enum=list(reports.GROUPINGS),
                      description="Group by user (default), lab, workstation or GPU model."),
-    OpenApiParameter("lab", int, description="One lab; default all you may read."),
+    OpenApiParameter("lab", str, description="One lab, by id or name; default all you may read."),
 ]  # fmt: skip
 
 

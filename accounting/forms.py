@@ -29,12 +29,23 @@ class ReportForm(forms.Form):
         required=False,
         label="Group by",
     )
-    lab = forms.TypedChoiceField(coerce=int, required=False, empty_value=None)
+    # A lab's id (what the page's menu sends) or its name (handier in scripts and the CLI).
+    lab = forms.CharField(required=False, widget=forms.Select, max_length=200)
 
     def __init__(self, data, *, labs, everything: bool) -> None:
         super().__init__(data)
+        self.labs = list(labs)
         first = [("", "All labs and users")] if everything else [("", "All my labs")]
-        self.fields["lab"].choices = first + [(lab.pk, lab.name) for lab in labs]
+        self.fields["lab"].widget.choices = first + [(lab.pk, lab.name) for lab in self.labs]
+
+    def clean_lab(self) -> int | None:
+        wanted = self.cleaned_data.get("lab", "").strip()
+        if not wanted:
+            return None
+        for lab in self.labs:
+            if wanted == str(lab.pk) or wanted.casefold() == lab.name.casefold():
+                return lab.pk
+        raise forms.ValidationError("No such lab among those whose reports you can read.")
 
     def clean(self):
         data = super().clean()

@@ -15,6 +15,7 @@ from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import click
 from rich.console import Console
@@ -728,6 +729,82 @@ def pool(obj: Context, as_json: bool) -> None:
         e["name"] + (" (default)" if e["is_default"] else "") for e in overview["environments"]
     )
     out.print(f"Software environments: {environments or 'none'}")
+
+
+REPORT_TABLES = ("usage", "over_time", "outcomes", "waits", "losses", "utilization_hour",
+                 "utilization_weekday")  # fmt: skip
+
+
+@cli.command()
+@click.option(
+    "--period",
+    type=click.Choice(["7d", "30d", "month", "custom"]),
+    help="Default the last 30 days; --month or --from/--to choose for you.",
+)
+@click.option("--month", metavar="YYYY-MM", help="A calendar month.")
+@click.option("--from", "start", metavar="YYYY-MM-DD", help="First day of a custom range.")
+@click.option("--to", "end", metavar="YYYY-MM-DD", help="Last day of a custom range.")
+@click.option(
+    "--group",
+    type=click.Choice(["user", "lab", "workstation", "gpu_model"]),
+    default="user",
+    show_default=True,
+)
+@click.option("--lab", help="One of your labs, by name or id (default: all you may read).")
+@click.option(
+    "--table",
+    type=click.Choice([*REPORT_TABLES, "records"]),
+    default="usage",
+    show_default=True,
+    help="The table to print or save.",
+)
+@click.option(
+    "--csv",
+    "csv_to",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Save the table as CSV to this file instead (with --table records: every "
+    "run of the period).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the whole report as JSON.")
+@pass_context
+def report(obj: Context, period: str | None, month: str | None, start: str | None,
+           end: str | None, group: str, lab: str | None, table: str, csv_to: Path | None,
+           as_json: bool) -> None:  # fmt: skip
+    """Usage of your labs: GPU-hours, outcomes, waits, losses (lab leads and admins)."""
+    period = period or ("month" if month else "custom" if start or end else "30d")
+    params = {"period": period, "month": month, "start": start, "end": end, "group": group,
+              "lab": lab}  # fmt: skip
+    params = {key: value for key, value in params.items() if value is not None}
+    if csv_to is not None:
+        _save(obj.client, f"/reports/{table}.csv?{urlencode(params)}", csv_to, table)
+        out.print(f"Saved the {table} table to {csv_to}")
+        return
+    if table == "records":
+        raise click.UsageError("Every run of the period is a CSV: add --csv FILE.")
+    body = obj.client.get("/reports/", **params)
+    if as_json:
+        _print_json(body)
+        return
+    totals = body["totals"]
+    out.print(Text(f"{body['scope']} · {body['period']['label']}", style="bold"))
+    wait = totals["median_wait_minutes"]
+    goodput = totals["goodput_percent"]
+    out.print(
+        f"{totals['gpu_hours']:.1f} GPU-hours · {totals['jobs_ended']} jobs ended "
+        f"({totals['completed']} completed) · goodput "
+        f"{'-' if goodput is None else f'{goodput:.1f} %'} · "
+        f"{totals['lost_gpu_hours']:.1f} GPU-hours lost to evictions · median wait "
+        f"{'-' if wait is None else f'{wait:.1f} min'}"
+    )
+    chosen = body["tables"][table]
+    grid = Table(box=None, header_style="bold", pad_edge=False, title=chosen["title"],
+                 title_justify="left")  # fmt: skip
+    for column in chosen["columns"]:
+        grid.add_column(column["heading"].upper())
+    for row in chosen["rows"]:
+        grid.add_row(*("-" if row.get(c["key"]) is None else str(row[c["key"]])
+                       for c in chosen["columns"]))  # fmt: skip
+    out.print(grid)
 
 
 def main() -> None:  # pragma: no cover - the console script's entry point

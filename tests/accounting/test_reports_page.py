@@ -189,3 +189,9 @@ def test_an_export_with_bad_parameters_says_what_is_wrong(client, campus):
     response = client.get(reverse("accounting:export", args=["usage"]), {"period": "month"})
     assert response.status_code == 400
     assert "month: Choose a month." in response.content.decode()
+
+
+def test_a_lab_can_be_named_instead_of_numbered(client, campus):
+    response = report_as(client, campus["lena"], lab="vision")
+    assert response.context["report"].scope.label == "Vision"
+    assert report_as(client, campus["lena"], lab="NLP").status_code == 404
