@@ -126,10 +126,6 @@ def report_labs(user) -> list[Lab]:
     )
 
 
-def report_allowed(user) -> bool:
-    return user.is_staff or bool(report_labs(user))
-
-
 def report_scope(user, lab_id: int | None = None) -> Scope:
     """The scope a user asked for; ReportNotAllowed for a lab they may not read."""
     labs = report_labs(user)
