@@ -123,14 +123,15 @@ def capacity_sample(
         # Our own runs are known from their records; the collector's view of the slots can
         # lag a few seconds behind a job that just started.
         nightshift = min(ours.get(machine.name, 0), total)
-        busy = max(total - machine.free_gpus, nightshift)
         if machine.state in UNAVAILABLE_STATES:
-            idle, unavailable = 0, total - busy
+            # The owner has it: whatever Nightshift still runs there is being vacated.
+            idle, other, unavailable = 0, 0, total - nightshift
         else:
-            idle, unavailable = total - busy, 0
+            busy = max(total - machine.free_gpus, nightshift)
+            idle, other, unavailable = total - busy, busy - nightshift, 0
         samples.append(CapacitySample(
             taken_at=start, seconds=interval_s, workstation=machine.name, total_gpus=total,
-            idle_gpus=idle, nightshift_gpus=nightshift, other_gpus=busy - nightshift,
+            idle_gpus=idle, nightshift_gpus=nightshift, other_gpus=other,
             unavailable_gpus=unavailable,
         ))  # fmt: skip
     for name, total in known.items():

@@ -38,6 +38,8 @@ SUBCODE_MEMORY = 102
 SUBCODE_DISK = 104
 # Nightshift's own runtime limit (periodic_hold_subcode 1 with code JOB_POLICY).
 SUBCODE_NIGHTSHIFT_RUNTIME = 1
+# Nightshift's guard against a job that is evicted again and again (see submit.py).
+SUBCODE_NIGHTSHIFT_TOO_MANY_STARTS = 2
 
 _MISSING_FILE = re.compile(r"no such file or directory|does not exist|failed to send file", re.I)
 
@@ -115,6 +117,13 @@ def explain_hold(code: int | None, subcode: int | None, reason: str) -> HoldExpl
     """What a student should read about a hold, from HTCondor's code, subcode and reason."""
     if code == JOB_POLICY and subcode == SUBCODE_NIGHTSHIFT_RUNTIME:
         return _RUNTIME
+    if code == JOB_POLICY and subcode == SUBCODE_NIGHTSHIFT_TOO_MANY_STARTS:
+        return HoldExplanation(
+            "It was evicted too many times to finish: workstation owners kept coming back.",
+            "Make your script save checkpoints with the nightshift helper, so that each run "
+            "continues where the last one stopped, then release it. Asking for fewer or "
+            "smaller GPUs also lets it run on more workstations.",
+        )
     if code == JOB_OUT_OF_RESOURCES:
         if subcode == SUBCODE_DISK:
             return HoldExplanation(

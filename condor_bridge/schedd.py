@@ -311,7 +311,10 @@ def machines_from_slot_ads(ads: Iterable[Any]) -> list[PoolMachine]:
             cpus = int(slot.get("TotalSlotCpus") or slot.get("Cpus") or 0)
             memory = int(slot.get("TotalSlotMemory") or slot.get("Memory") or 0)
             gpus = int(slot.get("TotalSlotGPUs") or slot.get("GPUs") or 0)
-            unclaimed = partitionable or slot.get("State") == "Unclaimed"
+            # A slot whose owner has it back (state Owner) has resources, none of them free.
+            unclaimed = slot.get("State") == "Unclaimed" or (
+                partitionable and slot.get("State") != "Owner"
+            )
             total_cpus += cpus
             total_memory += memory
             total_gpus += gpus

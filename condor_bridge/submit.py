@@ -10,6 +10,7 @@ refused by JobRequest, so no text can start a new submit command.
 
 from __future__ import annotations
 
+from .explain import SUBCODE_NIGHTSHIFT_RUNTIME, SUBCODE_NIGHTSHIFT_TOO_MANY_STARTS
 from .types import JOB_ID_PATTERN, FileMode, JobRequest
 
 STDOUT = "stdout.txt"
@@ -26,6 +27,12 @@ METRICS_FILE = f"{HELPER_DIR}/metrics.jsonl"
 # Installs requirements.txt into a virtual environment, then runs the script in it.
 LAUNCHER = f"{HELPER_DIR}/launch.py"
 INSTALL_LOG = f"{HELPER_DIR}/install.log"
+# Where nightshift.checkpoint_dir() points. The whole helper folder is the checkpoint that
+# HTCondor keeps (spool mode), so the metrics logged before an eviction survive it too.
+CHECKPOINT_DIR = f"{HELPER_DIR}/checkpoint"
+# HTCondor's self-checkpointing: a job that exits with this code has saved its state and is
+# started again at once, on the same workstation, with its checkpoint.
+CHECKPOINT_EXIT_CODE = 85
 
 
 def quote_item(text: str) -> str:
@@ -72,6 +79,14 @@ def gpu_requirement(request: JobRequest) -> str | None:
     return " && ".join(clauses) or None
 
 
+def _first_match(cases: list[tuple[str, str]]) -> str:
+    """A ClassAd expression worth the value of the first case whose condition holds."""
+    expression = cases[-1][1]
+    for condition, value in reversed(cases[:-1]):
+        expression = f"ifThenElse({condition}, {value}, {expression})"
+    return expression
+
+
 def build_submit_description(
     request: JobRequest, *, mode: FileMode, instance: str = "default"
 ) -> dict[str, str]:
@@ -87,6 +102,9 @@ def build_submit_description(
         ("NIGHTSHIFT_OUTPUT_DIR", request.output_paths[0] if request.output_paths else "."),
         ("NIGHTSHIFT_HELPER_DIR", HELPER_DIR),
         ("NIGHTSHIFT_METRICS_FILE", METRICS_FILE),
+        ("NIGHTSHIFT_CHECKPOINT_DIR", CHECKPOINT_DIR),
+        ("NIGHTSHIFT_CHECKPOINT_EXIT_CODE", str(CHECKPOINT_EXIT_CODE)),
+        ("NIGHTSHIFT_CHECKPOINT_INTERVAL_S", str(request.checkpoint_interval_s)),
         ("PYTHONPATH", HELPER_DIR),
         *request.environment,
     )
@@ -107,6 +125,9 @@ def build_submit_description(
         "request_disk": str(request.disk_mb * 1024),
         "accounting_group": request.accounting_group,
         "batch_name": "nightshift",
+        "checkpoint_exit_code": str(CHECKPOINT_EXIT_CODE),
+        # SIGTERM first, then this long to save a checkpoint before SIGKILL.
+        "job_max_vacate_time": str(request.vacate_grace_s),
         f"My.{JOB_ID_ATTR}": classad_string(request.job_id),
         f"My.{INSTANCE_ATTR}": classad_string(instance),
     }
@@ -122,17 +143,28 @@ def build_submit_description(
         requirement = gpu_requirement(request)
         if requirement:
             description["require_gpus"] = requirement
+    holds = []
     if request.max_runtime_s:
-        # periodic_hold works on every HTCondor version; allowed_execute_duration was
-        # not enforced by the 23.9 pool this was tested on.
-        description["periodic_hold"] = (
-            f"JobStatus == 2 && (time() - JobCurrentStartDate) > {request.max_runtime_s}"
+        holds.append((
+            f"JobStatus == 2 && (time() - JobCurrentStartDate) > {request.max_runtime_s}",
+            f"The job ran longer than its maximum runtime of "
+            f"{format_duration(request.max_runtime_s)}.", SUBCODE_NIGHTSHIFT_RUNTIME,
+        ))  # fmt: skip
+    if request.max_starts:
+        holds.append((
+            f"JobStatus == 1 && NumJobStarts >= {request.max_starts}",
+            f"The job was stopped after starting {request.max_starts} times: its "
+            "workstations kept being reclaimed before it could finish.",
+            SUBCODE_NIGHTSHIFT_TOO_MANY_STARTS,
+        ))  # fmt: skip
+    if holds:
+        description["periodic_hold"] = " || ".join(f"({when})" for when, _, _ in holds)
+        description["periodic_hold_reason"] = _first_match(
+            [(when, classad_string(reason)) for when, reason, _ in holds]
         )
-        limit = format_duration(request.max_runtime_s)
-        description["periodic_hold_reason"] = classad_string(
-            f"The job ran longer than its maximum runtime of {limit}."
+        description["periodic_hold_subcode"] = _first_match(
+            [(when, str(code)) for when, _, code in holds]
         )
-        description["periodic_hold_subcode"] = "1"
     if request.remove_after_s:
         description["periodic_remove"] = (
             f"JobStatus == 2 && (time() - JobCurrentStartDate) > {request.remove_after_s}"
@@ -153,6 +185,7 @@ def build_submit_description(
             dict.fromkeys((*inputs, HELPER_DIR, *made_by_portal))
         )
         description["transfer_output_files"] = ", ".join((*request.output_paths, HELPER_DIR))
+        description["transfer_checkpoint_files"] = HELPER_DIR
         # A finished spooled job waits in the queue until its outputs are retrieved
         # (StageOutFinish is set then), and at most 10 days, then leaves for the history.
         description["leave_in_queue"] = (

@@ -128,6 +128,14 @@ class JobRequest:
     accounting_group: str = "nightshift"
     accounting_user: str | None = None
     python: str = "/usr/bin/python3"
+    # How long a job has between SIGTERM (its workstation's owner is back) and SIGKILL, to
+    # checkpoint: match the execute nodes' NIGHTSHIFT_VACATE_GRACE_SECONDS.
+    vacate_grace_s: int = 300
+    # The helper checkpoints this often without being asked (0: only on SIGTERM).
+    checkpoint_interval_s: int = 0
+    # Held, with an explanation, once it has started this many times (evicted again and
+    # again) instead of looping for ever; None for no limit.
+    max_starts: int | None = 10
 
     def __post_init__(self) -> None:
         if not _JOB_ID.fullmatch(str(self.job_id)):
@@ -177,6 +185,10 @@ class JobRequest:
             _check_int("max_runtime_s", self.max_runtime_s, MIN_RUNTIME_S, MAX_RUNTIME_S)
         if self.remove_after_s is not None:
             _check_int("remove_after_s", self.remove_after_s, MIN_RUNTIME_S, MAX_RUNTIME_S)
+        _check_int("vacate_grace_s", self.vacate_grace_s, 1, 24 * 3600)
+        _check_int("checkpoint_interval_s", self.checkpoint_interval_s, 0, MAX_RUNTIME_S)
+        if self.max_starts is not None:
+            _check_int("max_starts", self.max_starts, 1, 1000)
         for path in self.output_paths:
             if not _OUTPUT_PATH.fullmatch(path) or path in (".", ".."):
                 raise InvalidJobRequest("output_paths", f"{path!r} is not a plain file name")

@@ -7,7 +7,7 @@ import json
 import os
 import stat
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
 
@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.timesince import timesince
 
 from condor_bridge import GpuModel, PoolMachine
+from condor_bridge.submit import CHECKPOINT_DIR
 from labs.models import Membership
 
 from .models import Job, Workstation
@@ -54,6 +55,47 @@ def user_leads_a_lab(user) -> bool:
         user.has_perm("labs.lead_lab")
         and Membership.objects.filter(user=user, role=Membership.Role.LEAD).exists()
     )
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """What the job's helper last saved in its checkpoint folder."""
+
+    saved_at: datetime
+    size: int
+    files: int
+
+    @property
+    def age(self) -> timedelta:
+        return max(timezone.now() - self.saved_at, timedelta(0))
+
+
+def checkpoint_of(job: Job) -> Checkpoint | None:
+    """The job's current checkpoint (.nightshift/checkpoint), or None when it has none.
+
+    Read from the job's folder, which the portal sees in the shared-file-system mode; in the
+    spool mode the checkpoint lives with the schedd until the job ends.
+    """
+    folder = job.directory / CHECKPOINT_DIR
+    base = job.directory.resolve()
+    try:
+        resolved = folder.resolve(strict=True)
+    except (FileNotFoundError, NotADirectoryError, RuntimeError, OSError):
+        return None
+    if base not in resolved.parents or folder.is_symlink() or not resolved.is_dir():
+        return None
+    size = files = 0
+    newest = 0.0
+    for path in resolved.rglob("*"):
+        if path.is_symlink() or not path.is_file():
+            continue
+        info = path.stat()
+        size += info.st_size
+        files += 1
+        newest = max(newest, info.st_mtime)
+    if not files:
+        return None
+    return Checkpoint(datetime.fromtimestamp(newest, tz=UTC), size, files)
 
 
 def job_get_for_user(user, public_id) -> Job:
@@ -263,26 +305,33 @@ class Metrics:
 
 
 def job_metrics(root: Path, path: Path) -> Metrics:
-    """The job's metric rows (nightshift.log), skipping lines that are not valid rows."""
+    """The job's metric rows (nightshift.log), one per step, skipping lines that are not rows.
+
+    A job resumed from a checkpoint logs again the steps it had done after that checkpoint:
+    a later row for a step updates the earlier one, so that every step shows once, with the
+    values of the run that carried on (and two calls for one step with different metrics
+    make one row).
+    """
     names: dict[str, None] = {}
-    rows: list[dict] = []
+    by_step: dict[float, dict] = {}
     skipped = 0
     raw = open_job_file(root, path)
     if raw is None:
         return Metrics([], [])
     with io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as stream:
         for line in stream:
-            if len(rows) >= MAX_METRIC_ROWS:
-                skipped += 1
-                continue
             row = _metric_row(line)
             if row is None:
                 skipped += line.strip() != ""
                 continue
+            if row["step"] not in by_step and len(by_step) >= MAX_METRIC_ROWS:
+                skipped += 1
+                continue
             for name in row:
                 if name not in ("step", "time"):
                     names.setdefault(name)
-            rows.append(row)
+            by_step.setdefault(row["step"], {}).update(row)
+    rows = sorted(by_step.values(), key=lambda row: row["step"])
     return Metrics(list(names), rows, skipped)
 
 

@@ -49,7 +49,7 @@ from .archives import (
 )
 from .bridge import get_bridge
 from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Workstation
-from .selectors import job_output_files, open_job_file
+from .selectors import checkpoint_of, job_output_files, open_job_file
 
 logger = logging.getLogger(__name__)
 
@@ -171,6 +171,9 @@ def _request_fields(
         "accounting_user": accounting_user_for(user),
         "python": spec.python or settings.JOB_PYTHON,
         "container_image": spec.container_image,
+        "vacate_grace_s": settings.CHECKPOINT_GRACE_S,
+        "checkpoint_interval_s": settings.CHECKPOINT_INTERVAL_S,
+        "max_starts": settings.MAX_JOB_STARTS or None,
     }
 
 
@@ -704,7 +707,15 @@ def _describe(job: Job, previous_state: str, observation: JobObservation) -> tup
         ran_before = job.events.filter(kind__in=("started", "resumed")).exists()
         return ("resumed" if ran_before else "started"), f"Running on {where}"
     if state == JobState.IDLE and (previous_state == JobState.RUNNING or observation.evicted):
-        return "evicted", "The workstation was reclaimed; waiting for another one."
+        where = observation.last_workstation or job.workstation
+        source = f"{where} was reclaimed by its owner" if where else "The workstation was reclaimed"
+        checkpoint = checkpoint_of(job)
+        if checkpoint is not None:
+            saved = timezone.localtime(checkpoint.saved_at)
+            resume = f"it will resume from its checkpoint of {saved:%H:%M:%S}"
+        else:
+            resume = "with no checkpoint, it will start again from the beginning"
+        return "evicted", f"{source}; {resume} on the next free workstation."
     if state == JobState.HELD:
         return "held", observation.hold_reason or "Held by HTCondor."
     if state == JobState.COMPLETED:

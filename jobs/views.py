@@ -175,6 +175,7 @@ def job_detail(request: HttpRequest, public_id) -> HttpResponse:
             "job": job,
             "events": job.events.all(),
             "runs": job.usage_records.all(),
+            "checkpoint": selectors.checkpoint_of(job),
             "outputs": selectors.job_output_files(job),
             **_permissions(request, job),
         },

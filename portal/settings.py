@@ -245,6 +245,12 @@ ARCHIVE_MAX_FILES = env_int("NIGHTSHIFT_ARCHIVE_MAX_FILES", 10_000, minimum=1)
 ARCHIVE_MAX_EXPANDED_MB = env_int("NIGHTSHIFT_ARCHIVE_MAX_EXPANDED_MB", 2048, minimum=1)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
+# Checkpoints (see jobs/runtime/nightshift.py): the time between SIGTERM and SIGKILL when a
+# workstation's owner comes back (match the execute nodes' NIGHTSHIFT_VACATE_GRACE_SECONDS),
+# how often the helper checkpoints unasked, and how many starts a job gets before it is held.
+CHECKPOINT_GRACE_S = env_int("NIGHTSHIFT_CHECKPOINT_GRACE_S", 300, minimum=1)
+CHECKPOINT_INTERVAL_S = env_int("NIGHTSHIFT_CHECKPOINT_INTERVAL_S", 3600, minimum=0)
+MAX_JOB_STARTS = env_int("NIGHTSHIFT_MAX_STARTS", 10, minimum=0, maximum=1000)
 # A job still waiting for the schedd after this long is submitted again (exactly once).
 RESUBMIT_AFTER_S = env_int("NIGHTSHIFT_RESUBMIT_AFTER_S", 30, minimum=5)
 # Test-only fault injection: the worker pauses after the schedd accepted a job and

@@ -1,4 +1,5 @@
 import os
+import subprocess
 import time
 import uuid
 from collections.abc import Callable
@@ -31,3 +32,46 @@ def make_job_dir(jobs_dir: Path, script: str, *, uid: int | None) -> tuple[str, 
         for path in (directory, directory / "outputs"):
             os.chown(path, uid, -1)
     return job_id, directory
+
+
+# HTCondor tools inside the pool's root must not see the portal's own HTCondor settings.
+CLEAN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+POOL_ROOT = Path(os.environ.get("NIGHTSHIFT_POOL_ROOT", "/var/lib/nightshift/pool-root"))
+
+
+class OwnerAtDesk:
+    """Plays a personal-pool workstation's owner using its GPU, through the execute-node
+    kit's owner-GPU probe override file (deploy/personal-pool/nightshift-pool.conf)."""
+
+    def __init__(self) -> None:
+        self.present: set[str] = set()
+
+    def returns_to(self, workstation: str) -> None:
+        (POOL_ROOT / "var/lib/nightshift-owner" / workstation).write_text("active\n")
+        self.present.add(workstation)
+
+    def leaves(self, workstation: str) -> None:
+        (POOL_ROOT / "var/lib/nightshift-owner" / workstation).unlink(missing_ok=True)
+        self.present.discard(workstation)
+
+    def leave_all(self) -> None:
+        for workstation in list(self.present):
+            self.leaves(workstation)
+
+
+def pool_config(text: str | None, name: str = "60-test.conf") -> None:
+    """Write (or with None remove) a config file in the personal pool and reconfigure it."""
+
+    path = POOL_ROOT / "etc/condor/config.d" / name
+    if text is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.write_text(text)
+        path.chmod(0o644)  # the daemons read their config as the condor account
+    for attempt in range(5):  # the master refuses commands for a moment after a reconfig
+        done = subprocess.run(["chroot", str(POOL_ROOT), "condor_reconfig"], env=CLEAN_ENV,
+                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        if done.returncode == 0:
+            return
+        time.sleep(2)
+    raise AssertionError(f"condor_reconfig failed: {done.stdout}{done.stderr}")

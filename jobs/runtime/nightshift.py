@@ -1,4 +1,4 @@
-"""Nightshift's job helper: metrics that the job page plots while the job runs.
+"""Nightshift's job helper: metrics the job page plots, and checkpoints that survive evictions.
 
     import nightshift
     for step in range(100):
@@ -9,6 +9,19 @@ Each call appends one JSON line, e.g. {"step": 3, "loss": 0.42, "accuracy": 0.8}
 file named by NIGHTSHIFT_METRICS_FILE. Nightshift puts this module on PYTHONPATH
 (NIGHTSHIFT_HELPER_DIR) of every job. It needs nothing but the standard library, and it
 works outside Nightshift too (it then writes ./metrics.jsonl).
+
+Workstations belong to people who come back. When one does, HTCondor sends the job SIGTERM
+and, after a grace period, kills it; the job then starts again on another workstation. A
+job that saves its state to `checkpoint_dir()` resumes from there instead of from zero:
+
+    state = load(nightshift.checkpoint_dir())       # None on the first run
+    for epoch in range(state.epoch if state else 0, epochs):
+        train_one_epoch()
+        if nightshift.should_checkpoint():          # SIGTERM came, or it is time
+            nightshift.checkpoint_and_exit(lambda folder: save(folder, epoch + 1))
+
+`checkpoint_and_exit()` saves, then exits with NIGHTSHIFT_CHECKPOINT_EXIT_CODE: HTCondor keeps
+the folder and starts the script again at once (or, after SIGTERM, on the next workstation).
 """
 
 from __future__ import annotations
@@ -16,12 +29,32 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
+import signal
+import sys
+import tempfile
 import time
+from collections.abc import Callable
 
-__all__ = ["log", "metrics_path"]
+__all__ = [
+    "log",
+    "metrics_path",
+    "checkpoint_dir",
+    "should_checkpoint",
+    "checkpoint_and_exit",
+    "stop_requested",
+]
 
 _path = os.path.abspath(os.environ.get("NIGHTSHIFT_METRICS_FILE", "metrics.jsonl"))
 _next_step = 0
+_checkpoint_dir = os.path.abspath(os.environ.get("NIGHTSHIFT_CHECKPOINT_DIR", "checkpoint"))
+# HTCondor's checkpoint_exit_code: exiting with it means "saved, start me again".
+CHECKPOINT_EXIT_CODE = int(os.environ.get("NIGHTSHIFT_CHECKPOINT_EXIT_CODE", "85"))
+# Checkpoint this often even without SIGTERM (0: only when asked to stop).
+_interval_s = float(os.environ.get("NIGHTSHIFT_CHECKPOINT_INTERVAL_S", "0") or 0)
+_started = time.monotonic()
+_stop_requested = False
+_previous_handler = None
 
 
 def metrics_path() -> str:
@@ -48,3 +81,73 @@ def log(step: int | None = None, **metrics: float) -> None:
     os.makedirs(os.path.dirname(_path), exist_ok=True)
     with open(_path, "a", encoding="utf-8") as stream:
         stream.write(json.dumps(row) + "\n")
+
+
+# -- checkpoints -------------------------------------------------------------------------------
+
+
+def _on_sigterm(signum, frame) -> None:
+    global _stop_requested
+    _stop_requested = True
+
+
+def _install_handler() -> None:
+    """Turn SIGTERM (the owner is back) into a request to checkpoint, once."""
+    global _previous_handler
+    if _previous_handler is not None:
+        return
+    try:
+        _previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: SIGTERM keeps its default meaning
+        _previous_handler = signal.SIG_DFL
+
+
+def checkpoint_dir() -> str:
+    """The folder whose contents survive an eviction; it exists, empty on the first run.
+
+    Calling it (or should_checkpoint) also makes SIGTERM a request to checkpoint rather
+    than the end of the process.
+    """
+    _install_handler()
+    os.makedirs(_checkpoint_dir, exist_ok=True)
+    return _checkpoint_dir
+
+
+def stop_requested() -> bool:
+    """True once HTCondor asked the job to stop (SIGTERM): save now, the grace period runs."""
+    _install_handler()
+    return _stop_requested
+
+
+def should_checkpoint() -> bool:
+    """True after SIGTERM, or when the checkpoint interval has passed since this run began."""
+    _install_handler()
+    if _stop_requested:
+        return True
+    return _interval_s > 0 and time.monotonic() - _started >= _interval_s
+
+
+def checkpoint_and_exit(save: Callable[[str], object] | None = None) -> None:
+    """Save with `save(folder)` and exit with the checkpoint code; HTCondor restarts the job.
+
+    `save` writes into a fresh temporary folder that then replaces the checkpoint folder in
+    one rename, so that an eviction in the middle of saving never leaves half a checkpoint.
+    Without `save`, whatever the job already wrote to checkpoint_dir() is the checkpoint.
+    """
+    target = checkpoint_dir()
+    if save is not None:
+        parent = os.path.dirname(target)
+        staging = tempfile.mkdtemp(prefix=".checkpoint-", dir=parent)
+        try:
+            save(staging)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        previous = target + ".previous"
+        shutil.rmtree(previous, ignore_errors=True)
+        os.replace(target, previous)
+        os.replace(staging, target)
+        shutil.rmtree(previous, ignore_errors=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(CHECKPOINT_EXIT_CODE)

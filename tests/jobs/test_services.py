@@ -299,3 +299,26 @@ def test_a_job_that_runs_again_after_an_eviction_is_shown_as_resumed(student, fa
     kinds = list(job.events.values_list("kind", flat=True))
     assert kinds[-3:] == ["started", "evicted", "resumed"]
     assert job.events.last().detail == "Running on ws-volta"
+
+
+def test_an_eviction_names_the_workstation_and_whether_a_checkpoint_will_resume_it(
+    student, fake_bridge
+):
+    job = services.job_submit_to_pool(submit(student, gpus=1).pk)
+    fake_bridge.set_state(str(job.public_id), CondorState.RUNNING, workstation="ws-volta")
+    services.jobs_sync()
+    fake_bridge.set_state(str(job.public_id), CondorState.IDLE)
+    services.jobs_sync()
+    first = job.events.filter(kind="evicted").last().detail
+    assert first.startswith("ws-volta was reclaimed by its owner")
+    assert "start again from the beginning" in first
+
+    checkpoint = job.directory / ".nightshift" / "checkpoint"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "state.json").write_text("{}")
+    fake_bridge.set_state(str(job.public_id), CondorState.RUNNING, workstation="ws-ampere")
+    services.jobs_sync()
+    fake_bridge.set_state(str(job.public_id), CondorState.IDLE)
+    services.jobs_sync()
+    second = job.events.filter(kind="evicted").last().detail
+    assert second.startswith("ws-ampere was reclaimed") and "resume from its checkpoint" in second

@@ -61,3 +61,21 @@ def test_the_reader_skips_broken_lines_and_keeps_name_order(tmp_path):
     assert [row["step"] for row in metrics.rows] == [0, 1]
     assert metrics.skipped_lines == 3
     assert "note" not in metrics.rows[1]
+
+
+def test_steps_logged_again_after_a_resume_show_once_with_the_later_values(nightshift):
+    for step in range(6):
+        nightshift.log(step=step, loss=10 - step)
+    # Evicted after step 5; the checkpoint was at step 3, so steps 4 and 5 run again.
+    for step in range(4, 8):
+        nightshift.log(step=step, loss=5 - step / 10)
+    rows = read_metrics(nightshift).rows
+    assert [row["step"] for row in rows] == list(range(8))
+    assert rows[4]["loss"] == pytest.approx(4.6) and rows[3]["loss"] == 7
+
+
+def test_two_calls_for_one_step_make_one_row(nightshift):
+    nightshift.log(step=1, loss=0.5)
+    nightshift.log(step=1, accuracy=0.9)
+    (row,) = read_metrics(nightshift).rows
+    assert (row["loss"], row["accuracy"]) == (0.5, 0.9)

@@ -45,13 +45,44 @@ def test_every_job_can_import_the_nightshift_helper_and_knows_its_metrics_file()
 
 
 def test_max_runtime_holds_the_job_with_a_reason_a_student_understands():
-    description = build_submit_description(request(max_runtime_s=3600), mode=FileMode.SHARED)
+    description = build_submit_description(
+        request(max_runtime_s=3600, max_starts=None), mode=FileMode.SHARED
+    )
     assert description["periodic_hold"] == (
-        "JobStatus == 2 && (time() - JobCurrentStartDate) > 3600"
+        "(JobStatus == 2 && (time() - JobCurrentStartDate) > 3600)"
     )
     assert description["periodic_hold_reason"] == (
         '"The job ran longer than its maximum runtime of 1 hour."'
     )
+    assert description["periodic_hold_subcode"] == "1"
+
+
+def test_a_job_evicted_too_many_times_is_held_with_its_own_reason():
+    description = build_submit_description(
+        request(max_runtime_s=3600, max_starts=5), mode=FileMode.SHARED
+    )
+    assert description["periodic_hold"] == (
+        "(JobStatus == 2 && (time() - JobCurrentStartDate) > 3600)"
+        " || (JobStatus == 1 && NumJobStarts >= 5)"
+    )
+    reason = description["periodic_hold_reason"]
+    assert reason.startswith("ifThenElse(JobStatus == 2 && (time() - JobCurrentStartDate) > 3600,")
+    assert "stopped after starting 5 times" in reason
+    assert description["periodic_hold_subcode"] == (
+        "ifThenElse(JobStatus == 2 && (time() - JobCurrentStartDate) > 3600, 1, 2)"
+    )
+
+
+def test_every_job_checkpoints_itself_the_htcondor_way():
+    shared = build_submit_description(request(vacate_grace_s=120), mode=FileMode.SHARED)
+    assert shared["checkpoint_exit_code"] == "85"
+    assert shared["job_max_vacate_time"] == "120"
+    assert "NIGHTSHIFT_CHECKPOINT_DIR='.nightshift/checkpoint'" in shared["environment"]
+    assert "NIGHTSHIFT_CHECKPOINT_EXIT_CODE='85'" in shared["environment"]
+    # With file transfer, the helper folder (checkpoint and metrics) is what HTCondor keeps.
+    spool = build_submit_description(request(), mode=FileMode.SPOOL)
+    assert spool["transfer_checkpoint_files"] == ".nightshift"
+    assert spool["when_to_transfer_output"] == "ON_EXIT"
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """The job pages: upload, follow, download; and nobody sees another's job."""
 
 import json
+import os
 from datetime import timedelta
 
 import pytest
@@ -463,3 +464,31 @@ def test_the_job_page_lists_each_run_with_the_work_an_eviction_lost(student_clie
     body = student_client.get(reverse("jobs:detail", args=[job.public_id])).content.decode()
     assert 'data-role="runs"' in body
     assert "ws-volta" in body and "2 h 00 min" in body and "Evicted" in body
+
+
+def test_the_job_page_shows_the_checkpoints_age_and_size(
+    student_client, student, settings, tmp_path
+):
+    job = job_that_ran(student, gpus=1, start=timezone.now() - timedelta(minutes=30))
+    Job.objects.filter(pk=job.pk).update(output_dir=str(tmp_path))
+    folder = tmp_path / ".nightshift" / "checkpoint"
+    folder.mkdir(parents=True)
+    (folder / "model.pt").write_bytes(b"x" * 2048)
+    (folder / "optimizer.pt").write_bytes(b"y" * 1024)
+    saved = (timezone.now() - timedelta(minutes=4)).timestamp()
+    for path in folder.iterdir():
+        os.utime(path, (saved, saved))
+    body = student_client.get(reverse("jobs:detail", args=[job.public_id])).content.decode()
+    assert "saved 4 min" in body and "3.0\xa0KB in 2 files" in body
+
+
+def test_a_checkpoint_folder_that_is_a_link_out_of_the_job_is_not_read(student_client, student,
+                                                                     tmp_path):  # fmt: skip
+    job = job_that_ran(student, gpus=1, start=timezone.now() - timedelta(minutes=30))
+    Job.objects.filter(pk=job.pk).update(output_dir=str(tmp_path / "job"))
+    (tmp_path / "job" / ".nightshift").mkdir(parents=True)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "secret").write_text("x")
+    (tmp_path / "job" / ".nightshift" / "checkpoint").symlink_to(tmp_path / "elsewhere")
+    body = student_client.get(reverse("jobs:detail", args=[job.public_id])).content.decode()
+    assert "none yet" in body

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Join this Linux GPU workstation to the campus HTCondor pool as a Nightshift execute node.
+#
+#   sudo ./join-pool.sh --central-manager cm.campus.example --token-file ws-42.token \
+#        [--availability idle|nights|both]
+#
+# It installs HTCondor from the distribution (Debian 13 / Ubuntu 24.04 and later ship it;
+# elsewhere install HTCondor first, see https://htcondor.org/downloads), drops in the
+# Nightshift execute-node config and the owner-GPU probe, installs the IDTOKEN the pool's
+# admin issued for this machine, and restarts HTCondor. Safe to run again.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CM="" TOKEN="" AVAILABILITY=idle
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --central-manager) CM=$2; shift 2 ;;
+        --token-file) TOKEN=$2; shift 2 ;;
+        --availability) AVAILABILITY=$2; shift 2 ;;
+        -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+        *) echo "join-pool: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+say() { printf 'join-pool: %s\n' "$*"; }
+die() { printf 'join-pool: error: %s\n' "$*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "run as root (sudo)"
+[ -n "$CM" ] || die "--central-manager is required (the pool's collector host)"
+[ -n "$TOKEN" ] && [ -r "$TOKEN" ] || die "--token-file must name a readable IDTOKEN file"
+case "$AVAILABILITY" in idle|nights|both) ;; *) die "--availability is idle, nights or both" ;; esac
+# Only a host name or address may reach the config file.
+[[ "$CM" =~ ^[A-Za-z0-9.:-]+$ ]] || die "--central-manager must be a host name or address"
+
+if ! command -v condor_master >/dev/null; then
+    say "installing HTCondor"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq condor >/dev/null \
+        || die "could not install the condor package; install HTCondor, then run this again"
+fi
+
+CONFIG_DIR=/etc/condor/config.d
+LIBEXEC=$(condor_config_val LIBEXEC)
+install -m 0644 "$HERE/nightshift-execute.conf" "$CONFIG_DIR/40-nightshift-execute.conf"
+install -m 0755 "$HERE/owner-gpu-probe" "$LIBEXEC/nightshift-owner-gpu-probe"
+cat >"$CONFIG_DIR/45-nightshift-join.conf" <<CONF
+# Written by join-pool.sh: this workstation's place in the campus pool.
+CONDOR_HOST = $CM
+use ROLE : Execute
+use FEATURE : GPUs
+use SECURITY : RECOMMENDED_v9_0
+SEC_DEFAULT_AUTHENTICATION_METHODS = IDTOKENS
+NIGHTSHIFT_AVAILABILITY = $AVAILABILITY
+CONF
+install -d -m 0700 /etc/condor/tokens.d
+install -m 0600 "$TOKEN" /etc/condor/tokens.d/nightshift-execute.token
+
+say "checking the configuration"
+condor_config_val START >/dev/null || die "HTCondor rejects the configuration"
+systemctl enable --now condor >/dev/null 2>&1 || true
+condor_reconfig >/dev/null 2>&1 || systemctl restart condor
+say "joined $CM with the $AVAILABILITY policy; within a minute this machine should show on"
+say "the portal's Pool page. Check here with: condor_status -af Name OwnerGpuActive Start"
