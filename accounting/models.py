@@ -37,6 +37,9 @@ class UsageRecord(models.Model):
     wall_s = models.FloatField(default=0, help_text="Wall time of the run (0 while it runs).")
     committed_s = models.FloatField(default=0, help_text="Of it, work kept: completed or saved.")
     badput_s = models.FloatField(default=0, help_text="Lost to an eviction without a checkpoint.")
+    saved_s = models.FloatField(
+        default=0, help_text="Of committed, known from the job's checkpoint log, not HTCondor."
+    )
     # Waited before this run: since submission for the first, since the last run otherwise.
     wait_s = models.FloatField(null=True, blank=True)
     first_run = models.BooleanField(default=False)

@@ -11,6 +11,7 @@ the same observation twice, or again after a crash, changes nothing.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -41,6 +42,9 @@ class Segment:
     wall_s: float = 0.0
     committed_s: float = 0.0
     ended_by: str = EndedBy.RUNNING
+    # The part of committed_s known from the helper's checkpoint log, not from HTCondor's
+    # counters (which do not count a checkpoint kept on a shared file system).
+    saved_s: float = 0.0
 
     @property
     def is_open(self) -> bool:
@@ -74,12 +78,30 @@ def _end_of_last_run(observation: JobObservation) -> datetime | None:
     return observation.finished_at or observation.last_vacated_at or observation.entered_state_at
 
 
-def reconcile(recorded: list[Segment], observation: JobObservation) -> list[Segment]:
+# HTCondor dates a run's end in whole seconds, before the job has quite finished saving
+# the checkpoint its SIGTERM asked for: a checkpoint this soon after the end belongs to it.
+CHECKPOINT_SLACK = timedelta(seconds=10)
+
+
+def _saved_before(start: datetime, end: datetime, checkpoints: Sequence[datetime]) -> float:
+    """Seconds of the run [start, end] kept by the last checkpoint saved within it."""
+    inside = [moment for moment in checkpoints if start <= moment <= end + CHECKPOINT_SLACK]
+    return (max(inside) - start).total_seconds() if inside else 0.0
+
+
+def reconcile(
+    recorded: list[Segment], observation: JobObservation, checkpoints: Sequence[datetime] = ()
+) -> list[Segment]:
     """The job's segments after this observation, oldest first (recorded ones kept as they are
-    unless they ended)."""
+    unless they ended).
+
+    `checkpoints` are the times the job's helper saved a checkpoint. HTCondor's
+    CommittedTime does not count a checkpoint kept on a shared file system, so an evicted run
+    keeps what the counters say or, if more, the work up to its last checkpoint.
+    """
     segments = sorted(recorded, key=lambda s: s.started_at)
     closed_wall = sum(s.wall_s for s in segments if not s.is_open)
-    closed_committed = sum(s.committed_s for s in segments if not s.is_open)
+    closed_committed = sum(s.committed_s - s.saved_s for s in segments if not s.is_open)
     unaccounted_wall = observation.wall_time_s - closed_wall
     unaccounted_committed = max(observation.committed_time_s - closed_committed, 0.0)
     running_since = observation.run_started_at
@@ -103,13 +125,19 @@ def reconcile(recorded: list[Segment], observation: JobObservation) -> list[Segm
             continue
         committed = min(unaccounted_committed, wall)
         ended_by = EndedBy.EVICTED if running_since is not None else _ended_by(observation)
+        saved = 0.0
+        if ended_by == EndedBy.EVICTED:
+            end = segment.started_at + timedelta(seconds=wall)
+            saved = max(min(_saved_before(segment.started_at, end, checkpoints), wall) - committed,
+                        0.0)  # fmt: skip
         result.append(
             dataclasses.replace(
                 segment,
                 ended_at=segment.started_at + timedelta(seconds=wall),
                 wall_s=wall,
-                committed_s=committed,
+                committed_s=committed + saved,
                 ended_by=ended_by,
+                saved_s=saved,
             )
         )
         unaccounted_wall -= wall

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -13,6 +14,7 @@ from django.db.models import Max, Q, Sum
 from django.utils import timezone
 
 from condor_bridge import JobObservation, PoolMachine
+from condor_bridge.submit import CHECKPOINT_LOG
 
 from .models import CapacitySample, UsageRecord
 from .segments import TOLERANCE_S, Segment, reconcile
@@ -21,7 +23,7 @@ logger = logging.getLogger(__name__)
 
 _SEGMENT_FIELDS = (
     "started_at", "ended_at", "workstation", "gpu_model", "gpus", "wall_s", "committed_s",
-    "ended_by",
+    "ended_by", "saved_s",
 )  # fmt: skip
 # A workstation in one of these states is not lending its GPUs to the pool.
 UNAVAILABLE_STATES = frozenset({"Owner", "Drained", "Preempting", "Backfill", ""})
@@ -67,7 +69,7 @@ def usage_record_observation(job, observation: JobObservation) -> int:
     """
     records = list(UsageRecord.objects.filter(job=job).order_by("started_at"))
     by_start = {record.started_at: record for record in records}
-    segments = reconcile([_segment_of(r) for r in records], observation)
+    segments = reconcile([_segment_of(r) for r in records], observation, checkpoint_times(job))
     changed = 0
     previous_end: datetime | None = None
     for segment in segments:
@@ -92,6 +94,32 @@ def usage_record_observation(job, observation: JobObservation) -> int:
         changed += 1
         previous_end = record.ended_at
     return changed
+
+
+MAX_CHECKPOINT_LOG_BYTES = 1024 * 1024
+
+
+def checkpoint_times(job) -> list[datetime]:
+    """When the job's helper saved checkpoints (.nightshift/checkpoints.jsonl), if the portal
+    can see the job's folder; the job writes this file, so it is read defensively."""
+    from jobs.selectors import open_job_file
+
+    raw = open_job_file(job.directory, job.directory / CHECKPOINT_LOG)
+    if raw is None:
+        return []
+    times = []
+    with raw:
+        for line in raw.read(MAX_CHECKPOINT_LOG_BYTES).splitlines():
+            try:
+                moment = json.loads(line)["time"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            if isinstance(moment, int | float) and not isinstance(moment, bool) and moment > 0:
+                try:
+                    times.append(datetime.fromtimestamp(moment, tz=UTC))
+                except (OverflowError, OSError, ValueError):
+                    continue
+    return times
 
 
 def capacity_sample(

@@ -30,6 +30,9 @@ INSTALL_LOG = f"{HELPER_DIR}/install.log"
 # Where nightshift.checkpoint_dir() points. The whole helper folder is the checkpoint that
 # HTCondor keeps (spool mode), so the metrics logged before an eviction survive it too.
 CHECKPOINT_DIR = f"{HELPER_DIR}/checkpoint"
+# One JSON line per checkpoint the helper saved, {"time": ...}: what the portal's accounting
+# reads to know how much of an evicted run was kept.
+CHECKPOINT_LOG = f"{HELPER_DIR}/checkpoints.jsonl"
 # HTCondor's self-checkpointing: a job that exits with this code has saved its state and is
 # started again at once, on the same workstation, with its checkpoint.
 CHECKPOINT_EXIT_CODE = 85

@@ -39,7 +39,7 @@ class JobAdmin(admin.ModelAdmin):
     search_fields = ("name", "owner__username")
     readonly_fields = [f.name for f in Job._meta.fields] + ["condor_ad_link"]
     inlines = [JobEventInline]
-    actions = ["cancel_jobs", "hold_jobs", "release_jobs"]
+    actions = ["cancel_jobs", "hold_jobs", "release_jobs", "vacate_jobs"]
 
     def get_search_results(self, request, queryset, search_term):
         """Also finds a job by its id (or the start of it) and by HTCondor's cluster[.proc]."""
@@ -104,3 +104,10 @@ class JobAdmin(admin.ModelAdmin):
     @admin.action(description="Release the selected jobs", permissions=["change"])
     def release_jobs(self, request, queryset):
         self._act(request, queryset, services.job_release, "Released")
+
+    @admin.action(
+        description="Move the selected running jobs to another workstation (they checkpoint)",
+        permissions=["change"],
+    )
+    def vacate_jobs(self, request, queryset):
+        self._act(request, queryset, services.job_vacate, "Moving")

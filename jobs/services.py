@@ -611,6 +611,17 @@ def job_release(*, job: Job, user) -> Job:
     )  # fmt: skip
 
 
+def job_vacate(*, job: Job, user) -> Job:
+    """Move a running job off its workstation, as its owner's return would: SIGTERM, time to
+    checkpoint, then the next free workstation. For admins freeing a machine."""
+    return _act_on_job(
+        job, user, "vacate", allowed=(JobState.RUNNING,),
+        refusal="Only a running job can be moved off its workstation.", reason="",
+        kind="vacate requested",
+        detail=f"Moved off {job.workstation or 'its workstation'} by {user.get_username()}",
+    )  # fmt: skip
+
+
 def _act_on_job(job, user, action, *, allowed, refusal, reason, kind, detail) -> Job:
     bridge = get_bridge()
     with transaction.atomic():
@@ -709,6 +720,9 @@ def _describe(job: Job, previous_state: str, observation: JobObservation) -> tup
     if state == JobState.IDLE and (previous_state == JobState.RUNNING or observation.evicted):
         where = observation.last_workstation or job.workstation
         source = f"{where} was reclaimed by its owner" if where else "The workstation was reclaimed"
+        latest = job.events.order_by("-at", "-id").first()
+        if latest is not None and latest.kind == "vacate requested":
+            source = f"Moved off {where or 'its workstation'} by an administrator"
         checkpoint = checkpoint_of(job)
         if checkpoint is not None:
             saved = timezone.localtime(checkpoint.saved_at)

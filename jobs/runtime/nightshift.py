@@ -148,6 +148,9 @@ def checkpoint_and_exit(save: Callable[[str], object] | None = None) -> None:
         os.replace(target, previous)
         os.replace(staging, target)
         shutil.rmtree(previous, ignore_errors=True)
+    # When it was saved, for the portal's accounting of the work an eviction lost.
+    with open(os.path.join(os.path.dirname(target), "checkpoints.jsonl"), "a") as log_file:
+        log_file.write(json.dumps({"time": round(time.time(), 3)}) + "\n")
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(CHECKPOINT_EXIT_CODE)

@@ -174,3 +174,23 @@ def test_a_sync_that_crashes_halfway_records_nothing_and_the_next_one_everything
     records = play(job, EVICTED_TWICE_NO_CHECKPOINT[1:])
     assert runs(records)[1][0] == (300, 0, 300, "evicted")
     assert len(records) == 3
+
+
+def test_a_checkpoint_htcondor_did_not_count_is_kept_from_the_helpers_log(job, tmp_path):
+    """On a shared file system HTCondor's CommittedTime ignores the job's own checkpoints
+    (seen on the personal pool); the helper's log says when it saved."""
+    Job.objects.filter(pk=job.pk).update(output_dir=str(tmp_path))
+    job.refresh_from_db()
+    (tmp_path / ".nightshift").mkdir()
+    saved_at = at(340).timestamp()
+    (tmp_path / ".nightshift" / "checkpoints.jsonl").write_text(
+        f'{{"time": {saved_at}}}\nnot json\n{{"time": "soon"}}\n'
+    )
+    records = play(job, [
+        ad(Condor.RUNNING, run_since=100),
+        ad(Condor.IDLE, wall=300, committed=0, vacated=400, last_host="ws-volta", starts=1),
+        ad(Condor.RUNNING, run_since=500, wall=300, starts=1),
+        ad(Condor.COMPLETED, wall=500, committed=200, finished=700, starts=2, exit_code=0),
+    ])  # fmt: skip
+    assert runs(records)[1] == [(300, 240, 60, "evicted"), (200, 200, 0, "completed")]
+    assert records[0].saved_s == 240

@@ -6,6 +6,7 @@ from django.utils import timezone
 
 from accounting.models import UsageRecord
 from accounts.models import Registration
+from audit.models import AuditEntry
 from audit.services import audit_record
 from condor_bridge import JobState as CondorState
 from jobs import services
@@ -129,3 +130,21 @@ def test_a_lab_gets_a_safe_accounting_group_from_its_name(admin_client):
     })  # fmt: skip
     assert response.status_code == 302, response.content.decode()[:3000]
     assert LabFactory._meta.model.objects.get().accounting_group == "group_vision_robotics"
+
+
+def test_an_admin_moves_a_running_job_off_its_workstation(admin_client, fake_bridge):
+    owner = UserFactory(username="ada")
+    job = services.job_submit(user=owner, spec=services.JobSpec(name="j"), script=script_upload())
+    services.job_submit_to_pool(job.pk)
+    fake_bridge.set_state(str(job.public_id), CondorState.RUNNING, workstation="ws-volta")
+    services.jobs_sync()
+    admin_client.post(reverse("admin:jobs_job_changelist"),
+                      {"action": "vacate_jobs", "_selected_action": [job.pk]})  # fmt: skip
+    assert fake_bridge.actions[-1][0] == "vacate"
+    assert JobEvent.objects.get(job=job, kind="vacate requested").detail == (
+        "Moved off ws-volta by root"
+    )
+    services.jobs_sync()
+    job.refresh_from_db()
+    assert job.state == JobState.IDLE
+    assert AuditEntry.objects.filter(action="job.vacate", target_id=str(job.public_id)).exists()
