@@ -10,7 +10,7 @@ export CONDOR_TOKEN_DIR ?= $(CURDIR)/var/condor-tokens
 TEST_DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test lint format venv pool-start pool-stop pool-status bench bench-api bench-reports clean
+.PHONY: run test lint format venv pool-start pool-stop pool-status bench bench-api bench-reports bench-goodput clean
 
 venv: $(VENV)/.installed
 
@@ -63,6 +63,10 @@ bench-api: venv
 
 bench-reports: venv
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python bench/reports.py
+
+bench-goodput: venv
+	deploy/personal-pool/pool start
+	$(BIN)/python bench/goodput.py
 
 clean:
 	rm -rf $(VENV) var/staticfiles
