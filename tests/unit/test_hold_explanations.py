@@ -55,3 +55,9 @@ def test_an_unknown_code_still_gets_a_useful_sentence():
     explanation = explain_hold(999, None, "something new")
     assert explanation.title == "HTCondor put it on hold."
     assert explain_hold(None, None, "").title == "HTCondor put it on hold."
+
+
+def test_a_job_evicted_too_many_times_is_told_to_checkpoint():
+    explanation = explain_hold(3, 2, "The job was stopped after starting 10 times: ...")
+    assert "evicted too many times" in explanation.title
+    assert "checkpoints" in explanation.advice and "release it" in explanation.advice
