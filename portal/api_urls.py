@@ -45,5 +45,6 @@ urlpatterns = [
     ),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api:schema"), name="docs"),
-    re_path(r"^(?P<path>.*)$", api_not_found),
+    # [\s\S], not ".": a path with a line break in it is an API 404 too, not the HTML one.
+    re_path(r"^(?P<path>[\s\S]*)$", api_not_found),
 ]

@@ -88,3 +88,12 @@ def test_the_pool_being_down_makes_match_a_503(api, fake_bridge):
     fake_bridge.down = True
     response = api.post(reverse("api:match"), {"gpus": 1}, format="json")
     assert_error(response, 503, "pool_unavailable")
+
+
+@pytest.mark.parametrize(
+    "path", ["/api/v1/reports/a%0Ab.csv", "/api/v1/no%0Asuch/", "/api/v1/x%0A"]
+)
+def test_an_api_path_with_a_line_break_is_a_json_404(api, path):
+    response = api.get(path)
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "not_found"
