@@ -40,6 +40,9 @@ SUBCODE_DISK = 104
 SUBCODE_NIGHTSHIFT_RUNTIME = 1
 # Nightshift's guard against a job that is evicted again and again (see submit.py).
 SUBCODE_NIGHTSHIFT_TOO_MANY_STARTS = 2
+# The portal's hold of a job evicted again and again without saving a checkpoint
+# (HoldReasonCode USER_REQUEST with this subcode; jobs/services.py).
+SUBCODE_NIGHTSHIFT_NO_PROGRESS = 2
 
 _MISSING_FILE = re.compile(r"no such file or directory|does not exist|failed to send file", re.I)
 
@@ -117,6 +120,13 @@ def explain_hold(code: int | None, subcode: int | None, reason: str) -> HoldExpl
     """What a student should read about a hold, from HTCondor's code, subcode and reason."""
     if code == JOB_POLICY and subcode == SUBCODE_NIGHTSHIFT_RUNTIME:
         return _RUNTIME
+    if code == USER_REQUEST and subcode == SUBCODE_NIGHTSHIFT_NO_PROGRESS:
+        return HoldExplanation(
+            "It was evicted again and again without saving a checkpoint, so every run started "
+            "from the beginning and none could finish.",
+            "Make your script save checkpoints with the nightshift helper (see the job-writing "
+            "guide), or ask for a GPU that more workstations have, then release it.",
+        )
     if code == JOB_POLICY and subcode == SUBCODE_NIGHTSHIFT_TOO_MANY_STARTS:
         return HoldExplanation(
             "It was evicted too many times to finish: workstation owners kept coming back.",

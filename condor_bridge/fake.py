@@ -199,7 +199,9 @@ class FakeBridge:
                 return job
         return None
 
-    def act(self, action: str, cluster_id: int, proc_id: int, reason: str = "") -> None:
+    def act(
+        self, action: str, cluster_id: int, proc_id: int, reason: str = "", reason_code: int = 1
+    ) -> None:
         if action not in ("remove", "hold", "release", "vacate"):
             raise ValueError(f"unknown action {action!r}")
         self._check_up(action)
@@ -212,7 +214,7 @@ class FakeBridge:
         elif action == "hold":
             self.set_state(
                 job.job_id, JobState.HELD, hold_reason=reason or "Python-initiated action",
-                hold_reason_code=1, hold_reason_subcode=1 if reason else 0,
+                hold_reason_code=1, hold_reason_subcode=reason_code if reason else 0,
             )  # fmt: skip
         elif action == "release" and job.state is JobState.HELD:
             self.set_state(

@@ -234,15 +234,20 @@ class HTCondorBridge:
         constraint = f"{INSTANCE_ATTR} == {classad_string(self.instance)} && {_id_constraint(ids)}"
         return [map_job_ad(ad, in_queue=False) for ad in self._history(constraint, len(ids))]
 
-    def act(self, action: str, cluster_id: int, proc_id: int, reason: str = "") -> None:
+    def act(
+        self, action: str, cluster_id: int, proc_id: int, reason: str = "", reason_code: int = 1
+    ) -> None:
+        """Remove, hold, release or vacate one job. A hold with a reason keeps `reason_code` as
+        its HoldReasonSubCode (the code is HTCondor's "user request"), so that Nightshift's
+        own holds can be told apart."""
         if action not in _ACTIONS:
             raise ValueError(f"unknown action {action!r}")
         job_spec = f"{int(cluster_id)}.{int(proc_id)}"
         try:
             if reason:
                 # htcondor2 drops a plain-string reason; only the (text, code) form
-                # reaches the schedd. Code 1 is HTCondor's "user request".
-                self._schedd().act(_ACTIONS[action], job_spec, reason=(reason, 1))
+                # reaches the schedd.
+                self._schedd().act(_ACTIONS[action], job_spec, reason=(reason, int(reason_code)))
             else:
                 self._schedd().act(_ACTIONS[action], job_spec)
         except BridgeError:

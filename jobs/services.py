@@ -34,6 +34,7 @@ from condor_bridge import (
     summarize_matches,
 )
 from condor_bridge import JobState as CondorState
+from condor_bridge.explain import SUBCODE_NIGHTSHIFT_NO_PROGRESS
 from condor_bridge.submit import HELPER_DIR, INSTALL_LOG, METRICS_FILE, STDERR, STDOUT
 from condor_bridge.types import check_text
 from labs.models import Lab
@@ -801,6 +802,8 @@ def job_apply_observation(job_pk: int, observation: JobObservation) -> bool:
         if "state" in changed or "num_starts" in changed and new_state == JobState.IDLE:
             kind, detail = _describe(job, previous_state, observation)
             _record(job, kind, detail)
+            if kind == "evicted":
+                _hold_without_progress(job)
         if new_state in (JobState.COMPLETED, JobState.FAILED):
             transaction.on_commit(lambda: _enqueue_collect(job_pk))
         if "state" in changed and new_state in NOTIFY_STATES and job.notify_by_email:
@@ -809,6 +812,32 @@ def job_apply_observation(job_pk: int, observation: JobObservation) -> bool:
 
 
 NOTIFY_STATES = (JobState.COMPLETED, JobState.FAILED, JobState.HELD)
+
+
+def _hold_without_progress(job: Job) -> None:
+    """Hold a job evicted again and again without saving a checkpoint, instead of letting it
+    start from zero for ever. Only where the portal sees the job's folder (shared mode): in
+    spool mode its checkpoints are invisible here, and HTCondor's NIGHTSHIFT_MAX_STARTS
+    guard applies alone."""
+    limit = settings.MAX_EVICTIONS_WITHOUT_PROGRESS
+    if not limit or settings.CONDOR_FILE_MODE != "shared":
+        return
+    streak = 0
+    for run in job.usage_records.exclude(ended_at=None).order_by("-started_at")[:limit]:
+        if run.ended_by != "evicted" or run.committed_s > 0:
+            break
+        streak += 1
+    if streak < limit:
+        return
+    reason = f"Nightshift held it: evicted {streak} times in a row without saving a checkpoint."
+    try:
+        get_bridge().act("hold", job.cluster_id, job.proc_id, reason=reason,
+                         reason_code=SUBCODE_NIGHTSHIFT_NO_PROGRESS)  # fmt: skip
+    except BridgeError as exc:
+        logger.warning("could not hold job %s after %s evictions: %s", job.pk, streak, exc)
+        return
+    _record(job, "hold requested", reason)
+    audit_record(action="job.hold", actor=None, target=job, detail=reason)
 
 
 def _enqueue_notify(job_pk: int, state: str) -> None:

@@ -250,7 +250,10 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 # how often the helper checkpoints unasked, and how many starts a job gets before it is held.
 CHECKPOINT_GRACE_S = env_int("NIGHTSHIFT_CHECKPOINT_GRACE_S", 300, minimum=1)
 CHECKPOINT_INTERVAL_S = env_int("NIGHTSHIFT_CHECKPOINT_INTERVAL_S", 3600, minimum=0)
-MAX_JOB_STARTS = env_int("NIGHTSHIFT_MAX_STARTS", 10, minimum=0, maximum=1000)
+# HTCondor's own backstop, which counts every start, progress or not.
+MAX_JOB_STARTS = env_int("NIGHTSHIFT_MAX_STARTS", 50, minimum=0, maximum=1000)
+# The portal's guard (shared mode): evicted this many times in a row without a checkpoint.
+MAX_EVICTIONS_WITHOUT_PROGRESS = env_int("NIGHTSHIFT_MAX_EVICTIONS_WITHOUT_PROGRESS", 5, minimum=0)
 # A job still waiting for the schedd after this long is submitted again (exactly once).
 RESUBMIT_AFTER_S = env_int("NIGHTSHIFT_RESUBMIT_AFTER_S", 30, minimum=5)
 # Test-only fault injection: the worker pauses after the schedd accepted a job and

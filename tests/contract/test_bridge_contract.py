@@ -188,3 +188,15 @@ def test_htcondors_accounting_counts_a_vacated_run_as_wall_time_not_committed(br
     done = _move(bridge, request.job_id, JobState.COMPLETED)
     assert done.committed_time_s > 0
     assert done.wall_time_s >= evicted.wall_time_s + done.committed_time_s - 1
+
+
+def test_a_hold_keeps_the_subcode_it_was_given(bridge):
+    request = job_request(bridge)
+    result = bridge.submit(request)
+    bridge.act("hold", result.cluster_id, result.proc_id, reason="no progress", reason_code=2)
+    held = wait_for(
+        lambda: (job := bridge.find(request.job_id)) and job.state is JobState.HELD and job,
+        timeout=30,
+        what="the job to be held",
+    )
+    assert (held.hold_reason_code, held.hold_reason_subcode) == (1, 2)

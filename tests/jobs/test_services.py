@@ -1,6 +1,9 @@
 """The job services against the fake bridge: submit, sync, cancel, collect."""
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from condor_bridge import JobState as CondorState
 from jobs import services
@@ -322,3 +325,52 @@ def test_an_eviction_names_the_workstation_and_whether_a_checkpoint_will_resume_
     services.jobs_sync()
     second = job.events.filter(kind="evicted").last().detail
     assert second.startswith("ws-ampere was reclaimed") and "resume from its checkpoint" in second
+
+
+def evict(fake_bridge, job, times, *, checkpoint_each_run=False):
+    """Run the job `times` times for 50 s each, evicting it each time (dated an hour ago)."""
+    base = timezone.now() - timedelta(hours=1) + timedelta(minutes=job.starts * 2)
+    for run in range(times):
+        start = base + timedelta(seconds=100 * run)
+        fake_bridge.set_state(str(job.public_id), CondorState.RUNNING, at=start)
+        services.jobs_sync()
+        if checkpoint_each_run:
+            log = job.directory / ".nightshift" / "checkpoints.jsonl"
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("a") as stream:
+                stream.write(f'{{"time": {(start + timedelta(seconds=20)).timestamp()}}}\n')
+        fake_bridge.set_state(str(job.public_id), CondorState.IDLE,
+                              at=start + timedelta(seconds=50))  # fmt: skip
+        services.jobs_sync()
+        job.refresh_from_db()
+
+
+def test_a_job_evicted_again_and_again_without_a_checkpoint_is_held_and_told_why(
+    student, fake_bridge, settings
+):
+    settings.MAX_EVICTIONS_WITHOUT_PROGRESS = 2
+    job = services.job_submit_to_pool(submit(student, gpus=1).pk)
+    evict(fake_bridge, job, 1)
+    assert fake_bridge.actions == []
+    evict(fake_bridge, job, 1)
+    assert fake_bridge.actions[-1][0] == "hold"
+    services.jobs_sync()
+    job.refresh_from_db()
+    assert job.state == JobState.HELD
+    assert "without saving a checkpoint" in job.hold_explanation.title
+    assert job.events.filter(kind="hold requested", actor=None).exists()
+
+
+def test_a_job_that_checkpoints_is_never_held_for_its_evictions(student, fake_bridge, settings):
+    settings.MAX_EVICTIONS_WITHOUT_PROGRESS = 2
+    job = services.job_submit_to_pool(submit(student, gpus=1).pk)
+    evict(fake_bridge, job, 3, checkpoint_each_run=True)
+    assert [action for action, *_ in fake_bridge.actions] == []
+
+
+def test_in_spool_mode_the_portal_leaves_the_guard_to_htcondor(student, fake_bridge, settings):
+    settings.MAX_EVICTIONS_WITHOUT_PROGRESS = 2
+    settings.CONDOR_FILE_MODE = "spool"
+    job = services.job_submit_to_pool(submit(student, gpus=1).pk)
+    evict(fake_bridge, job, 3)
+    assert fake_bridge.actions == []

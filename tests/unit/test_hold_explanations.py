@@ -61,3 +61,9 @@ def test_a_job_evicted_too_many_times_is_told_to_checkpoint():
     explanation = explain_hold(3, 2, "The job was stopped after starting 10 times: ...")
     assert "evicted too many times" in explanation.title
     assert "checkpoints" in explanation.advice and "release it" in explanation.advice
+
+
+def test_the_portals_no_progress_hold_is_told_apart_from_a_persons():
+    guard = explain_hold(1, 2, "Nightshift held it: evicted 5 times in a row ...")
+    assert "without saving a checkpoint" in guard.title
+    assert explain_hold(1, 1, "Held by ada from Nightshift").title == "Someone put it on hold."
