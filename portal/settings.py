@@ -249,7 +249,11 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 # workstation's owner comes back (match the execute nodes' NIGHTSHIFT_VACATE_GRACE_SECONDS),
 # how often the helper checkpoints unasked, and how many starts a job gets before it is held.
 CHECKPOINT_GRACE_S = env_int("NIGHTSHIFT_CHECKPOINT_GRACE_S", 300, minimum=1)
-CHECKPOINT_INTERVAL_S = env_int("NIGHTSHIFT_CHECKPOINT_INTERVAL_S", 3600, minimum=0)
+# Without a shared file system only checkpoints taken while running reach the next
+# workstation (a SIGTERM-time save does not travel), so spool mode checkpoints more often.
+CHECKPOINT_INTERVAL_S = env_int(
+    "NIGHTSHIFT_CHECKPOINT_INTERVAL_S", 600 if CONDOR_FILE_MODE == "spool" else 3600, minimum=0
+)
 # HTCondor's own backstop, which counts every start, progress or not.
 MAX_JOB_STARTS = env_int("NIGHTSHIFT_MAX_STARTS", 50, minimum=0, maximum=1000)
 # The portal's guard (shared mode): evicted this many times in a row without a checkpoint.

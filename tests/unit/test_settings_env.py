@@ -1,5 +1,9 @@
 """Settings come from the environment; a bad value names its variable."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
@@ -53,3 +57,15 @@ def test_a_redis_url_must_be_a_redis_url(monkeypatch):
     monkeypatch.setenv("REDIS_URL_X", "http://127.0.0.1")
     with pytest.raises(ImproperlyConfigured, match="REDIS_URL_X must be a URL"):
         env_url("REDIS_URL_X", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss"))
+
+
+@pytest.mark.parametrize("mode, interval", [("shared", "3600"), ("spool", "600")])
+def test_spool_mode_checkpoints_more_often_by_default(mode, interval):
+    environment = {k: v for k, v in os.environ.items() if k != "NIGHTSHIFT_CHECKPOINT_INTERVAL_S"}
+    done = subprocess.run(
+        [sys.executable, "-c", "from django.conf import settings; import django; django.setup(); "
+         "print(settings.CHECKPOINT_INTERVAL_S)"],
+        env=environment | {"CONDOR_FILE_MODE": mode, "DJANGO_SETTINGS_MODULE": "portal.settings"},
+        capture_output=True, text=True, check=True, timeout=60,
+    )  # fmt: skip
+    assert done.stdout.strip() == interval
