@@ -8,6 +8,7 @@ fixed: groupings come from a closed list, and every value is a query parameter.
 from __future__ import annotations
 
 import calendar
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
@@ -348,8 +349,12 @@ def queue_waits(scope: Scope, period: Period, group: str) -> Table:
     return table
 
 
-def losses_by_lab(scope: Scope, period: Period) -> Table:
-    table = usage_by_group(scope, period, "lab")
+def losses_by_lab(scope: Scope, period: Period, by_lab: Table | None = None) -> Table:
+    """The usage table grouped by lab (`by_lab`, when the report already has it), shown as
+    losses and goodput."""
+    table = (
+        dataclasses.replace(by_lab) if by_lab is not None else usage_by_group(scope, period, "lab")
+    )
     table.name, table.title = "losses", "Eviction losses and goodput by lab"
     table.columns = [
         ("group", "Lab"), ("gpu_hours", "GPU-hours"), ("committed_gpu_hours", "Committed"),
@@ -450,12 +455,13 @@ TABLES = ("usage", "over_time", "outcomes", "waits", "losses", "utilization_hour
 def usage_report(scope: Scope, period: Period, group: str = "user") -> Report:
     if group not in GROUPINGS:
         raise ValueError(f"unknown grouping {group!r}")
+    usage = usage_by_group(scope, period, group)
     tables = {
-        "usage": usage_by_group(scope, period, group),
+        "usage": usage,
         "over_time": usage_over_time(scope, period, group),
         "outcomes": outcomes_by_group(scope, period, group),
         "waits": queue_waits(scope, period, group),
-        "losses": losses_by_lab(scope, period),
+        "losses": losses_by_lab(scope, period, usage if group == "lab" else None),
     }
     samples = _utilization_rows(period)
     tables["utilization_hour"] = _utilization_table(samples, "hour")

@@ -69,7 +69,11 @@ def usage_record_observation(job, observation: JobObservation) -> int:
     """
     records = list(UsageRecord.objects.filter(job=job).order_by("started_at"))
     by_start = {record.started_at: record for record in records}
-    segments = reconcile([_segment_of(r) for r in records], observation, checkpoint_times(job))
+    # The checkpoint log only matters when a run ends; the sync should not read a file for
+    # every job it looks at.
+    run_ends = any(r.is_open and r.started_at != observation.run_started_at for r in records)
+    checkpoints = checkpoint_times(job) if run_ends else []
+    segments = reconcile([_segment_of(r) for r in records], observation, checkpoints)
     changed = 0
     previous_end: datetime | None = None
     for segment in segments:

@@ -50,6 +50,9 @@ def test_an_admin_sees_every_lab_and_can_group_by_lab(client, campus):
     usage = by_group(response, "usage")
     assert {name: row["gpu_hours"] for name, row in usage.items()} == {"Vision": 9.0, "NLP": 4.0}
     assert response.context["report"].totals["gpu_hours"] == 13.0
+    # Grouped by lab, the losses table is the same query's rows, shown as losses.
+    assert table(response, "usage").title == "GPU-hours by lab"
+    assert by_group(response, "losses")["Vision"]["badput_gpu_hours"] == 1.0
 
 
 def test_outcomes_count_how_each_job_ended(client, campus):
