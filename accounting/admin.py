@@ -1,19 +1,8 @@
 from django.contrib import admin
 
+from audit.admin import ReadOnlyAdmin
+
 from .models import CapacitySample, MonthlyReport, UsageRecord
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    """Records come from HTCondor's accounting; the admin reads and filters them only."""
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(UsageRecord)

@@ -73,22 +73,24 @@ def limits_for(user, lab: Lab | None) -> Limits:
     return Limits(lab=lab, period_days=lab.gpu_hours_period_days, scope=scope, **values)
 
 
+def _counted(user, limits: Limits, name: str, *, owner: str) -> dict:
+    """What a limit counts: the lab's, or the user's own (in that lab), or (no lab) the user's
+    own outside labs; `owner` names the model's user field."""
+    if limits.lab is None:
+        return {owner: user, "lab__isnull": True}
+    if limits.scope[name] == "lab":
+        return {"lab": limits.lab}
+    return {"lab": limits.lab, owner: user}
+
+
 def counted_jobs(user, limits: Limits, name: str) -> QuerySet[Job]:
     """The jobs whose usage a limit counts: the lab's, or the user's own (in that lab)."""
-    if limits.lab is None:
-        return Job.objects.filter(owner=user, lab__isnull=True)
-    if limits.scope[name] == "lab":
-        return Job.objects.filter(lab=limits.lab)
-    return Job.objects.filter(lab=limits.lab, owner=user)
+    return Job.objects.filter(**_counted(user, limits, name, owner="owner"))
 
 
 def counted_usage(user, limits: Limits, name: str) -> QuerySet[UsageRecord]:
     """The runs whose GPU-hours a limit counts, chosen exactly as counted_jobs chooses jobs."""
-    if limits.lab is None:
-        return UsageRecord.objects.filter(user=user, lab__isnull=True)
-    if limits.scope[name] == "lab":
-        return UsageRecord.objects.filter(lab=limits.lab)
-    return UsageRecord.objects.filter(lab=limits.lab, user=user)
+    return UsageRecord.objects.filter(**_counted(user, limits, name, owner="user"))
 
 
 def reservation_hours(gpus: int, runtime_s: int | None) -> float:
