@@ -69,12 +69,16 @@ def submit(client, script: str) -> Job:
     return Job.objects.latest("created_at")
 
 
-def evict_once(job: Job, owner: OwnerAtDesk) -> tuple[str, str]:
-    """Let it train a few steps, bring the owner back, and wait for it to run elsewhere."""
+def trains_a_few_steps(job: Job) -> None:
     wait_for_state(job, {JobState.RUNNING}, timeout=120)
     wait_for(lambda: len(selectors.job_metrics(job.directory, job.directory / ".nightshift"
                                                / "metrics.jsonl").rows) >= 5,
              timeout=60, what="a few training steps")  # fmt: skip
+
+
+def evict_once(job: Job, owner: OwnerAtDesk) -> tuple[str, str]:
+    """Let it train a few steps, bring the owner back, and wait for it to run elsewhere."""
+    trains_a_few_steps(job)
     first = Job.objects.get(pk=job.pk).workstation
     owner.returns_to(first)
     wait_for(lambda: job.events.filter(kind="evicted").exists(), timeout=90,
@@ -132,10 +136,7 @@ def test_a_job_an_admin_moves_resumes_from_its_checkpoint(student_client, live_p
 
     admin = get_user_model().objects.create_user("root", is_staff=True)
     job = submit(student_client, CHECKPOINTING)
-    wait_for_state(job, {JobState.RUNNING}, timeout=120)
-    wait_for(lambda: len(selectors.job_metrics(job.directory, job.directory / ".nightshift"
-                                               / "metrics.jsonl").rows) >= 5,
-             timeout=60, what="a few training steps")  # fmt: skip
+    trains_a_few_steps(job)
     services.job_vacate(job=Job.objects.get(pk=job.pk), user=admin)
     wait_for_state(job, {JobState.COMPLETED}, timeout=180)
     evicted = job.events.get(kind="evicted")
