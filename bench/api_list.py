@@ -13,7 +13,6 @@ Run with `make bench-api` (PostgreSQL and Redis must be up; HTCondor is not need
 from __future__ import annotations
 
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
 from rest_framework.test import APIClient  # noqa: E402
+from timing import median_ms  # noqa: E402
 
 from accounts.services import token_create  # noqa: E402
 from jobs.models import Job, JobState  # noqa: E402
@@ -42,16 +42,6 @@ JOBS = 10_000
 REPEATS = 9
 STATES = [JobState.COMPLETED] * 6 + [JobState.FAILED, JobState.RUNNING, JobState.IDLE,
                                      JobState.HELD]  # fmt: skip
-
-
-def median_ms(action, repeats: int = REPEATS) -> float:
-    action()  # warm
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
 
 
 def make_jobs(user) -> None:
@@ -121,12 +111,12 @@ def main() -> None:
             assert response.status_code == 200, response.content[:300]
 
         rows = [
-            ("raw SQL, newest 25 rows (floor)", median_ms(raw_page)),
-            ("GET /api/v1/jobs/ (25 per page)", median_ms(get)),
-            ("GET /api/v1/jobs/?page_size=200", median_ms(lambda: get(page_size=200))),
-            ("GET /api/v1/jobs/?state=held", median_ms(lambda: get(state="held"))),
-            ("GET /api/v1/jobs/?name=sweep 99", median_ms(lambda: get(name="sweep 99"))),
-            ("GET /api/v1/jobs/?page=400", median_ms(lambda: get(page=400))),
+            ("raw SQL, newest 25 rows (floor)", median_ms(raw_page, REPEATS)),
+            ("GET /api/v1/jobs/ (25 per page)", median_ms(get, REPEATS)),
+            ("GET /api/v1/jobs/?page_size=200", median_ms(lambda: get(page_size=200), REPEATS)),
+            ("GET /api/v1/jobs/?state=held", median_ms(lambda: get(state="held"), REPEATS)),
+            ("GET /api/v1/jobs/?name=sweep 99", median_ms(lambda: get(name="sweep 99"), REPEATS)),
+            ("GET /api/v1/jobs/?page=400", median_ms(lambda: get(page=400), REPEATS)),
         ]
         connection.close()  # gunicorn's workers open their own
         server = serve(8765)

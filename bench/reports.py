@@ -22,7 +22,6 @@ import io
 import json
 import os
 import random
-import statistics
 import sys
 import time
 import uuid
@@ -42,6 +41,7 @@ django.setup()
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection, models  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
+from timing import median_ms  # noqa: E402
 
 from accounting import reports  # noqa: E402
 from accounting.models import CapacitySample, UsageRecord  # noqa: E402
@@ -62,16 +62,6 @@ MODELS = ["Tesla V100-PCIE-16GB", "A100-SXM4-40GB", "TITAN RTX", "GeForce RTX 30
 OUTCOMES = ["completed"] * 7 + ["failed", "cancelled", "runtime_limit"]
 NOW = datetime.now(tz=UTC)
 random.seed(20261129)
-
-
-def median_ms(action) -> float:
-    action()
-    times = []
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
 
 
 def _text(value) -> str:
@@ -226,23 +216,23 @@ def main() -> None:
                 pass
 
         rows = [
-            ("raw SQL: the lab's 30-day GPU-hours, one SUM (floor)", median_ms(floor)),
+            ("raw SQL: the lab's 30-day GPU-hours, one SUM (floor)", median_ms(floor, REPEATS)),
             ("30-day lab report, all 7 tables, by user",
-             median_ms(lambda: reports.usage_report(scope, period, "user"))),
+             median_ms(lambda: reports.usage_report(scope, period, "user"), REPEATS)),
             ("30-day lab report, all 7 tables, by workstation",
-             median_ms(lambda: reports.usage_report(scope, period, "workstation"))),
+             median_ms(lambda: reports.usage_report(scope, period, "workstation"), REPEATS)),
             ("30-day report of everything (admin), by lab",
-             median_ms(lambda: reports.usage_report(everything, period, "lab"))),
+             median_ms(lambda: reports.usage_report(everything, period, "lab"), REPEATS)),
         ]  # fmt: skip
         for name, table in reports.REPORT_TABLES.items():
             rows.append((f"  lab table {name}",
-                         median_ms(lambda t=table: t(scope, period, "user"))))  # fmt: skip
+                         median_ms(lambda t=table: t(scope, period, "user"), REPEATS)))  # fmt: skip
         rows.append((f"CSV export of the lab's {in_window:,} runs, streamed",
-                     median_ms(export)))  # fmt: skip
+                     median_ms(export, REPEATS)))  # fmt: skip
         runs = UsageRecord.objects.filter(user_id=heavy_user)
         rows.append(("quota check: one heavy user's 7-day GPU-hours",
                      median_ms(lambda: gpu_hours_used(runs, since=NOW - timedelta(days=7),
-                                                      until=NOW))))  # fmt: skip
+                                                      until=NOW), REPEATS)))  # fmt: skip
         print()
         width = max(len(name) for name, _ in rows)
         for name, ms in rows:
