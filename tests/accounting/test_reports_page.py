@@ -194,6 +194,14 @@ def test_an_export_with_bad_parameters_says_what_is_wrong(client, campus):
     assert "month: Choose a month." in response.content.decode()
 
 
+@pytest.mark.parametrize(
+    "hostile",
+    ["' OR 1=1 --", "Vision\x00", "../NLP", "1; DROP TABLE labs_lab", "\u202eVision", "x" * 500],
+)
+def test_a_hostile_lab_value_is_no_lab_of_yours(client, campus, hostile):
+    assert report_as(client, campus["lena"], lab=hostile).status_code == 404
+
+
 def test_a_lab_can_be_named_instead_of_numbered(client, campus):
     response = report_as(client, campus["lena"], lab="vision")
     assert response.context["report"].scope.label == "Vision"

@@ -26,6 +26,7 @@ JOB_ENDPOINTS = [
 USER_ENDPOINTS = [
     ("get", "api:job-list"), ("post", "api:job-list"), ("post", "api:match"), ("get", "api:pool"),
     ("get", "api:me"), ("get", "api:token-list"), ("post", "api:token-list"),
+    ("get", "api:report"),
 ]  # fmt: skip
 
 
