@@ -24,12 +24,12 @@ done
 say() { printf 'join-pool: %s\n' "$*"; }
 die() { printf 'join-pool: error: %s\n' "$*" >&2; exit 1; }
 
-[ "$(id -u)" = 0 ] || die "run as root (sudo)"
 [ -n "$CM" ] || die "--central-manager is required (the pool's collector host)"
 [ -n "$TOKEN" ] && [ -r "$TOKEN" ] || die "--token-file must name a readable IDTOKEN file"
 case "$AVAILABILITY" in idle|nights|both) ;; *) die "--availability is idle, nights or both" ;; esac
 # Only a host name or address may reach the config file.
 [[ "$CM" =~ ^[A-Za-z0-9.:-]+$ ]] || die "--central-manager must be a host name or address"
+[ "$(id -u)" = 0 ] || die "run as root (sudo)"
 
 if ! command -v condor_master >/dev/null; then
     say "installing HTCondor"
