@@ -21,9 +21,13 @@ def _get(find, user, public_id) -> Job:
         raise Http404("No such job.") from None
 
 
-def own_job_or_404(user, public_id) -> Job:
-    """A job of the user's own: for clone and re-run, which copy its files."""
-    return _get(selectors.job_get_for_user, user, public_id)
+def own_job_or_403(user, public_id) -> Job:
+    """A job of the user's own: for clone and re-run, which copy its files into a new job
+    under the user's name. A lead or admin who can read another's job gets a 403."""
+    job = visible_job_or_404(user, public_id)
+    if job.owner_id != user.pk:
+        raise PermissionDenied("Only the job's owner can re-run or copy it.")
+    return job
 
 
 def visible_job_or_404(user, public_id) -> Job:

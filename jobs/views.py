@@ -29,7 +29,7 @@ from . import readouts, selectors, services
 from .bridge import get_bridge
 from .filters import JobListFilter
 from .forms import JobSubmitForm
-from .lookups import actionable_job_or_403, own_job_or_404, visible_job_or_404
+from .lookups import actionable_job_or_403, own_job_or_403, visible_job_or_404
 from .models import EnvironmentPreset, Job
 
 JOBS_PER_PAGE = 25
@@ -96,7 +96,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
     source = None
     staged: dict[str, File] = {}
     if request.method == "GET" and request.GET.get("from"):
-        source = own_job_or_404(request.user, request.GET["from"])
+        source = own_job_or_403(request.user, request.GET["from"])
         form = JobSubmitForm(initial=_initial_from(source), user=request.user)
     else:
         for field, token_field in KEPT_UPLOADS.items():
@@ -119,7 +119,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
             try:
                 copy_from = None
                 if not upload and data["source_job"]:
-                    copy_from = own_job_or_404(request.user, data["source_job"])
+                    copy_from = own_job_or_403(request.user, data["source_job"])
                 job = services.job_submit(
                     user=request.user, spec=form.to_spec(), script=upload, copy_from=copy_from,
                     requirements=requirements,
@@ -289,7 +289,7 @@ job_release = _job_action(services.job_release, "Released: the job goes back to 
 @login_required
 @require_POST
 def job_rerun(request: HttpRequest, public_id) -> HttpResponse:
-    job = own_job_or_404(request.user, public_id)
+    job = own_job_or_403(request.user, public_id)
     try:
         new_job = services.job_rerun(job=job, user=request.user)
     except services.JobSubmissionError as exc:

@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 
 from jobs import readouts, selectors, services
 from jobs.filters import JobListFilter
-from jobs.lookups import actionable_job_or_403, own_job_or_404, visible_job_or_404
+from jobs.lookups import actionable_job_or_403, own_job_or_403, visible_job_or_404
 from jobs.models import EnvironmentPreset, Job
 from labs.quotas import quota_standings
 from portal.api import ApiError, ErrorSerializer, SubmissionThrottle
@@ -201,7 +201,7 @@ class JobRerunView(APIView):
         responses={201: JobSerializer, **_errors(400, 401, 403, 404, 429)},
     )  # fmt: skip
     def post(self, request: Request, public_id) -> Response:
-        job = own_job_or_404(request.user, public_id)
+        job = own_job_or_403(request.user, public_id)
         try:
             new_job = services.job_rerun(job=job, user=request.user)
         except services.JobSubmissionError as exc:
@@ -221,7 +221,7 @@ class JobCloneView(APIView):
         responses={201: JobSerializer, **_errors(400, 401, 403, 404, 429)},
     )  # fmt: skip
     def post(self, request: Request, public_id) -> Response:
-        job = own_job_or_404(request.user, public_id)
+        job = own_job_or_403(request.user, public_id)
         form = JobCloneSerializer(data=request.data, partial=True)
         form.is_valid(raise_exception=True)
         spec = dataclasses.replace(services.job_spec_of(job), **form.spec_changes())

@@ -1,0 +1,267 @@
+"""Every route the URL resolver knows, tried as each kind of user, against one table.
+
+The table below is the whole access policy in one place. The route list comes from the
+URL resolver, so a new route without a row fails `test_every_route_has_a_row`: nobody can
+add a page or an endpoint and forget to decide who may reach it.
+
+Roles: nobody signed in; a student of another lab; a lead of another lab; the owner of
+the objects named in the URL (a student in Vision); the lead of the owner's lab; an admin.
+
+Expectations: a status code; LOGIN, a redirect to the sign-in page; ADMIN_LOGIN, the
+admin's sign-in page. Another user's job, token, lab or member is a 404, exactly as if it
+did not exist, on the web and in the API.
+"""
+
+import re
+from dataclasses import dataclass
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
+
+from accounts.models import Registration
+from accounts.services import token_create
+from jobs import services
+from tests.conftest import client_with_token, script_upload
+from tests.factories import LabFactory, MembershipFactory, UserFactory
+
+pytestmark = pytest.mark.django_db
+
+LOGIN, ADMIN_LOGIN = "login", "admin login"
+ROLES = ("anonymous", "other student", "lead of another lab", "owner", "lead of the lab",
+         "admin")  # fmt: skip
+
+# route name -> [(method, expectations in ROLES order)]. Unnamed routes go by their pattern.
+# fmt: off
+TABLE = {
+    # Public pages
+    "": [("get", (302, 302, 302, 302, 302, 302))],
+    "login": [("get", (200, 200, 200, 200, 200, 200))],
+    "logout": [("post", (302, 302, 302, 302, 302, 302))],
+    "password_reset": [("get", (200, 200, 200, 200, 200, 200))],
+    "password_reset_done": [("get", (200, 200, 200, 200, 200, 200))],
+    # Names the owner's account: only the emailed token opens it, never a made-up one.
+    "password_reset_confirm": [("get", (200, 200, 200, 200, 200, 200))],
+    "password_reset_complete": [("get", (200, 200, 200, 200, 200, 200))],
+    "accounts:register": [("get", (200, 200, 200, 200, 200, 200))],
+    "oidc_authentication_init": [("get", (404, 404, 404, 404, 404, 404))],
+    "oidc_authentication_callback": [("get", (404, 404, 404, 404, 404, 404))],
+    "oidc_logout": [("post", (302, 302, 302, 302, 302, 302))],
+    # 503 without a Celery worker: these tests run none.
+    "healthz": [("get", (503, 503, 503, 503, 503, 503))],
+    "api-docs": [("get", (302, 302, 302, 302, 302, 302))],
+    "api:schema": [("get", (200, 200, 200, 200, 200, 200))],
+    "api:docs": [("get", (200, 200, 200, 200, 200, 200))],
+    r"api/v1/^(?P<path>[\s\S]*)$": [("get", (404, 404, 404, 404, 404, 404))],
+    "api:password-token": [("post", (400, 400, 400, 400, 400, 400))],
+    # Signed-in pages about oneself
+    "accounts:account": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    "accounts:tokens": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    "jobs:list": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    "jobs:new": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    "jobs:match": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    "jobs:preview": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    "pool": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    "api:job-list": [("get", (401, 200, 200, 200, 200, 200))],
+    "api:match": [("post", (401, 200, 200, 200, 200, 200))],
+    "api:pool": [("get", (401, 200, 200, 200, 200, 200))],
+    "api:me": [("get", (401, 200, 200, 200, 200, 200))],
+    "api:token-list": [("get", (401, 200, 200, 200, 200, 200))],
+    # Reports: leads (their labs) and admins only.
+    "accounting:reports": [("get", (LOGIN, 403, 200, 403, 200, 200))],
+    "accounting:export": [("get", (LOGIN, 403, 200, 403, 200, 200))],
+    "api:report": [("get", (401, 403, 200, 403, 200, 200))],
+    "api:report-export": [("get", (401, 403, 200, 403, 200, 200))],
+    # Approvals: the waiting registration (asking to join Vision) names an object.
+    "accounts:approvals": [("get", (LOGIN, 200, 200, 200, 200, 200)),
+                           ("post", (LOGIN, 404, 404, 404, 302, 302))],
+    # The owner's job: leads of the owner's lab read it; only the owner and admins act.
+    "jobs:detail": [("get", (LOGIN, 404, 404, 200, 200, 200))],
+    "jobs:status": [("get", (LOGIN, 404, 404, 200, 200, 200))],
+    "jobs:metrics": [("get", (LOGIN, 404, 404, 200, 200, 200))],
+    "jobs:metrics_csv": [("get", (LOGIN, 404, 404, 200, 200, 200))],
+    "jobs:log": [("get", (LOGIN, 404, 404, 200, 200, 200))],
+    "jobs:outputs_zip": [("get", (LOGIN, 404, 404, 200, 200, 200))],
+    "jobs:output": [("get", (LOGIN, 404, 404, 200, 200, 200))],
+    "jobs:cancel": [("post", (LOGIN, 404, 404, 302, 403, 302))],
+    "jobs:hold": [("post", (LOGIN, 404, 404, 302, 403, 302))],
+    "jobs:release": [("post", (LOGIN, 404, 404, 302, 403, 302))],
+    "jobs:rerun": [("post", (LOGIN, 404, 404, 302, 403, 403))],
+    "api:job-detail": [("get", (401, 404, 404, 200, 200, 200))],
+    "api:job-events": [("get", (401, 404, 404, 200, 200, 200))],
+    "api:job-log": [("get", (401, 404, 404, 200, 200, 200))],
+    "api:job-outputs": [("get", (401, 404, 404, 200, 200, 200))],
+    "api:job-output": [("get", (401, 404, 404, 200, 200, 200))],
+    "api:job-outputs-zip": [("get", (401, 404, 404, 200, 200, 200))],
+    "api:job-metrics": [("get", (401, 404, 404, 200, 200, 200))],
+    "api:job-cancel": [("post", (401, 404, 404, 200, 403, 200))],
+    "api:job-hold": [("post", (401, 404, 404, 200, 403, 200))],
+    "api:job-release": [("post", (401, 404, 404, 409, 403, 409))],
+    # Re-run and clone copy the files into a new job under the caller's name: owner only.
+    "api:job-rerun": [("post", (401, 404, 404, 201, 403, 403))],
+    "api:job-clone": [("post", (401, 404, 404, 201, 403, 403))],
+    # The owner's access token: nobody else's business, admins included.
+    "accounts:token_revoke": [("post", (LOGIN, 404, 404, 302, 404, 404))],
+    "api:token-detail": [("get", (401, 405, 405, 405, 405, 405)),
+                         ("delete", (401, 404, 404, 204, 404, 404))],
+    # The owner's lab and membership: its lead and admins manage it.
+    "labs:detail": [("get", (LOGIN, 404, 404, 404, 200, 200))],
+    "labs:member_remove": [("post", (LOGIN, 404, 404, 404, 302, 302))],
+}
+# fmt: on
+
+
+@dataclass
+class World:
+    users: dict
+    job: object
+    token_id: int
+    lab_id: int
+    membership_id: int
+    registration_id: int
+
+
+@pytest.fixture
+def world(fake_bridge):
+    vision, nlp = LabFactory(name="Vision"), LabFactory(name="NLP")
+    membership = MembershipFactory(lab=vision, user=UserFactory(username="owner"))
+    owner = membership.user
+    admin_user = get_user_model().objects.create_superuser("operator", "op@example.org", "pw")
+    users = {
+        "anonymous": None,
+        "other student": MembershipFactory(lab=nlp).user,
+        "lead of another lab": MembershipFactory(lab=nlp, role="lead").user,
+        "owner": owner,
+        "lead of the lab": MembershipFactory(lab=vision, role="lead").user,
+        "admin": admin_user,
+    }
+    job = services.job_submit(user=owner, spec=services.JobSpec(name="vision job"),
+                              script=script_upload())  # fmt: skip
+    services.job_submit_to_pool(job.pk)
+    services.jobs_sync()  # the job now waits in the (fake) queue, idle: it can be held
+    (job.directory / "outputs").mkdir(exist_ok=True)
+    (job.directory / "outputs" / "model.txt").write_text("weights")
+    (job.directory / "stdout.txt").write_text("epoch 1\n")
+    applicant = UserFactory(username="applicant")
+    registration = Registration.objects.create(user=applicant, lab=vision)
+    return World(
+        users=users, job=job, token_id=token_create(user=owner, name="laptop").token.pk,
+        lab_id=vision.pk, membership_id=membership.pk, registration_id=registration.pk,
+    )  # fmt: skip
+
+
+def routes(patterns=None, prefix="", namespace=""):
+    """(key, pattern, url name) for every route the resolver knows, admin's aside."""
+    for entry in get_resolver().url_patterns if patterns is None else patterns:
+        if isinstance(entry, URLResolver):
+            inner = f"{namespace}{entry.namespace}:" if entry.namespace else namespace
+            if entry.app_name == "admin":
+                continue
+            yield from routes(entry.url_patterns, prefix + str(entry.pattern), inner)
+        elif isinstance(entry, URLPattern):
+            pattern = prefix + str(entry.pattern)
+            name = f"{namespace}{entry.name}" if entry.name else None
+            yield (name or pattern), pattern, name
+
+
+def url_of(key, pattern, name, world):
+    values = {
+        "public_id": world.job.public_id, "stream": "stdout", "path": "outputs/model.txt",
+        "table": "usage", "token_id": world.token_id, "lab_id": world.lab_id,
+        "membership_id": world.membership_id,
+        "uidb64": urlsafe_base64_encode(force_bytes(world.users["owner"].pk)),
+        "token": "set-password-1a2b3c",
+    }  # fmt: skip
+    if name is None:
+        return "/" + re.sub(r"\^\(\?P<path>.*\)\$$", "nothing-here/", pattern)
+    wanted = re.findall(r"<(?:\w+:)?(\w+)>", pattern)
+    return reverse(name, kwargs={param: values[param] for param in wanted})
+
+
+def request_as(role, method, url, world, client, data):
+    user = world.users[role]
+    if url.startswith("/api/v1/") and not url.startswith(("/api/v1/schema", "/api/v1/docs")):
+        from rest_framework.test import APIClient
+
+        api = client_with_token(user) if user else APIClient()
+        return getattr(api, method)(url, data, format="json")
+    if user:
+        client.force_login(user)
+    return getattr(client, method)(url, data)
+
+
+QUERIES = {
+    "jobs:match": {"gpus": 1, "gpu_memory_gb": 10, "cpus": 1, "memory_gb": 2},
+    "jobs:preview": {"gpus": 1, "gpu_memory_gb": 10, "cpus": 1, "memory_gb": 2},
+}
+BODIES = {
+    "accounts:approvals": lambda world: {"registration": world.registration_id},
+    "api:match": lambda world: {"gpus": 1},
+    "api:password-token": lambda world: {"username": "owner", "password": "not-it"},
+}
+
+CASES = [(key, method, role, expected)
+         for key, rows in TABLE.items() for method, row in rows
+         for role, expected in zip(ROLES, row, strict=True)]  # fmt: skip
+
+
+def test_every_route_has_a_row():
+    known = {key for key, _, _ in routes()}
+    assert sorted(known - TABLE.keys()) == [], "routes nobody decided access for"
+    assert sorted(TABLE.keys() - known) == [], "rows for routes that no longer exist"
+
+
+@pytest.mark.parametrize(("key", "method", "role", "expected"), CASES)
+def test_route_answers_each_role_as_the_table_says(client, world, key, method, role, expected):
+    (pattern, name) = next((p, n) for k, p, n in routes() if k == key)
+    url = url_of(key, pattern, name, world)
+    data = BODIES.get(key, lambda world: {})(world) if method == "post" else QUERIES.get(key)
+    response = request_as(role, method, url, world, client, data)
+    if expected == LOGIN:
+        assert (response.status_code, response.get("Location", "").split("?")[0]) == (
+            302, reverse("login"),
+        ), url  # fmt: skip
+    else:
+        assert response.status_code == expected, f"{method.upper()} {url} as {role}"
+    if role in ("other student", "lead of another lab") and expected == 404:
+        assert b"epoch 1" not in response.content and b"weights" not in response.content
+
+
+def test_a_made_up_reset_token_never_opens_the_password_form(client, world):
+    pattern = "accounts/password-reset/<uidb64>/<token>/"
+    url = url_of("password_reset_confirm", pattern, "password_reset_confirm", world)
+    response = client.get(url, follow=True)
+    assert b"new_password1" not in response.content
+
+
+ADMIN_ROLES = [role for role in ROLES if role != "admin"]
+
+
+@pytest.mark.parametrize("model", [m._meta.label for m in admin.site._registry])
+@pytest.mark.parametrize("role", ADMIN_ROLES)
+def test_only_admins_reach_the_admin(client, world, model, role):
+    """Every registered model's list, add and change pages, tried on one existing row."""
+    model_class = next(m for m in admin.site._registry if m._meta.label == model)
+    info = (model_class._meta.app_label, model_class._meta.model_name)
+    row = model_class._default_manager.first()
+    urls = [reverse("admin:{}_{}_changelist".format(*info))]
+    if row is not None:
+        urls.append(reverse("admin:{}_{}_change".format(*info), args=[row.pk]))
+        urls.append(reverse("admin:{}_{}_delete".format(*info), args=[row.pk]))
+    if world.users[role]:
+        client.force_login(world.users[role])
+    for url in urls:
+        response = client.get(url)
+        assert response.status_code == 302, url
+        assert response["Location"].startswith(reverse("admin:login")), url
+
+
+@pytest.mark.parametrize("model", [m._meta.label for m in admin.site._registry])
+def test_an_admin_reaches_every_admin_list(client, world, model):
+    model_class = next(m for m in admin.site._registry if m._meta.label == model)
+    info = (model_class._meta.app_label, model_class._meta.model_name)
+    client.force_login(world.users["admin"])
+    assert client.get(reverse("admin:{}_{}_changelist".format(*info))).status_code == 200
