@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from django.utils.decorators import method_decorator
+from django.views.decorators.debug import sensitive_variables
 from rest_framework import authentication, exceptions
 
 from audit.context import note_token
@@ -12,6 +14,7 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
 
     keyword = "Bearer"
 
+    @method_decorator(sensitive_variables("header", "secret"))
     def authenticate(self, request):
         header = authentication.get_authorization_header(request).split()
         if not header or header[0].lower() != self.keyword.lower().encode():

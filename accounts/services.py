@@ -11,6 +11,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
+from django.views.decorators.debug import sensitive_variables
 
 from audit.services import audit_record
 
@@ -92,6 +93,7 @@ def token_revoke(*, token: AccessToken, actor) -> AccessToken:
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
+@sensitive_variables("secret")
 def token_authenticate(secret: str) -> AccessToken | None:
     """The active token with this secret, or None. Records when it was last used."""
     if not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:

@@ -15,7 +15,19 @@ _FALSE = {"0", "false", "no", "off", ""}
 
 
 def _raw(name: str) -> str | None:
+    """NAME's value, or the content of the file NAME_FILE names (for secrets kept out of the
+    environment, e.g. systemd credentials or Docker secrets). Setting both is an error."""
     value = os.environ.get(name)
+    path = os.environ.get(f"{name}_FILE")
+    if path:
+        if value is not None:
+            raise ImproperlyConfigured(f"Set {name} or {name}_FILE, not both.")
+        try:
+            value = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ImproperlyConfigured(
+                f"{name}_FILE names {path!r}, which cannot be read: {exc.strerror or exc}"
+            ) from None
     return None if value is None else value.strip()
 
 
@@ -86,14 +98,21 @@ def env_path(name: str, default: Path) -> Path:
     return path
 
 
+def _without_password(url: str) -> str:
+    """The URL as an error message may show it: any password replaced by ***."""
+    return re.sub(r"^([a-z0-9+.-]+://[^:/@]*):[^@/]*@", r"\1:***@", url, flags=re.IGNORECASE)
+
+
 def env_database(name: str, default: str) -> dict:
     value = env_str(name, default)
+    shown = _without_password(value)
     try:
         config = _env.db_url_config(value)
     except (environ.ImproperlyConfigured, KeyError, ValueError) as exc:
-        raise ImproperlyConfigured(f"{name} is not a database URL ({exc}): {value!r}") from None
+        reason = str(exc).replace(value, shown)
+        raise ImproperlyConfigured(f"{name} is not a database URL ({reason}): {shown!r}") from None
     if "." not in str(config.get("ENGINE", "")):
-        raise ImproperlyConfigured(f"{name} has an unknown database scheme: {value!r}")
+        raise ImproperlyConfigured(f"{name} has an unknown database scheme: {shown!r}")
     return config
 
 

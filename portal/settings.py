@@ -23,13 +23,44 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env_path("NIGHTSHIFT_VAR_DIR", BASE_DIR / "var")
 
 DEBUG = env_bool("DEBUG", False)
-# The default key only suits a portal on 127.0.0.1; production sets SECRET_KEY.
-SECRET_KEY = env_str("SECRET_KEY", "nightshift-local-development-key-change-me-in-production")
+# The default key only suits a portal on 127.0.0.1; production sets SECRET_KEY (or
+# SECRET_KEY_FILE), and `check --deploy` refuses this one (portal/checks.py).
+DEVELOPMENT_SECRET_KEY = "nightshift-local-development-key-change-me-in-production"  # noqa: S105
+SECRET_KEY = env_str("SECRET_KEY", DEVELOPMENT_SECRET_KEY)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 # Reverse proxies in front of the portal (nginx: 1); their X-Forwarded-For is believed for
 # the audit log's client address. 0 trusts none of it.
 TRUSTED_PROXY_COUNT = env_int("NIGHTSHIFT_TRUSTED_PROXY_COUNT", 0, minimum=0)
+
+# -- HTTPS and browser security ----------------------------------------------------------
+# Production serves the portal over HTTPS only (NIGHTSHIFT_HTTPS=true): cookies are sent
+# only over TLS, plain HTTP is redirected, and browsers are told to remember it (HSTS).
+HTTPS = env_bool("NIGHTSHIFT_HTTPS", False)
+if TRUSTED_PROXY_COUNT:
+    # nginx terminates TLS and says so; only believed when a proxy is declared.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_SSL_REDIRECT = env_bool("NIGHTSHIFT_SSL_REDIRECT", HTTPS)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = "Lax"
+SECURE_HSTS_SECONDS = env_int("NIGHTSHIFT_HSTS_SECONDS", 31_536_000 if HTTPS else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("NIGHTSHIFT_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("NIGHTSHIFT_HSTS_PRELOAD", False)
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+# Content Security Policy (django-csp): scripts, styles and images from the portal itself
+# only. No page has inline script or style; Chart.js and Swagger UI are served from static.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"], "script-src": ["'self'"], "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"], "font-src": ["'self'"], "connect-src": ["'self'"],
+        "object-src": ["'none'"], "base-uri": ["'self'"], "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}  # fmt: skip
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -40,6 +71,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_celery_beat",
     "django_filters",
+    "csp",
     "axes",
     "mozilla_django_oidc",
     "rest_framework",
@@ -50,10 +82,12 @@ INSTALLED_APPS = [
     "audit",
     "jobs",
     "accounting",
+    "portal",
 ]
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -337,6 +371,7 @@ SPECTACULAR_SETTINGS = {
     },
 }
 
+DEFAULT_EXCEPTION_REPORTER_FILTER = "portal.errors.SecretsHiddenFilter"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -31,12 +31,19 @@ def browser():
 
 @pytest.fixture
 def page(browser):
+    """A fresh browser tab. Any page it shows that breaks the Content Security Policy, or
+    throws a script error, fails the test."""
     context = browser.new_context(accept_downloads=True, viewport={"width": 1280, "height": 900})
     page = context.new_page()
     page.set_default_timeout(30_000)
     page.on("dialog", lambda dialog: dialog.accept())  # the confirmations
+    problems = []
+    page.on("console", lambda message: problems.append(f"{page.url}: {message.text}")
+            if "Content Security Policy" in message.text else None)  # fmt: skip
+    page.on("pageerror", lambda error: problems.append(f"{page.url}: {error}"))
     yield page
     context.close()
+    assert problems == [], "the browser refused or failed part of a page"
 
 
 @pytest.fixture

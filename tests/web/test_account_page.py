@@ -21,7 +21,7 @@ def test_the_page_shows_each_lab_with_usage_bars(student_client, student):
     assert "Vision" in body and "NLP" in body
     assert "Lab lead" in body
     assert "10 h of 20 h" in body  # 2 GPUs x 5 h
-    assert 'style="width: 50%"' in body
+    assert 'data-percent="50"' in body
     assert "2 of 4" in body
     assert "Jobs are removed after 12 h of running." in body
     assert "At most 1 GPU(s) per job." in body
