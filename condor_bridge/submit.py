@@ -2,13 +2,16 @@
 
 User text enters a submit description in exactly two places, `arguments` and
 `environment`. Both use HTCondor's "new" quoted syntax: the whole value is in
-double quotes, each item in single quotes, with `'` and `"` doubled. Every `$`
-becomes `$(DOLLAR)` so that no macro ($(...), $ENV(...), $RANDOM_CHOICE(...)) or
-match-time `$$(...)` can expand. Line breaks and other control characters are
-refused by JobRequest, so no text can start a new submit command.
+double quotes, each item in single quotes, with `'` and `"` doubled. Dollars are
+escaped so that no macro expands, neither at submit time ($(...), $ENV(...),
+$RANDOM_CHOICE(...)) nor when the job is matched ($$(...)): see escape_macros. Line
+breaks and other control characters are refused by JobRequest, so no text can start a
+new submit command.
 """
 
 from __future__ import annotations
+
+import re
 
 from .explain import SUBCODE_NIGHTSHIFT_RUNTIME, SUBCODE_NIGHTSHIFT_TOO_MANY_STARTS
 from .types import JOB_ID_PATTERN, FileMode, JobRequest
@@ -43,8 +46,24 @@ def quote_item(text: str) -> str:
     return "'" + text.replace("'", "''").replace('"', '""') + "'"
 
 
+_DOLLARS = re.compile(r"\$+")
+
+
+def _escape_dollars(run: re.Match) -> str:
+    pairs, single = divmod(len(run.group()), 2)
+    return "$$(DOLLARDOLLAR)" * pairs + "$(DOLLAR)" * single
+
+
 def escape_macros(text: str) -> str:
-    return text.replace("$", "$(DOLLAR)")
+    """Text that reaches the job exactly as given, through both of HTCondor's expansions.
+
+    A lone `$` becomes `$(DOLLAR)`, which condor_submit turns into `$`. Two in a row cannot:
+    `$(DOLLAR)$(DOLLAR)` comes out as `$$(DOLLAR)`, a match-time macro that no machine
+    defines, and the job is held. So each pair becomes `$$(DOLLARDOLLAR)`, which
+    condor_submit leaves alone and the match expands to `$$` (seen on the personal pool;
+    tests/security/test_hostile_submissions.py checks it there).
+    """
+    return _DOLLARS.sub(_escape_dollars, text)
 
 
 def quote_arguments(arguments: tuple[str, ...] | list[str]) -> str:

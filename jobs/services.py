@@ -218,6 +218,8 @@ def job_validate_request(*, user, spec: JobSpec, script_name: str = "train.py") 
             )
     try:
         check_text("name", spec.name, max_length=200)
+        if spec.entry_command:
+            check_text("entry_command", spec.entry_command, max_length=4096)
         return _request_from_json(
             _request_fields(spec, script_name=script_name, user=user),
             job_id="validation",

@@ -140,12 +140,13 @@ def test_the_worker_killed_mid_submission_still_submits_exactly_once(web, live_p
 
 
 HOSTILE_ARGUMENTS = [
-    "$(HOME)", "$ENV(PATH)", "$RANDOM_CHOICE(a,b)", '+Owner = "root"', "queue 1000",
+    "$(HOME)", "$ENV(PATH)", "$RANDOM_CHOICE(a,b)", "$$(OpSys)", "a$$b", '+Owner = "root"',
+    "queue 1000",
     "it's \"quoted\"", "'unbalanced", "\u202eright-to-left\u202c 日本語", "x" * 2000,
 ]  # fmt: skip
 
 
-HOSTILE_ENV = '$(HOME) $ENV(PATH) "double" \'single\' +Owner = "root" \u202e日本'
+HOSTILE_ENV = '$(HOME) $$(OpSys) $ENV(PATH) "double" \'single\' +Owner = "root" \u202e日本'
 
 
 def test_hostile_arguments_reach_the_script_literally_and_set_nothing_else(web, live_pipeline):

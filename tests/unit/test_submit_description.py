@@ -88,7 +88,7 @@ def test_every_job_checkpoints_itself_the_htcondor_way():
 @pytest.mark.parametrize(
     "hostile",
     ["$(HOME)", "$ENV(PATH)", "$RANDOM_INTEGER(1,9)", "$RANDOM_CHOICE(a,b)", "$$(Memory)",
-     "x $(DOLLAR) y"],
+     "x $(DOLLAR) y", "a$$b", "$$$(Arch)", "$$$$", "$$([1+1])", "$"],
 )  # fmt: skip
 def test_macros_in_arguments_and_environment_never_expand(hostile):
     description = build_submit_description(
@@ -96,8 +96,13 @@ def test_macros_in_arguments_and_environment_never_expand(hostile):
     )
     for key in ("arguments", "environment"):
         value = description[key]
-        # Every $ is spelled $(DOLLAR), so no other macro can start.
-        assert value.replace("$(DOLLAR)", "").count("$") == 0
+        # Every $ is spelled $(DOLLAR) or, in pairs, $$(DOLLARDOLLAR): no other macro starts.
+        bare = value.replace("$$(DOLLARDOLLAR)", "").replace("$(DOLLAR)", "")
+        assert bare.count("$") == 0
+        assert "$(DOLLAR)$" not in value  # the pair condor_submit would turn into $$(DOLLAR)
+        # condor_submit, then the match, expand them back to exactly what the user wrote.
+        expanded = value.replace("$(DOLLAR)", "$").replace("$$(DOLLARDOLLAR)", "$$")
+        assert hostile.replace("'", "''").replace('"', '""') in expanded
 
 
 @pytest.mark.parametrize(
