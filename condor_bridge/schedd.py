@@ -43,6 +43,10 @@ _TRANSIENT_MARKERS = (
     "unable to find",
     "closed",
     "refused",
+    # A restarted schedd no longer knows the security session the portal cached: HTCondor
+    # drops that session, and the next call negotiates a new one.
+    "rejected our session id",
+    "failed to fetch ads",
 )
 _MACHINE_PROJECTION = [
     "Name",

@@ -153,6 +153,8 @@ def build_submit_description(
         f"My.{JOB_ID_ATTR}": classad_string(request.job_id),
         f"My.{INSTANCE_ATTR}": classad_string(instance),
     }
+    if request.job_lease_s:
+        description["job_lease_duration"] = str(request.job_lease_s)
     if request.container_image:
         description["container_image"] = request.container_image
     if request.accounting_user:

@@ -136,6 +136,10 @@ class JobRequest:
     # Held, with an explanation, once it has started this many times (evicted again and
     # again) instead of looping for ever; None for no limit.
     max_starts: int | None = 10
+    # How long the schedd keeps trying to reconnect to a running job it lost touch with (a
+    # restart of the access point or the workstation) before running it again elsewhere;
+    # None: HTCondor's default (2400 s).
+    job_lease_s: int | None = None
 
     def __post_init__(self) -> None:
         if not _JOB_ID.fullmatch(str(self.job_id)):
@@ -187,6 +191,8 @@ class JobRequest:
             _check_int("remove_after_s", self.remove_after_s, MIN_RUNTIME_S, MAX_RUNTIME_S)
         _check_int("vacate_grace_s", self.vacate_grace_s, 1, 24 * 3600)
         _check_int("checkpoint_interval_s", self.checkpoint_interval_s, 0, MAX_RUNTIME_S)
+        if self.job_lease_s is not None:
+            _check_int("job_lease_s", self.job_lease_s, 20, 7 * 24 * 3600)
         if self.max_starts is not None:
             _check_int("max_starts", self.max_starts, 1, 1000)
         for path in self.output_paths:

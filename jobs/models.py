@@ -128,6 +128,9 @@ class Job(models.Model):
     outputs_collected_at = models.DateTimeField(null=True, blank=True)
     notify_by_email = models.BooleanField(default=False)
     submit_attempts = models.PositiveIntegerField(default=0)
+    # When a submission task last showed signs of life for this job (an attempt, or the
+    # reconciler sending one): a queued job silent for longer lost its task.
+    submit_requested_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
 
     class Meta:

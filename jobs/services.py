@@ -19,6 +19,7 @@ from django.core.files import File
 from django.core.files.uploadedfile import UploadedFile
 from django.core.mail import send_mail
 from django.db import transaction
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -175,6 +176,7 @@ def _request_fields(
         "vacate_grace_s": settings.CHECKPOINT_GRACE_S,
         "checkpoint_interval_s": settings.CHECKPOINT_INTERVAL_S,
         "max_starts": settings.MAX_JOB_STARTS or None,
+        "job_lease_s": settings.JOB_LEASE_S,
     }
 
 
@@ -658,7 +660,8 @@ def job_submit_to_pool(job_pk: int) -> Job:
         if job.is_submitted or job.is_final:
             return job
         job.submit_attempts += 1
-        job.save(update_fields=["submit_attempts"])
+        job.submit_requested_at = timezone.now()
+        job.save(update_fields=["submit_attempts", "submit_requested_at"])
         first_attempt = job.submit_attempts == 1
 
     bridge = get_bridge()
@@ -968,13 +971,24 @@ def _explain_unmatched_jobs(bridge) -> None:
 
 
 def _resubmit_stale_jobs() -> int:
-    """The database is the source of truth: a queued job whose task was lost is sent again."""
-    cutoff = timezone.now() - timedelta(seconds=settings.RESUBMIT_AFTER_S)
-    stale = list(
-        Job.objects.filter(
-            state=JobState.QUEUED, cluster_id__isnull=True, created_at__lt=cutoff
-        ).values_list("pk", flat=True)[:500]
+    """The database is the source of truth: a queued job whose task was lost is sent again.
+
+    A job counts as lost when no submission task has touched it for RESUBMIT_AFTER_S: a
+    task retrying against a scheduler that is down touches it at every attempt, so those
+    are left alone instead of being sent again on every sync tick.
+    """
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=settings.RESUBMIT_AFTER_S)
+    silent = Q(submit_requested_at__lt=cutoff) | Q(
+        submit_requested_at__isnull=True, created_at__lt=cutoff
     )
+    with transaction.atomic():
+        stale = list(
+            Job.objects.select_for_update(skip_locked=True)
+            .filter(silent, state=JobState.QUEUED, cluster_id__isnull=True)
+            .values_list("pk", flat=True)[:500]
+        )
+        Job.objects.filter(pk__in=stale).update(submit_requested_at=now)
     for job_pk in stale:
         _enqueue_submit(job_pk)
     return len(stale)

@@ -282,6 +282,10 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 # Checkpoints (see jobs/runtime/nightshift.py): the time between SIGTERM and SIGKILL when a
 # workstation's owner comes back (match the execute nodes' NIGHTSHIFT_VACATE_GRACE_SECONDS),
 # how often the helper checkpoints unasked, and how many starts a job gets before it is held.
+# How long HTCondor tries to reconnect to a running job after losing touch with it (the
+# access point or a workstation restarted) before it runs the job again; empty: HTCondor's
+# default, 2400 s.
+JOB_LEASE_S = env_int("NIGHTSHIFT_JOB_LEASE_S", None, minimum=20)
 CHECKPOINT_GRACE_S = env_int("NIGHTSHIFT_CHECKPOINT_GRACE_S", 300, minimum=1)
 # Without a shared file system only checkpoints taken while running reach the next
 # workstation (a SIGTERM-time save does not travel), so spool mode checkpoints more often.
@@ -292,8 +296,10 @@ CHECKPOINT_INTERVAL_S = env_int(
 MAX_JOB_STARTS = env_int("NIGHTSHIFT_MAX_STARTS", 50, minimum=0, maximum=1000)
 # The portal's guard (shared mode): evicted this many times in a row without a checkpoint.
 MAX_EVICTIONS_WITHOUT_PROGRESS = env_int("NIGHTSHIFT_MAX_EVICTIONS_WITHOUT_PROGRESS", 5, minimum=0)
-# A job still waiting for the schedd after this long is submitted again (exactly once).
-RESUBMIT_AFTER_S = env_int("NIGHTSHIFT_RESUBMIT_AFTER_S", 30, minimum=5)
+# A queued job that no submission task has touched for this long lost its task (Redis
+# restarted, say) and is sent again; exactly-once adoption makes that safe. Longer than
+# the submit task's longest retry wait (60 s), so that retrying jobs are left alone.
+RESUBMIT_AFTER_S = env_int("NIGHTSHIFT_RESUBMIT_AFTER_S", 120, minimum=5)
 # Test-only fault injection: the worker pauses after the schedd accepted a job and
 # before the portal records it, so that a test can kill the worker in that window.
 FAULT_PAUSE_AFTER_SUBMIT_S = env_float("NIGHTSHIFT_FAULT_PAUSE_AFTER_SUBMIT_S", 0.0)

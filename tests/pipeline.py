@@ -63,7 +63,13 @@ class CeleryProcesses:
         )  # fmt: skip
         from portal.celery import app
 
-        wait_for(lambda: app.control.ping(timeout=0.5), timeout=60, what="the Celery worker")
+        def answers() -> bool:
+            try:
+                return bool(app.control.ping(timeout=0.5))
+            except (OSError, redis.exceptions.ConnectionError):  # Redis just dropped us
+                return False
+
+        wait_for(answers, timeout=60, what="the Celery worker")
 
     def kill_worker(self) -> None:
         assert self.worker is not None
@@ -76,6 +82,13 @@ class CeleryProcesses:
              "--schedule", str(self.log_dir / "beat-schedule")],
             "beat",
         )  # fmt: skip
+
+    def restart_beat(self) -> None:
+        """SIGKILL beat, wherever it is, and start it again."""
+        assert self.beat is not None
+        os.killpg(self.beat.pid, signal.SIGKILL)
+        self.beat.wait(timeout=10)
+        self.start_beat()
 
     def stop(self) -> None:
         for process in (self.worker, self.beat):

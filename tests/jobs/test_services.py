@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from condor_bridge import BridgeError
 from condor_bridge import JobState as CondorState
 from jobs import services
 from jobs.models import Job, JobState
@@ -176,6 +177,31 @@ def test_a_queued_job_whose_task_was_lost_is_sent_again(
     job = submit(student)
     services.jobs_sync()
     assert job.pk in sent
+
+
+def test_a_job_whose_submission_keeps_retrying_is_not_sent_again_on_every_tick(
+    student, fake_bridge, monkeypatch, settings
+):
+    """The schedd is down: the task retries, and the reconciler leaves it alone; once the
+    task has been silent for RESUBMIT_AFTER_S, the job is sent again, once per silence."""
+    sent = []
+    monkeypatch.setattr("jobs.tasks.submit_job.delay", sent.append)
+    settings.RESUBMIT_AFTER_S = 120
+    job = submit(student)
+    fake_bridge.down = True
+    with pytest.raises(BridgeError):
+        services.job_submit_to_pool(job.pk)  # an attempt: the task is alive
+    fake_bridge.down = False  # the schedd's queue answers again; this job's retry is pending
+    Job.objects.filter(pk=job.pk).update(created_at=timezone.now() - timedelta(hours=1))
+    for _ in range(3):
+        services.jobs_sync()
+    assert sent == []
+    Job.objects.filter(pk=job.pk).update(
+        submit_requested_at=timezone.now() - timedelta(seconds=121)
+    )
+    for _ in range(3):
+        services.jobs_sync()
+    assert sent == [job.pk]
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,8 @@ from condor_bridge.schedd import _bridge_error
     "error",
     [HTCondorException("Failed to connect to schedd, errmsg=CEDAR:6001"),
      HTCondorException("Unable to locate local daemon"), ConnectionRefusedError("refused"),
+     HTCondorException("Failed to fetch ads from schedd, errmsg=SECMAN:2004:Server rejected "
+                       "our session id"),
      TimeoutError("timed out")],
 )  # fmt: skip
 def test_an_unreachable_schedd_is_transient(error):

@@ -208,3 +208,11 @@ def test_a_container_environment_uses_the_container_universe():
 def test_container_images_cannot_carry_syntax(image):
     with pytest.raises(InvalidJobRequest, match="container_image"):
         request(container_image=image)
+
+
+def test_a_job_lease_bounds_how_long_a_lost_running_job_waits_to_reconnect():
+    assert "job_lease_duration" not in build_submit_description(request(), mode=FileMode.SHARED)
+    leased = build_submit_description(request(job_lease_s=600), mode=FileMode.SHARED)
+    assert leased["job_lease_duration"] == "600"
+    with pytest.raises(InvalidJobRequest, match="job_lease_s"):
+        request(job_lease_s=5)

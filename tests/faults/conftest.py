@@ -1,0 +1,136 @@
+"""Fault injection against the real parts: the personal pool, PostgreSQL, Redis, and real
+Celery worker and beat processes. Each scenario breaks something during a burst of
+submissions, then checks the two promises: every accepted job exists exactly once in
+HTCondor (queue plus history, counted with HTCondor's own tools), and every one reaches
+the right final state in the portal."""
+
+from __future__ import annotations
+
+import collections
+import subprocess
+import time
+
+import pytest
+import redis
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.urls import reverse
+
+from jobs.models import Job, JobState
+from tests.conftest import client_with_token, script_upload
+from tests.helpers import CLEAN_ENV, POOL_ROOT, wait_for
+
+BURST = 50
+QUICK_JOB = "import time\ntime.sleep(2)\nprint('done', flush=True)\n"
+
+
+def pool_command(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """An HTCondor tool inside the personal pool's root, as its administrator runs it."""
+    return subprocess.run(["chroot", str(POOL_ROOT), *args], env=CLEAN_ENV, capture_output=True,
+                          text=True, timeout=120, check=check)  # fmt: skip
+
+
+def schedd_answers() -> bool:
+    return pool_command("condor_q", "-totals", check=False).returncode == 0
+
+
+class Burst:
+    """Submissions through the API, as a power user's script sends them."""
+
+    def __init__(self) -> None:
+        user = get_user_model().objects.create_user(f"burst-{time.monotonic_ns()}")
+        self.api = client_with_token(user)
+        self.jobs: list[Job] = []
+
+    def submit(self, count: int, script: str = QUICK_JOB, **fields) -> list[Job]:
+        new = []
+        for number in range(count):
+            response = self.api.post(reverse("api:job-list"), {
+                "name": f"burst {len(self.jobs) + number}", "script": script_upload(script),
+                "memory_gb": 0.25, **fields,
+            }, format="multipart")  # fmt: skip
+            assert response.status_code == 201, response.content
+            new.append(Job.objects.get(public_id=response.json()["id"]))
+        self.jobs += new
+        return new
+
+    def copies_in_htcondor(self) -> collections.Counter:
+        """How many HTCondor jobs carry each of this burst's ids, queue plus history."""
+        constraint = f'NightshiftInstance == "{settings.NIGHTSHIFT_INSTANCE}"'
+        seen = collections.Counter()
+        for tool in ("condor_q", "condor_history"):
+            done = pool_command(tool, "-constraint", constraint, "-af", "NightshiftJobId")
+            seen.update(line.strip() for line in done.stdout.splitlines() if line.strip())
+        return collections.Counter({str(job.public_id): seen[str(job.public_id)]
+                                    for job in self.jobs})  # fmt: skip
+
+    def wait_until_final(self, timeout: float = 420) -> None:
+        ids = [job.pk for job in self.jobs]
+
+        def all_final():
+            unfinished = Job.objects.filter(pk__in=ids).exclude(
+                state__in=(JobState.COMPLETED, JobState.FAILED, JobState.REMOVED)
+            )
+            return not unfinished.exists()
+
+        wait_for(all_final, timeout=timeout, interval=2, what=f"{len(ids)} jobs to finish")
+
+    def assert_each_ran_once_and_completed(self) -> None:
+        self.wait_until_final()
+        states = collections.Counter(
+            Job.objects.filter(pk__in=[job.pk for job in self.jobs]).values_list("state", flat=True)
+        )
+        failures = [
+            (job.name, job.state, job.status_detail, job.last_error,
+             list(job.events.values_list("kind", "detail")))
+            for job in Job.objects.filter(pk__in=[j.pk for j in self.jobs])
+            .exclude(state=JobState.COMPLETED)
+        ]  # fmt: skip
+        assert states == {JobState.COMPLETED: len(self.jobs)}, failures
+        copies = self.copies_in_htcondor()
+        assert sorted(set(copies.values())) == [1], {k: v for k, v in copies.items() if v != 1}
+
+
+@pytest.fixture
+def burst(live_pipeline, settings) -> Burst:
+    # After a whole-pool restart HTCondor retries reconnecting to running jobs for the job
+    # lease (40 minutes by default) before running them again: a minute here.
+    settings.JOB_LEASE_S = 60
+    return Burst()
+
+
+@pytest.fixture
+def schedd_stopped():
+    """Stops the pool's schedd (condor_off), and makes sure it is back afterwards."""
+
+    def stop() -> None:
+        pool_command("condor_off", "-daemon", "schedd")
+        wait_for(lambda: not schedd_answers(), timeout=60, what="the schedd to stop")
+
+    def start() -> None:
+        pool_command("condor_on", "-daemon", "schedd")
+        wait_for(schedd_answers, timeout=120, what="the schedd to answer again")
+
+    yield stop, start
+    if not schedd_answers():
+        start()
+
+
+def redis_loses_everything() -> None:
+    """What a Redis restart does to Nightshift, on the shared test server: every client's
+    connection drops and the broker's database comes back empty (this Redis keeps nothing
+    on disk), queued tasks and all."""
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.flushdb()
+    client.client_kill_filter(_type="normal", skipme=True)
+
+
+def postgres_drops_every_connection() -> None:
+    """What a PostgreSQL restart does to its clients: every session of the test database,
+    the worker's, beat's and the web's, is terminated at once."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
