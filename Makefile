@@ -10,7 +10,7 @@ export CONDOR_TOKEN_DIR ?= $(CURDIR)/var/condor-tokens
 TEST_DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test lint format venv pool-start pool-stop pool-status bench bench-api bench-reports bench-goodput clean
+.PHONY: run test lint format venv pool-start pool-stop pool-status bench bench-api bench-list bench-reports bench-goodput clean
 
 venv: $(VENV)/.installed
 
@@ -60,6 +60,10 @@ bench: venv
 bench-api: venv
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/14 \
 	$(BIN)/python bench/api_list.py
+
+bench-list: venv
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/14 \
+	$(BIN)/python bench/job_list_scale.py
 
 bench-reports: venv
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python bench/reports.py

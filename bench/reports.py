@@ -22,21 +22,13 @@ import io
 import json
 import os
 import random
-import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-os.environ["NIGHTSHIFT_INSTANCE"] = f"bench-{uuid.uuid4().hex[:8]}"
-os.environ["NIGHTSHIFT_BRIDGE"] = "fake"
+from portal_setup import setup_django
 
-import django  # noqa: E402
-
-django.setup()
+REPO = setup_django(fake_bridge=True)
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection, models  # noqa: E402

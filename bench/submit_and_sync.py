@@ -7,21 +7,14 @@ are a measurement, not a test: compare them with the raw-htcondor2 floor of the 
 
 from __future__ import annotations
 
-import os
 import statistics
-import sys
 import time
 import uuid
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-os.environ["NIGHTSHIFT_INSTANCE"] = f"bench-{uuid.uuid4().hex[:8]}"
+from portal_setup import setup_django
 
-import django  # noqa: E402
-
-django.setup()
+REPO = setup_django(fake_bridge=False)
 
 import htcondor2  # noqa: E402
 import redis  # noqa: E402
