@@ -52,7 +52,7 @@ urlpatterns = [
             SpectacularSwaggerSplitView.as_view(url_name="api:schema")
         ),
         name="docs",
-    ),  # fmt: skip
+    ),
     # [\s\S], not ".": a path with a line break in it is an API 404 too, not the HTML one.
     re_path(r"^(?P<path>[\s\S]*)$", api_not_found),
 ]

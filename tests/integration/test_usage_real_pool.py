@@ -30,7 +30,7 @@ def test_an_evicted_two_gpu_job_has_one_record_per_run_matching_the_history(
 ):
     response = student_on_the_web.post(reverse("jobs:new"), {
         "name": "two gpus", "gpus": 2, "cpus": 1, "memory_gb": 0.25, "arguments": "",
-        "script": script_upload("import time\ntime.sleep(8)\n"),
+        "script": script_upload("import time\ntime.sleep(12)\n"),
     })  # fmt: skip
     assert response.status_code == 302, response.content.decode()[:2000]
     job = Job.objects.latest("created_at")
@@ -38,6 +38,11 @@ def test_an_evicted_two_gpu_job_has_one_record_per_run_matching_the_history(
     open_run = wait_for(lambda: UsageRecord.objects.filter(job=job, ended_at=None).first(),
                         timeout=30, what="the open run's record")  # fmt: skip
     assert (open_run.workstation, open_run.gpus) == ("ws-volta", 2)
+    # The collector learns of the claim at the workstation's next update, which can come
+    # after the schedd reports the job running; samples read the collector.
+    wait_for(lambda: any(m.name == "ws-volta" and m.free_gpus == 0
+                         for m in get_bridge().pool_machines()),
+             timeout=60, what="the collector to see ws-volta's GPUs taken")  # fmt: skip
     capacity_sample_pool()
     volta = CapacitySample.objects.get(workstation="ws-volta")
     assert (volta.total_gpus, volta.nightshift_gpus, volta.idle_gpus) == (2, 2, 0)
