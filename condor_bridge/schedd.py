@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -79,6 +79,18 @@ def _bridge_error(action: str, exc: Exception) -> BridgeError:
         marker in text.lower() for marker in _TRANSIENT_MARKERS
     )
     return BridgeError(f"{action}: {text or type(exc).__name__}", transient=transient)
+
+
+def _again_if_session_stale(call: Callable[[], Any]) -> Any:
+    """`call`, and once more if the schedd rejected the security session: a restarted schedd
+    forgets the sessions it granted, HTCondor then drops ours, and the second call
+    negotiates a new one. A rejected session means the command was never carried out."""
+    try:
+        return call()
+    except HTCondorException as exc:
+        if "rejected our session id" not in str(exc).lower():
+            raise
+        return call()
 
 
 def _id_constraint(job_ids: Iterable[str]) -> str:
@@ -169,7 +181,9 @@ class HTCondorBridge:
 
     def _query(self, constraint: str) -> list[Any]:
         try:
-            return list(self._schedd().query(constraint=constraint, projection=PROJECTION))
+            return _again_if_session_stale(
+                lambda: list(self._schedd().query(constraint=constraint, projection=PROJECTION))
+            )
         except BridgeError:
             raise
         except (HTCondorException, OSError, RuntimeError) as exc:
@@ -177,9 +191,11 @@ class HTCondorBridge:
 
     def _history(self, constraint: str, match: int, since: str | None = None) -> list[Any]:
         try:
-            return list(
-                self._schedd().history(
-                    constraint=constraint, projection=PROJECTION, match=match, since=since
+            return _again_if_session_stale(
+                lambda: list(
+                    self._schedd().history(
+                        constraint=constraint, projection=PROJECTION, match=match, since=since
+                    )
                 )
             )
         except BridgeError:
@@ -251,9 +267,10 @@ class HTCondorBridge:
             if reason:
                 # htcondor2 drops a plain-string reason; only the (text, code) form
                 # reaches the schedd.
-                self._schedd().act(_ACTIONS[action], job_spec, reason=(reason, int(reason_code)))
+                _again_if_session_stale(lambda: self._schedd().act(
+                    _ACTIONS[action], job_spec, reason=(reason, int(reason_code))))  # fmt: skip
             else:
-                self._schedd().act(_ACTIONS[action], job_spec)
+                _again_if_session_stale(lambda: self._schedd().act(_ACTIONS[action], job_spec))
         except BridgeError:
             raise
         except (HTCondorException, OSError, RuntimeError) as exc:

@@ -115,6 +115,24 @@ def schedd_stopped():
     yield stop, start
     if not schedd_answers():
         start()
+    pool_restarts_cleanly()
+
+
+def pool_restarts_cleanly() -> None:
+    """Leaves the pool as the next tests expect it. After a schedd stopped with condor_off
+    and started again, the personal pool's negotiator was seen failing to open a session
+    to it ("failed to create non-negotiated security session"), so that some later jobs
+    never matched; a restart of every daemon clears that."""
+    pool_command("condor_restart")
+    time.sleep(5)
+    wait_for(schedd_answers, timeout=180, what="the schedd after a pool restart")
+
+    def all_workstations_back() -> bool:
+        done = pool_command("condor_status", "-af", "Name", check=False)
+        slots = [name for name in done.stdout.split() if name.startswith("slot1@")]
+        return done.returncode == 0 and len(slots) >= 4
+
+    wait_for(all_workstations_back, timeout=180, what="the workstations after a pool restart")
 
 
 def redis_loses_everything() -> None:

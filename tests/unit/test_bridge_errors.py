@@ -27,3 +27,33 @@ def test_a_rejected_description_is_permanent(error):
     failure = _bridge_error("submit", error)
     assert not failure.transient
     assert str(failure).startswith("submit: ")
+
+
+def test_a_read_is_tried_once_more_when_a_restarted_schedd_rejects_the_session():
+    from condor_bridge.schedd import _again_if_session_stale
+
+    calls = []
+
+    def query():
+        calls.append(1)
+        if len(calls) == 1:
+            raise HTCondorException(
+                "Failed to fetch ads, SECMAN:2004:Server rejected our session id"
+            )
+        return ["ad"]
+
+    assert _again_if_session_stale(query) == ["ad"] and len(calls) == 2
+
+
+def test_other_failures_are_not_tried_again():
+    calls = []
+
+    def query():
+        calls.append(1)
+        raise HTCondorException("Failed to connect to schedd")
+
+    from condor_bridge.schedd import _again_if_session_stale
+
+    with pytest.raises(HTCondorException):
+        _again_if_session_stale(query)
+    assert len(calls) == 1
