@@ -30,6 +30,9 @@ _ACTIONS = {
     "release": htcondor2.JobAction.Release,
     "vacate": htcondor2.JobAction.Vacate,
 }
+# A restarted schedd no longer knows the security session the portal cached: HTCondor drops
+# that session, and the next call negotiates a new one.
+_STALE_SESSION = "rejected our session id"
 _TRANSIENT_MARKERS = (
     "failed to connect",
     "unable to locate",
@@ -43,9 +46,7 @@ _TRANSIENT_MARKERS = (
     "unable to find",
     "closed",
     "refused",
-    # A restarted schedd no longer knows the security session the portal cached: HTCondor
-    # drops that session, and the next call negotiates a new one.
-    "rejected our session id",
+    _STALE_SESSION,
     "failed to fetch ads",
 )
 _MACHINE_PROJECTION = [
@@ -88,7 +89,7 @@ def _again_if_session_stale(call: Callable[[], Any]) -> Any:
     try:
         return call()
     except HTCondorException as exc:
-        if "rejected our session id" not in str(exc).lower():
+        if _STALE_SESSION not in str(exc).lower():
             raise
         return call()
 

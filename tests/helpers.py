@@ -39,6 +39,12 @@ CLEAN_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 POOL_ROOT = Path(os.environ.get("NIGHTSHIFT_POOL_ROOT", "/var/lib/nightshift/pool-root"))
 
 
+def pool_command(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """An HTCondor tool inside the personal pool's root, as its administrator runs it."""
+    return subprocess.run(["chroot", str(POOL_ROOT), *args], env=CLEAN_ENV, capture_output=True,
+                          text=True, timeout=120, check=check)  # fmt: skip
+
+
 class OwnerAtDesk:
     """Plays a personal-pool workstation's owner using its GPU, through the execute-node
     kit's owner-GPU probe override file (deploy/personal-pool/nightshift-pool.conf)."""
@@ -69,8 +75,7 @@ def pool_config(text: str | None, name: str = "60-test.conf") -> None:
         path.write_text(text)
         path.chmod(0o644)  # the daemons read their config as the condor account
     for attempt in range(5):  # the master refuses commands for a moment after a reconfig
-        done = subprocess.run(["chroot", str(POOL_ROOT), "condor_reconfig"], env=CLEAN_ENV,
-                              capture_output=True, text=True, timeout=60)  # fmt: skip
+        done = pool_command("condor_reconfig", check=False)
         if done.returncode == 0:
             return
         time.sleep(2)

@@ -7,7 +7,6 @@ the right final state in the portal."""
 from __future__ import annotations
 
 import collections
-import subprocess
 import time
 
 import pytest
@@ -19,16 +18,10 @@ from django.urls import reverse
 
 from jobs.models import Job, JobState
 from tests.conftest import client_with_token, script_upload
-from tests.helpers import CLEAN_ENV, POOL_ROOT, wait_for
+from tests.helpers import pool_command, wait_for
 
 BURST = 50
 QUICK_JOB = "import time\ntime.sleep(2)\nprint('done', flush=True)\n"
-
-
-def pool_command(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """An HTCondor tool inside the personal pool's root, as its administrator runs it."""
-    return subprocess.run(["chroot", str(POOL_ROOT), *args], env=CLEAN_ENV, capture_output=True,
-                          text=True, timeout=120, check=check)  # fmt: skip
 
 
 def schedd_answers() -> bool:

@@ -8,7 +8,6 @@ nothing is queued anywhere.
 """
 
 import json
-import subprocess
 
 import classad2
 import pytest
@@ -17,7 +16,7 @@ from django.urls import reverse
 
 from jobs.models import Job, JobState
 from tests.conftest import client_with_token, script_upload
-from tests.helpers import CLEAN_ENV, POOL_ROOT
+from tests.helpers import pool_command
 from tests.pipeline import wait_for_state
 
 MACROS_AND_SYNTAX = [
@@ -39,11 +38,8 @@ RUNTIME_BOOKKEEPING = {"WantFTOnCheckpoint"}
 
 def job_ad(job: Job) -> classad2.ClassAd:
     """The job's ad as HTCondor keeps it, read with condor_history as an admin would."""
-    done = subprocess.run(
-        ["chroot", str(POOL_ROOT), "condor_history", "-l", "-constraint",
-         f'NightshiftJobId == "{job.public_id}"'],
-        env=CLEAN_ENV, capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
+    done = pool_command("condor_history", "-l", "-constraint",
+                        f'NightshiftJobId == "{job.public_id}"')  # fmt: skip
     ads = list(classad2.parseAds(done.stdout))
     assert len(ads) == 1, f"{len(ads)} HTCondor jobs for one portal job"
     return ads[0]
