@@ -10,7 +10,7 @@ export CONDOR_TOKEN_DIR ?= $(CURDIR)/var/condor-tokens
 TEST_DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test lint format venv pool-start pool-stop pool-status bench bench-api bench-list bench-reports bench-goodput clean
+.PHONY: run test lint format venv bench-venv pool-start pool-stop pool-status bench bench-sync bench-api bench-list bench-reports bench-goodput clean
 
 venv: $(VENV)/.installed
 
@@ -18,6 +18,12 @@ $(VENV)/.installed: pyproject.toml
 	@test -x $(BIN)/python || python3 -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+bench-venv: $(VENV)/.bench-installed
+
+$(VENV)/.bench-installed: $(VENV)/.installed
+	$(BIN)/pip install -q -e '.[dev,bench]'
 	@touch $@
 
 # System packages come first: a fresh Debian needs python3-venv before the venv.
@@ -52,23 +58,28 @@ test:
 	$(BIN)/pytest; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$status
 
-bench: venv
+bench: bench-venv
 	deploy/personal-pool/pool start
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/14 \
 	$(BIN)/python bench/submit_and_sync.py
 
-bench-api: venv
+bench-sync: bench-venv
+	deploy/personal-pool/pool start
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/14 \
+	$(BIN)/python bench/sync_scale.py $(ARGS)
+
+bench-api: bench-venv
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/14 \
 	$(BIN)/python bench/api_list.py
 
-bench-list: venv
+bench-list: bench-venv
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/14 \
 	$(BIN)/python bench/job_list_scale.py
 
-bench-reports: venv
+bench-reports: bench-venv
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python bench/reports.py
 
-bench-goodput: venv
+bench-goodput: bench-venv
 	deploy/personal-pool/pool start
 	$(BIN)/python bench/goodput.py
 

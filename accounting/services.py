@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from condor_bridge import JobObservation, PoolMachine
 from condor_bridge.submit import CHECKPOINT_LOG
+from portal.db import bulk_update_rows
 
 from .models import CapacitySample, UsageRecord
 from .segments import TOLERANCE_S, Segment, reconcile
@@ -67,14 +68,50 @@ def usage_record_observation(job, observation: JobObservation) -> int:
 
     Returns how many records were created or closed.
     """
-    records = list(UsageRecord.objects.filter(job=job).order_by("started_at"))
+    return sum(usage_record_observations([(job, observation)]).values())
+
+
+def usage_record_observations(pairs: Iterable[tuple[object, JobObservation]]) -> dict[int, int]:
+    """The same for many jobs at once, whose row locks the caller holds: one query reads
+    their records, and new and changed records are written in bulk.
+
+    Returns, for each job whose records changed, how many were created or closed.
+    """
+    pairs = list(pairs)
+    records: dict[int, list[UsageRecord]] = defaultdict(list)
+    for record in UsageRecord.objects.filter(job_id__in=[job.pk for job, _ in pairs]).order_by(
+        "job_id", "started_at"
+    ):
+        records[record.job_id].append(record)
+    created: list[UsageRecord] = []
+    updated: list[UsageRecord] = []
+    counts: dict[int, int] = {}
+    for job, observation in pairs:
+        new, changed = _records_to_write(job, records[job.pk], observation)
+        created += new
+        updated += changed
+        if new or changed:
+            counts[job.pk] = len(new) + len(changed)
+    UsageRecord.objects.bulk_create(created, batch_size=1000)
+    now = timezone.now()
+    for record in updated:
+        record.recorded_at = now  # auto_now, which bulk_update does not apply
+    bulk_update_rows(UsageRecord, updated, [*_SEGMENT_FIELDS, "badput_s", "recorded_at"])
+    return counts
+
+
+def _records_to_write(
+    job, records: list[UsageRecord], observation: JobObservation
+) -> tuple[list[UsageRecord], list[UsageRecord]]:
+    """The records to create and those to update for one job's ad."""
     by_start = {record.started_at: record for record in records}
     # The checkpoint log only matters when a run ends; the sync should not read a file for
     # every job it looks at.
     run_ends = any(r.is_open and r.started_at != observation.run_started_at for r in records)
     checkpoints = checkpoint_times(job) if run_ends else []
     segments = reconcile([_segment_of(r) for r in records], observation, checkpoints)
-    changed = 0
+    created: list[UsageRecord] = []
+    updated: list[UsageRecord] = []
     previous_end: datetime | None = None
     for segment in segments:
         record = by_start.get(segment.started_at)
@@ -88,16 +125,17 @@ def usage_record_observation(job, observation: JobObservation) -> int:
                 first_run=not records and previous_end is None,
                 wait_s=max(wait.total_seconds(), 0.0),
             )  # fmt: skip
+            created.append(record)
         elif _segment_of(record) == segment:
             previous_end = record.ended_at
             continue
+        else:
+            updated.append(record)
         for name in _SEGMENT_FIELDS:
             setattr(record, name, getattr(segment, name))
         record.badput_s = segment.badput_s
-        record.save()
-        changed += 1
         previous_end = record.ended_at
-    return changed
+    return created, updated
 
 
 MAX_CHECKPOINT_LOG_BYTES = 1024 * 1024

@@ -83,6 +83,8 @@ def workstation_of(slot_name: str) -> str:
 
 def map_job_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobObservation:
     """Turn one job ad (queue or history) into a JobObservation."""
+    # A plain dict: each attribute is converted once, instead of at every lookup.
+    ad = dict(ad.items())
     status = _int(ad.get("JobStatus"))
     if status not in _STATUS_TO_STATE:
         raise ValueError(f"job ad has an unknown JobStatus {ad.get('JobStatus')!r}")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import json
 import logging
 import os
 import re
@@ -10,9 +12,12 @@ import shlex
 import shutil
 import time
 import uuid
+from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 from django.conf import settings
 from django.core.files import File
@@ -23,7 +28,7 @@ from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
-from accounting.services import recorded_runs, usage_outdated, usage_record_observation
+from accounting.services import recorded_runs, usage_outdated, usage_record_observations
 from accounts.registration import user_may_submit
 from audit.services import audit_record
 from condor_bridge import (
@@ -40,6 +45,7 @@ from condor_bridge.submit import HELPER_DIR, INSTALL_LOG, METRICS_FILE, STDERR, 
 from condor_bridge.types import check_text
 from labs.models import Lab
 from labs.quotas import QuotaExceeded, lock_quota, quota_check
+from portal.db import bulk_update_rows
 
 from .archives import (
     ARCHIVE_SUFFIXES,
@@ -715,19 +721,49 @@ def _portal_state(observation: JobObservation) -> str:
     return JobState(observation.state.value)
 
 
-def _describe(job: Job, previous_state: str, observation: JobObservation) -> tuple[str, str]:
+@dataclass(frozen=True)
+class _Timelines:
+    """What the timelines of a batch of jobs already say, read in two queries for the batch."""
+
+    ran: frozenset[int] = frozenset()
+    cancel_requested: frozenset[int] = frozenset()
+    latest_kind: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, job_pks: list[int]) -> _Timelines:
+        if not job_pks:
+            return cls()
+        kinds = set(
+            JobEvent.objects.filter(
+                job_id__in=job_pks, kind__in=("started", "resumed", "cancel requested")
+            ).values_list("job_id", "kind")
+        )
+        latest = (
+            JobEvent.objects.filter(job_id__in=job_pks)
+            .order_by("job_id", "-at", "-id")
+            .distinct("job_id")
+            .values_list("job_id", "kind")
+        )
+        return cls(
+            ran=frozenset(pk for pk, kind in kinds if kind != "cancel requested"),
+            cancel_requested=frozenset(pk for pk, kind in kinds if kind == "cancel requested"),
+            latest_kind=dict(latest),
+        )
+
+
+def _describe(
+    job: Job, previous_state: str, observation: JobObservation, timelines: _Timelines
+) -> tuple[str, str]:
     state = job.state
     if state == JobState.RUNNING:
         where = observation.workstation or "a workstation"
         if observation.gpu_model:
             where += f" ({observation.gpu_model})"
-        ran_before = job.events.filter(kind__in=("started", "resumed")).exists()
-        return ("resumed" if ran_before else "started"), f"Running on {where}"
+        return ("resumed" if job.pk in timelines.ran else "started"), f"Running on {where}"
     if state == JobState.IDLE and (previous_state == JobState.RUNNING or observation.evicted):
         where = observation.last_workstation or job.workstation
         source = f"{where} was reclaimed by its owner" if where else "The workstation was reclaimed"
-        latest = job.events.order_by("-at", "-id").first()
-        if latest is not None and latest.kind == "vacate requested":
+        if timelines.latest_kind.get(job.pk) == "vacate requested":
             source = f"Moved off {where or 'its workstation'} by an administrator"
         checkpoint = checkpoint_of(job)
         if checkpoint is not None:
@@ -749,10 +785,15 @@ def _describe(job: Job, previous_state: str, observation: JobObservation) -> tup
     return state, observation.status_detail
 
 
-def _observed_changes(job: Job, observation: JobObservation) -> dict:
-    """The fields of `job` that differ from what HTCondor reports."""
-    if job.is_final:
-        return {}
+def _observed_changes(
+    job: Job, observation: JobObservation, *, cancel_requested: bool = False
+) -> dict:
+    """The fields of `job` that differ from what HTCondor reports.
+
+    `cancel_requested` only decides the outcome of a removed job, which changes its state
+    too: a caller that only asks whether anything differs can leave it out. Jobs that
+    ended are never compared: HTCondor has nothing more to say about them.
+    """
     new_state = _portal_state(observation)
     values = {
         "state": new_state,
@@ -771,16 +812,16 @@ def _observed_changes(job: Job, observation: JobObservation) -> dict:
         values["match_problem"] = values["wait_reason"] = ""
     if new_state in FINAL_STATES:
         values["finished_at"] = job.finished_at or observation.finished_at or timezone.now()
-        values["outcome"] = _outcome(job, new_state, observation)
+        values["outcome"] = _outcome(new_state, observation, cancel_requested)
     return {key: value for key, value in values.items() if getattr(job, key) != value}
 
 
-def _outcome(job: Job, state: str, observation: JobObservation) -> str:
+def _outcome(state: str, observation: JobObservation, cancel_requested: bool) -> str:
     if state != JobState.REMOVED:
         return JobOutcome(state)
     if observation.removed_by_limit:
         return JobOutcome.RUNTIME_LIMIT
-    if job.events.filter(kind="cancel requested").exists():
+    if cancel_requested:
         return JobOutcome.CANCELLED
     return JobOutcome.REMOVED
 
@@ -788,32 +829,75 @@ def _outcome(job: Job, state: str, observation: JobObservation) -> str:
 def job_apply_observation(job_pk: int, observation: JobObservation) -> bool:
     """Bring one job (and its usage records) in line with what HTCondor reports.
 
-    True when something changed. Both happen in one transaction under the job's lock, so
-    that overlapping syncs or a crash halfway never count a run twice or lose it.
+    True when something changed.
     """
+    return bool(jobs_apply_observations({job_pk: observation}))
+
+
+# Jobs locked and written together: one transaction, and a few queries, per batch.
+APPLY_BATCH = 1000
+
+
+def jobs_apply_observations(observations: Mapping[int, JobObservation]) -> set[int]:
+    """Bring jobs (and their usage records) in line with what HTCondor reports, keyed by
+    job pk; returns the pks of those that changed.
+
+    Each batch is one transaction under the jobs' row locks, so that overlapping syncs or a
+    crash halfway never count a run twice or lose it. Rows, timeline events and usage
+    records are written in bulk.
+    """
+    changed: set[int] = set()
+    pks = sorted(observations)
+    for start in range(0, len(pks), APPLY_BATCH):
+        changed |= _apply_batch({pk: observations[pk] for pk in pks[start : start + APPLY_BATCH]})
+    return changed
+
+
+def _apply_batch(observations: Mapping[int, JobObservation]) -> set[int]:
     with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=job_pk)
-        if job.is_final:
-            return False
-        runs_changed = usage_record_observation(job, observation)
-        changed = _observed_changes(job, observation)
-        if not changed:
-            return bool(runs_changed)
-        new_state = changed.get("state", job.state)
-        previous_state = job.state
-        for key, value in changed.items():
-            setattr(job, key, value)
-        job.save(update_fields=list(changed))
-        if "state" in changed or "num_starts" in changed and new_state == JobState.IDLE:
-            kind, detail = _describe(job, previous_state, observation)
-            _record(job, kind, detail)
-            if kind == "evicted":
-                _hold_without_progress(job)
-        if new_state in (JobState.COMPLETED, JobState.FAILED):
-            transaction.on_commit(lambda: _enqueue_collect(job_pk))
-        if "state" in changed and new_state in NOTIFY_STATES and job.notify_by_email:
-            transaction.on_commit(lambda: _enqueue_notify(job_pk, new_state))
-    return True
+        jobs = list(
+            Job.objects.select_for_update()
+            .filter(pk__in=list(observations))
+            .exclude(state__in=FINAL_STATES)
+            .order_by("pk")
+        )
+        runs_changed = usage_record_observations((job, observations[job.pk]) for job in jobs)
+        timelines = _Timelines.of([
+            job.pk for job in jobs
+            if _portal_state(observations[job.pk]) != job.state
+            or observations[job.pk].num_starts > job.num_starts
+        ])  # fmt: skip
+        changed_jobs: list[Job] = []
+        fields: set[str] = set()
+        events: list[JobEvent] = []
+        evicted: list[Job] = []
+        for job in jobs:
+            observation = observations[job.pk]
+            changes = _observed_changes(
+                job, observation, cancel_requested=job.pk in timelines.cancel_requested
+            )
+            if not changes:
+                continue
+            previous_state = job.state
+            for key, value in changes.items():
+                setattr(job, key, value)
+            changed_jobs.append(job)
+            fields.update(changes)
+            if "state" in changes or "num_starts" in changes and job.state == JobState.IDLE:
+                kind, detail = _describe(job, previous_state, observation, timelines)
+                events.append(JobEvent(job=job, kind=kind, state=job.state, detail=detail))
+                if kind == "evicted":
+                    evicted.append(job)
+            if job.state in (JobState.COMPLETED, JobState.FAILED):
+                transaction.on_commit(functools.partial(_enqueue_collect, job.pk))
+            if "state" in changes and job.state in NOTIFY_STATES and job.notify_by_email:
+                transaction.on_commit(functools.partial(_enqueue_notify, job.pk, job.state))
+        if changed_jobs:
+            bulk_update_rows(Job, changed_jobs, sorted(fields))
+        JobEvent.objects.bulk_create(events, batch_size=1000)
+        for job in evicted:
+            _hold_without_progress(job)
+    return set(runs_changed) | {job.pk for job in changed_jobs}
 
 
 NOTIFY_STATES = (JobState.COMPLETED, JobState.FAILED, JobState.HELD)
@@ -889,12 +973,27 @@ class SyncReport:
     seconds: float = 0.0
 
 
+# What a sync compares; the rest of a job's row (its request above all) is not read, and
+# rows are read as plain values: building 10,000 model instances would cost more than the
+# comparison.
+_SYNC_FIELDS = (
+    "pk", "public_id", "state", "status_detail", "hold_reason", "hold_reason_code",
+    "hold_reason_subcode", "num_starts", "workstation", "gpu_model", "exit_code", "exit_signal",
+    "started_at", "finished_at", "match_problem", "wait_reason", "outcome",
+)  # fmt: skip
+
+
 def jobs_sync() -> SyncReport:
     """One sync cycle: one queue query, one history call, and only changed rows written."""
     started = time.perf_counter()
     bridge = get_bridge()
     report = SyncReport()
-    active = list(Job.objects.filter(cluster_id__isnull=False).exclude(state__in=FINAL_STATES))
+    active = [
+        SimpleNamespace(**row)
+        for row in Job.objects.filter(cluster_id__isnull=False)
+        .exclude(state__in=FINAL_STATES)
+        .values(*_SYNC_FIELDS)
+    ]
     report.active = len(active)
     if active:
         observations = {o.job_id: o for o in bridge.active_jobs()}
@@ -904,15 +1003,15 @@ def jobs_sync() -> SyncReport:
             report.finished = len(finished)
             observations.update(finished)
         runs = recorded_runs(job.pk for job in active)
+        outdated = {}
         for job in active:
             observation = observations.get(str(job.public_id))
             # Compared in memory first: an unchanged job costs no lock and no write.
-            if observation is None or not (
+            if observation is not None and (
                 _observed_changes(job, observation) or usage_outdated(runs.get(job.pk), observation)
             ):
-                continue
-            if job_apply_observation(job.pk, observation):
-                report.changed += 1
+                outdated[job.pk] = observation
+        report.changed = len(jobs_apply_observations(outdated))
     _explain_unmatched_jobs(bridge)
     report.resubmitted = _resubmit_stale_jobs()
     uploads_clean_stale()
@@ -957,17 +1056,28 @@ def pool_record_seen(machines) -> int:
 
 
 def _explain_unmatched_jobs(bridge) -> None:
+    """Tell each idle job why it waits. Jobs asking for the same thing (a sweep's runs) share
+    one explanation, and jobs are updated one statement per distinct explanation."""
     machines = bridge.pool_machines()
     pool_record_seen(machines)
-    idle = list(Job.objects.filter(state=JobState.IDLE))
-    if not idle:
-        return
-    for job in idle:
-        summary = summarize_matches(_job_request(job), machines)
-        if (summary.reason, summary.busy_reason) != (job.match_problem, job.wait_reason):
-            Job.objects.filter(pk=job.pk, state=JobState.IDLE).update(
-                match_problem=summary.reason, wait_reason=summary.busy_reason
-            )
+    idle = Job.objects.filter(state=JobState.IDLE).values_list(
+        "pk", "public_id", "output_dir", "request", "match_problem", "wait_reason"
+    )
+    summaries: dict[str, tuple[str, str]] = {}
+    to_update: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for pk, public_id, output_dir, request, match_problem, wait_reason in idle:
+        key = json.dumps(request, sort_keys=True)
+        if key not in summaries:
+            job_request = _request_from_json(request, job_id=str(public_id), job_dir=output_dir)
+            summary = summarize_matches(job_request, machines)
+            summaries[key] = (summary.reason, summary.busy_reason)
+        if summaries[key] != (match_problem, wait_reason):
+            to_update[summaries[key]].append(pk)
+    for (reason, busy_reason), pks in to_update.items():
+        # Only jobs still idle: one that started meanwhile must not show a stale reason.
+        Job.objects.filter(pk__in=pks, state=JobState.IDLE).update(
+            match_problem=reason, wait_reason=busy_reason
+        )
 
 
 def _resubmit_stale_jobs() -> int:

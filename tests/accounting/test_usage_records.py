@@ -166,7 +166,7 @@ def test_a_sync_that_crashes_halfway_records_nothing_and_the_next_one_everything
         raise RuntimeError("worker killed")
 
     # The crash comes after the usage records were written, inside the same transaction.
-    monkeypatch.setattr(services, "_record", crash)
+    monkeypatch.setattr(services, "_describe", crash)
     with pytest.raises(RuntimeError):
         services.job_apply_observation(job.pk, EVICTED_TWICE_NO_CHECKPOINT[1])
     assert [r.ended_at for r in UsageRecord.objects.filter(job=job)] == [None]

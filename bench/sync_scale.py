@@ -1,0 +1,187 @@
+"""One sync cycle with 10,000 active jobs in the real queue, beside raw htcondor2.
+
+Run with `make bench-sync` (the pool and PostgreSQL must be up; `ARGS=--profile` adds a
+pyinstrument profile of each cycle). It creates its own throw-away database, submits
+10,000 held jobs to the personal pool in one raw itemdata submit, gives the portal a row
+for each, and times sync cycles: when every job changed, when a tenth did (some of them
+having left the queue), and when none did. Each cycle's schedd and collector calls and
+SQL queries are counted. The floor is one raw `Schedd.query` of the same jobs with the
+same projection.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from contextlib import contextmanager
+
+from portal_setup import setup_django
+
+setup_django(fake_bridge=False)
+
+import htcondor2  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test.utils import setup_test_environment  # noqa: E402
+from pyinstrument import Profiler  # noqa: E402
+
+from condor_bridge.states import PROJECTION  # noqa: E402
+from condor_bridge.submit import build_submit_description  # noqa: E402
+from condor_bridge.types import FileMode, JobRequest  # noqa: E402
+from jobs import services  # noqa: E402
+from jobs.bridge import get_bridge  # noqa: E402
+from jobs.models import Job, JobState  # noqa: E402
+
+JOBS = 10_000
+CHANGED = 1_000
+LEFT_QUEUE = 100
+# `--profile` prints a pyinstrument profile of each cycle.
+PROFILE = "--profile" in sys.argv
+
+
+@contextmanager
+def counting_condor_calls():
+    """Counts the schedd and collector calls htcondor2 makes while inside (a locate's own
+    collector query counts as the locate)."""
+    calls: Counter[str] = Counter()
+    depth = [0]
+    patched: list[tuple[type, str, Callable]] = []
+    for cls, names in ((htcondor2.Schedd, ("query", "history", "submit", "act")),
+                       (htcondor2.Collector, ("query", "locate"))):  # fmt: skip
+        for name in names:
+            original = getattr(cls, name)
+
+            def wrapper(self, *args, _original=original, _label=f"{cls.__name__}.{name}", **kw):
+                if not depth[0]:
+                    calls[_label] += 1
+                depth[0] += 1
+                try:
+                    return _original(self, *args, **kw)
+                finally:
+                    depth[0] -= 1
+
+            setattr(cls, name, wrapper)
+            patched.append((cls, name, original))
+    try:
+        yield calls
+    finally:
+        for cls, name, original in patched:
+            setattr(cls, name, original)
+
+
+def raw_schedd() -> htcondor2.Schedd:
+    get_bridge()  # sets the portal's token directory and collector for raw calls too
+    collector = htcondor2.Collector(settings.CONDOR_COLLECTOR)
+    return htcondor2.Schedd(collector.locate(htcondor2.DaemonType.Schedd))
+
+
+def instance_constraint() -> str:
+    return f'NightshiftInstance == "{settings.NIGHTSHIFT_INSTANCE}"'
+
+
+@contextmanager
+def counting_sql():
+    """Counts the SQL statements sent while inside (Django's query log keeps only 9,000)."""
+    statements = [0]
+
+    def count(execute, sql, params, many, context):
+        statements[0] += 1
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(count):
+        yield statements
+
+
+def timed_sync(label: str, figures: list[tuple[str, ...]]) -> services.SyncReport:
+    profiler = Profiler() if PROFILE else None
+    with counting_condor_calls() as calls, counting_sql() as statements:
+        if profiler:
+            profiler.start()
+        started = time.perf_counter()
+        report = services.jobs_sync()
+        seconds = time.perf_counter() - started
+        if profiler:
+            profiler.stop()
+            print(profiler.output_text(color=False, show_all=False))
+    condor = ", ".join(f"{name} {count}" for name, count in sorted(calls.items()))
+    figures.append((f"{label} ({report.changed:,} rows changed)", f"{seconds:.2f} s",
+                    str(statements[0]), condor))  # fmt: skip
+    return report
+
+
+def main() -> None:
+    setup_test_environment()
+    settings.DEBUG = False
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    schedd = raw_schedd()
+    figures: list[tuple[str, ...]] = []
+    try:
+        user = get_user_model().objects.create_user("bench", password="bench-password-123")
+        directory = settings.JOBS_DIR / "bench-sync"
+        directory.mkdir(parents=True, exist_ok=True)
+        request = JobRequest(job_id=str(uuid.uuid4()), job_dir=str(directory),
+                             script_name="train.py", memory_mb=256, gpus=8)  # fmt: skip
+        description = build_submit_description(
+            request, mode=FileMode.SHARED, instance=settings.NIGHTSHIFT_INSTANCE
+        )
+        description["My.NightshiftJobId"] = '"$(jid)"'
+        description["hold"] = "true"
+        ids = [str(uuid.uuid4()) for _ in range(JOBS)]
+        started = time.perf_counter()
+        result = schedd.submit(
+            htcondor2.Submit(description), itemdata=iter([{"jid": jid} for jid in ids])
+        )
+        print(f"submitted {JOBS:,} held jobs in {time.perf_counter() - started:.1f} s")
+        Job.objects.bulk_create(
+            (Job(public_id=jid, owner=user, name=f"sync {n}", state=JobState.IDLE,
+                 request={"script_name": "train.py", "memory_mb": 256, "gpus": 8},
+                 output_dir=str(directory), cluster_id=result.cluster(), proc_id=n)
+             for n, jid in enumerate(ids)),
+            batch_size=2000,
+        )  # fmt: skip
+
+        timed_sync(f"sync, {JOBS:,} active, all changed", figures)
+        timed_sync(f"sync, {JOBS:,} active, nothing changed", figures)
+
+        # A tenth changed: most back to idle in the portal's view, and some removed from
+        # the queue so that the cycle also reads their final ads from the history.
+        Job.objects.filter(proc_id__lt=CHANGED).update(state=JobState.IDLE)
+        schedd.act(htcondor2.JobAction.Remove, f"ClusterId == {result.cluster()} && "
+                   f"ProcId >= {JOBS - LEFT_QUEUE}")  # fmt: skip
+        time.sleep(2)
+        timed_sync(f"sync, {JOBS:,} active, {CHANGED + LEFT_QUEUE:,} changed "
+                   f"({LEFT_QUEUE} left the queue)", figures)  # fmt: skip
+
+        # Released, they wait: no workstation has 8 GPUs, and each job is told so.
+        schedd.act(htcondor2.JobAction.Release, instance_constraint())
+        time.sleep(2)
+        timed_sync(f"sync, {JOBS - LEFT_QUEUE:,} released: idle, each told why it waits",
+                   figures)  # fmt: skip
+        timed_sync(f"sync, {JOBS - LEFT_QUEUE:,} idle, nothing changed", figures)
+
+        queries = []
+        for _ in range(3):
+            started = time.perf_counter()
+            ads = schedd.query(constraint=instance_constraint(), projection=PROJECTION)
+            queries.append(time.perf_counter() - started)
+        figures.append((f"raw htcondor2 Schedd.query of the same {len(ads):,} jobs (best of 3)",
+                        f"{min(queries):.2f} s", "0", "Schedd.query 1"))  # fmt: skip
+    finally:
+        try:
+            schedd.act(htcondor2.JobAction.Remove, instance_constraint())
+        finally:
+            connection.creation.destroy_test_db(old_name, verbosity=0)
+
+    headers = ("figure", "wall", "SQL", "HTCondor calls")
+    widths = [max(len(row[i]) for row in [headers, *figures]) for i in range(4)]
+    print(f"\nNightshift sync at scale ({time.strftime('%Y-%m-%d %H:%M')})")
+    for row in [headers, *figures]:
+        print("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
+if __name__ == "__main__":
+    main()
