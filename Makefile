@@ -10,7 +10,7 @@ export CONDOR_TOKEN_DIR ?= $(CURDIR)/var/condor-tokens
 TEST_DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test lint format venv bench-venv pool-start pool-stop pool-status bench bench-sync bench-api bench-list bench-reports bench-goodput clean
+.PHONY: run test lint format venv bench-venv pool-start pool-stop pool-status bench bench-sync bench-api bench-list bench-load bench-reports bench-goodput clean
 
 venv: $(VENV)/.installed
 
@@ -75,6 +75,10 @@ bench-api: bench-venv
 bench-list: bench-venv
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/14 \
 	$(BIN)/python bench/job_list_scale.py
+
+bench-load: bench-venv
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/14 \
+	$(BIN)/python bench/web_load.py
 
 bench-reports: bench-venv
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python bench/reports.py

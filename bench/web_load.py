@@ -1,0 +1,164 @@
+"""The web under load: Locust against gunicorn, as `make run` starts it, on this machine.
+
+Run with `make bench-load` (PostgreSQL and Redis must be up; HTCondor is not needed: the
+pages read the database and the job folders). It creates a throw-away database with 200
+students and 10,000 jobs (each student's newest 20 jobs have a 50 KB log in a job folder),
+starts gunicorn with `make run`'s settings (2 workers of 4 threads), and runs Locust
+headless in steps of more and more simultaneous students, each requesting without pause:
+the job list (30 %), a job page (20 %) and the status-and-log-tail poll of an open job
+page (50 %). Each step prints requests per second, p50, p95 and the error count; the
+figure to read is the highest rate whose p95 stays under 250 ms with no errors. Locust
+runs on the same 2 cores as gunicorn and PostgreSQL, so the rates are a floor.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from portal_setup import setup_django
+
+REPO = setup_django(fake_bridge=True)
+
+import httpx  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test import Client  # noqa: E402
+from django.test.utils import setup_test_environment  # noqa: E402
+
+from jobs.models import Job, JobState  # noqa: E402
+
+STUDENTS, JOBS_EACH, WITH_LOGS = 200, 50, 20
+STEPS = (1, 2, 4, 8, 16, 32)
+STEP_SECONDS = 20
+PORT = 8766
+STATES = [JobState.COMPLETED] * 5 + [JobState.RUNNING] * 3 + [JobState.IDLE, JobState.HELD]
+REQUEST = {"script_name": "train.py", "arguments": ["--epochs", "5"], "gpus": 1,
+           "cpus": 2, "memory_mb": 4096, "output_paths": ["outputs"]}  # fmt: skip
+LOG_LINE = "epoch 3 step 1200 loss 0.4182 lr 0.00030 throughput 412.5 samples/s\n"
+
+
+def make_world(folder: Path) -> list[dict]:
+    """Students, their jobs, and a session and the watched jobs of each, for Locust."""
+    users = get_user_model().objects.bulk_create(
+        [get_user_model()(username=f"student{i:03d}") for i in range(STUDENTS)]
+    )
+    log = LOG_LINE * (50_000 // len(LOG_LINE))
+    jobs = []
+    for user in users:
+        for n in range(JOBS_EACH):
+            directory = folder / f"{user.username}-{n}"
+            if n >= JOBS_EACH - WITH_LOGS:
+                directory.mkdir()
+                (directory / "stdout.txt").write_text(log)
+            jobs.append(Job(owner=user, name=f"resnet lr sweep {n}", request=REQUEST,
+                            state=STATES[n % len(STATES)], output_dir=str(directory),
+                            cluster_id=len(jobs) + 1, proc_id=0, workstation="ws-ampere",
+                            gpu_model="NVIDIA A100-SXM4-40GB"))  # fmt: skip
+    Job.objects.bulk_create(jobs, batch_size=5000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    students = []
+    for user in users:
+        client = Client()
+        client.force_login(user)
+        watched = Job.objects.filter(owner=user).order_by("-id")[:WITH_LOGS]
+        students.append({
+            "session": client.cookies["sessionid"].value,
+            "jobs": [{"id": str(job.public_id), "log_size": len(log)} for job in watched],
+        })  # fmt: skip
+    return students
+
+
+def serve() -> subprocess.Popen:
+    db = connection.settings_dict
+    env = os.environ | {
+        "DATABASE_URL": f"postgres://{db['USER']}{':' + db['PASSWORD'] if db['PASSWORD'] else ''}"
+        f"@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "NIGHTSHIFT_BRIDGE": "fake",
+    }
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("gunicorn")), "portal.wsgi", "-b",
+         f"127.0.0.1:{PORT}", "--workers", "2", "--threads", "4", "--log-level", "warning"],
+        cwd=REPO, env=env,
+    )  # fmt: skip
+    for _ in range(100):
+        try:
+            httpx.get(f"http://127.0.0.1:{PORT}/accounts/login/", timeout=1)
+            return process
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise SystemExit("gunicorn did not start")
+
+
+def locust_step(users: int, data: Path, out: Path) -> dict[str, float]:
+    prefix = out / f"step-{users}"
+    subprocess.run(
+        [str(Path(sys.executable).with_name("locust")), "-f", str(REPO / "bench" / "locustfile.py"),
+         "--headless", "--host", f"http://127.0.0.1:{PORT}", "--users", str(users),
+         "--spawn-rate", str(users), "--run-time", f"{STEP_SECONDS}s", "--csv", str(prefix),
+         "--only-summary", "--loglevel", "WARNING"],
+        env=os.environ | {"NIGHTSHIFT_LOAD_DATA": str(data)}, check=False,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    with open(f"{prefix}_stats.csv") as stats:
+        rows = {row["Name"]: row for row in csv.DictReader(stats)}
+    figures = {}
+    for name, row in rows.items():
+        figures[name] = {
+            "rps": float(row["Requests/s"]),
+            "p50": float(row["50%"]),
+            "p95": float(row["95%"]),
+            "errors": int(row["Failure Count"]),
+            "requests": int(row["Request Count"]),
+        }
+    return figures
+
+
+def main() -> None:
+    setup_test_environment()
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    server = None
+    with tempfile.TemporaryDirectory(prefix="nightshift-load-") as scratch:
+        folder = Path(scratch)
+        try:
+            started = time.perf_counter()
+            students = make_world(folder)
+            print(f"created {STUDENTS} students and {STUDENTS * JOBS_EACH:,} jobs "
+                  f"in {time.perf_counter() - started:.1f} s")  # fmt: skip
+            data = folder / "students.json"
+            data.write_text(json.dumps(students))
+            connection.close()  # gunicorn's workers open their own
+            server = serve()
+            results = [(users, locust_step(users, data, folder)) for users in STEPS]
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait(timeout=10)
+            connection.creation.destroy_test_db(old_name, verbosity=0)
+
+    print(f"\nNightshift web under load ({time.strftime('%Y-%m-%d %H:%M')}; "
+          f"{STEP_SECONDS} s per step, gunicorn 2 workers x 4 threads)\n")  # fmt: skip
+    print("| students | requests/s | p50 ms | p95 ms | errors | p95 list / job / status ms |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    best = None
+    for users, figures in results:
+        total = figures["Aggregated"]
+        parts = " / ".join(f"{figures[name]['p95']:.0f}" for name in
+                           ("/jobs/", "/jobs/<id>/", "/jobs/<id>/status.json"))  # fmt: skip
+        print(f"| {users} | {total['rps']:.1f} | {total['p50']:.0f} | {total['p95']:.0f} | "
+              f"{total['errors']} of {total['requests']:,} | {parts} |")  # fmt: skip
+        if total["p95"] < 250 and total["errors"] == 0:
+            best = max(best or 0, total["rps"])
+    print(f"\nhighest rate with p95 < 250 ms and no errors: "
+          f"{best:.1f} requests/s" if best else "\nno step kept p95 under 250 ms")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
