@@ -32,8 +32,8 @@ class Burst:
     """Submissions through the API, as a power user's script sends them."""
 
     def __init__(self) -> None:
-        user = get_user_model().objects.create_user(f"burst-{time.monotonic_ns()}")
-        self.api = client_with_token(user)
+        self.user = get_user_model().objects.create_user(f"burst-{time.monotonic_ns()}")
+        self.api = client_with_token(self.user)
         self.jobs: list[Job] = []
 
     def submit(self, count: int, script: str = QUICK_JOB, **fields) -> list[Job]:
