@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .states import _STATUS_TO_STATE
-from .submit import build_submit_description
+from .submit import build_cluster_description, build_submit_description
 from .types import (
     JOB_ID_PATTERN,
     BridgeError,
@@ -63,6 +63,7 @@ class FakeBridge:
         self.submit_calls = 0
         self.down = False  # True: every call fails as if the schedd were unreachable
         self._jobs: dict[str, JobObservation] = {}
+        self._sweeps: dict[str, str] = {}  # job id -> the sweep whose cluster it is in
         self._clusters = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -149,6 +150,48 @@ class FakeBridge:
         if self.mode is FileMode.SPOOL:
             self.set_state(request.job_id, JobState.IDLE, status_detail="")
         return SubmitResult(cluster, 0, adopted=False)
+
+    def submit_cluster(
+        self, requests: list[JobRequest], *, sweep_id: str, check_existing: bool = True
+    ) -> list[SubmitResult]:
+        self._check_up("submit")
+        if check_existing:
+            found = {o.job_id: o for o in self.find_sweep(sweep_id, expected=len(requests))}
+            if found:
+                missing = [r.job_id for r in requests if r.job_id not in found]
+                if missing:
+                    raise BridgeError(f"sweep {sweep_id} is in the schedd without {missing[0]}")
+                return [SubmitResult(found[r.job_id].cluster_id, found[r.job_id].proc_id,
+                                     adopted=True) for r in requests]  # fmt: skip
+        template, items = build_cluster_description(
+            requests, mode=self.mode, sweep_id=sweep_id, instance=self.instance
+        )
+        with self._lock:
+            self.submit_calls += 1
+            cluster = next(self._clusters)
+            for proc, (request, item) in enumerate(zip(requests, items, strict=True)):
+                # What each run's ad gets: the template with its own item values.
+                description = {key: item.get(value[2:-1], value) if value.startswith("$(nsv")
+                               else value for key, value in template.items()}  # fmt: skip
+                self.submitted[request.job_id] = description
+                self._sweeps[request.job_id] = sweep_id
+                self._jobs[request.job_id] = JobObservation(
+                    job_id=request.job_id, cluster_id=cluster, proc_id=proc,
+                    state=JobState.TRANSFERRING if self.mode is FileMode.SPOOL else JobState.IDLE,
+                    in_queue=True,
+                    status_detail="uploading input" if self.mode is FileMode.SPOOL else "",
+                    entered_state_at=datetime.now(tz=UTC),
+                )  # fmt: skip
+        if self.mode is FileMode.SPOOL:
+            for request in requests:
+                self.set_state(request.job_id, JobState.IDLE, status_detail="")
+        return [SubmitResult(cluster, proc, adopted=False) for proc in range(len(requests))]
+
+    def find_sweep(self, sweep_id: str, *, expected: int) -> list[JobObservation]:
+        self._check_up("query")
+        if not JOB_ID_PATTERN.fullmatch(sweep_id):
+            raise ValueError(f"not a Nightshift sweep id: {sweep_id!r}")
+        return [self._jobs[job_id] for job_id, sweep in self._sweeps.items() if sweep == sweep_id]
 
     def find(
         self, job_id: str, *, submitted_after: datetime | None = None

@@ -12,7 +12,14 @@ import htcondor2
 from htcondor2 import HTCondorException
 
 from .states import PROJECTION, map_job_ad
-from .submit import INSTANCE_ATTR, JOB_ID_ATTR, build_submit_description, classad_string
+from .submit import (
+    INSTANCE_ATTR,
+    JOB_ID_ATTR,
+    SWEEP_ID_ATTR,
+    build_cluster_description,
+    build_submit_description,
+    classad_string,
+)
 from .types import (
     JOB_ID_PATTERN,
     BridgeError,
@@ -179,6 +186,55 @@ class HTCondorBridge:
         except (HTCondorException, OSError, RuntimeError) as exc:
             raise _bridge_error("submit", exc) from exc
         return SubmitResult(result.cluster(), result.first_proc(), adopted=False)
+
+    def submit_cluster(
+        self, requests: list[JobRequest], *, sweep_id: str, check_existing: bool = True
+    ) -> list[SubmitResult]:
+        """Submit many runs as one cluster with itemdata, exactly once: a cluster that an
+        earlier attempt submitted (the schedd creates a cluster whole or not at all) is
+        found by its sweep id and adopted. Results come in the order of `requests`."""
+        if check_existing:
+            found = {o.job_id: o for o in self.find_sweep(sweep_id, expected=len(requests))}
+            if found:
+                missing = [r.job_id for r in requests if r.job_id not in found]
+                if missing:
+                    raise BridgeError(f"sweep {sweep_id} is in the schedd without {missing[0]}")
+                return [SubmitResult(found[r.job_id].cluster_id, found[r.job_id].proc_id,
+                                     adopted=True) for r in requests]  # fmt: skip
+        template, items = build_cluster_description(
+            requests, mode=self.mode, sweep_id=sweep_id, instance=self.instance
+        )
+        schedd = self._schedd()
+        submit = htcondor2.Submit(template)
+        spool = self.mode is FileMode.SPOOL
+        try:
+            if len(requests) == 1:
+                result = schedd.submit(submit, count=1, spool=spool)
+            else:
+                result = schedd.submit(submit, itemdata=iter(items), spool=spool)
+            if spool:
+                try:
+                    schedd.spool(result)
+                except (HTCondorException, OSError, RuntimeError):
+                    schedd.act(htcondor2.JobAction.Remove, str(result.cluster()))
+                    raise
+        except (HTCondorException, OSError, RuntimeError) as exc:
+            raise _bridge_error("submit", exc) from exc
+        first = result.first_proc()
+        return [SubmitResult(result.cluster(), first + n, adopted=False)
+                for n in range(len(requests))]  # fmt: skip
+
+    def find_sweep(self, sweep_id: str, *, expected: int) -> list[JobObservation]:
+        """The runs of a sweep's cluster, from the queue and, for those that left it, the
+        history (a scan that stops once all `expected` runs are found)."""
+        if not JOB_ID_PATTERN.fullmatch(sweep_id):
+            raise ValueError(f"not a Nightshift sweep id: {sweep_id!r}")
+        constraint = f"{SWEEP_ID_ATTR} == {classad_string(sweep_id)}"
+        found = [map_job_ad(ad, in_queue=True) for ad in self._query(constraint)]
+        if len(found) < expected:
+            found += [map_job_ad(ad, in_queue=False)
+                      for ad in self._history(constraint, expected - len(found))]  # fmt: skip
+        return found
 
     def _query(self, constraint: str) -> list[Any]:
         try:

@@ -217,3 +217,37 @@ def build_submit_description(
             " && (time() - EnteredCurrentStatus) < 864000"
         )
     return description
+
+
+SWEEP_ID_ATTR = "NightshiftSweepId"
+
+
+def build_cluster_description(
+    requests: list[JobRequest], *, mode: FileMode, sweep_id: str, instance: str = "default"
+) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """One submit description and its itemdata for many runs of the same job: one cluster.
+
+    Each run's own description is built as for a single job; the commands whose values
+    differ between runs (job id, folder, arguments, environment for a sweep) become
+    `$(nsvN)` macros whose values come from the itemdata, already quoted and escaped exactly
+    as a single job's would be. All runs must use the same commands.
+    """
+    if not requests:
+        raise ValueError("a cluster needs at least one run")
+    if not JOB_ID_PATTERN.fullmatch(sweep_id):
+        raise ValueError(f"not a Nightshift sweep id: {sweep_id!r}")
+    descriptions = [build_submit_description(r, mode=mode, instance=instance) for r in requests]
+    first = descriptions[0]
+    for description in descriptions[1:]:
+        if description.keys() != first.keys():
+            raise ValueError("the runs of one cluster must use the same submit commands")
+    varying = [key for key in first if any(d[key] != first[key] for d in descriptions[1:])]
+    if len(requests) > 1 and f"My.{JOB_ID_ATTR}" not in varying:
+        raise ValueError("the runs of one cluster must have different job ids")
+    template = dict(first)
+    macros = {key: f"nsv{number}" for number, key in enumerate(varying)}
+    for key, macro in macros.items():
+        template[key] = f"$({macro})"
+    template[f"My.{SWEEP_ID_ATTR}"] = classad_string(sweep_id)
+    items = [{macro: d[key] for key, macro in macros.items()} for d in descriptions]
+    return template, items

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 from django.utils.timesince import timesince
 
@@ -19,7 +19,7 @@ from condor_bridge import GpuModel, PoolMachine
 from condor_bridge.submit import CHECKPOINT_DIR
 from labs.models import Membership
 
-from .models import Job, Workstation
+from .models import Job, Sweep, Workstation
 
 LOG_CHUNK_BYTES = 256 * 1024
 
@@ -38,6 +38,33 @@ def job_list_visible_to(user) -> QuerySet[Job]:
         return jobs.filter(owner=user)
     led = Membership.objects.filter(user=user, role=Membership.Role.LEAD).values("lab_id")
     return jobs.filter(Q(owner=user) | Q(lab__in=led))
+
+
+def sweep_list_visible_to(user) -> QuerySet[Sweep]:
+    """Every sweep a user may read, by the same rule as jobs."""
+    sweeps = Sweep.objects.select_related("lab", "owner")
+    if user.is_staff:
+        return sweeps
+    if not user.has_perm("labs.lead_lab"):
+        return sweeps.filter(owner=user)
+    led = Membership.objects.filter(user=user, role=Membership.Role.LEAD).values("lab_id")
+    return sweeps.filter(Q(owner=user) | Q(lab__in=led))
+
+
+def sweep_get_visible(user, public_id) -> Sweep:
+    """A sweep the user may read; Sweep.DoesNotExist for any other."""
+    return sweep_list_visible_to(user).get(public_id=public_id)
+
+
+def sweep_runs(sweep: Sweep) -> QuerySet[Job]:
+    """A sweep's runs in their order."""
+    return sweep.runs.order_by("sweep_index").select_related("lab", "owner")
+
+
+def sweep_state_counts(sweep: Sweep) -> dict[str, int]:
+    """How many of its runs are in each state."""
+    rows = sweep.runs.values("state").annotate(count=Count("id")).order_by()
+    return {row["state"]: row["count"] for row in rows}
 
 
 def job_get_visible(user, public_id) -> Job:

@@ -24,7 +24,7 @@ from django.core.files import File
 from django.core.files.uploadedfile import UploadedFile
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -56,7 +56,7 @@ from .archives import (
     is_archive,
 )
 from .bridge import get_bridge
-from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Workstation
+from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Sweep, Workstation
 from .selectors import checkpoint_of, job_output_files, open_job_file
 
 logger = logging.getLogger(__name__)
@@ -184,6 +184,17 @@ def _request_fields(
         "max_starts": settings.MAX_JOB_STARTS or None,
         "job_lease_s": settings.JOB_LEASE_S,
     }
+
+
+def _install_helper(directory: Path) -> None:
+    """The outputs folder and the job helper, in a job's folder that the pool may write."""
+    (directory / OUTPUTS).mkdir(exist_ok=True)
+    helper = directory / HELPER_DIR
+    helper.mkdir()
+    shutil.copyfile(HELPER_MODULE, helper / "nightshift.py")
+    shutil.copyfile(LAUNCHER_MODULE, helper / "launch.py")
+    for path in (directory, directory / OUTPUTS, helper):
+        _give_to_pool(path)
 
 
 def _give_to_pool(path: Path) -> None:
@@ -486,13 +497,7 @@ def job_submit(
             _job_request(job)
         except InvalidJobRequest as exc:
             raise JobSubmissionError(exc.field, exc.message) from exc
-        (directory / OUTPUTS).mkdir(exist_ok=True)
-        helper = directory / HELPER_DIR
-        helper.mkdir()
-        shutil.copyfile(HELPER_MODULE, helper / "nightshift.py")
-        shutil.copyfile(LAUNCHER_MODULE, helper / "launch.py")
-        for path in (directory, directory / OUTPUTS, helper):
-            _give_to_pool(path)
+        _install_helper(directory)
         with transaction.atomic():
             # Checked again with the quota locked: a racing submission may have used it.
             lock_quota(user, lab)
@@ -1085,7 +1090,7 @@ def _resubmit_stale_jobs() -> int:
 
     A job counts as lost when no submission task has touched it for RESUBMIT_AFTER_S: a
     task retrying against a scheduler that is down touches it at every attempt, so those
-    are left alone instead of being sent again on every sync tick.
+    are left alone instead of being sent again on every sync tick. Sweeps are sent whole.
     """
     now = timezone.now()
     cutoff = now - timedelta(seconds=settings.RESUBMIT_AFTER_S)
@@ -1095,13 +1100,25 @@ def _resubmit_stale_jobs() -> int:
     with transaction.atomic():
         stale = list(
             Job.objects.select_for_update(skip_locked=True)
-            .filter(silent, state=JobState.QUEUED, cluster_id__isnull=True)
+            .filter(silent, state=JobState.QUEUED, cluster_id__isnull=True, sweep__isnull=True)
             .values_list("pk", flat=True)[:500]
         )
         Job.objects.filter(pk__in=stale).update(submit_requested_at=now)
+        waiting = Job.objects.filter(sweep=OuterRef("pk"), state=JobState.QUEUED)
+        stale_sweeps = list(
+            Sweep.objects.select_for_update(skip_locked=True)
+            .filter(silent, Exists(waiting), cluster_id__isnull=True)
+            .values_list("pk", flat=True)[:100]
+        )
+        Sweep.objects.filter(pk__in=stale_sweeps).update(submit_requested_at=now)
     for job_pk in stale:
         _enqueue_submit(job_pk)
-    return len(stale)
+    if stale_sweeps:
+        from .sweeps import _enqueue_sweep_submit
+
+        for sweep_pk in stale_sweeps:
+            _enqueue_sweep_submit(sweep_pk)
+    return len(stale) + len(stale_sweeps)
 
 
 def job_cancel(*, job: Job, user) -> Job:

@@ -8,8 +8,8 @@ from celery import shared_task
 
 from condor_bridge import BridgeError
 
-from . import services
-from .models import Job
+from . import services, sweeps
+from .models import Job, Sweep
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +28,22 @@ def submit_job(self, job_pk: int) -> None:
         services.job_submit_to_pool(job_pk)
     except Job.DoesNotExist:
         logger.warning("job %s was deleted before it could be submitted", job_pk)
+
+
+@shared_task(
+    bind=True,
+    acks_late=True,
+    autoretry_for=(BridgeError,),
+    retry_backoff=2,
+    retry_backoff_max=60,
+    retry_jitter=True,
+    max_retries=None,
+)
+def submit_sweep(self, sweep_pk: int) -> None:
+    try:
+        sweeps.sweep_submit_to_pool(sweep_pk)
+    except Sweep.DoesNotExist:
+        logger.warning("sweep %s was deleted before it could be submitted", sweep_pk)
 
 
 @shared_task(acks_late=True)

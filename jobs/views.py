@@ -29,8 +29,14 @@ from . import readouts, selectors, services
 from .bridge import get_bridge
 from .filters import JobListFilter
 from .forms import JobSubmitForm
-from .lookups import actionable_job_or_403, own_job_or_403, visible_job_or_404
-from .models import EnvironmentPreset, Job
+from .lookups import (
+    actionable_job_or_403,
+    own_job_or_403,
+    visible_job_or_404,
+    visible_sweep_or_404,
+)
+from .models import EnvironmentPreset, Job, JobState
+from .parameters import text_of
 
 JOBS_PER_PAGE = 25
 
@@ -432,3 +438,19 @@ def job_preview(request: HttpRequest) -> HttpResponse:
     except services.JobSubmissionError as exc:
         return HttpResponse(f"{exc.field}: {exc.message}", status=400, content_type="text/plain")
     return HttpResponse(text, content_type="text/plain; charset=utf-8")
+
+
+@login_required
+@require_GET
+def sweep_detail(request: HttpRequest, public_id) -> HttpResponse:
+    sweep = visible_sweep_or_404(request.user, public_id)
+    runs = list(selectors.sweep_runs(sweep))
+    names = list(runs[0].parameters) if runs else []
+    for run in runs:
+        run.parameter_values = [text_of(run.parameters.get(name, "")) for name in names]
+    counts = selectors.sweep_state_counts(sweep)
+    state_counts = [(state, label, counts[state]) for state, label in JobState.choices
+                    if counts.get(state)]  # fmt: skip
+    return render(request, "jobs/sweep.html", {
+        "sweep": sweep, "runs": runs, "parameter_names": names, "state_counts": state_counts,
+    })  # fmt: skip

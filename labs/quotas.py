@@ -129,19 +129,23 @@ def _when(moment: datetime) -> str:
 
 
 def quota_check(*, user, lab: Lab | None, gpus: int, max_runtime_s: int | None,
-                now: datetime | None = None) -> int | None:  # fmt: skip
-    """Raise QuotaExceeded when a job of `gpus` GPUs would break a limit.
+                now: datetime | None = None, runs: int = 1) -> int | None:  # fmt: skip
+    """Raise QuotaExceeded when a job of `gpus` GPUs would break a limit; with `runs`, when
+    a sweep of that many such jobs would, all of them counted before any is submitted.
 
     Returns the runtime limit that the quota imposes on the job (HTCondor removes it past
     that), or None.
     """
+    this = "this job" if runs == 1 else f"this sweep of {runs} runs"
     limits = limits_for(user, lab)
     now = now or timezone.now()
     if limits.max_gpus_per_job is not None and gpus > limits.max_gpus_per_job:
         raise QuotaExceeded(
             "gpus",
             f"{_who(limits, 'max_gpus_per_job')[0]} may use at most {limits.max_gpus_per_job} GPU"
-            f"{'s' if limits.max_gpus_per_job != 1 else ''} per job; this one asks for {gpus}.",
+            f"{'s' if limits.max_gpus_per_job != 1 else ''} per job; "
+            f"{'this one' if runs == 1 else this} asks for {gpus}"
+            f"{' each' if runs != 1 else ''}.",
         )
     runtime_limit = limits.max_runtime_s
     if runtime_limit is not None and max_runtime_s is not None and max_runtime_s > runtime_limit:
@@ -153,33 +157,40 @@ def quota_check(*, user, lab: Lab | None, gpus: int, max_runtime_s: int | None,
     if limits.max_queued_jobs is not None:
         waiting = counted_jobs(user, limits, "max_queued_jobs").filter(state__in=WAITING_STATES)
         count = waiting.count()
-        if count + 1 > limits.max_queued_jobs:
-            raise QuotaExceeded(
-                None,
-                f"{_whose(limits, 'max_queued_jobs')} {count} jobs waiting to run, the "
-                f"limit of {limits.max_queued_jobs}; submit more once some of them start.",
-            )
+        if count + runs > limits.max_queued_jobs:
+            if runs == 1:
+                text = (f"{_whose(limits, 'max_queued_jobs')} {count} jobs waiting to run, the "
+                        f"limit of {limits.max_queued_jobs}; submit more once some of them "
+                        "start.")  # fmt: skip
+            else:
+                text = (f"{_whose(limits, 'max_queued_jobs')} {count} jobs waiting to run, of "
+                        f"at most {limits.max_queued_jobs}; {this} would add {runs}. Submit "
+                        "fewer runs, or more once some of them start.")  # fmt: skip
+            raise QuotaExceeded(None, text)
     if gpus and limits.max_concurrent_gpus is not None:
         active = counted_jobs(user, limits, "max_concurrent_gpus").exclude(state__in=FINAL_STATES)
         in_use = active.aggregate(total=Sum("gpus"))["total"] or 0
-        if in_use + gpus > limits.max_concurrent_gpus:
+        if in_use + gpus * runs > limits.max_concurrent_gpus:
             raise QuotaExceeded(
                 "gpus",
                 f"{_whose(limits, 'max_concurrent_gpus')} {in_use} of "
-                f"{limits.max_concurrent_gpus} GPUs taken by unfinished jobs; this job asks for "
-                f"{gpus} more. Capacity frees up as those jobs end.",
+                f"{limits.max_concurrent_gpus} GPUs taken by unfinished jobs; {this} asks for "
+                f"{gpus * runs} more. Capacity frees up as those jobs end.",
             )
     if gpus and limits.gpu_hours is not None:
-        _check_gpu_hours(user, limits, gpus, max_runtime_s or runtime_limit, now)
+        _check_gpu_hours(user, limits, gpus, max_runtime_s or runtime_limit, now, runs, this)
     return runtime_limit if max_runtime_s is None else None
 
 
-def _check_gpu_hours(user, limits: Limits, gpus: int, runtime_s: int | None, now) -> None:
+def _check_gpu_hours(
+    user, limits: Limits, gpus: int, runtime_s: int | None, now, runs: int = 1,
+    this: str = "this job",
+) -> None:  # fmt: skip
     jobs = counted_jobs(user, limits, "gpu_hours")
     since = now - timedelta(days=limits.period_days)
     used = gpu_hours_used(counted_usage(user, limits, "gpu_hours"), since=since, until=now)
     reserved = reserved_hours(jobs)
-    needed = reservation_hours(gpus, runtime_s)
+    needed = reservation_hours(gpus, runtime_s) * runs
     # To the GPU-second: what a running job adds while the check runs does not decide it.
     if round(used.total + reserved + needed, 3) <= limits.gpu_hours:
         return
@@ -190,7 +201,7 @@ def _check_gpu_hours(user, limits: Limits, gpus: int, runtime_s: int | None, now
     )
     if reserved:
         text += f" (and waiting jobs hold {_hours(reserved)} more)"
-    text += f"; this job needs up to {_hours(needed)}."
+    text += f"; {this} needs up to {_hours(needed)}."
     freed = next_release(used, limits.period_days)
     if freed is not None:
         text += f" The next {_hours(freed[0])} GPU-hours free up on {_when(freed[1])}."

@@ -32,6 +32,8 @@ urlpatterns = [
         name="job-outputs-zip",
     ),
     path("jobs/<uuid:public_id>/metrics/", jobs_api.JobMetricsView.as_view(), name="job-metrics"),
+    path("sweeps/", jobs_api.SweepListView.as_view(), name="sweep-list"),
+    path("sweeps/<uuid:public_id>/", jobs_api.SweepDetailView.as_view(), name="sweep-detail"),
     path("match/", jobs_api.MatchView.as_view(), name="match"),
     path("pool/", jobs_api.PoolView.as_view(), name="pool"),
     path("me/", jobs_api.MeView.as_view(), name="me"),

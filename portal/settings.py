@@ -300,6 +300,8 @@ MAX_EVICTIONS_WITHOUT_PROGRESS = env_int("NIGHTSHIFT_MAX_EVICTIONS_WITHOUT_PROGR
 # restarted, say) and is sent again; exactly-once adoption makes that safe. Longer than
 # the submit task's longest retry wait (60 s), so that retrying jobs are left alone.
 RESUBMIT_AFTER_S = env_int("NIGHTSHIFT_RESUBMIT_AFTER_S", 120, minimum=5)
+# The most runs one sweep may have; all are submitted as one HTCondor cluster.
+MAX_SWEEP_RUNS = env_int("NIGHTSHIFT_MAX_SWEEP_RUNS", 1000, minimum=1)
 # Test-only fault injection: the worker pauses after the schedd accepted a job and
 # before the portal records it, so that a test can kill the worker in that window.
 FAULT_PAUSE_AFTER_SUBMIT_S = env_float("NIGHTSHIFT_FAULT_PAUSE_AFTER_SUBMIT_S", 0.0)
@@ -374,6 +376,7 @@ SPECTACULAR_SETTINGS = {
         "JobStateEnum": "jobs.models.JobState",
         "TokenStatusEnum": ["active", "expired", "revoked"],
         "WorkstationStatusEnum": ["free", "nightshift", "busy", "owner", "offline"],
+        "SweepKindEnum": "jobs.models.Sweep.Kind",
     },
 }
 

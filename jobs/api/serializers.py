@@ -7,7 +7,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
-from jobs.models import EnvironmentPreset, Job, JobEvent, JobState
+from jobs.models import EnvironmentPreset, Job, JobEvent, JobState, Sweep
 from jobs.services import JobSpec
 from labs.models import Lab
 
@@ -162,6 +162,84 @@ class JobSubmitSerializer(JobRequestSerializer):
                 {"script": "Upload a Python script or a project archive, or give source_job."}
             )
         return data
+
+
+class SweepSubmitSerializer(JobSubmitSerializer):
+    parameters = serializers.JSONField(
+        help_text='The runs: {"grid": {"lr": [0.1, 0.01], "batch": [32, 64]}} for every '
+        'combination, {"rows": [{"lr": 0.1, "batch": 32}, ...]} for a list, or {"random": '
+        '{"lr": {"kind": "log_uniform", "low": 1e-5, "high": 0.1}, "opt": {"kind": "choice", '
+        '"choices": ["adam", "sgd"]}}, "count": 20, "seed": 1} for random samples (kinds: '
+        "uniform, log_uniform, int_uniform, choice). Write {name} in arguments, environment "
+        "values or the entry command where a parameter's value goes. Multipart: as JSON text.",
+    )
+
+
+class SweepRunSerializer(serializers.ModelSerializer):
+    id = serializers.UUIDField(source="public_id", read_only=True, help_text="The run's job id.")
+    index = serializers.IntegerField(source="sweep_index", help_text="Its place in the sweep.")
+    state = serializers.ChoiceField(choices=JobState.choices, help_text="Where the run stands.")
+    condor_id = serializers.CharField(help_text="HTCondor's cluster.proc; empty until submitted.")
+
+    class Meta:
+        model = Job
+        fields = ["id", "index", "parameters", "state", "status_detail", "exit_code",
+                  "workstation", "condor_id", "started_at", "finished_at"]  # fmt: skip
+        extra_kwargs = {
+            "parameters": {"help_text": "This run's parameter values."},
+            "status_detail": {"help_text": "The latest word on its state."},
+            "exit_code": {"help_text": "The script's exit code, once it has ended."},
+            "workstation": {"help_text": "Where it runs or last ran."},
+            "started_at": {"help_text": "When its latest run started."},
+            "finished_at": {"help_text": "When it ended."},
+        }
+
+
+class SweepSummarySerializer(serializers.ModelSerializer):
+    id = serializers.UUIDField(source="public_id", read_only=True, help_text="The sweep's id.")
+    owner = serializers.CharField(source="owner.get_username", help_text="Who submitted it.")
+    lab = serializers.CharField(source="lab.name", allow_null=True, default=None,
+                                help_text="The lab it is charged to.")  # fmt: skip
+    run_count = serializers.IntegerField(help_text="How many runs it has.")
+    links = serializers.SerializerMethodField(help_text="Where to read more about it.")
+
+    class Meta:
+        model = Sweep
+        fields = ["id", "name", "owner", "lab", "kind", "definition", "created_at",
+                  "submitted_at", "cluster_id", "last_error", "run_count", "links"]  # fmt: skip
+        extra_kwargs = {
+            "name": {"help_text": "The name its owner gave it."},
+            "kind": {"help_text": "Grid, list of parameter sets, or random samples."},
+            "definition": {"help_text": "The parameters as given."},
+            "created_at": {"help_text": "When Nightshift accepted it."},
+            "submitted_at": {"help_text": "When HTCondor accepted its cluster."},
+            "cluster_id": {"help_text": "HTCondor's cluster of all its runs."},
+            "last_error": {"help_text": "The latest error submitting it, if any."},
+        }
+
+    @extend_schema_field(serializers.DictField(child=serializers.URLField()))
+    def get_links(self, sweep: Sweep) -> dict[str, str]:
+        paths = {"self": reverse("api:sweep-detail", args=[sweep.public_id]),
+                 "web": reverse("jobs:sweep", args=[sweep.public_id])}  # fmt: skip
+        request = self.context.get("request")
+        if request is None:
+            return paths
+        return {key: request.build_absolute_uri(path) for key, path in paths.items()}
+
+
+class SweepSerializer(SweepSummarySerializer):
+    states = serializers.SerializerMethodField(help_text="How many runs are in each state.")
+    runs = SweepRunSerializer(many=True, source="ordered_runs", help_text="Its runs, in order.")
+
+    class Meta(SweepSummarySerializer.Meta):
+        fields = [*SweepSummarySerializer.Meta.fields, "states", "runs"]
+
+    @extend_schema_field(serializers.DictField(child=serializers.IntegerField()))
+    def get_states(self, sweep: Sweep) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for run in sweep.ordered_runs:
+            counts[run.state] = counts.get(run.state, 0) + 1
+        return counts
 
 
 class JobCloneSerializer(JobRequestSerializer):

@@ -18,10 +18,15 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs import readouts, selectors, services
+from jobs import readouts, selectors, services, sweeps
 from jobs.filters import JobListFilter
-from jobs.lookups import actionable_job_or_403, own_job_or_403, visible_job_or_404
-from jobs.models import EnvironmentPreset, Job
+from jobs.lookups import (
+    actionable_job_or_403,
+    own_job_or_403,
+    visible_job_or_404,
+    visible_sweep_or_404,
+)
+from jobs.models import EnvironmentPreset, Job, Sweep
 from labs.quotas import quota_standings
 from portal.api import ApiError, ErrorSerializer, SubmissionThrottle
 
@@ -36,6 +41,9 @@ from .serializers import (
     MetricsSerializer,
     OutputFileSerializer,
     PoolSerializer,
+    SweepSerializer,
+    SweepSubmitSerializer,
+    SweepSummarySerializer,
     UserSummarySerializer,
 )
 
@@ -158,6 +166,77 @@ class JobListView(GenericAPIView):
         except services.JobSubmissionError as exc:
             raise submission_refused(exc) from None
         return job_response(request, job, status.HTTP_201_CREATED)
+
+
+class SweepPagination(JobPagination):
+    pass
+
+
+class SweepListView(GenericAPIView):
+    parser_classes = [MultiPartParser, JSONParser]
+    serializer_class = SweepSummarySerializer
+    pagination_class = SweepPagination
+    queryset = Sweep.objects.none()  # for the schema; requests use get_queryset
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return self.queryset
+        return selectors.sweep_list_visible_to(self.request.user).annotate(run_count=Count("runs"))
+
+    def get_throttles(self):
+        return [SubmissionThrottle()] if self.request.method == "POST" else []
+
+    @extend_schema(
+        summary="List your sweeps",
+        responses={200: SweepSummarySerializer(many=True), **_errors(401),
+                   404: OpenApiResponse(ErrorSerializer, description="A page past the end.")},
+    )  # fmt: skip
+    def get(self, request: Request) -> Response:
+        sweeps = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(self.get_serializer(sweeps, many=True).data)
+
+    @extend_schema(
+        summary="Submit a sweep",
+        description="Many runs of one job with different parameters, submitted to HTCondor "
+        "as one cluster. Every run is checked, and the quota for all of them together, "
+        "before any is accepted. Its runs are jobs: the jobs endpoints show each.",
+        request={"multipart/form-data": SweepSubmitSerializer,
+                 "application/json": SweepSubmitSerializer},
+        responses={201: SweepSerializer, **_errors(400, 401, 403, 429)},
+    )  # fmt: skip
+    def post(self, request: Request) -> Response:
+        form = SweepSubmitSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        copy_from = None
+        if data.get("source_job") and not data.get("script"):
+            try:
+                copy_from = selectors.job_get_for_user(request.user, data["source_job"])
+            except Job.DoesNotExist:
+                raise ApiError("You have no job with this id.", code="invalid", status_code=400,
+                               field="source_job") from None  # fmt: skip
+        try:
+            sweep = sweeps.sweep_submit(
+                user=request.user, spec=form.to_spec(data["name"]),
+                plan=sweeps.SweepPlan.from_json(data["parameters"]), script=data.get("script"),
+                copy_from=copy_from, requirements=data.get("requirements"),
+            )  # fmt: skip
+        except services.JobSubmissionError as exc:
+            raise submission_refused(exc) from None
+        return sweep_response(request, sweep, status.HTTP_201_CREATED)
+
+
+def sweep_response(request: Request, sweep: Sweep, code: int = 200) -> Response:
+    sweep.ordered_runs = list(selectors.sweep_runs(sweep))
+    sweep.run_count = len(sweep.ordered_runs)
+    return Response(SweepSerializer(sweep, context={"request": request}).data, status=code)
+
+
+class SweepDetailView(APIView):
+    @extend_schema(summary="One sweep, with its runs",
+                   responses={200: SweepSerializer, **_errors(401, 404)})  # fmt: skip
+    def get(self, request: Request, public_id) -> Response:
+        return sweep_response(request, visible_sweep_or_404(request.user, public_id))
 
 
 class JobDetailView(APIView):

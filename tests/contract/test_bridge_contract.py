@@ -206,3 +206,51 @@ def test_a_hold_keeps_the_subcode_it_was_given(bridge):
         what="the job to be held",
     )
     assert (held.hold_reason_code, held.hold_reason_subcode) == (1, 2)
+
+
+# -- sweeps: many runs in one cluster ---------------------------------------------------
+
+
+def sweep_runs(bridge, values: list[str]) -> list[JobRequest]:
+    runs = []
+    for value in values:
+        job_id, directory = make_job_dir(settings.JOBS_DIR, SLEEPER, uid=settings.JOB_DIR_UID)
+        runs.append(JobRequest(job_id=job_id, job_dir=str(directory), script_name="train.py",
+                               memory_mb=256, arguments=("--lr", value),
+                               environment=(("TAG", f"run {value}"),)))  # fmt: skip
+    return runs
+
+
+def test_a_sweep_is_one_cluster_with_each_runs_own_id_and_arguments(bridge):
+    runs = sweep_runs(bridge, ["0.1", "0.01", "$(HOME) 'x' \"y\""])
+    sweep_id = str(uuid.uuid4())
+    results = bridge.submit_cluster(runs, sweep_id=sweep_id)
+    assert len({result.cluster_id for result in results}) == 1
+    assert [result.proc_id for result in results] == [0, 1, 2]
+    assert not any(result.adopted for result in results)
+    for run, result in zip(runs, results, strict=True):
+        found = bridge.find(run.job_id)
+        assert (found.cluster_id, found.proc_id) == (result.cluster_id, result.proc_id)
+    by_id = {o.job_id: o for o in bridge.find_sweep(sweep_id, expected=3)}
+    assert set(by_id) == {run.job_id for run in runs}
+
+
+def test_a_sweep_submitted_again_adopts_its_cluster(bridge):
+    runs = sweep_runs(bridge, ["1", "2"])
+    sweep_id = str(uuid.uuid4())
+    first = bridge.submit_cluster(runs, sweep_id=sweep_id, check_existing=False)
+    again = bridge.submit_cluster(runs, sweep_id=sweep_id)
+    assert all(result.adopted for result in again)
+    assert [(r.cluster_id, r.proc_id) for r in again] == [(r.cluster_id, r.proc_id) for r in first]
+    assert len(bridge.active_jobs()) == 2
+
+
+def test_a_sweep_of_one_run_is_a_cluster_of_one(bridge):
+    [run] = sweep_runs(bridge, ["1"])
+    [result] = bridge.submit_cluster([run], sweep_id=str(uuid.uuid4()))
+    assert bridge.find(run.job_id).cluster_id == result.cluster_id
+
+
+def test_a_hostile_sweep_id_is_refused_before_any_query(bridge):
+    with pytest.raises(ValueError, match="sweep id"):
+        bridge.find_sweep('x" || true || "', expected=1)

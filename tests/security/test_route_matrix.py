@@ -24,7 +24,7 @@ from django.utils.http import urlsafe_base64_encode
 
 from accounts.models import Registration
 from accounts.services import token_create
-from jobs import services
+from jobs import services, sweeps
 from tests.conftest import client_with_token, script_upload
 from tests.factories import LabFactory, MembershipFactory, UserFactory
 
@@ -91,6 +91,10 @@ TABLE = {
     "jobs:release": [("post", (LOGIN, 404, 404, 302, 403, 302))],
     "jobs:rerun": [("post", (LOGIN, 404, 404, 302, 403, 403))],
     "api:job-detail": [("get", (401, 404, 404, 200, 200, 200))],
+    # The owner's sweep: read like its runs.
+    "jobs:sweep": [("get", (LOGIN, 404, 404, 200, 200, 200))],
+    "api:sweep-detail": [("get", (401, 404, 404, 200, 200, 200))],
+    "api:sweep-list": [("get", (401, 200, 200, 200, 200, 200))],
     "api:job-events": [("get", (401, 404, 404, 200, 200, 200))],
     "api:job-log": [("get", (401, 404, 404, 200, 200, 200))],
     "api:job-outputs": [("get", (401, 404, 404, 200, 200, 200))],
@@ -118,6 +122,7 @@ TABLE = {
 class World:
     users: dict
     job: object
+    sweep: object
     token_id: int
     lab_id: int
     membership_id: int
@@ -145,11 +150,16 @@ def world(fake_bridge):
     (job.directory / "outputs").mkdir(exist_ok=True)
     (job.directory / "outputs" / "model.txt").write_text("weights")
     (job.directory / "stdout.txt").write_text("epoch 1\n")
+    sweep = sweeps.sweep_submit(
+        user=owner, spec=services.JobSpec(name="vision sweep", arguments=["{lr}"]),
+        plan=sweeps.SweepPlan.from_json({"grid": {"lr": [1, 2]}}), script=script_upload(),
+    )  # fmt: skip
     applicant = UserFactory(username="applicant")
     registration = Registration.objects.create(user=applicant, lab=vision)
     return World(
-        users=users, job=job, token_id=token_create(user=owner, name="laptop").token.pk,
-        lab_id=vision.pk, membership_id=membership.pk, registration_id=registration.pk,
+        users=users, job=job, sweep=sweep,
+        token_id=token_create(user=owner, name="laptop").token.pk, lab_id=vision.pk,
+        membership_id=membership.pk, registration_id=registration.pk,
     )  # fmt: skip
 
 
@@ -177,6 +187,8 @@ def url_of(key, pattern, name, world):
     }  # fmt: skip
     if name is None:
         return "/" + re.sub(r"\^\(\?P<path>.*\)\$$", "nothing-here/", pattern)
+    if name and "sweep" in name:
+        values["public_id"] = world.sweep.public_id
     wanted = re.findall(r"<(?:\w+:)?(\w+)>", pattern)
     return reverse(name, kwargs={param: values[param] for param in wanted})
 

@@ -3,7 +3,7 @@
 import pytest
 
 from condor_bridge import FileMode, InvalidJobRequest, JobRequest, build_submit_description
-from condor_bridge.submit import quote_arguments
+from condor_bridge.submit import build_cluster_description, quote_arguments
 
 
 def request(**overrides) -> JobRequest:
@@ -216,3 +216,42 @@ def test_a_job_lease_bounds_how_long_a_lost_running_job_waits_to_reconnect():
     assert leased["job_lease_duration"] == "600"
     with pytest.raises(InvalidJobRequest, match="job_lease_s"):
         request(job_lease_s=5)
+
+
+# -- one cluster for many runs (sweeps) --------------------------------------------------
+
+
+def _run(job_id: str, lr: str, **fields) -> JobRequest:
+    return JobRequest(job_id=job_id, job_dir=f"/jobs/{job_id}", script_name="train.py",
+                      arguments=("--lr", lr), **fields)  # fmt: skip
+
+
+def test_a_cluster_varies_only_what_differs_between_runs():
+    runs = [_run("run-0", "0.1"), _run("run-1", "0.01"), _run("run-2", "$(HOME)")]
+    template, items = build_cluster_description(runs, mode=FileMode.SHARED, sweep_id="sweep-1")
+    varying = {key for key, value in template.items() if value.startswith("$(nsv")}
+    assert varying == {"My.NightshiftJobId", "initialdir", "arguments", "environment"}
+    assert template["request_memory"] == "2048"
+    assert template["My.NightshiftSweepId"] == '"sweep-1"'
+    for run, item in zip(runs, items, strict=True):
+        single = build_submit_description(run, mode=FileMode.SHARED)
+        # Each run's values are exactly those of the same job submitted alone: quoted and
+        # with its macros escaped.
+        expanded = {
+            key: item[value[2:-1]] if value.startswith("$(nsv") else value
+            for key, value in template.items()
+            if key != "My.NightshiftSweepId"
+        }
+        assert expanded == single
+    assert "$(DOLLAR)(HOME)" in items[2][template["arguments"][2:-1]]
+
+
+def test_runs_that_differ_in_anything_but_their_text_cannot_share_a_cluster():
+    with pytest.raises(ValueError, match="same submit commands"):
+        build_cluster_description([_run("a", "1"), _run("b", "2", gpus=1)],
+                                  mode=FileMode.SHARED, sweep_id="s")  # fmt: skip
+    with pytest.raises(ValueError, match="different job ids"):
+        build_cluster_description([_run("a", "1"), _run("a", "2")],
+                                  mode=FileMode.SHARED, sweep_id="s")  # fmt: skip
+    with pytest.raises(ValueError, match="sweep id"):
+        build_cluster_description([_run("a", "1")], mode=FileMode.SHARED, sweep_id='x" || true')

@@ -1,0 +1,333 @@
+"""Sweeps: many runs of one job with different parameters, submitted as one cluster.
+
+A sweep is accepted whole or refused whole: every run is checked as a single job would be,
+and the quota for all of them together, before anything is written. Its runs are ordinary
+jobs (the sync, the job pages and the API treat them as such); only their submission
+differs: one HTCondor cluster with itemdata, exactly once, instead of one per job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.registration import user_may_submit
+from audit.services import audit_record
+from condor_bridge import BridgeError, InvalidJobRequest
+from labs.quotas import QuotaExceeded, lock_quota, quota_check
+from portal.db import bulk_update_rows
+
+from . import parameters
+from .bridge import get_bridge
+from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Sweep
+from .parameters import ParameterError
+from .services import (
+    SOURCE_DIR,
+    AccountNotApproved,
+    JobSpec,
+    JobSubmissionError,
+    QuotaRefusal,
+    _install_helper,
+    _job_request,
+    _match_summary,
+    _request_fields,
+    _stage_files,
+    job_validate_request,
+    lab_for_submission,
+    parse_entry_command,
+)
+
+# Every run gets its parameters as JSON in this variable, for scripts that read them whole.
+PARAMETERS_VARIABLE = "NIGHTSHIFT_PARAMETERS"
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """Which parameter sets a sweep runs, as the user described them."""
+
+    kind: str
+    definition: dict
+
+    @classmethod
+    def from_json(cls, data: object) -> SweepPlan:
+        """{"grid": {name: [values]}}, {"rows": [{name: value}]} or {"random": {name:
+        distribution}, "count": N, "seed": S}."""
+        if not isinstance(data, dict):
+            raise JobSubmissionError("parameters", "Describe the sweep's parameters.")
+        kinds = [key for key in ("grid", "rows", "random") if key in data]
+        if len(kinds) != 1:
+            raise JobSubmissionError(
+                "parameters", "Give exactly one of grid, rows (a list of parameter sets) or random."
+            )
+        kind = {"grid": Sweep.Kind.GRID, "rows": Sweep.Kind.LIST, "random": Sweep.Kind.RANDOM}
+        return cls(kind[kinds[0]], data)
+
+    def runs(self, *, limit: int) -> list[dict[str, parameters.Value]]:
+        data = self.definition
+        try:
+            if self.kind == Sweep.Kind.GRID:
+                grid = data["grid"]
+                if not isinstance(grid, dict):
+                    raise ParameterError("parameters", "A grid maps each parameter to its values.")
+                return parameters.grid(grid, limit=limit)
+            if self.kind == Sweep.Kind.LIST:
+                rows = data["rows"]
+                if not isinstance(rows, list):
+                    raise ParameterError("parameters", "Rows are a list of parameter sets.")
+                return parameters.listed(rows, limit=limit)
+            distributions = data["random"]
+            if not isinstance(distributions, dict):
+                raise ParameterError("parameters", "Map each parameter to its distribution.")
+            return parameters.random_samples(
+                distributions, count=data.get("count"), seed=data.get("seed"), limit=limit
+            )
+        except ParameterError as exc:
+            raise JobSubmissionError(exc.field, exc.message) from None
+
+
+def _run_spec(spec: JobSpec, index: int, values: dict) -> JobSpec:
+    try:
+        return dataclasses.replace(
+            spec,
+            name=f"{spec.name} [{index}]",
+            arguments=[parameters.substitute(a, values) for a in spec.arguments],
+            environment={k: parameters.substitute(v, values) for k, v in spec.environment.items()},
+            entry_command=(parameters.substitute(spec.entry_command, values)
+                           if spec.entry_command else spec.entry_command),
+            notify_by_email=False,
+        )  # fmt: skip
+    except ParameterError as exc:
+        raise JobSubmissionError(exc.field, exc.message) from None
+
+
+def _check_placeholders(spec: JobSpec, names: set[str]) -> None:
+    texts = [*spec.arguments, *spec.environment.values(), spec.entry_command or ""]
+    try:
+        used = set().union(*(parameters.placeholders(text) for text in texts))
+    except ParameterError as exc:
+        raise JobSubmissionError(exc.field, exc.message) from None
+    unknown = sorted(used - names)
+    if unknown:
+        raise JobSubmissionError(
+            "arguments",
+            f"{{{unknown[0]}}} names no parameter of this sweep; its parameters are "
+            f"{', '.join(sorted(names))}.",
+        )
+
+
+def _check_sweep_quota(user, lab, spec: JobSpec, runs: int) -> int | None:
+    try:
+        return quota_check(user=user, lab=lab, gpus=spec.gpus, max_runtime_s=spec.max_runtime_s,
+                           runs=runs)  # fmt: skip
+    except QuotaExceeded as exc:
+        raise QuotaRefusal(exc.field or "quota", exc.message) from None
+
+
+def _copy_inputs(source: Path, target: Path) -> None:
+    """A run's folder from the first run's staged files. The kept project archive is
+    linked, not copied: it is the portal's, read-only to jobs, and can be large."""
+
+    def link_or_copy(src: str, dst: str) -> None:
+        if Path(src).parent.name == SOURCE_DIR:
+            Path(dst).hardlink_to(src)
+        else:
+            shutil.copy2(src, dst)
+
+    shutil.copytree(source, target, copy_function=link_or_copy)
+
+
+def sweep_submit(
+    *,
+    user,
+    spec: JobSpec,
+    plan: SweepPlan,
+    script=None,
+    copy_from: Job | None = None,
+    requirements=None,
+    check_pool: bool = True,
+) -> Sweep:
+    """Accept a sweep: check every run and the quota for all of them, store the runs' files,
+    record them, and queue the sweep's submission to HTCondor as one cluster."""
+    if not user_may_submit(user):
+        raise AccountNotApproved(
+            "account", "Your account waits for approval by a lab lead or an administrator; "
+            "you can submit jobs once it is approved.",
+        )  # fmt: skip
+    if copy_from is not None and copy_from.owner_id != user.pk:
+        raise JobSubmissionError("script", "That job is not yours to copy.")
+    if copy_from is None and script is None:
+        raise JobSubmissionError("script", "Choose a Python script or a project archive to upload.")
+    job_validate_request(user=user, spec=spec)
+    runs = plan.runs(limit=settings.MAX_SWEEP_RUNS)
+    _check_placeholders(spec, set(runs[0]))
+    run_specs = [_run_spec(spec, index, values) for index, values in enumerate(runs)]
+    for run in run_specs:
+        job_validate_request(user=user, spec=run)
+    lab = lab_for_submission(user=user, lab_id=spec.lab_id)
+    remove_after_s = _check_sweep_quota(user, lab, spec, len(runs))
+    if check_pool:
+        summary = _match_summary(job_validate_request(user=user, spec=run_specs[0]))
+        if summary is not None and not summary.can_ever_run:
+            raise JobSubmissionError(
+                summary.blocking_field or "gpus",
+                f"{summary.reason} Change the request so that a workstation can run it.",
+            )
+
+    sweep = Sweep(owner=user, lab=lab, name=spec.name.strip(), kind=plan.kind,
+                  definition=plan.definition)  # fmt: skip
+    jobs = [Job(owner=user, name=run.name.strip(), lab=lab, gpus=spec.gpus, sweep_index=index,
+                parameters=runs[index]) for index, run in enumerate(run_specs)]  # fmt: skip
+    made: list[Path] = []
+    try:
+        first = settings.JOBS_DIR / str(jobs[0].public_id)
+        first.mkdir(parents=True, exist_ok=False)
+        made.append(first)
+        staged = _stage_files(first, spec=run_specs[0], script=script, copy_from=copy_from,
+                              requirements=requirements)  # fmt: skip
+        for job, run in zip(jobs, run_specs, strict=True):
+            job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
+            if job.directory != first:
+                _copy_inputs(first, job.directory)
+                made.append(job.directory)
+            entry_arguments = staged.entry_arguments
+            if run.entry_command:
+                script_name, entry_arguments = parse_entry_command(run.entry_command)
+                if script_name != staged.script_name:
+                    raise JobSubmissionError(
+                        "entry_command", "Parameters may change the arguments of the entry "
+                        "command, not the script it starts.",
+                    )  # fmt: skip
+            environment = {**run.environment, PARAMETERS_VARIABLE: json.dumps(job.parameters)}
+            job.source = staged.source
+            job.request = _request_fields(
+                dataclasses.replace(run, arguments=[*entry_arguments, *run.arguments],
+                                    environment=environment),
+                script_name=staged.script_name, user=user, input_files=staged.input_files,
+                install_requirements=staged.install_requirements, lab=lab,
+                remove_after_s=remove_after_s,
+            )  # fmt: skip
+            try:
+                _job_request(job)
+            except InvalidJobRequest as exc:
+                raise JobSubmissionError(exc.field, exc.message) from exc
+        for job in jobs:
+            _install_helper(job.directory)
+        with transaction.atomic():
+            # Checked again with the quota locked: a racing submission may have used it.
+            lock_quota(user, lab)
+            _check_sweep_quota(user, lab, spec, len(runs))
+            sweep.save()
+            for job in jobs:
+                job.sweep = sweep
+            Job.objects.bulk_create(jobs, batch_size=1000)
+            origin = f"{staged.origin}; run {{}} of sweep “{sweep.name}”"
+            JobEvent.objects.bulk_create(
+                [JobEvent(job=job, kind="created", state=job.state, actor=user,
+                          detail=origin.format(job.sweep_index)) for job in jobs],
+                batch_size=1000,
+            )  # fmt: skip
+            audit_record(action="sweep.submit", actor=user, target=sweep,
+                         detail=f"{len(jobs)} runs ({plan.kind}); {staged.origin}; "
+                         f"lab {lab.name if lab else 'none'}")  # fmt: skip
+            sweep_pk = sweep.pk
+            transaction.on_commit(lambda: _enqueue_sweep_submit(sweep_pk))
+    except BaseException:
+        for directory in made:
+            shutil.rmtree(directory, ignore_errors=True)
+        raise
+    return sweep
+
+
+def _enqueue_sweep_submit(sweep_pk: int) -> None:
+    from .tasks import submit_sweep
+
+    submit_sweep.delay(sweep_pk)
+
+
+def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
+    """Hand a sweep's runs to HTCondor as one cluster, exactly once. Transient failures
+    re-raise for retry.
+
+    As for single jobs, the attempt is committed before the schedd is contacted: a first
+    attempt skips the lookup, and a later one finds the cluster by the sweep's id and
+    adopts it, since the schedd creates a cluster whole or not at all.
+    """
+    with transaction.atomic():
+        sweep = Sweep.objects.select_for_update().get(pk=sweep_pk)
+        if sweep.is_submitted:
+            return sweep
+        sweep.submit_attempts += 1
+        sweep.submit_requested_at = timezone.now()
+        sweep.save(update_fields=["submit_attempts", "submit_requested_at"])
+        first_attempt = sweep.submit_attempts == 1
+
+    bridge = get_bridge()
+    transient_error = None
+    with transaction.atomic():
+        sweep = Sweep.objects.select_for_update().get(pk=sweep_pk)
+        if sweep.is_submitted:
+            return sweep
+        jobs = list(
+            sweep.runs.select_for_update()
+            .filter(cluster_id__isnull=True)
+            .exclude(state__in=FINAL_STATES)
+            .order_by("sweep_index")
+        )
+        if not jobs:
+            return sweep
+        now = timezone.now()
+        try:
+            results = bridge.submit_cluster([_job_request(job) for job in jobs],
+                                            sweep_id=str(sweep.public_id),
+                                            check_existing=not first_attempt)  # fmt: skip
+        except BridgeError as exc:
+            sweep.last_error = str(exc)
+            sweep.save(update_fields=["last_error"])
+            if exc.transient:
+                for job in jobs:
+                    job.last_error = str(exc)
+                    job.status_detail = "The scheduler is not answering; Nightshift keeps trying."
+                bulk_update_rows(Job, jobs, ["last_error", "status_detail"])
+                transient_error = exc
+            else:
+                _fail_runs(jobs, "HTCondor refused the sweep.", str(exc), now)
+                return sweep
+        except InvalidJobRequest as exc:
+            _fail_runs(jobs, "The job request is invalid.", str(exc), now)
+            return sweep
+        else:
+            for job, result in zip(jobs, results, strict=True):
+                job.cluster_id, job.proc_id = result.cluster_id, result.proc_id
+                job.state, job.status_detail, job.submitted_at = JobState.IDLE, "", now
+            bulk_update_rows(Job, jobs, ["cluster_id", "proc_id", "state", "status_detail",
+                                         "submitted_at"])  # fmt: skip
+            how = "found already submitted" if results[0].adopted else "submitted"
+            JobEvent.objects.bulk_create(
+                [JobEvent(job=job, kind="submitted", state=job.state,
+                          detail=f"HTCondor job {job.condor_id} ({how} with its sweep)")
+                 for job in jobs],
+                batch_size=1000,
+            )  # fmt: skip
+            sweep.cluster_id, sweep.submitted_at = results[0].cluster_id, now
+            sweep.save(update_fields=["cluster_id", "submitted_at"])
+    if transient_error is not None:
+        raise transient_error
+    return sweep
+
+
+def _fail_runs(jobs: list[Job], detail: str, error: str, now) -> None:
+    for job in jobs:
+        job.state, job.finished_at, job.outcome = JobState.FAILED, now, JobOutcome.FAILED
+        job.status_detail, job.last_error = detail, error
+    bulk_update_rows(Job, jobs, ["state", "finished_at", "outcome", "status_detail",
+                                 "last_error"])  # fmt: skip
+    JobEvent.objects.bulk_create(
+        [JobEvent(job=job, kind="rejected", state=job.state, detail=error) for job in jobs]
+    )

@@ -1,0 +1,135 @@
+"""Sweeps through their services, against the fake bridge: accepted whole or refused whole,
+submitted as one cluster, exactly once."""
+
+import json
+
+import pytest
+
+from condor_bridge import BridgeError
+from jobs import services, sweeps
+from jobs.models import Job, JobState, Sweep
+from tests.conftest import script_upload
+from tests.factories import LabFactory, MembershipFactory
+
+pytestmark = pytest.mark.django_db
+
+GRID = {"grid": {"lr": [0.1, 0.01, 0.001], "batch": [32, 64]}}
+
+
+def submit_sweep(user, parameters=GRID, **spec):
+    spec.setdefault("name", "lr sweep")
+    spec.setdefault("arguments", ["--lr", "{lr}", "--batch={batch}"])
+    return sweeps.sweep_submit(user=user, spec=services.JobSpec(**spec),
+                               plan=sweeps.SweepPlan.from_json(parameters),
+                               script=script_upload())  # fmt: skip
+
+
+def test_a_3_by_2_grid_becomes_6_queued_runs_with_their_own_arguments(student, fake_bridge):
+    sweep = submit_sweep(student)
+    runs = list(sweep.runs.order_by("sweep_index"))
+    assert [run.request["arguments"] for run in runs] == [
+        ["--lr", lr, f"--batch={batch}"]
+        for lr in ("0.1", "0.01", "0.001") for batch in ("32", "64")
+    ]  # fmt: skip
+    assert [run.name for run in runs][:2] == ["lr sweep [0]", "lr sweep [1]"]
+    assert {run.state for run in runs} == {JobState.QUEUED}
+    assert runs[5].parameters == {"lr": 0.001, "batch": 64}
+    environment = dict(runs[5].request["environment"])
+    assert json.loads(environment["NIGHTSHIFT_PARAMETERS"]) == {"lr": 0.001, "batch": 64}
+    for run in runs:
+        assert (run.directory / "train.py").read_text() == "print('hello')\n"
+        assert (run.directory / ".nightshift" / "nightshift.py").is_file()
+    assert len({run.directory for run in runs}) == 6
+
+
+def test_the_sweep_is_submitted_as_one_cluster_in_one_call(student, fake_bridge):
+    sweep = sweeps.sweep_submit_to_pool(submit_sweep(student).pk)
+    runs = list(sweep.runs.order_by("sweep_index"))
+    assert fake_bridge.submit_calls == 1
+    assert {run.cluster_id for run in runs} == {sweep.cluster_id}
+    assert [run.proc_id for run in runs] == list(range(6))
+    assert {run.state for run in runs} == {JobState.IDLE}
+    assert all(run.events.filter(kind="submitted").count() == 1 for run in runs)
+    description = fake_bridge.submitted[str(runs[2].public_id)]
+    assert description["arguments"] == "\"'train.py' '--lr' '0.01' '--batch=32'\""
+
+
+def test_a_retried_sweep_submission_adopts_its_cluster(student, fake_bridge):
+    sweep = submit_sweep(student)
+    sweeps.sweep_submit_to_pool(sweep.pk)
+    Sweep.objects.filter(pk=sweep.pk).update(cluster_id=None)
+    Job.objects.filter(sweep=sweep).update(cluster_id=None, state=JobState.QUEUED)
+    sweep = sweeps.sweep_submit_to_pool(sweep.pk)
+    assert fake_bridge.submit_calls == 1
+    assert sweep.cluster_id == 1
+    assert "found already submitted" in sweep.runs.first().events.last().detail
+
+
+def test_a_scheduler_that_is_down_leaves_the_runs_waiting_and_the_task_retries(
+    student, fake_bridge
+):
+    sweep = submit_sweep(student)
+    fake_bridge.down = True
+    with pytest.raises(BridgeError):
+        sweeps.sweep_submit_to_pool(sweep.pk)
+    assert set(sweep.runs.values_list("state", flat=True)) == {JobState.QUEUED}
+    assert "keeps trying" in sweep.runs.first().status_detail
+    fake_bridge.down = False
+    assert sweeps.sweep_submit_to_pool(sweep.pk).cluster_id is not None
+
+
+def test_a_placeholder_that_names_no_parameter_is_refused_and_nothing_is_kept(
+    student, fake_bridge, settings
+):
+    with pytest.raises(services.JobSubmissionError, match=r"\{epochs\} names no parameter"):
+        submit_sweep(student, arguments=["--epochs", "{epochs}"])
+    assert not Sweep.objects.exists() and not Job.objects.exists()
+    assert not any(settings.JOBS_DIR.glob("*-*"))
+
+
+def test_a_sweep_over_the_run_limit_is_refused(student, fake_bridge, settings):
+    settings.MAX_SWEEP_RUNS = 5
+    with pytest.raises(services.JobSubmissionError, match="6 runs; at most 5"):
+        submit_sweep(student)
+
+
+def test_a_value_that_would_break_a_run_refuses_the_whole_sweep(student, fake_bridge):
+    with pytest.raises(services.JobSubmissionError) as refused:
+        submit_sweep(student, parameters={"rows": [{"lr": "0.1"}, {"lr": "a\u0000b"}]},
+                     arguments=["--lr", "{lr}"])  # fmt: skip
+    assert refused.value.field == "arguments"
+    assert not Job.objects.exists()
+
+
+def test_the_quota_counts_every_run_of_the_sweep_before_any_is_accepted(student, fake_bridge):
+    lab = LabFactory(name="Vision", max_queued_jobs=5, max_concurrent_gpus=4)
+    MembershipFactory(lab=lab, user=student)
+    with pytest.raises(services.QuotaRefusal, match="this sweep of 6 runs would add 6"):
+        submit_sweep(student, gpus=0)
+    with pytest.raises(services.QuotaRefusal, match="this sweep of 4 runs asks for 8 more"):
+        submit_sweep(student, parameters={"grid": {"lr": [1, 2], "batch": [1, 2]}}, gpus=2)
+    assert not Job.objects.exists()
+
+
+def test_random_sweeps_are_reproducible_from_their_seed(student, fake_bridge):
+    plan = {"random": {"lr": {"kind": "log_uniform", "low": 1e-4, "high": 1e-1}},
+            "count": 4, "seed": 42}  # fmt: skip
+    first = submit_sweep(student, parameters=plan, arguments=["--lr", "{lr}"])
+    second = submit_sweep(student, parameters=plan, arguments=["--lr", "{lr}"])
+    values = [list(s.runs.order_by("sweep_index").values_list("parameters", flat=True))
+              for s in (first, second)]  # fmt: skip
+    assert values[0] == values[1]
+    assert len({run["lr"] for run in values[0]}) == 4
+
+
+def test_lost_sweep_submissions_are_sent_again_by_the_reconciler(
+    student, fake_bridge, settings, monkeypatch
+):
+    sent = []
+    monkeypatch.setattr("jobs.tasks.submit_sweep.delay", sent.append)
+    monkeypatch.setattr("jobs.tasks.submit_job.delay", lambda pk: pytest.fail("sent singly"))
+    sweep = submit_sweep(student)
+    settings.RESUBMIT_AFTER_S = 0
+    Sweep.objects.filter(pk=sweep.pk).update(submit_requested_at=None)
+    services.jobs_sync()
+    assert sent[-1] == sweep.pk
