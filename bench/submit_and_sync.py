@@ -9,6 +9,7 @@ are a measurement, not a test: compare them with the raw-htcondor2 floor of the 
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 import uuid
@@ -146,6 +147,23 @@ def main() -> None:
         figures.append((f"{BATCH:,} API POSTs answered", f"{posted:.2f} s"))
         figures.append((f"{BATCH:,} jobs, API POST -> ClusterId (portal)", f"{portal_batch:.2f} s"))
 
+        # 2b. The same batch as one sweep: one API POST with 1,000 parameter sets, until all
+        # 1,000 runs have a ClusterId.
+        already = Job.objects.count()
+        started = time.perf_counter()
+        response = api.post("/api/v1/sweeps/", {
+            "name": "batch sweep", "memory_gb": 0.25, "arguments": ["--index", "{i}"],
+            "script": SimpleUploadedFile("train.py", SLEEPER.encode()),
+            "parameters": json.dumps({"grid": {"i": list(range(BATCH))}}),
+        }, format="multipart")  # fmt: skip
+        assert response.status_code == 201, response.content[:500]
+        sweep_posted = time.perf_counter() - started
+        wait_until_assigned(already + BATCH, timeout=900)
+        portal_sweep = time.perf_counter() - started
+        figures.append((f"{BATCH:,}-run sweep, API POST answered", f"{sweep_posted:.2f} s"))
+        figures.append((f"{BATCH:,}-run sweep, API POST -> all ClusterIds",
+                        f"{portal_sweep:.2f} s"))  # fmt: skip
+
         # 3. The floors: the same 1,000 as raw submits of one job each, and as one raw
         # submit of one cluster with itemdata (what a batch can cost at best).
         directory = Job.objects.first().directory
@@ -165,6 +183,8 @@ def main() -> None:
         figures.append(("batch ratio portal / raw one by one", f"{portal_batch / raw_each:.1f} x"))
         figures.append(("batch ratio portal / raw one cluster",
                         f"{portal_batch / raw_cluster:.1f} x"))  # fmt: skip
+        figures.append(("sweep ratio portal / raw one cluster",
+                        f"{portal_sweep / raw_cluster:.1f} x"))  # fmt: skip
     finally:
         try:
             remove_instance_jobs()

@@ -7,6 +7,15 @@ from jobs.services import JobSpec
 from labs.models import Lab
 
 
+def _number_or_text(value: str) -> int | float | str:
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            continue
+    return value
+
+
 class JobSubmitForm(forms.Form):
     name = forms.CharField(
         label="Job name", max_length=200,
@@ -41,6 +50,14 @@ class JobSubmitForm(forms.Form):
         help_text="One argument per line, passed to your script exactly as written, "
         "e.g. --epochs=10.",
     )
+    sweep_grid = forms.CharField(
+        label="Parameter sweep (optional)", required=False, max_length=20000,
+        widget=forms.Textarea(attrs={"rows": 3,
+                                     "placeholder": "lr = 0.1, 0.01, 0.001\nbatch = 32, 64"}),
+        help_text="One parameter per line: name = value, value, …. Every combination runs as "
+        "its own job, all submitted together as a sweep; write {name} in the arguments or "
+        "environment values where the value goes, e.g. --lr={lr}.",
+    )  # fmt: skip
     environment_preset = forms.ModelChoiceField(
         label="Software environment", queryset=EnvironmentPreset.objects.none(),
         required=False, empty_label=None,
@@ -131,6 +148,23 @@ class JobSubmitForm(forms.Form):
                 raise forms.ValidationError(f"{key} is set twice; keep one row.")
             environment[key] = value
         return environment
+
+    def clean_sweep_grid(self) -> dict[str, list] | None:
+        """`lr = 0.1, 0.01` lines -> {"lr": [0.1, 0.01]}; numbers become numbers."""
+        text = (self.cleaned_data.get("sweep_grid") or "").replace("\r\n", "\n")
+        grid: dict[str, list] = {}
+        for number, line in enumerate(text.split("\n"), start=1):
+            if not line.strip():
+                continue
+            name, sep, values = line.partition("=")
+            name = name.strip()
+            if not sep or not name:
+                raise forms.ValidationError(f"Line {number}: write name = value, value, ….")
+            if name in grid:
+                raise forms.ValidationError(f"{name} is given twice; keep one line.")
+            grid[name] = [_number_or_text(value.strip()) for value in values.split(",")
+                          if value.strip()]  # fmt: skip
+        return grid or None
 
     def clean_keep_outputs(self) -> list[str]:
         text = self.cleaned_data.get("keep_outputs") or "outputs"

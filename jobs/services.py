@@ -186,13 +186,22 @@ def _request_fields(
     }
 
 
-def _install_helper(directory: Path) -> None:
-    """The outputs folder and the job helper, in a job's folder that the pool may write."""
+def _install_helper(directory: Path, *, link_from: Path | None = None) -> None:
+    """The outputs folder and the job helper, in a job's folder that the pool may write.
+
+    `link_from`, another job's folder with the helper installed, has its helper files
+    hard-linked instead of copied (a sweep's runs): they are the portal's, read-only.
+    """
     (directory / OUTPUTS).mkdir(exist_ok=True)
     helper = directory / HELPER_DIR
     helper.mkdir()
-    shutil.copyfile(HELPER_MODULE, helper / "nightshift.py")
-    shutil.copyfile(LAUNCHER_MODULE, helper / "launch.py")
+    for module, name in ((HELPER_MODULE, "nightshift.py"), (LAUNCHER_MODULE, "launch.py")):
+        try:
+            if link_from is None:
+                raise OSError("nothing to link from")
+            (helper / name).hardlink_to(link_from / HELPER_DIR / name)
+        except OSError:
+            shutil.copyfile(module, helper / name)
     for path in (directory, directory / OUTPUTS, helper):
         _give_to_pool(path)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,17 +131,28 @@ def _check_sweep_quota(user, lab, spec: JobSpec, runs: int) -> int | None:
         raise QuotaRefusal(exc.field or "quota", exc.message) from None
 
 
-def _copy_inputs(source: Path, target: Path) -> None:
+def _staged_tree(folder: Path) -> tuple[list[Path], list[Path]]:
+    """The folders and files staged in the first run's folder, relative to it."""
+    folders, files = [], []
+    for root, dirnames, filenames in os.walk(folder):
+        base = Path(root).relative_to(folder)
+        folders += [base / name for name in dirnames]
+        files += [base / name for name in filenames]
+    return folders, files
+
+
+def _copy_inputs(source: Path, target: Path, tree: tuple[list[Path], list[Path]]) -> None:
     """A run's folder from the first run's staged files. The kept project archive is
     linked, not copied: it is the portal's, read-only to jobs, and can be large."""
-
-    def link_or_copy(src: str, dst: str) -> None:
-        if Path(src).parent.name == SOURCE_DIR:
-            Path(dst).hardlink_to(src)
+    folders, files = tree
+    target.mkdir()
+    for folder in folders:
+        (target / folder).mkdir()
+    for file in files:
+        if file.parent.name == SOURCE_DIR:
+            (target / file).hardlink_to(source / file)
         else:
-            shutil.copy2(src, dst)
-
-    shutil.copytree(source, target, copy_function=link_or_copy)
+            shutil.copyfile(source / file, target / file)
 
 
 def sweep_submit(
@@ -191,10 +203,11 @@ def sweep_submit(
         made.append(first)
         staged = _stage_files(first, spec=run_specs[0], script=script, copy_from=copy_from,
                               requirements=requirements)  # fmt: skip
+        tree = _staged_tree(first)
         for job, run in zip(jobs, run_specs, strict=True):
             job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
             if job.directory != first:
-                _copy_inputs(first, job.directory)
+                _copy_inputs(first, job.directory, tree)
                 made.append(job.directory)
             entry_arguments = staged.entry_arguments
             if run.entry_command:
@@ -217,8 +230,9 @@ def sweep_submit(
                 _job_request(job)
             except InvalidJobRequest as exc:
                 raise JobSubmissionError(exc.field, exc.message) from exc
-        for job in jobs:
-            _install_helper(job.directory)
+        _install_helper(first)
+        for job in jobs[1:]:
+            _install_helper(job.directory, link_from=first)
         with transaction.atomic():
             # Checked again with the quota locked: a racing submission may have used it.
             lock_quota(user, lab)

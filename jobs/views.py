@@ -25,7 +25,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from . import readouts, selectors, services
+from . import readouts, selectors, services, sweeps
 from .bridge import get_bridge
 from .filters import JobListFilter
 from .forms import JobSubmitForm
@@ -67,6 +67,7 @@ FORM_FIELD_FOR = {
     "memory_mb": "memory_gb",
     "max_runtime_s": "max_runtime_minutes",
     "output_paths": "keep_outputs",
+    "parameters": "sweep_grid",
 }
 
 
@@ -126,16 +127,28 @@ def job_new(request: HttpRequest) -> HttpResponse:
                 copy_from = None
                 if not upload and data["source_job"]:
                     copy_from = own_job_or_403(request.user, data["source_job"])
-                job = services.job_submit(
-                    user=request.user, spec=form.to_spec(), script=upload, copy_from=copy_from,
-                    requirements=requirements,
-                )  # fmt: skip
+                if data.get("sweep_grid"):
+                    sweep = sweeps.sweep_submit(
+                        user=request.user, spec=form.to_spec(), script=upload,
+                        copy_from=copy_from, requirements=requirements,
+                        plan=sweeps.SweepPlan.from_json({"grid": data["sweep_grid"]}),
+                    )  # fmt: skip
+                else:
+                    job = services.job_submit(
+                        user=request.user, spec=form.to_spec(), script=upload,
+                        copy_from=copy_from, requirements=requirements,
+                    )  # fmt: skip
             except services.JobSubmissionError as exc:
                 field = FORM_FIELD_FOR.get(exc.field, exc.field)
                 form.add_error(field if field in form.fields else None, exc.message)
             else:
                 for token_field in KEPT_UPLOADS.values():
                     services.upload_discard(user=request.user, token=data.get(token_field, ""))
+                if data.get("sweep_grid"):
+                    runs = sweep.runs.count()
+                    messages.success(request, f"“{sweep.name}”: {runs} runs are on their way "
+                                     "to the pool.")  # fmt: skip
+                    return redirect("jobs:sweep", public_id=sweep.public_id)
                 messages.success(request, f"“{job.name}” is on its way to the pool.")
                 return redirect("jobs:detail", public_id=job.public_id)
     finally:

@@ -137,3 +137,46 @@ def test_the_web_form_refuses_nul_bytes_and_keeps_nothing(
     assert b'role="alert"' in response.content
     assert Job.objects.count() == 0
     assert fake_bridge.active_jobs() == []
+
+
+# -- sweeps: the same values as parameters, through itemdata ------------------------------
+
+SWEEP_VALUES = ["$(HOME)", "$ENV(PATH)", "$$(OpSys)", "a$$b", '+Owner = "root"',
+                "queue 1000", "it's \"quoted\"", "'unbalanced", "\u202eright-to-left\u202c",
+                "{braces}"]  # fmt: skip
+
+
+@pytest.mark.condor
+@pytest.mark.timeout(300)
+def test_hostile_parameter_values_reach_every_run_of_a_sweep_literally(api, live_pipeline):
+    response = api.post(reverse("api:sweep-list"), {
+        "name": "evil sweep", "script": script_upload(ECHO), "memory_gb": 0.25,
+        "arguments": ["--value", "{value}", "{{value}}"], "environment": ["EVIL=<{value}>"],
+        "parameters": json.dumps({"rows": [{"value": v} for v in SWEEP_VALUES]}),
+    }, format="multipart")  # fmt: skip
+    assert response.status_code == 201, response.content
+    runs = list(Job.objects.filter(sweep__public_id=response.json()["id"]).order_by("sweep_index"))
+    for run in runs:
+        wait_for_state(run, {JobState.COMPLETED, JobState.FAILED}, timeout=240)
+        assert run.state == JobState.COMPLETED, list(run.events.values_list("kind", "detail"))
+    for run, value in zip(runs, SWEEP_VALUES, strict=True):
+        seen = json.loads((run.directory / "stdout.txt").read_text())
+        assert seen["argv"] == ["--value", value, "{value}"]
+        assert seen["env"]["EVIL"] == f"<{value}>"
+        ad = job_ad(run)
+        assert ad["TotalSubmitProcs"] == len(SWEEP_VALUES)
+        assert ad["Owner"] != "root"
+    assert len({run.cluster_id for run in runs}) == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("value", ["two\nlines", "nul\x00byte", "unit\x1fseparator", "x" * 201])
+def test_parameter_values_that_cannot_pass_safely_refuse_the_sweep(fake_bridge, student, value):
+    response = client_with_token(student).post(reverse("api:sweep-list"), {
+        "name": "sweep", "script": script_upload(ECHO), "arguments": ["{value}"],
+        "parameters": json.dumps({"rows": [{"value": "fine"}, {"value": value}]}),
+    }, format="multipart")  # fmt: skip
+    assert response.status_code == 400, response.content
+    assert set(response.json()["error"]["fields"]) & {"arguments", "parameters"}
+    assert Job.objects.count() == 0
+    assert fake_bridge.active_jobs() == []

@@ -1,0 +1,65 @@
+"""A sweep from the job form, and the sweep's page."""
+
+import pytest
+from django.urls import reverse
+
+from jobs import sweeps
+from jobs.models import Job, Sweep
+from tests.conftest import script_upload
+
+pytestmark = pytest.mark.django_db
+
+
+def post_form(client, **fields):
+    data = {"name": "lr sweep", "gpus": 0, "cpus": 1, "memory_gb": 0.25,
+            "arguments": "--lr={lr}\n--batch\n{batch}", "script": script_upload(),
+            "sweep_grid": "lr = 0.1, 0.01, 0.001\r\nbatch = 32, 64\r\n"} | fields  # fmt: skip
+    return client.post(reverse("jobs:new"), data)
+
+
+def test_a_grid_on_the_job_form_submits_a_sweep_and_shows_its_page(student_client, fake_bridge):
+    response = post_form(student_client)
+    sweep = Sweep.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("jobs:sweep", args=[sweep.public_id])
+    runs = list(sweep.runs.order_by("sweep_index"))
+    assert len(runs) == 6
+    assert runs[1].request["arguments"] == ["--lr=0.1", "--batch", "64"]
+    assert runs[1].parameters == {"lr": 0.1, "batch": 64}
+
+    page = student_client.get(response["Location"]).content.decode()
+    assert "6 runs" in page
+    assert "<th>lr</th><th>batch</th>" in page
+    assert page.count('data-job="') == 6
+    assert "Waiting for the scheduler" in page
+
+
+def test_a_bad_grid_line_is_explained_on_the_form_and_nothing_is_kept(student_client, fake_bridge):
+    response = post_form(student_client, sweep_grid="lr 0.1, 0.2")
+    assert response.status_code == 400
+    assert "Line 1: write name = value, value" in response.content.decode()
+    assert not Job.objects.exists()
+
+
+def test_a_placeholder_without_a_parameter_is_explained_on_the_form(student_client, fake_bridge):
+    response = post_form(student_client, sweep_grid="lr = 1, 2")
+    assert response.status_code == 400
+    assert "{batch} names no parameter of this sweep" in response.content.decode()
+    assert not Sweep.objects.exists()
+
+
+def test_a_run_page_links_back_to_its_sweep(student_client, fake_bridge):
+    post_form(student_client)
+    run = Job.objects.get(sweep_index=2)
+    page = student_client.get(reverse("jobs:detail", args=[run.public_id])).content.decode()
+    assert reverse("jobs:sweep", args=[run.sweep.public_id]) in page
+    assert "run 2: lr = 0.01, batch = 32" in page
+
+
+def test_another_students_sweep_page_is_a_404(client, other_student, student, fake_bridge):
+    sweep = sweeps.sweep_submit(
+        user=student, spec=sweeps.JobSpec(name="mine", arguments=["{x}"]),
+        plan=sweeps.SweepPlan.from_json({"grid": {"x": [1]}}), script=script_upload(),
+    )  # fmt: skip
+    client.force_login(other_student)
+    assert client.get(reverse("jobs:sweep", args=[sweep.public_id])).status_code == 404
