@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import getpass
 import json
 import re
@@ -193,58 +194,87 @@ def whoami(obj: Context, as_json: bool) -> None:
 # -- submitting ----------------------------------------------------------------------------
 
 
+def job_options(command):
+    """The options that describe what to run and on what: `submit` and `sweep` share them."""
+    for option in reversed(
+        [
+            click.option(
+                "--name", help="A name you will recognise (default: the file or folder name)."
+            ),
+            click.option(
+                "--gpus", type=int, default=1, show_default=True, help="GPUs; 0 for CPUs only."
+            ),
+            click.option(
+                "--gpu-memory", type=float, metavar="GB", help="Minimum memory of each GPU."
+            ),
+            click.option(
+                "--gpu-capability", type=float, metavar="X.Y", help="Minimum compute capability."
+            ),
+            click.option("--cpus", type=int, default=1, show_default=True),
+            click.option(
+                "--memory",
+                type=float,
+                default=2.0,
+                show_default=True,
+                metavar="GB",
+                help="Main memory.",
+            ),
+            click.option(
+                "--max-runtime",
+                type=int,
+                metavar="MINUTES",
+                help="Hold the job if it runs longer than this.",
+            ),
+            click.option(
+                "--arg",
+                "arguments",
+                multiple=True,
+                metavar="ARG",
+                help="An argument for the script; repeat for more, e.g. --arg --epochs=5.",
+            ),
+            click.option(
+                "--env",
+                "environment",
+                multiple=True,
+                metavar="KEY=VALUE",
+                help="An environment variable; repeat for more.",
+            ),
+            click.option(
+                "--entry",
+                "entry_command",
+                metavar="COMMAND",
+                help="For a project: how to start it (default: python train.py).",
+            ),
+            click.option(
+                "--requirements",
+                type=click.Path(exists=True, dir_okay=False, path_type=Path),
+                help="For a single script: a requirements.txt to install first.",
+            ),
+            click.option(
+                "--keep",
+                "keep_outputs",
+                multiple=True,
+                metavar="PATH",
+                help="A file or folder to keep as output (default: outputs).",
+            ),
+            click.option(
+                "--environment",
+                "environment_preset",
+                metavar="NAME",
+                help="A software environment from `nightshift pool`.",
+            ),
+            click.option(
+                "--lab", help="The lab to charge, when you are in several (see `whoami`)."
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
 @cli.command(epilog=EPILOG)
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
-@click.option("--name", help="A name you will recognise (default: the file or folder name).")
-@click.option("--gpus", type=int, default=1, show_default=True, help="GPUs; 0 for CPUs only.")
-@click.option("--gpu-memory", type=float, metavar="GB", help="Minimum memory of each GPU.")
-@click.option("--gpu-capability", type=float, metavar="X.Y", help="Minimum compute capability.")
-@click.option("--cpus", type=int, default=1, show_default=True)
-@click.option(
-    "--memory", type=float, default=2.0, show_default=True, metavar="GB", help="Main memory."
-)
-@click.option(
-    "--max-runtime", type=int, metavar="MINUTES", help="Hold the job if it runs longer than this."
-)
-@click.option(
-    "--arg",
-    "arguments",
-    multiple=True,
-    metavar="ARG",
-    help="An argument for the script; repeat for more, e.g. --arg --epochs=5.",
-)
-@click.option(
-    "--env",
-    "environment",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="An environment variable; repeat for more.",
-)
-@click.option(
-    "--entry",
-    "entry_command",
-    metavar="COMMAND",
-    help="For a project: how to start it (default: python train.py).",
-)
-@click.option(
-    "--requirements",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="For a single script: a requirements.txt to install first.",
-)
-@click.option(
-    "--keep",
-    "keep_outputs",
-    multiple=True,
-    metavar="PATH",
-    help="A file or folder to keep as output (default: outputs).",
-)
-@click.option(
-    "--environment",
-    "environment_preset",
-    metavar="NAME",
-    help="A software environment from `nightshift pool`.",
-)
-@click.option("--lab", help="The lab to charge, when you are in several (see `whoami`).")
+@job_options
 @click.option("--notify", is_flag=True, help="Email me when it ends or is held.")
 @click.option("--wait", is_flag=True, help="Wait until the job ends; exit with its status.")
 @click.option("--follow", is_flag=True, help="Stream its output until it ends (implies --wait).")
@@ -258,7 +288,25 @@ def submit(obj: Context, path: Path, name: str | None, wait: bool, follow: bool,
     nightshift submit train.py --gpus 1 --gpu-memory 10 --arg --epochs=5
     nightshift submit ./my-project --entry "python train.py --epochs 5" --follow
     """
-    data = _request_fields(fields)
+    job = _upload(obj, "/jobs/", path, name, requirements, _request_fields(fields))
+    if as_json and not (wait or follow):
+        _print_json(job)
+        return
+    err.print(f"Submitted “{job['name']}” as {job['id']}  ({job['links']['web']})")
+    if follow:
+        job = _follow_log(obj.client, job, "stdout")
+    elif wait:
+        job = _wait(obj.client, job)
+    else:
+        return
+    if as_json:
+        _print_json(job)
+    sys.exit(_exit_status(job))
+
+
+def _upload(obj: Context, endpoint: str, path: Path, name: str | None,
+            requirements: Path | None, data: dict[str, Any]) -> Any:  # fmt: skip
+    """POST a script, archive or folder (archived on the way) with the request's fields."""
     data["name"] = name or path.resolve().name
     with ExitStack() as stack:
         upload = path
@@ -273,20 +321,134 @@ def submit(obj: Context, path: Path, name: str | None, wait: bool, follow: bool,
                 requirements.name,
                 stack.enter_context(requirements.open("rb")),
             )
-        job = obj.client.upload("/jobs/", data, files)
-    if as_json and not (wait or follow):
-        _print_json(job)
-        return
-    err.print(f"Submitted “{job['name']}” as {job['id']}  ({job['links']['web']})")
-    if follow:
-        job = _follow_log(obj.client, job, "stdout")
-    elif wait:
-        job = _wait(obj.client, job)
-    else:
-        return
+        return obj.client.upload(endpoint, data, files)
+
+
+@cli.command(epilog=EPILOG)
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@job_options
+@click.option(
+    "--grid",
+    multiple=True,
+    metavar="NAME=V1,V2,...",
+    help="A parameter and its values; every combination runs. Repeat for more.",
+)
+@click.option(
+    "--rows",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A CSV file: parameter names in its header, then one run per row.",
+)
+@click.option("--random", "random_", multiple=True, metavar="NAME=KIND:LOW:HIGH",
+              help="A parameter drawn at random: uniform, log_uniform or int_uniform with "
+              "its range, or NAME=choice:a|b|c. Repeat for more; with --count.")  # fmt: skip
+@click.option("--count", type=int, help="How many random samples to run.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the samples.")
+@click.option("--json", "as_json", is_flag=True, help="Print the sweep as JSON.")
+@pass_context
+def sweep(obj: Context, path: Path, name: str | None, requirements: Path | None,
+          grid: tuple[str, ...], rows: Path | None, random_: tuple[str, ...], count: int | None,
+          seed: int, as_json: bool, **fields: Any) -> None:  # fmt: skip
+    """Submit many runs of one script, one per parameter set, as one sweep.
+
+    Write {name} in --arg, --env or --entry where a parameter's value goes.
+
+    \b
+    nightshift sweep train.py --arg=--lr={lr} --grid lr=0.1,0.01,0.001 --grid batch=32,64
+    nightshift sweep train.py --arg=--lr={lr} --random lr=log_uniform:1e-5:0.1 --count 20
+    nightshift sweep ./project --entry "python eval.py {system} {data}" --rows matrix.csv
+    """
+    parameters = _sweep_parameters(grid, rows, random_, count, seed)
+    data = _request_fields(fields) | {"parameters": json.dumps(parameters)}
+    created = _upload(obj, "/sweeps/", path, name, requirements, data)
     if as_json:
-        _print_json(job)
-    sys.exit(_exit_status(job))
+        _print_json(created)
+        return
+    err.print(f"Submitted sweep “{created['name']}” with {created['run_count']} runs as "
+              f"{created['id']}  ({created['links']['web']})")  # fmt: skip
+
+
+def _value(text: str) -> int | float | str:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text
+
+
+def _sweep_parameters(grid: tuple[str, ...], rows: Path | None, random_: tuple[str, ...],
+                      count: int | None, seed: int) -> dict[str, Any]:  # fmt: skip
+    given = [kind for kind, value in (("--grid", grid), ("--rows", rows), ("--random", random_))
+             if value]  # fmt: skip
+    if len(given) != 1:
+        raise click.UsageError("Give the runs with one of --grid, --rows or --random.")
+    if grid:
+        values = {}
+        for item in grid:
+            key, sep, listed = item.partition("=")
+            if not sep or not key:
+                raise click.UsageError(f"--grid {item!r}: write NAME=V1,V2,...")
+            values[key] = [_value(v.strip()) for v in listed.split(",") if v.strip()]
+        return {"grid": values}
+    if rows:
+        with rows.open(newline="") as source:
+            table = list(csv.DictReader(source))
+        return {"rows": [{k: _value(v) for k, v in row.items()} for row in table]}
+    distributions = {}
+    for item in random_:
+        key, sep, spec = item.partition("=")
+        kind, _, bounds = spec.partition(":")
+        if not sep or not key or not bounds:
+            raise click.UsageError(f"--random {item!r}: write NAME=KIND:LOW:HIGH or "
+                                   "NAME=choice:a|b|c.")  # fmt: skip
+        if kind == "choice":
+            distributions[key] = {"kind": "choice",
+                                  "choices": [_value(c) for c in bounds.split("|")]}  # fmt: skip
+            continue
+        low, _, high = bounds.partition(":")
+        try:
+            distributions[key] = {"kind": kind, "low": float(low), "high": float(high)}
+        except ValueError:
+            raise click.UsageError(f"--random {item!r}: LOW and HIGH are numbers.") from None
+    if count is None:
+        raise click.UsageError("--random needs --count, the number of runs.")
+    return {"random": distributions, "count": count, "seed": seed}
+
+
+@cli.command()
+@click.argument("sweep_id", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
+@pass_context
+def sweeps(obj: Context, sweep_id: str | None, as_json: bool) -> None:
+    """Your sweeps, or one sweep's runs with their parameters and states."""
+    if sweep_id is None:
+        listed = obj.client.get("/sweeps/")["results"]
+        if as_json:
+            _print_json(listed)
+            return
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        for column in ("ID", "NAME", "KIND", "RUNS", "CLUSTER"):
+            table.add_column(column)
+        for item in listed:
+            table.add_row(item["id"][:8], item["name"], item["kind"], str(item["run_count"]),
+                          str(item["cluster_id"] or "-"))  # fmt: skip
+        out.print(table)
+        return
+    found = obj.client.get(f"/sweeps/{sweep_id}/")
+    if as_json:
+        _print_json(found)
+        return
+    names = list(found["runs"][0]["parameters"]) if found["runs"] else []
+    states = ", ".join(f"{n} {state}" for state, n in sorted(found["states"].items()))
+    out.print(f"{found['name']}: {found['run_count']} runs ({states})")
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("#", *names, "STATE", "WORKSTATION", "EXIT"):
+        table.add_column(column)
+    for run in found["runs"]:
+        exit_code = "" if run["exit_code"] is None else str(run["exit_code"])
+        table.add_row(str(run["index"]), *(str(run["parameters"].get(n, "")) for n in names),
+                      run["state"], run["workstation"] or "-", exit_code)  # fmt: skip
+    out.print(table)
 
 
 def _request_fields(fields: dict[str, Any]) -> dict[str, Any]:

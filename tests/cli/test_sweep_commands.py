@@ -1,0 +1,60 @@
+"""`nightshift sweep` and `nightshift sweeps`, run as a user runs them, against a live server."""
+
+import json
+
+import pytest
+
+from jobs.models import Job, Sweep
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _fake_pool(fake_bridge):
+    return fake_bridge
+
+
+def test_a_grid_sweep_is_submitted_and_its_runs_listed(nightshift, logged_in, tmp_path):
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    done = nightshift("sweep", "train.py", "--gpus", "0", "--arg=--lr={lr}", "--arg={batch}",
+                      "--grid", "lr=0.1,0.01", "--grid", "batch=32,64",
+                      "--name", "lr sweep")  # fmt: skip
+    assert done.status == 0, done.stderr
+    sweep = Sweep.objects.get()
+    assert "Submitted sweep “lr sweep” with 4 runs" in done.stderr
+    assert sorted(tuple(r) for r in Job.objects.values_list("request__arguments", flat=True)) == [
+        ("--lr=0.01", "32"), ("--lr=0.01", "64"), ("--lr=0.1", "32"), ("--lr=0.1", "64"),
+    ]  # fmt: skip
+    listing = nightshift("sweeps")
+    assert str(sweep.public_id)[:8] in listing.stdout and "lr sweep" in listing.stdout
+    shown = nightshift("sweeps", str(sweep.public_id))
+    # Submitted to the (fake) pool as one cluster by the time it is shown.
+    assert "lr sweep: 4 runs (4 idle)" in shown.stdout
+    assert "0.01" in shown.stdout
+    as_json = json.loads(nightshift("sweeps", str(sweep.public_id), "--json").stdout)
+    assert [run["parameters"] for run in as_json["runs"]][0] == {"lr": 0.1, "batch": 32}
+
+
+def test_rows_come_from_a_csv_and_random_samples_from_ranges(nightshift, logged_in, tmp_path):
+    (tmp_path / "eval.py").write_text("print('hi')\n")
+    (tmp_path / "matrix.csv").write_text("system,data\nbert,squad\nt5,glue\n")
+    rows = nightshift("sweep", "eval.py", "--gpus", "0", "--arg={system}", "--arg={data}",
+                      "--rows", "matrix.csv")  # fmt: skip
+    assert rows.status == 0, rows.stderr
+    drawn = nightshift("sweep", "eval.py", "--gpus", "0", "--arg={lr}", "--arg={opt}",
+                       "--random", "lr=log_uniform:1e-5:0.1", "--random", "opt=choice:adam|sgd",
+                       "--count", "5", "--seed", "3", "--json")  # fmt: skip
+    assert drawn.status == 0, drawn.stderr
+    assert json.loads(drawn.stdout)["run_count"] == 5
+    assert Job.objects.filter(parameters__system="t5", parameters__data="glue").exists()
+
+
+def test_mistakes_are_explained_without_a_traceback(nightshift, logged_in, tmp_path):
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    none = nightshift("sweep", "train.py", "--arg={lr}")
+    assert none.status != 0 and "one of --grid, --rows or --random" in none.stderr
+    unknown = nightshift("sweep", "train.py", "--gpus", "0", "--arg={epochs}", "--grid", "lr=1")
+    assert unknown.status != 0
+    assert "{epochs} names no parameter" in unknown.stderr
+    assert "Traceback" not in unknown.stderr + none.stderr
+    assert not Job.objects.exists()
