@@ -267,6 +267,16 @@ class FakeBridge:
         elif action == "vacate" and job.state is JobState.RUNNING:
             self.set_state(job.job_id, JobState.IDLE)
 
+    def remove_sweep(self, sweep_id: str, reason: str) -> None:
+        self._check_up("remove")
+        if not JOB_ID_PATTERN.fullmatch(sweep_id):
+            raise ValueError(f"not a Nightshift sweep id: {sweep_id!r}")
+        for job_id, sweep in list(self._sweeps.items()):
+            job = self._jobs[job_id]
+            if sweep == sweep_id and job.in_queue:
+                self.actions.append(("remove", job.cluster_id, job.proc_id, reason))
+                self.set_state(job_id, JobState.REMOVED, status_detail=reason)
+
     def retrieve(self, cluster_id: int, proc_id: int) -> None:
         self._check_up("retrieve")
         if self.mode is FileMode.SPOOL:

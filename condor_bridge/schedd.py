@@ -333,6 +333,20 @@ class HTCondorBridge:
         except (HTCondorException, OSError, RuntimeError) as exc:
             raise _bridge_error(action, exc) from exc
 
+    def remove_sweep(self, sweep_id: str, reason: str) -> None:
+        """Remove every run of a sweep still in the queue, in one call."""
+        if not JOB_ID_PATTERN.fullmatch(sweep_id):
+            raise ValueError(f"not a Nightshift sweep id: {sweep_id!r}")
+        constraint = (f"{INSTANCE_ATTR} == {classad_string(self.instance)} && "
+                      f"{SWEEP_ID_ATTR} == {classad_string(sweep_id)}")  # fmt: skip
+        try:
+            _again_if_session_stale(lambda: self._schedd().act(
+                htcondor2.JobAction.Remove, constraint, reason=(reason, 1)))  # fmt: skip
+        except BridgeError:
+            raise
+        except (HTCondorException, OSError, RuntimeError) as exc:
+            raise _bridge_error("remove", exc) from exc
+
     def retrieve(self, cluster_id: int, proc_id: int) -> None:
         """Bring a spooled job's outputs back into its job folder."""
         if self.mode is not FileMode.SPOOL:

@@ -49,3 +49,11 @@ def visible_sweep_or_404(user, public_id) -> Sweep:
         return selectors.sweep_get_visible(user, public_id)
     except (Sweep.DoesNotExist, ValidationError, ValueError):
         raise Http404("No such sweep.") from None
+
+
+def actionable_sweep_or_403(user, public_id) -> Sweep:
+    """A sweep the user may cancel: the owner's, or any for staff."""
+    sweep = visible_sweep_or_404(user, public_id)
+    if sweep.owner_id != user.pk and not user.is_staff:
+        raise PermissionDenied("Only the sweep's owner can do that; a lab lead can only read it.")
+    return sweep

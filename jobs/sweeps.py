@@ -32,6 +32,7 @@ from .parameters import ParameterError
 from .services import (
     SOURCE_DIR,
     AccountNotApproved,
+    JobActionError,
     JobSpec,
     JobSubmissionError,
     QuotaRefusal,
@@ -345,3 +346,45 @@ def _fail_runs(jobs: list[Job], detail: str, error: str, now) -> None:
     JobEvent.objects.bulk_create(
         [JobEvent(job=job, kind="rejected", state=job.state, detail=error) for job in jobs]
     )
+
+
+def sweep_cancel(*, sweep: Sweep, user) -> int:
+    """Cancel every run of a sweep that has not ended: those in HTCondor with one removal of
+    the sweep's cluster, those not yet there at once. Returns how many runs it cancelled."""
+    if sweep.owner_id != user.pk and not user.is_staff:
+        raise JobActionError("Only the sweep's owner can cancel it; a lab lead can only read it.")
+    with transaction.atomic():
+        sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
+        runs = list(sweep.runs.select_for_update().exclude(state__in=FINAL_STATES))
+        if not runs:
+            raise JobActionError("Every run of this sweep has already ended.")
+        submitted = [run for run in runs if run.is_submitted]
+        waiting = [run for run in runs if not run.is_submitted]
+        who = user.get_username()
+        # An earlier attempt may have reached the schedd without recording it: removing by
+        # the sweep's id also takes such a cluster away.
+        if submitted or sweep.submit_attempts:
+            try:
+                get_bridge().remove_sweep(
+                    str(sweep.public_id), reason=f"Cancelled by user {user.pk}"
+                )
+            except BridgeError as exc:
+                raise JobActionError(f"HTCondor could not remove the sweep: {exc}") from exc
+        now = timezone.now()
+        for run in submitted:
+            run.status_detail = "Cancelling…"
+        for run in waiting:
+            run.state, run.finished_at, run.outcome = JobState.REMOVED, now, JobOutcome.CANCELLED
+            run.status_detail = f"Cancelled by {who} before it reached HTCondor."
+        bulk_update_rows(Job, submitted, ["status_detail"])
+        bulk_update_rows(Job, waiting, ["state", "finished_at", "outcome", "status_detail"])
+        JobEvent.objects.bulk_create(
+            [JobEvent(job=run, kind="cancel requested", state=run.state, actor=user,
+                      detail=f"Cancelled with its sweep by {who}") for run in submitted]
+            + [JobEvent(job=run, kind="cancelled", state=run.state, actor=user,
+                        detail=run.status_detail) for run in waiting],
+            batch_size=1000,
+        )  # fmt: skip
+        audit_record(action="sweep.cancel", actor=user, target=sweep,
+                     detail=f"{len(runs)} runs ({len(submitted)} in HTCondor)")  # fmt: skip
+    return len(runs)

@@ -10,6 +10,7 @@ urlpatterns = [
     path("preview.txt", views.job_preview, name="preview"),
     path("<uuid:public_id>/", views.job_detail, name="detail"),
     path("sweeps/<uuid:public_id>/", views.sweep_detail, name="sweep"),
+    path("sweeps/<uuid:public_id>/cancel/", views.sweep_cancel, name="sweep_cancel"),
     path("<uuid:public_id>/status.json", views.job_status, name="status"),
     path("<uuid:public_id>/cancel/", views.job_cancel, name="cancel"),
     path("<uuid:public_id>/hold/", views.job_hold, name="hold"),

@@ -31,6 +31,7 @@ from .filters import JobListFilter
 from .forms import JobSubmitForm
 from .lookups import (
     actionable_job_or_403,
+    actionable_sweep_or_403,
     own_job_or_403,
     visible_job_or_404,
     visible_sweep_or_404,
@@ -464,6 +465,24 @@ def sweep_detail(request: HttpRequest, public_id) -> HttpResponse:
     counts = selectors.sweep_state_counts(sweep)
     state_counts = [(state, label, counts[state]) for state, label in JobState.choices
                     if counts.get(state)]  # fmt: skip
+    can_cancel = (sweep.owner_id == request.user.pk or request.user.is_staff) and any(
+        not run.is_final for run in runs
+    )
     return render(request, "jobs/sweep.html", {
         "sweep": sweep, "runs": runs, "parameter_names": names, "state_counts": state_counts,
+        "can_cancel": can_cancel,
     })  # fmt: skip
+
+
+@login_required
+@require_POST
+def sweep_cancel(request: HttpRequest, public_id) -> HttpResponse:
+    sweep = actionable_sweep_or_403(request.user, public_id)
+    try:
+        cancelled = sweeps.sweep_cancel(sweep=sweep, user=request.user)
+    except services.JobActionError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Cancelling {cancelled} run{'s' if cancelled != 1 else ''} "
+                         f"of “{sweep.name}”.")  # fmt: skip
+    return redirect("jobs:sweep", public_id=sweep.public_id)

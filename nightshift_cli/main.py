@@ -417,10 +417,16 @@ def _sweep_parameters(grid: tuple[str, ...], rows: Path | None, random_: tuple[s
 
 @cli.command()
 @click.argument("sweep_id", required=False)
+@click.option("--cancel", is_flag=True, help="Cancel every run of the sweep that has not ended.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
 @pass_context
-def sweeps(obj: Context, sweep_id: str | None, as_json: bool) -> None:
+def sweeps(obj: Context, sweep_id: str | None, cancel: bool, as_json: bool) -> None:
     """Your sweeps, or one sweep's runs with their parameters and states."""
+    if cancel and sweep_id is None:
+        raise click.UsageError("--cancel needs the sweep's ID.")
+    if cancel:
+        found = obj.client.post(f"/sweeps/{sweep_id}/cancel/")
+        err.print(f"Cancelling the runs of “{found['name']}” that had not ended.")
     if sweep_id is None:
         listed = obj.client.get("/sweeps/")["results"]
         if as_json:
@@ -434,7 +440,7 @@ def sweeps(obj: Context, sweep_id: str | None, as_json: bool) -> None:
                           str(item["cluster_id"] or "-"))  # fmt: skip
         out.print(table)
         return
-    found = obj.client.get(f"/sweeps/{sweep_id}/")
+    found = obj.client.get(f"/sweeps/{sweep_id}/") if not cancel else found
     if as_json:
         _print_json(found)
         return

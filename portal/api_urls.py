@@ -34,6 +34,9 @@ urlpatterns = [
     path("jobs/<uuid:public_id>/metrics/", jobs_api.JobMetricsView.as_view(), name="job-metrics"),
     path("sweeps/", jobs_api.SweepListView.as_view(), name="sweep-list"),
     path("sweeps/<uuid:public_id>/", jobs_api.SweepDetailView.as_view(), name="sweep-detail"),
+    path(
+        "sweeps/<uuid:public_id>/cancel/", jobs_api.SweepCancelView.as_view(), name="sweep-cancel"
+    ),
     path("match/", jobs_api.MatchView.as_view(), name="match"),
     path("pool/", jobs_api.PoolView.as_view(), name="pool"),
     path("me/", jobs_api.MeView.as_view(), name="me"),

@@ -22,6 +22,7 @@ from jobs import readouts, selectors, services, sweeps
 from jobs.filters import JobListFilter
 from jobs.lookups import (
     actionable_job_or_403,
+    actionable_sweep_or_403,
     own_job_or_403,
     visible_job_or_404,
     visible_sweep_or_404,
@@ -237,6 +238,23 @@ class SweepDetailView(APIView):
                    responses={200: SweepSerializer, **_errors(401, 404)})  # fmt: skip
     def get(self, request: Request, public_id) -> Response:
         return sweep_response(request, visible_sweep_or_404(request.user, public_id))
+
+
+class SweepCancelView(APIView):
+    @extend_schema(
+        summary="Cancel every run of a sweep that has not ended",
+        request=None,
+        responses={200: SweepSerializer, **_errors(401, 404),
+                   403: OpenApiResponse(ErrorSerializer, description="Not your sweep."),
+                   409: OpenApiResponse(ErrorSerializer, description="Nothing left to cancel.")},
+    )  # fmt: skip
+    def post(self, request: Request, public_id) -> Response:
+        sweep = actionable_sweep_or_403(request.user, public_id)
+        try:
+            sweeps.sweep_cancel(sweep=sweep, user=request.user)
+        except services.JobActionError as exc:
+            raise ApiError(str(exc), code="conflict", status_code=409) from None
+        return sweep_response(request, sweep)
 
 
 class JobDetailView(APIView):

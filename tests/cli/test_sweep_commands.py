@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from jobs import services
 from jobs.models import Job, Sweep
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -58,3 +59,16 @@ def test_mistakes_are_explained_without_a_traceback(nightshift, logged_in, tmp_p
     assert "{epochs} names no parameter" in unknown.stderr
     assert "Traceback" not in unknown.stderr + none.stderr
     assert not Job.objects.exists()
+
+
+def test_a_sweep_is_cancelled_from_the_command_line(nightshift, logged_in, tmp_path):
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    nightshift("sweep", "train.py", "--gpus", "0", "--arg={x}", "--grid", "x=1,2,3")
+    sweep = Sweep.objects.get()
+    done = nightshift("sweeps", str(sweep.public_id), "--cancel")
+    assert done.status == 0, done.stderr
+    assert "Cancelling the runs of" in done.stderr
+    assert "3 runs" in done.stdout
+    services.jobs_sync()  # the pool's removal reaches the portal
+    again = nightshift("sweeps", str(sweep.public_id), "--cancel")
+    assert again.status != 0 and "already ended" in again.stderr

@@ -254,3 +254,19 @@ def test_a_sweep_of_one_run_is_a_cluster_of_one(bridge):
 def test_a_hostile_sweep_id_is_refused_before_any_query(bridge):
     with pytest.raises(ValueError, match="sweep id"):
         bridge.find_sweep('x" || true || "', expected=1)
+
+
+def test_removing_a_sweep_removes_every_run_still_queued_and_nothing_else(bridge):
+    runs = sweep_runs(bridge, ["1", "2", "3"])
+    sweep_id = str(uuid.uuid4())
+    bridge.submit_cluster(runs, sweep_id=sweep_id)
+    [other] = sweep_runs(bridge, ["4"])
+    bridge.submit(other)
+    bridge.remove_sweep(sweep_id, reason="contract")
+    finished = wait_for(lambda: len(bridge.finished_jobs([r.job_id for r in runs])) == 3 and
+                        bridge.finished_jobs([r.job_id for r in runs]),
+                        timeout=60, what="the sweep's runs in history")  # fmt: skip
+    assert {job.state for job in finished} == {JobState.REMOVED}
+    assert [job.job_id for job in bridge.active_jobs()] == [other.job_id]
+    with pytest.raises(ValueError, match="sweep id"):
+        bridge.remove_sweep("x) || (true", reason="no")

@@ -133,3 +133,30 @@ def test_lost_sweep_submissions_are_sent_again_by_the_reconciler(
     Sweep.objects.filter(pk=sweep.pk).update(submit_requested_at=None)
     services.jobs_sync()
     assert sent[-1] == sweep.pk
+
+
+def test_cancelling_a_submitted_sweep_removes_its_cluster_in_one_call(student, fake_bridge):
+    sweep = sweeps.sweep_submit_to_pool(submit_sweep(student).pk)
+    assert sweeps.sweep_cancel(sweep=sweep, user=student) == 6
+    services.jobs_sync()
+    runs = list(sweep.runs.all())
+    assert {(run.state, run.outcome) for run in runs} == {(JobState.REMOVED, "cancelled")}
+    assert len([a for a in fake_bridge.actions if a[0] == "remove"]) == 6  # one per proc
+    with pytest.raises(services.JobActionError, match="already ended"):
+        sweeps.sweep_cancel(sweep=sweep, user=student)
+
+
+def test_cancelling_a_sweep_before_it_reaches_htcondor_ends_its_runs_at_once(student, fake_bridge):
+    sweep = submit_sweep(student)
+    sweeps.sweep_cancel(sweep=sweep, user=student)
+    assert set(sweep.runs.values_list("state", "outcome")) == {(JobState.REMOVED, "cancelled")}
+    # The submission task that comes later finds nothing to send.
+    sweeps.sweep_submit_to_pool(sweep.pk)
+    assert fake_bridge.submit_calls == 0
+
+
+def test_only_the_owner_or_staff_cancel_a_sweep(student, other_student, fake_bridge):
+    sweep = submit_sweep(student)
+    with pytest.raises(services.JobActionError, match="owner"):
+        sweeps.sweep_cancel(sweep=sweep, user=other_student)
+    assert set(sweep.runs.values_list("state", flat=True)) == {JobState.QUEUED}

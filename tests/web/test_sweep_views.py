@@ -63,3 +63,15 @@ def test_another_students_sweep_page_is_a_404(client, other_student, student, fa
     )  # fmt: skip
     client.force_login(other_student)
     assert client.get(reverse("jobs:sweep", args=[sweep.public_id])).status_code == 404
+
+
+def test_the_owner_cancels_every_run_from_the_sweep_page(student_client, fake_bridge):
+    post_form(student_client)
+    sweep = Sweep.objects.get()
+    page = student_client.get(reverse("jobs:sweep", args=[sweep.public_id])).content.decode()
+    assert "Cancel all runs" in page
+    response = student_client.post(reverse("jobs:sweep_cancel", args=[sweep.public_id]),
+                                   follow=True)  # fmt: skip
+    assert "Cancelling 6 runs of “lr sweep”." in response.content.decode()
+    assert set(sweep.runs.values_list("state", flat=True)) == {"removed"}
+    assert "Cancel all runs" not in response.content.decode()
