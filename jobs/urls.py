@@ -11,6 +11,7 @@ urlpatterns = [
     path("<uuid:public_id>/", views.job_detail, name="detail"),
     path("sweeps/<uuid:public_id>/", views.sweep_detail, name="sweep"),
     path("sweeps/<uuid:public_id>/cancel/", views.sweep_cancel, name="sweep_cancel"),
+    path("sweeps/<uuid:public_id>/results.csv", views.sweep_results_csv, name="sweep_results_csv"),
     path("<uuid:public_id>/status.json", views.job_status, name="status"),
     path("<uuid:public_id>/cancel/", views.job_cancel, name="cancel"),
     path("<uuid:public_id>/hold/", views.job_hold, name="hold"),

@@ -454,24 +454,98 @@ def job_preview(request: HttpRequest) -> HttpResponse:
     return HttpResponse(text, content_type="text/plain; charset=utf-8")
 
 
+def _sweep_comparison(request: HttpRequest, sweep) -> tuple[list, selectors.SweepResults, list]:
+    """The sweep's runs with their results, filtered and sorted as the query asks."""
+    runs = list(selectors.sweep_runs(sweep))
+    names = list(runs[0].parameters) if runs else []
+    results = selectors.sweep_results(
+        sweep, runs, metric=request.GET.get("metric"), goal=request.GET.get("goal")
+    )
+    rows = results.results
+    state = request.GET.get("state")
+    if state in JobState.values:
+        rows = [row for row in rows if row.run.state == state]
+    sort = request.GET.get("sort", "index")
+    key_name = sort.lstrip("-")
+    keys = {
+        "index": lambda row: row.run.sweep_index,
+        "state": lambda row: row.run.state,
+        "final": lambda row: row.final,
+        "best": lambda row: row.best,
+        "gpu_hours": lambda row: row.gpu_hours,
+        **{f"p.{name}": (lambda row, name=name: row.run.parameters.get(name)) for name in names},
+    }
+    if key_name in keys:
+        key = keys[key_name]
+        # Missing values (no metric yet) last, whichever the direction; mixed types as text.
+        present = [row for row in rows if key(row) is not None]
+        missing = [row for row in rows if key(row) is None]
+        try:
+            present.sort(key=key, reverse=sort.startswith("-"))
+        except TypeError:
+            present.sort(key=lambda row: str(key(row)), reverse=sort.startswith("-"))
+        rows = present + missing
+    return names, results, rows
+
+
 @login_required
 @require_GET
 def sweep_detail(request: HttpRequest, public_id) -> HttpResponse:
     sweep = visible_sweep_or_404(request.user, public_id)
-    runs = list(selectors.sweep_runs(sweep))
-    names = list(runs[0].parameters) if runs else []
-    for run in runs:
-        run.parameter_values = [text_of(run.parameters.get(name, "")) for name in names]
+    names, results, rows = _sweep_comparison(request, sweep)
+    for row in rows:
+        row.run.parameter_values = [text_of(row.run.parameters.get(n, "")) for n in names]
     counts = selectors.sweep_state_counts(sweep)
     state_counts = [(state, label, counts[state]) for state, label in JobState.choices
                     if counts.get(state)]  # fmt: skip
     can_cancel = (sweep.owner_id == request.user.pk or request.user.is_staff) and any(
-        not run.is_final for run in runs
+        not row.run.is_final for row in results.results
     )
+    numeric = [
+        n
+        for n in names
+        if all(isinstance(r.run.parameters.get(n), int | float) for r in results.results)
+    ]
+    ranked = sorted((r for r in results.results if r.best is not None),
+                    key=lambda r: r.best, reverse=results.goal == "max")  # fmt: skip
+    chart = {
+        "metric": results.metric, "goal": results.goal, "numeric_parameters": numeric,
+        "runs": [{
+            "index": r.run.sweep_index, "best": r.best, "parameters": r.run.parameters,
+            "metrics_url": reverse("jobs:metrics", args=[r.run.public_id]),
+        } for r in results.results],
+        "compare": [r.run.sweep_index for r in ranked[:5]],
+    }  # fmt: skip
+    query = request.GET.copy()
+    query.pop("sort", None)
     return render(request, "jobs/sweep.html", {
-        "sweep": sweep, "runs": runs, "parameter_names": names, "state_counts": state_counts,
-        "can_cancel": can_cancel,
+        "sweep": sweep, "rows": rows, "runs_total": len(results.results),
+        "parameter_names": names, "state_counts": state_counts, "can_cancel": can_cancel,
+        "results": results, "chart": chart, "sort": request.GET.get("sort", "index"),
+        "query": query.urlencode(), "states": JobState.choices,
+        "state_filter": request.GET.get("state", ""),
     })  # fmt: skip
+
+
+@login_required
+@require_GET
+def sweep_results_csv(request: HttpRequest, public_id) -> HttpResponse:
+    sweep = visible_sweep_or_404(request.user, public_id)
+    names, results, rows = _sweep_comparison(request, sweep)
+    metric = results.metric or "metric"
+    writer = csv.writer(_Echo())
+    header = ["index", "job_id", *names, "state", f"final_{metric}", f"best_{metric}",
+              "best_step", "gpu_hours", "workstation"]  # fmt: skip
+    lines = [writer.writerow([_csv_cell(cell) for cell in header])]
+    for row in rows:
+        lines.append(writer.writerow([_csv_cell(cell) for cell in [
+            row.run.sweep_index, row.run.public_id,
+            *(row.run.parameters.get(name) for name in names), row.run.state, row.final,
+            row.best, row.best_step, round(row.gpu_hours, 4), row.run.workstation,
+        ]]))  # fmt: skip
+    response = HttpResponse("".join(lines), content_type="text/csv")
+    response["Content-Disposition"] = f'attachment; filename="sweep-{sweep.public_id}.csv"'
+    return response
 
 
 @login_required

@@ -95,6 +95,7 @@ TABLE = {
     "jobs:sweep": [("get", (LOGIN, 404, 404, 200, 200, 200))],
     "api:sweep-detail": [("get", (401, 404, 404, 200, 200, 200))],
     "api:sweep-list": [("get", (401, 200, 200, 200, 200, 200))],
+    "jobs:sweep_results_csv": [("get", (LOGIN, 404, 404, 200, 200, 200))],
     "jobs:sweep_cancel": [("post", (LOGIN, 404, 404, 302, 403, 302))],
     "api:sweep-cancel": [("post", (401, 404, 404, 200, 403, 200))],
     "api:job-events": [("get", (401, 404, 404, 200, 200, 200))],

@@ -1,5 +1,9 @@
 """A sweep from the job form, and the sweep's page."""
 
+import csv
+import io
+import json
+
 import pytest
 from django.urls import reverse
 
@@ -29,7 +33,7 @@ def test_a_grid_on_the_job_form_submits_a_sweep_and_shows_its_page(student_clien
 
     page = student_client.get(response["Location"]).content.decode()
     assert "6 runs" in page
-    assert "<th>lr</th><th>batch</th>" in page
+    assert ">lr</a></th>" in page and ">batch</a></th>" in page
     assert page.count('data-job="') == 6
     assert "Waiting for the scheduler" in page
 
@@ -75,3 +79,62 @@ def test_the_owner_cancels_every_run_from_the_sweep_page(student_client, fake_br
     assert "Cancelling 6 runs of “lr sweep”." in response.content.decode()
     assert set(sweep.runs.values_list("state", flat=True)) == {"removed"}
     assert "Cancel all runs" not in response.content.decode()
+
+
+def log_metrics(run, losses):
+    metrics = run.directory / ".nightshift" / "metrics.jsonl"
+    metrics.write_text("".join(
+        json.dumps({"step": step, "time": 1.0 + step, "loss": loss, "acc": 1 - loss}) + "\n"
+        for step, loss in enumerate(losses)
+    ))  # fmt: skip
+
+
+@pytest.fixture
+def sweep_with_metrics(student_client, fake_bridge):
+    post_form(student_client)
+    sweep = Sweep.objects.get()
+    runs = list(sweep.runs.order_by("sweep_index"))
+    for run, losses in zip(runs, [[0.9, 0.5], [0.8, 0.2, 0.3], [0.7], [], [0.95, 0.6], [1.0]],
+                           strict=True):  # fmt: skip
+        if losses:
+            log_metrics(run, losses)
+    return sweep
+
+
+def test_the_best_run_is_named_and_marked_by_the_lowest_loss(student_client, sweep_with_metrics):
+    url = reverse("jobs:sweep", args=[sweep_with_metrics.public_id])
+    page = student_client.get(url).content.decode()
+    assert "Best loss (lowest): <strong>0.2</strong>, run" in page
+    assert page.count('class="best"') == 1
+    assert 'data-index="1" class="best"' in page
+    # The final value is the last step's, not the best.
+    row = page.split('data-index="1"')[1].split("</tr>")[0]
+    assert "<td>0.3</td>" in row
+
+
+def test_another_metric_and_goal_change_the_best_run(student_client, sweep_with_metrics):
+    url = reverse("jobs:sweep", args=[sweep_with_metrics.public_id])
+    page = student_client.get(url, {"metric": "acc"}).content.decode()
+    assert "Best acc (highest): <strong>0.8</strong>" in page
+    page = student_client.get(url, {"metric": "loss", "goal": "max"}).content.decode()
+    assert "Best loss (highest): <strong>1</strong>" in page
+
+
+def test_runs_sort_by_best_with_those_without_metrics_last(student_client, sweep_with_metrics):
+    url = reverse("jobs:sweep", args=[sweep_with_metrics.public_id])
+    page = student_client.get(url, {"sort": "best"}).content.decode()
+    order = [int(part.split('"')[0]) for part in page.split('data-index="')[1:]]
+    assert order == [1, 0, 4, 2, 5, 3]
+    page = student_client.get(url, {"sort": "-p.lr"}).content.decode()
+    order = [int(part.split('"')[0]) for part in page.split('data-index="')[1:]]
+    assert order[:2] == [0, 1]  # lr 0.1 first, in index order
+
+
+def test_the_results_export_as_csv(student_client, sweep_with_metrics):
+    url = reverse("jobs:sweep_results_csv", args=[sweep_with_metrics.public_id])
+    response = student_client.get(url, {"sort": "best"})
+    rows = list(csv.reader(io.StringIO(response.content.decode())))
+    assert rows[0][:4] == ["index", "job_id", "lr", "batch"]
+    assert rows[0][5:7] == ["final_loss", "best_loss"]
+    assert [row[0] for row in rows[1:]] == ["1", "0", "4", "2", "5", "3"]
+    assert rows[1][2:4] == ["0.1", "64"] and rows[1][6] == "0.2"
