@@ -69,6 +69,8 @@ SOURCE_DIR = ".source"
 # A single script's optional requirements file, installed before it runs.
 SCRIPT_REQUIREMENTS = "requirements.txt"
 MAX_REQUIREMENTS_BYTES = 1024 * 1024
+# A sweep run's parameter values, as JSON, for scripts that read them whole.
+PARAMETERS_VARIABLE = "NIGHTSHIFT_PARAMETERS"
 # Variables the launcher sets for every job, besides those starting with NIGHTSHIFT_.
 RESERVED_ENVIRONMENT = frozenset({"PYTHONPATH", "PYTHONUNBUFFERED"})
 _SAFE_SCRIPT_CHARS = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -457,6 +459,7 @@ def job_submit(
     copy_from: Job | None = None,
     requirements: UploadedFile | None = None,
     check_pool: bool = True,
+    parameters: dict | None = None,
 ) -> Job:
     """Accept a job: store its files, record it, and queue its submission to HTCondor.
 
@@ -487,7 +490,7 @@ def job_submit(
             )
 
     job = Job(owner=user, name=spec.name.strip(), notify_by_email=spec.notify_by_email,
-              lab=lab, gpus=spec.gpus)  # fmt: skip
+              lab=lab, gpus=spec.gpus, parameters=parameters or {})  # fmt: skip
     job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
     directory = job.directory
     directory.mkdir(parents=True, exist_ok=False)
@@ -496,8 +499,12 @@ def job_submit(
             directory, spec=spec, script=script, copy_from=copy_from, requirements=requirements
         )
         job.source = staged.source
+        environment = dict(spec.environment)
+        if parameters:
+            environment[PARAMETERS_VARIABLE] = json.dumps(parameters)
         job.request = _request_fields(
-            dataclasses.replace(spec, arguments=[*staged.entry_arguments, *spec.arguments]),
+            dataclasses.replace(spec, arguments=[*staged.entry_arguments, *spec.arguments],
+                                environment=environment),
             script_name=staged.script_name, user=user,
             input_files=staged.input_files, install_requirements=staged.install_requirements,
             lab=lab, remove_after_s=_check_quota(user, lab, spec),
@@ -585,11 +592,15 @@ def job_spec_of(job: Job) -> JobSpec:
     arguments = list(request.get("arguments", []))
     if entry_command:
         arguments = arguments[len(parse_entry_command(entry_command)[1]) :]
+    environment = dict(request.get("environment", []))
+    # A sweep run's parameters travel as parameters (job_rerun), not as a variable the
+    # user set: NIGHTSHIFT_ names are the portal's.
+    environment.pop(PARAMETERS_VARIABLE, None)
     return JobSpec(
         name=job.name,
         entry_command=entry_command,
         arguments=arguments,
-        environment=dict(request.get("environment", [])),
+        environment=environment,
         gpus=request.get("gpus", 0),
         gpu_memory_gb=request.get("gpu_memory_gb"),
         gpu_capability=request.get("gpu_capability"),
@@ -606,11 +617,13 @@ def job_spec_of(job: Job) -> JobSpec:
 
 
 def job_rerun(*, job: Job, user) -> Job:
-    """The same job again: the same script and the same settings."""
+    """The same job again: the same script and the same settings (a sweep run's parameters
+    included, as a job of its own)."""
     spec = job_spec_of(job)
     return job_submit(
-        user=user, spec=dataclasses.replace(spec, name=_rerun_name(job.name)), copy_from=job
-    )
+        user=user, spec=dataclasses.replace(spec, name=_rerun_name(job.name)), copy_from=job,
+        parameters=job.parameters or None,
+    )  # fmt: skip
 
 
 def _rerun_name(name: str) -> str:

@@ -30,6 +30,7 @@ from .bridge import get_bridge
 from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Sweep
 from .parameters import ParameterError
 from .services import (
+    PARAMETERS_VARIABLE,
     SOURCE_DIR,
     AccountNotApproved,
     JobActionError,
@@ -45,9 +46,6 @@ from .services import (
     lab_for_submission,
     parse_entry_command,
 )
-
-# Every run gets its parameters as JSON in this variable, for scripts that read them whole.
-PARAMETERS_VARIABLE = "NIGHTSHIFT_PARAMETERS"
 
 
 @dataclass(frozen=True)
@@ -220,6 +218,8 @@ def sweep_submit(
                     )  # fmt: skip
             environment = {**run.environment, PARAMETERS_VARIABLE: json.dumps(job.parameters)}
             job.source = staged.source
+            if "entry_command" in staged.source:
+                job.source = {**staged.source, "entry_command": run.entry_command}
             job.request = _request_fields(
                 dataclasses.replace(run, arguments=[*entry_arguments, *run.arguments],
                                     environment=environment),

@@ -160,3 +160,37 @@ def test_only_the_owner_or_staff_cancel_a_sweep(student, other_student, fake_bri
     with pytest.raises(services.JobActionError, match="owner"):
         sweeps.sweep_cancel(sweep=sweep, user=other_student)
     assert set(sweep.runs.values_list("state", flat=True)) == {JobState.QUEUED}
+
+
+def test_a_project_sweep_varies_the_entry_command_and_each_run_keeps_its_own(student, fake_bridge):
+    from tests.jobs.test_projects import project
+
+    sweep = sweeps.sweep_submit(
+        user=student,
+        spec=services.JobSpec(name="matrix", entry_command="python eval.py --system {system}",
+                              arguments=["--data", "{data}"]),
+        plan=sweeps.SweepPlan.from_json({"grid": {"system": ["bert", "t5"],
+                                                  "data": ["squad", "glue"]}}),
+        script=project({"eval.py": "print(1)", "data/x.csv": "1"}),
+    )  # fmt: skip
+    runs = list(sweep.runs.order_by("sweep_index"))
+    assert [run.request["arguments"] for run in runs] == [
+        ["--system", system, "--data", data]
+        for system in ("bert", "t5") for data in ("squad", "glue")
+    ]  # fmt: skip
+    assert all((run.directory / "data" / "x.csv").read_text() == "1" for run in runs)
+    archives = {(run.directory / ".source" / "project.zip").stat().st_ino for run in runs}
+    assert len(archives) == 1  # the kept archive is linked, not copied
+    spec = services.job_spec_of(runs[3])
+    assert spec.entry_command == "python eval.py --system t5"
+    assert spec.arguments == ["--data", "glue"]
+
+
+def test_re_running_a_sweep_run_keeps_its_parameters(student, fake_bridge):
+    run = submit_sweep(student).runs.get(sweep_index=4)
+    again = services.job_rerun(job=run, user=student)
+    assert again.sweep is None
+    assert again.parameters == {"lr": 0.001, "batch": 32}
+    assert again.request["arguments"] == run.request["arguments"]
+    assert dict(again.request["environment"])["NIGHTSHIFT_PARAMETERS"] == json.dumps(run.parameters)
+    assert "NIGHTSHIFT_PARAMETERS" not in services.job_spec_of(run).environment

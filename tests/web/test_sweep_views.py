@@ -138,3 +138,15 @@ def test_the_results_export_as_csv(student_client, sweep_with_metrics):
     assert rows[0][5:7] == ["final_loss", "best_loss"]
     assert [row[0] for row in rows[1:]] == ["1", "0", "4", "2", "5", "3"]
     assert rows[1][2:4] == ["0.1", "64"] and rows[1][6] == "0.2"
+
+
+def test_the_best_runs_parameters_become_a_new_job_from_the_form(
+    student_client, sweep_with_metrics
+):
+    page = student_client.get(reverse("jobs:sweep", args=[sweep_with_metrics.public_id]))
+    best = sweep_with_metrics.runs.get(sweep_index=1)
+    link = f"{reverse('jobs:new')}?from={best.public_id}"
+    assert link in page.content.decode()
+    form = student_client.get(link).content.decode()
+    assert "--lr=0.1\n--batch\n64" in form
+    assert "NIGHTSHIFT_PARAMETERS" not in form
