@@ -128,6 +128,7 @@ def build_submit_description(
         ("NIGHTSHIFT_CHECKPOINT_EXIT_CODE", str(CHECKPOINT_EXIT_CODE)),
         ("NIGHTSHIFT_CHECKPOINT_INTERVAL_S", str(request.checkpoint_interval_s)),
         ("PYTHONPATH", HELPER_DIR),
+        *((("NIGHTSHIFT_SEED", str(request.seed)),) if request.seed is not None else ()),
         *request.environment,
     )
     description = {
@@ -251,3 +252,9 @@ def build_cluster_description(
     template[f"My.{SWEEP_ID_ATTR}"] = classad_string(sweep_id)
     items = [{macro: d[key] for key, macro in macros.items()} for d in descriptions]
     return template, items
+
+
+def description_text(description: dict[str, str]) -> str:
+    """A submit description as condor_submit reads it, one command per line: what the
+    reproducibility record keeps."""
+    return "".join(f"{key} = {value}\n" for key, value in description.items()) + "queue\n"

@@ -140,6 +140,9 @@ class JobRequest:
     # restart of the access point or the workstation) before running it again elsewhere;
     # None: HTCondor's default (2400 s).
     job_lease_s: int | None = None
+    # Given to the job as NIGHTSHIFT_SEED, for scripts that seed their random generators
+    # with it: a reproduction runs with the same seed.
+    seed: int | None = None
 
     def __post_init__(self) -> None:
         if not _JOB_ID.fullmatch(str(self.job_id)):
@@ -195,6 +198,8 @@ class JobRequest:
             _check_int("job_lease_s", self.job_lease_s, 20, 7 * 24 * 3600)
         if self.max_starts is not None:
             _check_int("max_starts", self.max_starts, 1, 1000)
+        if self.seed is not None:
+            _check_int("seed", self.seed, 0, 2**31 - 1)
         for path in self.output_paths:
             if not _OUTPUT_PATH.fullmatch(path) or path in (".", ".."):
                 raise InvalidJobRequest("output_paths", f"{path!r} is not a plain file name")

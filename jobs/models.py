@@ -138,6 +138,12 @@ class Job(models.Model):
     )
     sweep_index = models.PositiveIntegerField(null=True, blank=True)
     parameters = models.JSONField(default=dict, blank=True)
+    # The reproducibility record, besides `request` and `source`: the submit description as
+    # sent to HTCondor, and the job this one re-runs exactly.
+    submit_description = models.TextField(blank=True)
+    reproduces = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reproductions"
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -213,6 +219,16 @@ class Job(models.Model):
         if self.state != JobState.HELD:
             return None
         return explain_hold(self.hold_reason_code, self.hold_reason_subcode, self.hold_reason)
+
+    @property
+    def seed(self) -> int | None:
+        return self.request.get("seed")
+
+    @property
+    def image_digest(self) -> str:
+        """The container image's digest, when the image is named by one."""
+        image = self.request.get("container_image") or ""
+        return image.split("@", 1)[1] if "@sha256:" in image else ""
 
     @property
     def gpu_summary(self) -> str:

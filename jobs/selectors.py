@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.timesince import timesince
 
 from condor_bridge import GpuModel, PoolMachine
-from condor_bridge.submit import CHECKPOINT_DIR, METRICS_FILE
+from condor_bridge.submit import CHECKPOINT_DIR, HELPER_DIR, METRICS_FILE
 from labs.models import Membership
 
 from .models import Job, Sweep, Workstation
@@ -454,3 +454,78 @@ def sweep_results(
     scored = [result for result in results if result.best is not None]
     top = better(scored, key=lambda result: result.best) if scored else None
     return SweepResults(list(names), chosen, goal, results, top)
+
+
+PIP_FREEZE = f"{HELPER_DIR}/pip-freeze.txt"
+MAX_FREEZE_BYTES = 256 * 1024
+
+
+def job_pip_freeze(job: Job) -> list[str]:
+    """The packages pip resolved for the job's requirements.txt, as the job recorded them."""
+    raw = open_job_file(job.directory, job.directory / PIP_FREEZE)
+    if raw is None:
+        return []
+    with raw:
+        text = raw.read(MAX_FREEZE_BYTES).decode("utf-8", errors="replace")
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def _comparable_description(job: Job) -> str:
+    """The submit description with what names this job (its id and folder) taken out."""
+    return job.submit_description.replace(str(job.public_id), "<job id>").replace(
+        job.output_dir, "<job folder>"
+    )
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    original: Job
+    same: list[str]  # what matches, in words
+    differences: list[tuple[str, str, str]]  # (what, the original's, this job's)
+
+
+def reproduction_of(job: Job) -> Reproduction | None:
+    """How a job compares with the job it reproduces: files, seed, settings, submit
+    description, packages, and where it ran."""
+    original = job.reproduces
+    if original is None:
+        return None
+    same, differences = [], []
+
+    def compare(what: str, before, after, show=str) -> None:
+        if before == after:
+            same.append(what)
+        else:
+            differences.append((what, show(before), show(after)))
+
+    compare(
+        "files (SHA-256)",
+        original.source.get("sha256"),
+        job.source.get("sha256"),
+        show=lambda hashes: ", ".join(f"{n} {h[:12]}" for n, h in (hashes or {}).items()),
+    )
+    compare("seed", original.seed, job.seed)
+    ignored = ("seed",)
+    compare("settings", {k: v for k, v in original.request.items() if k not in ignored},
+            {k: v for k, v in job.request.items() if k not in ignored},
+            show=lambda request: json.dumps(request, sort_keys=True)[:300])  # fmt: skip
+    if original.submit_description and job.submit_description:
+        compare(
+            "submit description",
+            _comparable_description(original),
+            _comparable_description(job),
+            show=lambda text: f"{len(text)} characters",
+        )
+    before, after = set(job_pip_freeze(original)), set(job_pip_freeze(job))
+    if before or after:
+        compare(
+            "packages (pip freeze)",
+            before,
+            after,
+            show=lambda packages: ", ".join(sorted(packages - (before & after))) or "-",
+        )
+    if original.workstation and job.workstation:
+        compare("workstation", original.workstation, job.workstation)
+    if original.gpu_model or job.gpu_model:
+        compare("GPU model", original.gpu_model or "none", job.gpu_model or "none")
+    return Reproduction(original, same, differences)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import json
 import logging
 import os
 import re
+import secrets
 import shlex
 import shutil
 import time
@@ -41,7 +43,14 @@ from condor_bridge import (
 )
 from condor_bridge import JobState as CondorState
 from condor_bridge.explain import SUBCODE_NIGHTSHIFT_NO_PROGRESS
-from condor_bridge.submit import HELPER_DIR, INSTALL_LOG, METRICS_FILE, STDERR, STDOUT
+from condor_bridge.submit import (
+    HELPER_DIR,
+    INSTALL_LOG,
+    METRICS_FILE,
+    STDERR,
+    STDOUT,
+    description_text,
+)
 from condor_bridge.types import check_text
 from labs.models import Lab
 from labs.quotas import QuotaExceeded, lock_quota, quota_check
@@ -161,6 +170,7 @@ def _request_fields(
     install_requirements: bool = False,
     lab=None,
     remove_after_s: int | None = None,
+    seed: int | None = None,
 ) -> dict:
     return {
         "script_name": script_name,
@@ -185,6 +195,7 @@ def _request_fields(
         "checkpoint_interval_s": settings.CHECKPOINT_INTERVAL_S,
         "max_starts": settings.MAX_JOB_STARTS or None,
         "job_lease_s": settings.JOB_LEASE_S,
+        "seed": seed,
     }
 
 
@@ -433,6 +444,30 @@ def _stage_files(
     return staged
 
 
+def new_seed() -> int:
+    """A job's NIGHTSHIFT_SEED: random, and kept so that the job can be reproduced."""
+    return secrets.randbelow(2**31)
+
+
+def content_hashes(directory: Path, staged: _StagedFiles) -> dict[str, str]:
+    """SHA-256 of what the user gave: the script (and its requirements.txt) or the project
+    archive, by their names in the job's folder."""
+    if staged.source.get("kind") == "archive":
+        names = [f"{SOURCE_DIR}/{staged.source['archive']}"]
+    else:
+        names = [staged.script_name]
+        if staged.source.get("requirements"):
+            names.append(SCRIPT_REQUIREMENTS)
+    hashes = {}
+    for name in names:
+        digest = hashlib.sha256()
+        with open(directory / name, "rb") as stream:
+            for block in iter(lambda: stream.read(1024 * 1024), b""):
+                digest.update(block)
+        hashes[name] = digest.hexdigest()
+    return hashes
+
+
 def _with_requirements(staged: _StagedFiles) -> _StagedFiles:
     """A single script with its requirements.txt: both travel, and the launcher runs first."""
     return dataclasses.replace(
@@ -460,6 +495,8 @@ def job_submit(
     requirements: UploadedFile | None = None,
     check_pool: bool = True,
     parameters: dict | None = None,
+    seed: int | None = None,
+    reproduces: Job | None = None,
 ) -> Job:
     """Accept a job: store its files, record it, and queue its submission to HTCondor.
 
@@ -490,7 +527,8 @@ def job_submit(
             )
 
     job = Job(owner=user, name=spec.name.strip(), notify_by_email=spec.notify_by_email,
-              lab=lab, gpus=spec.gpus, parameters=parameters or {})  # fmt: skip
+              lab=lab, gpus=spec.gpus, parameters=parameters or {},
+              reproduces=reproduces)  # fmt: skip
     job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
     directory = job.directory
     directory.mkdir(parents=True, exist_ok=False)
@@ -498,7 +536,7 @@ def job_submit(
         staged = _stage_files(
             directory, spec=spec, script=script, copy_from=copy_from, requirements=requirements
         )
-        job.source = staged.source
+        job.source = {**staged.source, "sha256": content_hashes(directory, staged)}
         environment = dict(spec.environment)
         if parameters:
             environment[PARAMETERS_VARIABLE] = json.dumps(parameters)
@@ -508,6 +546,7 @@ def job_submit(
             script_name=staged.script_name, user=user,
             input_files=staged.input_files, install_requirements=staged.install_requirements,
             lab=lab, remove_after_s=_check_quota(user, lab, spec),
+            seed=new_seed() if seed is None else seed,
         )  # fmt: skip
         try:
             _job_request(job)
@@ -617,12 +656,12 @@ def job_spec_of(job: Job) -> JobSpec:
 
 
 def job_rerun(*, job: Job, user) -> Job:
-    """The same job again: the same script and the same settings (a sweep run's parameters
-    included, as a job of its own)."""
+    """The same job again, exactly: the same files, settings and seed (a sweep run's
+    parameters included, as a job of its own). The new job records what it reproduces."""
     spec = job_spec_of(job)
     return job_submit(
         user=user, spec=dataclasses.replace(spec, name=_rerun_name(job.name)), copy_from=job,
-        parameters=job.parameters or None,
+        parameters=job.parameters or None, seed=job.seed, reproduces=job,
     )  # fmt: skip
 
 
@@ -725,6 +764,7 @@ def job_submit_to_pool(job_pk: int) -> Job:
             job.cluster_id, job.proc_id = result.cluster_id, result.proc_id
             job.state, job.status_detail = JobState.IDLE, ""
             job.submitted_at = timezone.now()
+            job.submit_description = description_text(bridge.description(_job_request(job)))
             job.save()
             how = "found already submitted" if result.adopted else "submitted"
             _record(job, "submitted", f"HTCondor job {job.condor_id} ({how})")

@@ -22,6 +22,7 @@ from django.utils import timezone
 from accounts.registration import user_may_submit
 from audit.services import audit_record
 from condor_bridge import BridgeError, InvalidJobRequest
+from condor_bridge.submit import description_text
 from labs.quotas import QuotaExceeded, lock_quota, quota_check
 from portal.db import bulk_update_rows
 
@@ -42,8 +43,10 @@ from .services import (
     _match_summary,
     _request_fields,
     _stage_files,
+    content_hashes,
     job_validate_request,
     lab_for_submission,
+    new_seed,
     parse_entry_command,
 )
 
@@ -203,6 +206,7 @@ def sweep_submit(
         staged = _stage_files(first, spec=run_specs[0], script=script, copy_from=copy_from,
                               requirements=requirements)  # fmt: skip
         tree = _staged_tree(first)
+        hashes = content_hashes(first, staged)
         for job, run in zip(jobs, run_specs, strict=True):
             job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
             if job.directory != first:
@@ -217,15 +221,15 @@ def sweep_submit(
                         "command, not the script it starts.",
                     )  # fmt: skip
             environment = {**run.environment, PARAMETERS_VARIABLE: json.dumps(job.parameters)}
-            job.source = staged.source
+            job.source = {**staged.source, "sha256": hashes}
             if "entry_command" in staged.source:
-                job.source = {**staged.source, "entry_command": run.entry_command}
+                job.source["entry_command"] = run.entry_command
             job.request = _request_fields(
                 dataclasses.replace(run, arguments=[*entry_arguments, *run.arguments],
                                     environment=environment),
                 script_name=staged.script_name, user=user, input_files=staged.input_files,
                 install_requirements=staged.install_requirements, lab=lab,
-                remove_after_s=remove_after_s,
+                remove_after_s=remove_after_s, seed=new_seed(),
             )  # fmt: skip
             try:
                 _job_request(job)
@@ -298,8 +302,9 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
         if not jobs:
             return sweep
         now = timezone.now()
+        requests = [_job_request(job) for job in jobs]
         try:
-            results = bridge.submit_cluster([_job_request(job) for job in jobs],
+            results = bridge.submit_cluster(requests,
                                             sweep_id=str(sweep.public_id),
                                             check_existing=not first_attempt)  # fmt: skip
         except BridgeError as exc:
@@ -318,11 +323,14 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
             _fail_runs(jobs, "The job request is invalid.", str(exc), now)
             return sweep
         else:
-            for job, result in zip(jobs, results, strict=True):
+            for job, request, result in zip(jobs, requests, results, strict=True):
                 job.cluster_id, job.proc_id = result.cluster_id, result.proc_id
                 job.state, job.status_detail, job.submitted_at = JobState.IDLE, "", now
+                # Each run's own description, as it would be submitted alone: what its
+                # reproduction submits.
+                job.submit_description = description_text(bridge.description(request))
             bulk_update_rows(Job, jobs, ["cluster_id", "proc_id", "state", "status_detail",
-                                         "submitted_at"])  # fmt: skip
+                                         "submitted_at", "submit_description"])  # fmt: skip
             how = "found already submitted" if results[0].adopted else "submitted"
             JobEvent.objects.bulk_create(
                 [JobEvent(job=job, kind="submitted", state=job.state,

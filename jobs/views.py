@@ -197,6 +197,8 @@ def job_detail(request: HttpRequest, public_id) -> HttpResponse:
             "runs": job.usage_records.all(),
             "checkpoint": selectors.checkpoint_of(job),
             "outputs": selectors.job_output_files(job),
+            "reproduction": selectors.reproduction_of(job),
+            "pip_freeze": selectors.job_pip_freeze(job),
             **_permissions(request, job),
         },
     )

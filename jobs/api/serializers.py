@@ -309,6 +309,25 @@ class JobRequestViewSerializer(serializers.Serializer):
         }
 
 
+class ReproducibilitySerializer(serializers.Serializer):
+    sha256 = serializers.DictField(
+        child=serializers.CharField(), source="source.sha256", default=dict,
+        help_text="SHA-256 of each file given.",
+    )  # fmt: skip
+    seed = serializers.IntegerField(allow_null=True, help_text="Given as NIGHTSHIFT_SEED.")
+    parameters = serializers.JSONField(help_text="A sweep run's parameter values.")
+    container_image = serializers.CharField(
+        source="request.container_image", allow_null=True, default=None,
+        help_text="The image, if any.",
+    )  # fmt: skip
+    image_digest = serializers.CharField(help_text="The image's digest, when named by one.")
+    submit_description = serializers.CharField(help_text="As sent to HTCondor.")
+    reproduces = serializers.UUIDField(
+        source="reproduces.public_id", allow_null=True, default=None,
+        help_text="The job this one re-runs.",
+    )  # fmt: skip
+
+
 class JobSerializer(serializers.ModelSerializer):
     id = serializers.UUIDField(source="public_id", read_only=True, help_text="The job's id.")
     lab = serializers.CharField(
@@ -325,6 +344,7 @@ class JobSerializer(serializers.ModelSerializer):
     outputs_ready = serializers.BooleanField(help_text="The output files can be downloaded.")
     request = JobRequestViewSerializer(source="*", help_text="What was asked for.")
     links = serializers.SerializerMethodField(help_text="Where to read more about this job.")
+    reproducibility = ReproducibilitySerializer(source="*", help_text="What reproduces it.")
 
     class Meta:
         model = Job
@@ -332,7 +352,7 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "name", "owner", "lab", "state", "state_label", "status_detail", "hold",
             "match_problem", "wait_reason", "exit_code", "exit_signal", "workstation",
             "gpu_model", "condor_id", "num_starts", "created_at", "submitted_at", "started_at",
-            "finished_at", "is_final", "outputs_ready", "request", "links",
+            "finished_at", "is_final", "outputs_ready", "request", "reproducibility", "links",
         ]  # fmt: skip
         extra_kwargs = {
             "name": {"help_text": "The name its owner gave it."},

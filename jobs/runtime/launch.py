@@ -4,7 +4,8 @@
 
 The virtual environment sees the workstation's own packages too (--system-site-packages),
 so that a preinstalled PyTorch is used rather than downloaded again. pip's output goes
-to .nightshift/install.log, which the job page shows beside stdout and stderr.
+to .nightshift/install.log, which the job page shows beside stdout and stderr, and what it
+resolved (pip freeze) to .nightshift/pip-freeze.txt, for the job's reproducibility record.
 """
 
 import os
@@ -52,6 +53,10 @@ def main() -> None:
             sys.exit(status)
         say("requirements installed")
         python = venv_python
+        # What pip resolved, for the job's reproducibility record.
+        with open(os.path.join(HELPER_DIR, "pip-freeze.txt"), "wb") as frozen:
+            subprocess.call([python, "-m", "pip", "freeze", "--disable-pip-version-check"],  # noqa: S603
+                            stdout=frozen, stderr=subprocess.DEVNULL)  # fmt: skip
     sys.stdout.flush()
     os.execv(python, [python, script, *arguments])  # noqa: S606 - the job itself, as asked
 

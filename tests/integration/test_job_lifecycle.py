@@ -215,3 +215,6 @@ def test_a_project_with_requirements_installs_them_and_runs(web, live_pipeline):
     assert "Successfully installed tinypkg-0.1" in install_log
     status = json.loads(web.get(reverse("jobs:status", args=[job.public_id])).content)
     assert "Successfully installed" in status["logs"]["install"]["text"]
+    # What pip resolved is part of the job's reproducibility record.
+    page = web.get(reverse("jobs:detail", args=[job.public_id])).content.decode()
+    assert "tinypkg==0.1" in page

@@ -255,3 +255,17 @@ def test_runs_that_differ_in_anything_but_their_text_cannot_share_a_cluster():
                                   mode=FileMode.SHARED, sweep_id="s")  # fmt: skip
     with pytest.raises(ValueError, match="sweep id"):
         build_cluster_description([_run("a", "1")], mode=FileMode.SHARED, sweep_id='x" || true')
+
+
+def test_a_seed_reaches_the_job_as_nightshift_seed():
+    request = JobRequest(job_id="j", job_dir="/jobs/j", script_name="train.py", seed=1234)
+    environment = build_submit_description(request, mode=FileMode.SHARED)["environment"]
+    assert "NIGHTSHIFT_SEED='1234'" in environment
+    unseeded = JobRequest(job_id="j", job_dir="/jobs/j", script_name="train.py")
+    assert (
+        "NIGHTSHIFT_SEED"
+        not in build_submit_description(unseeded, mode=FileMode.SHARED)["environment"]
+    )
+    for bad in (-1, 2**31, True, "1"):
+        with pytest.raises(InvalidJobRequest, match="seed"):
+            JobRequest(job_id="j", job_dir="/jobs/j", script_name="train.py", seed=bad)
