@@ -25,6 +25,7 @@ from .types import (
     JobState,
     PoolMachine,
     SubmitResult,
+    adopted_cluster,
 )
 
 # The same four workstations the personal pool simulates (deploy/personal-pool/).
@@ -156,13 +157,10 @@ class FakeBridge:
     ) -> list[SubmitResult]:
         self._check_up("submit")
         if check_existing:
-            found = {o.job_id: o for o in self.find_sweep(sweep_id, expected=len(requests))}
-            if found:
-                missing = [r.job_id for r in requests if r.job_id not in found]
-                if missing:
-                    raise BridgeError(f"sweep {sweep_id} is in the schedd without {missing[0]}")
-                return [SubmitResult(found[r.job_id].cluster_id, found[r.job_id].proc_id,
-                                     adopted=True) for r in requests]  # fmt: skip
+            found = self.find_sweep(sweep_id, expected=len(requests))
+            adopted = adopted_cluster(requests, found, sweep_id)
+            if adopted is not None:
+                return adopted
         template, items = build_cluster_description(
             requests, mode=self.mode, sweep_id=sweep_id, instance=self.instance
         )

@@ -278,3 +278,18 @@ class PoolMachine:
     free_gpus: int = 0
     gpu: GpuModel | None = None
     runs_containers: bool = False
+
+
+def adopted_cluster(
+    requests: list[JobRequest], found: list[JobObservation], sweep_id: str
+) -> list[SubmitResult] | None:
+    """The results of a sweep's earlier submission that the schedd already holds (`found`,
+    its runs by the sweep's id), in the order of `requests`; None when it holds none."""
+    by_id = {observation.job_id: observation for observation in found}
+    if not by_id:
+        return None
+    missing = [request.job_id for request in requests if request.job_id not in by_id]
+    if missing:
+        raise BridgeError(f"sweep {sweep_id} is in the schedd without {missing[0]}")
+    return [SubmitResult(by_id[r.job_id].cluster_id, by_id[r.job_id].proc_id, adopted=True)
+            for r in requests]  # fmt: skip

@@ -29,26 +29,25 @@ def job_list_for_user(user) -> QuerySet[Job]:
     return Job.objects.filter(owner=user).select_related("lab")
 
 
+def _visible_to(user, queryset: QuerySet) -> QuerySet:
+    """Rows with an owner and a lab that a user may read: their own, those of the labs they
+    lead, all for staff."""
+    if user.is_staff:
+        return queryset
+    if not user.has_perm("labs.lead_lab"):
+        return queryset.filter(owner=user)
+    led = Membership.objects.filter(user=user, role=Membership.Role.LEAD).values("lab_id")
+    return queryset.filter(Q(owner=user) | Q(lab__in=led))
+
+
 def job_list_visible_to(user) -> QuerySet[Job]:
     """Every job a user may read: their own, those of the labs they lead, all for staff."""
-    jobs = Job.objects.select_related("lab", "owner")
-    if user.is_staff:
-        return jobs
-    if not user.has_perm("labs.lead_lab"):
-        return jobs.filter(owner=user)
-    led = Membership.objects.filter(user=user, role=Membership.Role.LEAD).values("lab_id")
-    return jobs.filter(Q(owner=user) | Q(lab__in=led))
+    return _visible_to(user, Job.objects.select_related("lab", "owner"))
 
 
 def sweep_list_visible_to(user) -> QuerySet[Sweep]:
     """Every sweep a user may read, by the same rule as jobs."""
-    sweeps = Sweep.objects.select_related("lab", "owner")
-    if user.is_staff:
-        return sweeps
-    if not user.has_perm("labs.lead_lab"):
-        return sweeps.filter(owner=user)
-    led = Membership.objects.filter(user=user, role=Membership.Role.LEAD).values("lab_id")
-    return sweeps.filter(Q(owner=user) | Q(lab__in=led))
+    return _visible_to(user, Sweep.objects.select_related("lab", "owner"))
 
 
 def sweep_get_visible(user, public_id) -> Sweep:

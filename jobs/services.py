@@ -486,6 +486,19 @@ def safe_archive_name(uploaded_name: str) -> str:
     return f"{stem or 'project'}{suffix}"
 
 
+def check_may_submit(user, *, script, copy_from: Job | None) -> None:
+    """An approved account, and files to run: an upload, or a job of the user's to copy."""
+    if not user_may_submit(user):
+        raise AccountNotApproved(
+            "account", "Your account waits for approval by a lab lead or an administrator; "
+            "you can submit jobs once it is approved.",
+        )  # fmt: skip
+    if copy_from is not None and copy_from.owner_id != user.pk:
+        raise JobSubmissionError("script", "That job is not yours to copy.")
+    if copy_from is None and script is None:
+        raise JobSubmissionError("script", "Choose a Python script or a project archive to upload.")
+
+
 def job_submit(
     *,
     user,
@@ -506,15 +519,7 @@ def job_submit(
     reason; when the pool cannot be asked, the job is accepted and waits, and the job
     page explains it once the pool answers.
     """
-    if not user_may_submit(user):
-        raise AccountNotApproved(
-            "account", "Your account waits for approval by a lab lead or an administrator; "
-            "you can submit jobs once it is approved.",
-        )  # fmt: skip
-    if copy_from is not None and copy_from.owner_id != user.pk:
-        raise JobSubmissionError("script", "That job is not yours to copy.")
-    if copy_from is None and script is None:
-        raise JobSubmissionError("script", "Choose a Python script or a project archive to upload.")
+    check_may_submit(user, script=script, copy_from=copy_from)
     request = job_validate_request(user=user, spec=spec)
     lab = lab_for_submission(user=user, lab_id=spec.lab_id)
     _check_quota(user, lab, spec)

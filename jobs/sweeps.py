@@ -19,7 +19,6 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.registration import user_may_submit
 from audit.services import audit_record
 from condor_bridge import BridgeError, InvalidJobRequest
 from condor_bridge.submit import description_text
@@ -33,7 +32,6 @@ from .parameters import ParameterError
 from .services import (
     PARAMETERS_VARIABLE,
     SOURCE_DIR,
-    AccountNotApproved,
     JobActionError,
     JobSpec,
     JobSubmissionError,
@@ -43,6 +41,7 @@ from .services import (
     _match_summary,
     _request_fields,
     _stage_files,
+    check_may_submit,
     content_hashes,
     job_validate_request,
     lab_for_submission,
@@ -169,15 +168,7 @@ def sweep_submit(
 ) -> Sweep:
     """Accept a sweep: check every run and the quota for all of them, store the runs' files,
     record them, and queue the sweep's submission to HTCondor as one cluster."""
-    if not user_may_submit(user):
-        raise AccountNotApproved(
-            "account", "Your account waits for approval by a lab lead or an administrator; "
-            "you can submit jobs once it is approved.",
-        )  # fmt: skip
-    if copy_from is not None and copy_from.owner_id != user.pk:
-        raise JobSubmissionError("script", "That job is not yours to copy.")
-    if copy_from is None and script is None:
-        raise JobSubmissionError("script", "Choose a Python script or a project archive to upload.")
+    check_may_submit(user, script=script, copy_from=copy_from)
     job_validate_request(user=user, spec=spec)
     runs = plan.runs(limit=settings.MAX_SWEEP_RUNS)
     _check_placeholders(spec, set(runs[0]))

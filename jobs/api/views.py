@@ -84,6 +84,17 @@ def submission_refused(exc: services.JobSubmissionError) -> ApiError:
     return ApiError(exc.message, code="invalid", status_code=400, field=field)
 
 
+def _source_job(request: Request, data: dict) -> Job | None:
+    """The earlier job of the user's whose files a submission copies (`source_job`)."""
+    if not data.get("source_job") or data.get("script"):
+        return None
+    try:
+        return selectors.job_get_for_user(request.user, data["source_job"])
+    except Job.DoesNotExist:
+        raise ApiError("You have no job with this id.", code="invalid", status_code=400,
+                       field="source_job") from None  # fmt: skip
+
+
 def job_response(request: Request, job: Job, code: int = 200) -> Response:
     return Response(JobSerializer(job, context={"request": request}).data, status=code)
 
@@ -151,13 +162,7 @@ class JobListView(GenericAPIView):
         form = JobSubmitSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
-        copy_from = None
-        if data.get("source_job") and not data.get("script"):
-            try:
-                copy_from = selectors.job_get_for_user(request.user, data["source_job"])
-            except Job.DoesNotExist:
-                raise ApiError("You have no job with this id.", code="invalid", status_code=400,
-                               field="source_job") from None  # fmt: skip
+        copy_from = _source_job(request, data)
         try:
             job = services.job_submit(
                 user=request.user, spec=form.to_spec(data["name"]), script=data.get("script"),
@@ -209,13 +214,7 @@ class SweepListView(GenericAPIView):
         form = SweepSubmitSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
-        copy_from = None
-        if data.get("source_job") and not data.get("script"):
-            try:
-                copy_from = selectors.job_get_for_user(request.user, data["source_job"])
-            except Job.DoesNotExist:
-                raise ApiError("You have no job with this id.", code="invalid", status_code=400,
-                               field="source_job") from None  # fmt: skip
+        copy_from = _source_job(request, data)
         try:
             sweep = sweeps.sweep_submit(
                 user=request.user, spec=form.to_spec(data["name"]),
