@@ -215,3 +215,61 @@ class JobSubmitForm(forms.Form):
     def arguments_list(self) -> list[str]:
         text = self.cleaned_data.get("arguments") or ""
         return [line for line in text.replace("\r\n", "\n").split("\n") if line.strip()]
+
+
+MATRIX_ROWS = 4
+
+
+class MatrixForm(JobSubmitForm):
+    """An evaluation matrix: the job form's resources and arguments, with systems and
+    datasets as rows (system_name_N, system_file_N, system_entry_N; dataset_name_N,
+    dataset_path_N, dataset_file_N) instead of one script."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for name in ("script", "requirements", "entry_command", "sweep_grid", "source_job",
+                     "staged_upload", "staged_requirements", "notify_by_email"):  # fmt: skip
+            del self.fields[name]
+        self.fields["name"].label = "Evaluation name"
+        self.fields["arguments"].help_text = (
+            "One argument per line, for every system; {system} and {dataset} become the "
+            "system's name and the dataset's path."
+        )
+
+    def rows(self, prefix: str, fields: tuple[str, ...]) -> list[dict]:
+        """What was typed in each row, for showing the form again."""
+        rows = []
+        for number in range(MATRIX_ROWS):
+            rows.append({"number": number, **{field: self.data.get(f"{prefix}_{field}_{number}", "")
+                                              for field in fields}})  # fmt: skip
+        return rows
+
+    def system_rows(self) -> list[dict]:
+        return self.rows("system", ("name", "entry"))
+
+    def dataset_rows(self) -> list[dict]:
+        return self.rows("dataset", ("name", "path"))
+
+    def clean(self):
+        cleaned = forms.Form.clean(self)
+        systems, datasets = [], []
+        for number in range(MATRIX_ROWS):
+            name = self.data.get(f"system_name_{number}", "").strip()
+            upload = self.files.get(f"system_file_{number}")
+            entry = self.data.get(f"system_entry_{number}", "").strip() or None
+            if name or upload:
+                if not (name and upload):
+                    self.add_error(None, f"System row {number + 1}: give a name and a file.")
+                    continue
+                systems.append((name, upload, entry))
+            name = self.data.get(f"dataset_name_{number}", "").strip()
+            path = self.data.get(f"dataset_path_{number}", "").strip() or None
+            upload = self.files.get(f"dataset_file_{number}")
+            if name or path or upload:
+                if not name or (path is None) == (upload is None):
+                    self.add_error(None, f"Dataset row {number + 1}: give a name, and a path "
+                                   "or a file (not both).")  # fmt: skip
+                    continue
+                datasets.append((name, path, upload))
+        cleaned["systems"], cleaned["datasets"] = systems, datasets
+        return cleaned

@@ -248,6 +248,7 @@ class Sweep(models.Model):
         GRID = "grid", "Grid: every combination"
         LIST = "list", "List of parameter sets"
         RANDOM = "random", "Random samples"
+        MATRIX = "matrix", "Evaluation matrix: systems by datasets"
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     owner = models.ForeignKey(

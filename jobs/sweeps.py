@@ -11,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,10 +24,12 @@ from django.utils import timezone
 from audit.services import audit_record
 from condor_bridge import BridgeError, InvalidJobRequest
 from condor_bridge.submit import description_text
+from condor_bridge.types import check_text
 from labs.quotas import QuotaExceeded, lock_quota, quota_check
 from portal.db import bulk_update_rows
 
 from . import parameters
+from .archives import ArchiveError, check_archive, extract_archive, is_archive
 from .bridge import get_bridge
 from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Sweep
 from .parameters import ParameterError
@@ -36,10 +40,12 @@ from .services import (
     JobSpec,
     JobSubmissionError,
     QuotaRefusal,
+    _archive_limits,
     _install_helper,
     _job_request,
     _match_summary,
     _request_fields,
+    _save_upload,
     _stage_files,
     check_may_submit,
     content_hashes,
@@ -47,6 +53,7 @@ from .services import (
     lab_for_submission,
     new_seed,
     parse_entry_command,
+    safe_archive_name,
 )
 
 
@@ -173,10 +180,40 @@ def sweep_submit(
     runs = plan.runs(limit=settings.MAX_SWEEP_RUNS)
     _check_placeholders(spec, set(runs[0]))
     run_specs = [_run_spec(spec, index, values) for index, values in enumerate(runs)]
+    lab, remove_after_s = _check_runs(user, spec, run_specs, check_pool=check_pool)
+    sweep = Sweep(owner=user, lab=lab, name=spec.name.strip(), kind=plan.kind,
+                  definition=plan.definition)  # fmt: skip
+    jobs = [Job(owner=user, name=run.name.strip(), lab=lab, gpus=spec.gpus, sweep_index=index,
+                parameters=runs[index]) for index, run in enumerate(run_specs)]  # fmt: skip
+    made: list[Path] = []
+    try:
+        first = _new_folder(jobs[0], made)
+        staged = _stage_files(first, spec=run_specs[0], script=script, copy_from=copy_from,
+                              requirements=requirements)  # fmt: skip
+        tree, hashes = _staged_tree(first), content_hashes(first, staged)
+        for job, run in zip(jobs, run_specs, strict=True):
+            if job.directory != first:
+                _copy_inputs(first, _new_folder(job, made, create=False), tree)
+            _fill_run(job, run, staged, hashes, user=user, lab=lab,
+                      remove_after_s=remove_after_s)  # fmt: skip
+        _install_helper(first)
+        for job in jobs[1:]:
+            _install_helper(job.directory, link_from=first)
+        _record_sweep(user, lab, spec, sweep, jobs, origin=staged.origin)
+    except BaseException:
+        for directory in made:
+            shutil.rmtree(directory, ignore_errors=True)
+        raise
+    return sweep
+
+
+def _check_runs(user, spec: JobSpec, run_specs: list[JobSpec], *, check_pool: bool):
+    """Every run checked as a job would be, the quota for all of them, and the pool.
+    Returns the lab charged and the runtime limit its quota sets."""
     for run in run_specs:
         job_validate_request(user=user, spec=run)
     lab = lab_for_submission(user=user, lab_id=spec.lab_id)
-    remove_after_s = _check_sweep_quota(user, lab, spec, len(runs))
+    remove_after_s = _check_sweep_quota(user, lab, spec, len(run_specs))
     if check_pool:
         summary = _match_summary(job_validate_request(user=user, spec=run_specs[0]))
         if summary is not None and not summary.can_ever_run:
@@ -184,75 +221,71 @@ def sweep_submit(
                 summary.blocking_field or "gpus",
                 f"{summary.reason} Change the request so that a workstation can run it.",
             )
+    return lab, remove_after_s
 
-    sweep = Sweep(owner=user, lab=lab, name=spec.name.strip(), kind=plan.kind,
-                  definition=plan.definition)  # fmt: skip
-    jobs = [Job(owner=user, name=run.name.strip(), lab=lab, gpus=spec.gpus, sweep_index=index,
-                parameters=runs[index]) for index, run in enumerate(run_specs)]  # fmt: skip
-    made: list[Path] = []
+
+def _new_folder(job: Job, made: list[Path], *, create: bool = True) -> Path:
+    """The run's own folder, noted so that a refused sweep leaves none behind."""
+    job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
+    if create:
+        job.directory.mkdir(parents=True, exist_ok=False)
+    made.append(job.directory)
+    return job.directory
+
+
+def _fill_run(job: Job, run: JobSpec, staged, hashes: dict[str, str], *, user, lab,
+              remove_after_s: int | None, extra_inputs: tuple[str, ...] = ()) -> None:  # fmt: skip
+    """The run's request and source, from its (substituted) spec and the staged files."""
+    entry_arguments = staged.entry_arguments
+    if run.entry_command:
+        script_name, entry_arguments = parse_entry_command(run.entry_command)
+        if script_name != staged.script_name:
+            raise JobSubmissionError(
+                "entry_command", "Parameters may change the arguments of the entry "
+                "command, not the script it starts.",
+            )  # fmt: skip
+    environment = {**run.environment, PARAMETERS_VARIABLE: json.dumps(job.parameters)}
+    job.source = {**staged.source, "sha256": hashes}
+    if "entry_command" in staged.source:
+        job.source["entry_command"] = run.entry_command
+    inputs = list(staged.input_files)
+    if extra_inputs:
+        inputs = [*(inputs or [staged.script_name]), *extra_inputs]
+    job.request = _request_fields(
+        dataclasses.replace(run, arguments=[*entry_arguments, *run.arguments],
+                            environment=environment),
+        script_name=staged.script_name, user=user, input_files=inputs,
+        install_requirements=staged.install_requirements, lab=lab,
+        remove_after_s=remove_after_s, seed=new_seed(),
+    )  # fmt: skip
     try:
-        first = settings.JOBS_DIR / str(jobs[0].public_id)
-        first.mkdir(parents=True, exist_ok=False)
-        made.append(first)
-        staged = _stage_files(first, spec=run_specs[0], script=script, copy_from=copy_from,
-                              requirements=requirements)  # fmt: skip
-        tree = _staged_tree(first)
-        hashes = content_hashes(first, staged)
-        for job, run in zip(jobs, run_specs, strict=True):
-            job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
-            if job.directory != first:
-                _copy_inputs(first, job.directory, tree)
-                made.append(job.directory)
-            entry_arguments = staged.entry_arguments
-            if run.entry_command:
-                script_name, entry_arguments = parse_entry_command(run.entry_command)
-                if script_name != staged.script_name:
-                    raise JobSubmissionError(
-                        "entry_command", "Parameters may change the arguments of the entry "
-                        "command, not the script it starts.",
-                    )  # fmt: skip
-            environment = {**run.environment, PARAMETERS_VARIABLE: json.dumps(job.parameters)}
-            job.source = {**staged.source, "sha256": hashes}
-            if "entry_command" in staged.source:
-                job.source["entry_command"] = run.entry_command
-            job.request = _request_fields(
-                dataclasses.replace(run, arguments=[*entry_arguments, *run.arguments],
-                                    environment=environment),
-                script_name=staged.script_name, user=user, input_files=staged.input_files,
-                install_requirements=staged.install_requirements, lab=lab,
-                remove_after_s=remove_after_s, seed=new_seed(),
-            )  # fmt: skip
-            try:
-                _job_request(job)
-            except InvalidJobRequest as exc:
-                raise JobSubmissionError(exc.field, exc.message) from exc
-        _install_helper(first)
-        for job in jobs[1:]:
-            _install_helper(job.directory, link_from=first)
-        with transaction.atomic():
-            # Checked again with the quota locked: a racing submission may have used it.
-            lock_quota(user, lab)
-            _check_sweep_quota(user, lab, spec, len(runs))
-            sweep.save()
-            for job in jobs:
-                job.sweep = sweep
-            Job.objects.bulk_create(jobs, batch_size=1000)
-            origin = f"{staged.origin}; run {{}} of sweep “{sweep.name}”"
-            JobEvent.objects.bulk_create(
-                [JobEvent(job=job, kind="created", state=job.state, actor=user,
-                          detail=origin.format(job.sweep_index)) for job in jobs],
-                batch_size=1000,
-            )  # fmt: skip
-            audit_record(action="sweep.submit", actor=user, target=sweep,
-                         detail=f"{len(jobs)} runs ({plan.kind}); {staged.origin}; "
-                         f"lab {lab.name if lab else 'none'}")  # fmt: skip
-            sweep_pk = sweep.pk
-            transaction.on_commit(lambda: _enqueue_sweep_submit(sweep_pk))
-    except BaseException:
-        for directory in made:
-            shutil.rmtree(directory, ignore_errors=True)
-        raise
-    return sweep
+        _job_request(job)
+    except InvalidJobRequest as exc:
+        raise JobSubmissionError(exc.field, exc.message) from exc
+
+
+def _record_sweep(user, lab, spec: JobSpec, sweep: Sweep, jobs: list[Job], *, origin: str):
+    """The sweep and its runs, written in one transaction with the quota locked, and its
+    submission queued once that commits."""
+    with transaction.atomic():
+        # Checked again with the quota locked: a racing submission may have used it.
+        lock_quota(user, lab)
+        _check_sweep_quota(user, lab, spec, len(jobs))
+        sweep.save()
+        for job in jobs:
+            job.sweep = sweep
+        Job.objects.bulk_create(jobs, batch_size=1000)
+        detail = f"{origin}; run {{}} of sweep “{sweep.name}”"
+        JobEvent.objects.bulk_create(
+            [JobEvent(job=job, kind="created", state=job.state, actor=user,
+                      detail=detail.format(job.sweep_index)) for job in jobs],
+            batch_size=1000,
+        )  # fmt: skip
+        audit_record(action="sweep.submit", actor=user, target=sweep,
+                     detail=f"{len(jobs)} runs ({sweep.kind}); {origin}; "
+                     f"lab {lab.name if lab else 'none'}")  # fmt: skip
+        sweep_pk = sweep.pk
+        transaction.on_commit(lambda: _enqueue_sweep_submit(sweep_pk))
 
 
 def _enqueue_sweep_submit(sweep_pk: int) -> None:
@@ -387,3 +420,162 @@ def sweep_cancel(*, sweep: Sweep, user) -> int:
         audit_record(action="sweep.cancel", actor=user, target=sweep,
                      detail=f"{len(runs)} runs ({len(submitted)} in HTCondor)")  # fmt: skip
     return len(runs)
+
+
+# -- evaluation matrices: systems by datasets ------------------------------------------------
+
+DATASET_FOLDER = "dataset"
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.+=@-]+")
+MAX_MATRIX_NAME = 100
+
+
+@dataclass(frozen=True)
+class MatrixSystem:
+    """One system under evaluation: its own script or project, and how to start it."""
+
+    name: str
+    upload: object  # an UploadedFile: a .py script or a project archive
+    entry_command: str | None = None
+
+
+@dataclass(frozen=True)
+class MatrixDataset:
+    """One dataset: a path the workstations see, or an uploaded file or archive."""
+
+    name: str
+    path: str | None = None
+    upload: object | None = None
+
+    @property
+    def location(self) -> str:
+        """What `{dataset}` becomes: the path, or the folder its upload is unpacked into."""
+        return self.path if self.path is not None else DATASET_FOLDER
+
+
+def _check_names(kind: str, names: list[str]) -> None:
+    if not names:
+        raise JobSubmissionError(kind, f"Give at least one {kind[:-1]}.")
+    for name in names:
+        try:
+            check_text(kind, name, max_length=MAX_MATRIX_NAME)
+        except InvalidJobRequest as exc:
+            raise JobSubmissionError(kind, f"{name[:40]!r}: {exc.message}.") from None
+        if not name.strip():
+            raise JobSubmissionError(kind, f"Every {kind[:-1]} needs a name.")
+    if len(set(names)) != len(names):
+        raise JobSubmissionError(kind, f"Two {kind} have the same name.")
+
+
+def _stage_dataset(dataset: MatrixDataset, folder: Path) -> None:
+    """An uploaded dataset, unpacked (an archive) or kept as it is, into `folder`."""
+    folder.mkdir(parents=True)
+    name = dataset.upload.name or "data"
+    if is_archive(name):
+        archive = folder.parent / f"{folder.name}-{safe_archive_name(name)}"
+        _save_upload(dataset.upload, archive)
+        try:
+            check_archive(archive, _archive_limits())
+            extract_archive(archive, folder, _archive_limits())
+        except ArchiveError as exc:
+            raise JobSubmissionError("datasets", f"{dataset.name}: {exc}") from None
+        finally:
+            archive.unlink(missing_ok=True)
+    else:
+        _save_upload(dataset.upload, folder / _SAFE_NAME.sub("_", Path(name).name)[:100])
+
+
+def _link_tree(source: Path, target: Path) -> None:
+    """A dataset into a run's folder: hard links, since datasets can be large and are the
+    portal's, read-only to jobs."""
+    shutil.copytree(source, target, copy_function=os.link)
+
+
+def matrix_submit(
+    *,
+    user,
+    spec: JobSpec,
+    systems: list[MatrixSystem],
+    datasets: list[MatrixDataset],
+    check_pool: bool = True,
+) -> Sweep:
+    """Accept an evaluation matrix: every system run on every dataset, as one sweep.
+
+    A system is its own upload and entry command; `{dataset}` in the entry command or the
+    arguments becomes the dataset's path (or `dataset`, the folder an uploaded dataset is
+    unpacked into in each run's folder), and `{system}` the system's name.
+    """
+    _check_names("systems", [system.name for system in systems])
+    _check_names("datasets", [dataset.name for dataset in datasets])
+    for system in systems:
+        check_may_submit(user, script=system.upload, copy_from=None)
+    for dataset in datasets:
+        if (dataset.path is None) == (dataset.upload is None):
+            raise JobSubmissionError("datasets", f"{dataset.name}: give a path or a file.")
+        if dataset.path is not None:
+            try:
+                check_text("datasets", dataset.path, max_length=1000)
+            except InvalidJobRequest as exc:
+                raise JobSubmissionError("datasets", f"{dataset.name}: {exc.message}.") from None
+    if len(systems) * len(datasets) > settings.MAX_SWEEP_RUNS:
+        raise JobSubmissionError("datasets", f"{len(systems)} systems by {len(datasets)} datasets "
+                                 f"make {len(systems) * len(datasets):,} runs; at most "
+                                 f"{settings.MAX_SWEEP_RUNS:,} are allowed.")  # fmt: skip
+    job_validate_request(user=user, spec=spec)
+    cells = [(system, dataset) for system in systems for dataset in datasets]
+    run_specs = []
+    for index, (system, dataset) in enumerate(cells):
+        system_spec = dataclasses.replace(spec, entry_command=system.entry_command)
+        _check_placeholders(system_spec, {"system", "dataset"})
+        values = {"system": system.name, "dataset": dataset.location}
+        run_specs.append(_run_spec(system_spec, index, values))
+    lab, remove_after_s = _check_runs(user, spec, run_specs, check_pool=check_pool)
+    sweep = Sweep(owner=user, lab=lab, name=spec.name.strip(), kind=Sweep.Kind.MATRIX,
+                  definition={"systems": [{"name": s.name, "entry_command": s.entry_command}
+                                          for s in systems],
+                              "datasets": [{"name": d.name, "path": d.path,
+                                            "file": d.upload.name if d.upload else None}
+                                           for d in datasets]})  # fmt: skip
+    jobs = [Job(owner=user, name=run.name.strip(), lab=lab, gpus=spec.gpus, sweep_index=index,
+                parameters={"system": system.name, "dataset": dataset.name})
+            for index, (run, (system, dataset))
+            in enumerate(zip(run_specs, cells, strict=True))]  # fmt: skip
+    made: list[Path] = []
+    staging = settings.JOBS_DIR / ".staging" / f"matrix-{uuid.uuid4().hex}"
+    try:
+        for number, dataset in enumerate(datasets):
+            if dataset.upload is not None:
+                _stage_dataset(dataset, staging / str(number))
+        origins = []
+        for s_number, system in enumerate(systems):
+            first_index = s_number * len(datasets)
+            first = _new_folder(jobs[first_index], made)
+            staged = _stage_files(first, spec=run_specs[first_index], script=system.upload,
+                                  copy_from=None)  # fmt: skip
+            if (first / DATASET_FOLDER).exists():
+                raise JobSubmissionError(
+                    "systems", f"{system.name} has a {DATASET_FOLDER} folder of its own; "
+                    "rename it, since each run's dataset is unpacked there.",
+                )  # fmt: skip
+            origins.append(f"{system.name}: {staged.origin}")
+            tree, hashes = _staged_tree(first), content_hashes(first, staged)
+            for d_number, dataset in enumerate(datasets):
+                job = jobs[first_index + d_number]
+                if d_number:
+                    _copy_inputs(first, _new_folder(job, made, create=False), tree)
+                uploaded = dataset.upload is not None
+                if uploaded:
+                    _link_tree(staging / str(d_number), job.directory / DATASET_FOLDER)
+                _fill_run(job, run_specs[first_index + d_number], staged, hashes, user=user,
+                          lab=lab, remove_after_s=remove_after_s,
+                          extra_inputs=(DATASET_FOLDER,) if uploaded else ())  # fmt: skip
+            _install_helper(first)
+            for d_number in range(1, len(datasets)):
+                _install_helper(jobs[first_index + d_number].directory, link_from=first)
+        _record_sweep(user, lab, spec, sweep, jobs, origin="; ".join(origins))
+    except BaseException:
+        for directory in made:
+            shutil.rmtree(directory, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return sweep

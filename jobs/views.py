@@ -28,7 +28,7 @@ from django.views.decorators.http import require_GET, require_POST
 from . import readouts, selectors, services, sweeps
 from .bridge import get_bridge
 from .filters import JobListFilter
-from .forms import JobSubmitForm
+from .forms import JobSubmitForm, MatrixForm
 from .lookups import (
     actionable_job_or_403,
     actionable_sweep_or_403,
@@ -36,7 +36,7 @@ from .lookups import (
     visible_job_or_404,
     visible_sweep_or_404,
 )
-from .models import EnvironmentPreset, Job, JobState
+from .models import EnvironmentPreset, Job, JobState, Sweep
 from .parameters import text_of
 
 JOBS_PER_PAGE = 25
@@ -520,7 +520,17 @@ def sweep_detail(request: HttpRequest, public_id) -> HttpResponse:
     }  # fmt: skip
     query = request.GET.copy()
     query.pop("sort", None)
+    matrix = None
+    if sweep.kind == Sweep.Kind.MATRIX:
+        by_cell = {(r.run.parameters.get("system"), r.run.parameters.get("dataset")): r
+                   for r in results.results}  # fmt: skip
+        datasets = [d["name"] for d in sweep.definition.get("datasets", [])]
+        matrix = {"datasets": datasets, "rows": [
+            (system["name"], [by_cell.get((system["name"], d)) for d in datasets])
+            for system in sweep.definition.get("systems", [])
+        ]}  # fmt: skip
     return render(request, "jobs/sweep.html", {
+        "matrix": matrix,
         "sweep": sweep, "rows": rows, "runs_total": len(results.results),
         "parameter_names": names, "state_counts": state_counts, "can_cancel": can_cancel,
         "results": results, "chart": chart, "sort": request.GET.get("sort", "index"),
@@ -562,3 +572,25 @@ def sweep_cancel(request: HttpRequest, public_id) -> HttpResponse:
         messages.success(request, f"Cancelling {cancelled} run{'s' if cancelled != 1 else ''} "
                          f"of “{sweep.name}”.")  # fmt: skip
     return redirect("jobs:sweep", public_id=sweep.public_id)
+
+
+@login_required
+def matrix_new(request: HttpRequest) -> HttpResponse:
+    form = MatrixForm(request.POST or None, request.FILES or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            sweep = sweeps.matrix_submit(
+                user=request.user, spec=form.to_spec(),
+                systems=[sweeps.MatrixSystem(*row) for row in data["systems"]],
+                datasets=[sweeps.MatrixDataset(*row) for row in data["datasets"]],
+            )  # fmt: skip
+        except services.JobSubmissionError as exc:
+            field = FORM_FIELD_FOR.get(exc.field, exc.field)
+            form.add_error(field if field in form.fields else None, exc.message)
+        else:
+            messages.success(request, f"“{sweep.name}”: {sweep.runs.count()} runs are on their "
+                             "way to the pool.")  # fmt: skip
+            return redirect("jobs:sweep", public_id=sweep.public_id)
+    return render(request, "jobs/matrix_new.html", {"form": form},
+                  status=400 if form.errors else 200)  # fmt: skip

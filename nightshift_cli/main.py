@@ -367,6 +367,108 @@ def sweep(obj: Context, path: Path, name: str | None, requirements: Path | None,
               f"{created['id']}  ({created['links']['web']})")  # fmt: skip
 
 
+@cli.command(epilog=EPILOG)
+@job_options
+@click.option(
+    "--system",
+    "systems",
+    multiple=True,
+    metavar="NAME=PATH",
+    help="A system to evaluate: a script, archive or project folder. Repeat.",
+)
+@click.option(
+    "--system-entry",
+    multiple=True,
+    metavar="NAME=COMMAND",
+    help="How to start a project system, e.g. bert='python eval.py --data {dataset}'.",
+)
+@click.option(
+    "--dataset",
+    "datasets",
+    multiple=True,
+    metavar="NAME=FILE",
+    help="A dataset to upload: a file or an archive, unpacked into dataset/. Repeat.",
+)
+@click.option(
+    "--dataset-path",
+    multiple=True,
+    metavar="NAME=PATH",
+    help="A dataset the workstations already see, by its path. Repeat.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the sweep as JSON.")
+@pass_context
+def matrix(obj: Context, name: str | None, requirements: Path | None, systems: tuple[str, ...],
+           system_entry: tuple[str, ...], datasets: tuple[str, ...],
+           dataset_path: tuple[str, ...], as_json: bool, **fields: Any) -> None:  # fmt: skip
+    """Evaluate every system on every dataset: an evaluation matrix, as one sweep.
+
+    {dataset} in --arg or a --system-entry becomes the dataset's path (or dataset/, where
+    an uploaded one is unpacked), {system} the system's name.
+
+    \b
+    nightshift matrix --system bert=./bert --system t5=./t5 \\
+        --system-entry "bert=python eval.py --data {dataset}" \\
+        --dataset-path squad=/shared/squad --dataset glue=glue.tar.gz --gpus 1
+    """
+    if requirements is not None or fields.get("entry_command"):
+        raise click.UsageError("Give each system its entry with --system-entry NAME=COMMAND.")
+    if not systems or not (datasets or dataset_path):
+        raise click.UsageError("Give at least one --system and one --dataset or --dataset-path.")
+    entries = dict(_pair(item, "--system-entry") for item in system_entry)
+    data = _request_fields({k: v for k, v in fields.items() if k != "entry_command"})
+    data["name"] = name or "evaluation"
+    system_list, dataset_list, files = [], [], []
+    with ExitStack() as stack:
+        names_seen: set[str] = set()
+
+        def add_file(field: str, path: Path, number: int) -> str:
+            upload = path
+            if path.is_dir():
+                upload = _archive_folder(path, stack)
+            filename = upload.name if upload.name not in names_seen else f"{number}-{upload.name}"
+            names_seen.add(filename)
+            files.append((field, (filename, stack.enter_context(upload.open("rb")))))
+            return filename
+
+        for number, item in enumerate(systems):
+            system, location = _pair(item, "--system")
+            path = Path(location)
+            if not path.exists():
+                raise click.UsageError(f"--system {item!r}: {location} does not exist.")
+            entry = entries.pop(system, None)
+            if entry is None and (path.is_dir() or path.name.lower().endswith(ARCHIVE_SUFFIXES)):
+                entry = _default_entry(path) if path.is_dir() else "python train.py"
+            system_list.append({"name": system, "file": add_file("system_files", path, number),
+                                "entry_command": entry})  # fmt: skip
+        if entries:
+            raise click.UsageError(f"--system-entry names no system: {', '.join(entries)}.")
+        for number, item in enumerate(datasets):
+            dataset, location = _pair(item, "--dataset")
+            path = Path(location)
+            if not path.is_file():
+                raise click.UsageError(f"--dataset {item!r}: {location} is not a file.")
+            dataset_list.append({"name": dataset,
+                                 "file": add_file("dataset_files", path, number)})  # fmt: skip
+        for item in dataset_path:
+            dataset, location = _pair(item, "--dataset-path")
+            dataset_list.append({"name": dataset, "path": location})
+        data["systems"], data["datasets"] = json.dumps(system_list), json.dumps(dataset_list)
+        created = obj.client.upload("/sweeps/matrix/", data, files)
+    if as_json:
+        _print_json(created)
+        return
+    err.print(f"Submitted “{created['name']}”: {len(system_list)} systems by "
+              f"{len(dataset_list)} datasets, {created['run_count']} runs, as {created['id']}  "
+              f"({created['links']['web']})")  # fmt: skip
+
+
+def _pair(item: str, option: str) -> tuple[str, str]:
+    name, sep, value = item.partition("=")
+    if not sep or not name or not value:
+        raise click.UsageError(f"{option} {item!r}: write NAME=VALUE.")
+    return name, value
+
+
 def _value(text: str) -> int | float | str:
     for kind in (int, float):
         try:

@@ -175,6 +175,61 @@ class SweepSubmitSerializer(JobSubmitSerializer):
     )
 
 
+class MatrixSubmitSerializer(JobRequestSerializer):
+    name = serializers.CharField(max_length=200, help_text="A name you will recognise.")
+    systems = serializers.JSONField(
+        help_text='The systems: [{"name": "bert", "file": "bert.zip", "entry_command": '
+        '"python eval.py --data {dataset}"}, ...]; each file is one of system_files, by its '
+        "name. {dataset} becomes the dataset's path (or dataset, the folder an uploaded one is "
+        "unpacked into), {system} the system's name. Multipart: as JSON text.",
+    )
+    system_files = serializers.ListField(
+        child=serializers.FileField(), max_length=100,
+        help_text="The systems' scripts or project archives.",
+    )  # fmt: skip
+    datasets = serializers.JSONField(
+        help_text='The datasets: [{"name": "squad", "path": "/data/squad"}, {"name": "glue", '
+        '"file": "glue.tar.gz"}, ...]; a file is one of dataset_files, by its name. '
+        "Multipart: as JSON text.",
+    )
+    dataset_files = serializers.ListField(
+        child=serializers.FileField(), required=False, default=list, max_length=100,
+        help_text="Uploaded datasets: files or archives.",
+    )  # fmt: skip
+
+    def _named(self, entries, field: str, keys: set[str]) -> list[dict]:
+        if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+            raise serializers.ValidationError({field: "Give a list of objects."})
+        for entry in entries:
+            if not isinstance(entry.get("name"), str) or set(entry) - keys:
+                raise serializers.ValidationError(
+                    {field: f"Each needs a name, and only {', '.join(sorted(keys))}."}
+                )
+            for key in keys - {"name"}:
+                if entry.get(key) is not None and not isinstance(entry[key], str):
+                    raise serializers.ValidationError({field: f"{key} must be text."})
+        return entries
+
+    def validate(self, data: dict) -> dict:
+        systems = self._named(data["systems"], "systems", {"name", "file", "entry_command"})
+        datasets = self._named(data["datasets"], "datasets", {"name", "file", "path"})
+        for field, entries, uploads in (("systems", systems, data["system_files"]),
+                                        ("datasets", datasets, data["dataset_files"])):  # fmt: skip
+            by_name = {upload.name: upload for upload in uploads}
+            for entry in entries:
+                if entry.get("file") is not None and entry["file"] not in by_name:
+                    raise serializers.ValidationError(
+                        {field: f"{entry['name'][:40]}: no uploaded file is called "
+                         f"{entry['file'][:100]!r}."}
+                    )  # fmt: skip
+                entry["upload"] = by_name.get(entry.get("file"))
+        for entry in systems:
+            if entry["upload"] is None:
+                raise serializers.ValidationError({"systems": f"{entry['name'][:40]}: no file."})
+        data["systems"], data["datasets"] = systems, datasets
+        return data
+
+
 class SweepRunSerializer(serializers.ModelSerializer):
     id = serializers.UUIDField(source="public_id", read_only=True, help_text="The run's job id.")
     index = serializers.IntegerField(source="sweep_index", help_text="Its place in the sweep.")

@@ -39,6 +39,7 @@ from .serializers import (
     JobSubmitSerializer,
     LogChunkSerializer,
     MatchSummarySerializer,
+    MatrixSubmitSerializer,
     MetricsSerializer,
     OutputFileSerializer,
     PoolSerializer,
@@ -220,6 +221,35 @@ class SweepListView(GenericAPIView):
                 user=request.user, spec=form.to_spec(data["name"]),
                 plan=sweeps.SweepPlan.from_json(data["parameters"]), script=data.get("script"),
                 copy_from=copy_from, requirements=data.get("requirements"),
+            )  # fmt: skip
+        except services.JobSubmissionError as exc:
+            raise submission_refused(exc) from None
+        return sweep_response(request, sweep, status.HTTP_201_CREATED)
+
+
+class MatrixSubmitView(APIView):
+    parser_classes = [MultiPartParser]
+    throttle_classes = [SubmissionThrottle]
+
+    @extend_schema(
+        summary="Submit an evaluation matrix",
+        description="Every system (its own script or project and entry command) run on every "
+        "dataset (a path, or an uploaded file or archive), as one sweep submitted to HTCondor "
+        "as one cluster. The sweep's page compares them in a systems-by-datasets table.",
+        request={"multipart/form-data": MatrixSubmitSerializer},
+        responses={201: SweepSerializer, **_errors(400, 401, 403, 429)},
+    )  # fmt: skip
+    def post(self, request: Request) -> Response:
+        form = MatrixSubmitSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        try:
+            sweep = sweeps.matrix_submit(
+                user=request.user, spec=form.to_spec(data["name"]),
+                systems=[sweeps.MatrixSystem(s["name"], s["upload"], s.get("entry_command"))
+                         for s in data["systems"]],
+                datasets=[sweeps.MatrixDataset(d["name"], d.get("path"), d["upload"])
+                          for d in data["datasets"]],
             )  # fmt: skip
         except services.JobSubmissionError as exc:
             raise submission_refused(exc) from None

@@ -72,3 +72,23 @@ def test_a_sweep_is_cancelled_from_the_command_line(nightshift, logged_in, tmp_p
     services.jobs_sync()  # the pool's removal reaches the portal
     again = nightshift("sweeps", str(sweep.public_id), "--cancel")
     assert again.status != 0 and "already ended" in again.stderr
+
+
+def test_an_evaluation_matrix_from_the_command_line(nightshift, logged_in, tmp_path):
+    (tmp_path / "bert").mkdir()
+    (tmp_path / "bert" / "eval.py").write_text("print('bert')\n")
+    (tmp_path / "t5.py").write_text("print('t5')\n")
+    (tmp_path / "tiny.csv").write_text("1,2\n")
+    done = nightshift("matrix", "--gpus", "0", "--name", "eval", "--arg={system}",
+                      "--system", "bert=bert", "--system", "t5=t5.py",
+                      "--system-entry", "bert=python eval.py --data {dataset}",
+                      "--dataset", "tiny=tiny.csv",
+                      "--dataset-path", "squad=/shared/squad")  # fmt: skip
+    assert done.status == 0, done.stderr
+    assert "2 systems by 2 datasets, 4 runs" in done.stderr
+    runs = {(job.parameters["system"], job.parameters["dataset"]): job for job in Job.objects.all()}
+    assert runs[("bert", "squad")].request["arguments"] == ["--data", "/shared/squad", "bert"]
+    assert (runs[("t5", "tiny")].directory / "dataset" / "tiny.csv").read_text() == "1,2\n"
+    wrong = nightshift("matrix", "--system", "a=t5.py", "--system-entry", "b=python x.py",
+                       "--dataset-path", "d=/d")  # fmt: skip
+    assert wrong.status != 0 and "--system-entry names no system: b" in wrong.stderr

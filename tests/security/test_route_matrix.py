@@ -62,6 +62,7 @@ TABLE = {
     "accounts:tokens": [("get", (LOGIN, 200, 200, 200, 200, 200))],
     "jobs:list": [("get", (LOGIN, 200, 200, 200, 200, 200))],
     "jobs:new": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    "jobs:matrix_new": [("get", (LOGIN, 200, 200, 200, 200, 200))],
     "jobs:match": [("get", (LOGIN, 200, 200, 200, 200, 200))],
     "jobs:preview": [("get", (LOGIN, 200, 200, 200, 200, 200))],
     "pool": [("get", (LOGIN, 200, 200, 200, 200, 200))],
@@ -95,6 +96,8 @@ TABLE = {
     "jobs:sweep": [("get", (LOGIN, 404, 404, 200, 200, 200))],
     "api:sweep-detail": [("get", (401, 404, 404, 200, 200, 200))],
     "api:sweep-list": [("get", (401, 200, 200, 200, 200, 200))],
+    # An empty submission: refused as invalid, once signed in.
+    "api:sweep-matrix": [("post", (401, 415, 415, 415, 415, 415))],
     "jobs:sweep_results_csv": [("get", (LOGIN, 404, 404, 200, 200, 200))],
     "jobs:sweep_cancel": [("post", (LOGIN, 404, 404, 302, 403, 302))],
     "api:sweep-cancel": [("post", (401, 404, 404, 200, 403, 200))],

@@ -150,3 +150,35 @@ def test_the_best_runs_parameters_become_a_new_job_from_the_form(
     form = student_client.get(link).content.decode()
     assert "--lr=0.1\n--batch\n64" in form
     assert "NIGHTSHIFT_PARAMETERS" not in form
+
+
+def test_an_evaluation_matrix_from_its_form(student_client, fake_bridge):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    form = student_client.get(reverse("jobs:matrix_new")).content.decode()
+    assert "New evaluation matrix" in form and 'name="system_file_0"' in form
+    response = student_client.post(reverse("jobs:matrix_new"), {
+        "name": "eval", "gpus": 0, "cpus": 1, "memory_gb": 0.25, "arguments": "{dataset}",
+        "system_name_0": "bert", "system_file_0": script_upload(name="bert.py"),
+        "system_name_1": "t5", "system_file_1": script_upload(name="t5.py"),
+        "dataset_name_0": "squad", "dataset_path_0": "/shared/squad",
+        "dataset_name_1": "tiny", "dataset_file_1": SimpleUploadedFile("tiny.csv", b"1\n"),
+    })  # fmt: skip
+    sweep = Sweep.objects.get()
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    assert response["Location"] == reverse("jobs:sweep", args=[sweep.public_id])
+    assert sorted(sweep.runs.values_list("request__arguments", flat=True)) == [
+        ["/shared/squad"], ["/shared/squad"], ["dataset"], ["dataset"]
+    ]  # fmt: skip
+    page = student_client.get(response["Location"]).content.decode()
+    assert 'data-role="matrix"' in page
+
+
+def test_a_half_filled_matrix_row_is_explained(student_client, fake_bridge):
+    response = student_client.post(reverse("jobs:matrix_new"), {
+        "name": "eval", "gpus": 0, "cpus": 1, "memory_gb": 0.25,
+        "system_name_0": "bert", "dataset_name_0": "squad", "dataset_path_0": "/d",
+    })  # fmt: skip
+    assert response.status_code == 400
+    assert "System row 1: give a name and a file." in response.content.decode()
+    assert not Sweep.objects.exists()
