@@ -217,4 +217,4 @@ def test_a_project_with_requirements_installs_them_and_runs(web, live_pipeline):
     assert "Successfully installed" in status["logs"]["install"]["text"]
     # What pip resolved is part of the job's reproducibility record.
     page = web.get(reverse("jobs:detail", args=[job.public_id])).content.decode()
-    assert "tinypkg==0.1" in page
+    assert "tinypkg @ file:" in page and "tinypkg-0.1-py3-none-any.whl" in page
