@@ -249,6 +249,7 @@ class Sweep(models.Model):
         LIST = "list", "List of parameter sets"
         RANDOM = "random", "Random samples"
         MATRIX = "matrix", "Evaluation matrix: systems by datasets"
+        STUDY = "study", "Hyperparameter optimisation (Optuna)"
 
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     owner = models.ForeignKey(
@@ -268,12 +269,19 @@ class Sweep(models.Model):
     submit_attempts = models.PositiveIntegerField(default=0)
     submit_requested_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
+    # A study: when it stopped asking for trials and why (trials, budget, deadline, cancel).
+    finished_at = models.DateTimeField(null=True, blank=True)
+    stop_reason = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.public_id})"
+
+    @property
+    def is_study(self) -> bool:
+        return self.kind == self.Kind.STUDY
 
     @property
     def is_submitted(self) -> bool:

@@ -1166,8 +1166,10 @@ def _resubmit_stale_jobs() -> int:
     )
     with transaction.atomic():
         stale = list(
-            Job.objects.select_for_update(skip_locked=True)
-            .filter(silent, state=JobState.QUEUED, cluster_id__isnull=True, sweep__isnull=True)
+            Job.objects.select_for_update(skip_locked=True, of=("self",))
+            .filter(silent, state=JobState.QUEUED, cluster_id__isnull=True)
+            # A sweep's runs go whole, below; a study's trials one by one, as jobs.
+            .filter(Q(sweep__isnull=True) | Q(sweep__kind=Sweep.Kind.STUDY))
             .values_list("pk", flat=True)[:500]
         )
         Job.objects.filter(pk__in=stale).update(submit_requested_at=now)
@@ -1175,6 +1177,7 @@ def _resubmit_stale_jobs() -> int:
         stale_sweeps = list(
             Sweep.objects.select_for_update(skip_locked=True)
             .filter(silent, Exists(waiting), cluster_id__isnull=True)
+            .exclude(kind=Sweep.Kind.STUDY)
             .values_list("pk", flat=True)[:100]
         )
         Sweep.objects.filter(pk__in=stale_sweeps).update(submit_requested_at=now)

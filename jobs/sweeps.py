@@ -304,7 +304,7 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
     """
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update().get(pk=sweep_pk)
-        if sweep.is_submitted:
+        if sweep.is_submitted or sweep.is_study:  # a study's trials go one by one
             return sweep
         sweep.submit_attempts += 1
         sweep.submit_requested_at = timezone.now()

@@ -8,7 +8,7 @@ from celery import shared_task
 
 from condor_bridge import BridgeError
 
-from . import services, sweeps
+from . import services, studies, sweeps
 from .models import Job, Sweep
 
 logger = logging.getLogger(__name__)
@@ -44,6 +44,16 @@ def submit_sweep(self, sweep_pk: int) -> None:
         sweeps.sweep_submit_to_pool(sweep_pk)
     except Sweep.DoesNotExist:
         logger.warning("sweep %s was deleted before it could be submitted", sweep_pk)
+
+
+@shared_task(acks_late=True)
+def advance_study(sweep_pk: int) -> None:
+    studies.study_advance(sweep_pk)
+
+
+@shared_task(acks_late=True)
+def advance_studies() -> int:
+    return studies.studies_advance()
 
 
 @shared_task(acks_late=True)

@@ -25,7 +25,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from . import readouts, selectors, services, sweeps
+from . import readouts, selectors, services, studies, sweeps
 from .bridge import get_bridge
 from .filters import JobListFilter
 from .forms import JobSubmitForm, MatrixForm
@@ -460,9 +460,12 @@ def _sweep_comparison(request: HttpRequest, sweep) -> tuple[list, selectors.Swee
     """The sweep's runs with their results, filtered and sorted as the query asks."""
     runs = list(selectors.sweep_runs(sweep))
     names = list(runs[0].parameters) if runs else []
-    results = selectors.sweep_results(
-        sweep, runs, metric=request.GET.get("metric"), goal=request.GET.get("goal")
-    )
+    metric, goal = request.GET.get("metric"), request.GET.get("goal")
+    if sweep.is_study:  # compared by what the study optimises, unless asked otherwise
+        plan = studies.plan_of(sweep)
+        metric = metric or plan.objective
+        goal = goal or ("min" if plan.direction == "minimize" else "max")
+    results = selectors.sweep_results(sweep, runs, metric=metric, goal=goal)
     rows = results.results
     state = request.GET.get("state")
     if state in JobState.values:
@@ -500,8 +503,9 @@ def sweep_detail(request: HttpRequest, public_id) -> HttpResponse:
     counts = selectors.sweep_state_counts(sweep)
     state_counts = [(state, label, counts[state]) for state, label in JobState.choices
                     if counts.get(state)]  # fmt: skip
-    can_cancel = (sweep.owner_id == request.user.pk or request.user.is_staff) and any(
-        not row.run.is_final for row in results.results
+    can_cancel = (sweep.owner_id == request.user.pk or request.user.is_staff) and (
+        any(not row.run.is_final for row in results.results)
+        or (sweep.is_study and not sweep.stop_reason)
     )
     numeric = [
         n
@@ -530,7 +534,7 @@ def sweep_detail(request: HttpRequest, public_id) -> HttpResponse:
             for system in sweep.definition.get("systems", [])
         ]}  # fmt: skip
     return render(request, "jobs/sweep.html", {
-        "matrix": matrix,
+        "matrix": matrix, "study": studies.plan_of(sweep) if sweep.is_study else None,
         "sweep": sweep, "rows": rows, "runs_total": len(results.results),
         "parameter_names": names, "state_counts": state_counts, "can_cancel": can_cancel,
         "results": results, "chart": chart, "sort": request.GET.get("sort", "index"),
@@ -565,12 +569,16 @@ def sweep_results_csv(request: HttpRequest, public_id) -> HttpResponse:
 def sweep_cancel(request: HttpRequest, public_id) -> HttpResponse:
     sweep = actionable_sweep_or_403(request.user, public_id)
     try:
-        cancelled = sweeps.sweep_cancel(sweep=sweep, user=request.user)
+        if sweep.is_study:
+            studies.study_cancel(sweep=sweep, user=request.user)
+            messages.success(request, f"“{sweep.name}” asks for no more trials, and its "
+                             "unfinished ones are being removed.")  # fmt: skip
+        else:
+            cancelled = sweeps.sweep_cancel(sweep=sweep, user=request.user)
+            messages.success(request, f"Cancelling {cancelled} run"
+                             f"{'s' if cancelled != 1 else ''} of “{sweep.name}”.")  # fmt: skip
     except services.JobActionError as exc:
         messages.error(request, str(exc))
-    else:
-        messages.success(request, f"Cancelling {cancelled} run{'s' if cancelled != 1 else ''} "
-                         f"of “{sweep.name}”.")  # fmt: skip
     return redirect("jobs:sweep", public_id=sweep.public_id)
 
 

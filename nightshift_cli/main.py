@@ -462,11 +462,79 @@ def matrix(obj: Context, name: str | None, requirements: Path | None, systems: t
               f"({created['links']['web']})")  # fmt: skip
 
 
+@cli.command(epilog=EPILOG)
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@job_options
+@click.option("--space", multiple=True, metavar="NAME=KIND:LOW:HIGH",
+              help="A hyperparameter to search: uniform, log_uniform or int_uniform with its "
+              "range, or NAME=choice:a|b|c. Repeat.")  # fmt: skip
+@click.option("--objective", required=True, help="The metric to optimise, as nightshift.log "
+              "logs it.")  # fmt: skip
+@click.option("--maximize", is_flag=True, help="Maximise the objective (default: minimise).")
+@click.option("--trials", type=int, default=20, show_default=True, help="At most this many.")
+@click.option("--parallel", type=int, default=4, show_default=True, help="Trials at once.")
+@click.option("--sampler", type=click.Choice(["tpe", "random"]), default="tpe", show_default=True)
+@click.option("--pruner", type=click.Choice(["median", "asha", "none"]), default="median",
+              show_default=True)  # fmt: skip
+@click.option("--gpu-hours", type=float, help="Stop once the trials used this many.")
+@click.option("--deadline", type=int, metavar="MINUTES", help="Stop after this long.")
+@click.option("--seed", type=int, help="Seed of the sampler.")
+@click.option("--json", "as_json", is_flag=True, help="Print the study as JSON.")
+@pass_context
+def study(obj: Context, path: Path, name: str | None, requirements: Path | None,
+          space: tuple[str, ...], objective: str, maximize: bool, trials: int, parallel: int,
+          sampler: str, pruner: str, gpu_hours: float | None, deadline: int | None,
+          seed: int | None, as_json: bool, **fields: Any) -> None:  # fmt: skip
+    """Search hyperparameters with Optuna: each trial is a job, PARALLEL at a time.
+
+    Write {name} in --arg or --env where a hyperparameter goes; the script logs the
+    objective with nightshift.log() and may stop early when nightshift.should_stop().
+
+    \b
+    nightshift study train.py --arg=--lr={lr} --space lr=log_uniform:1e-5:0.1 \\
+        --objective val_loss --trials 40 --parallel 4 --gpus 1
+    """
+    if not space:
+        raise click.UsageError("Give at least one --space NAME=KIND:LOW:HIGH.")
+    plan = {"space": _distributions(space, "--space"), "objective": objective,
+            "direction": "maximize" if maximize else "minimize", "sampler": sampler,
+            "pruner": pruner, "parallel": parallel, "max_trials": trials,
+            "gpu_hours": gpu_hours, "deadline_minutes": deadline, "seed": seed}  # fmt: skip
+    data = _request_fields(fields) | {"study": json.dumps(plan)}
+    created = _upload(obj, "/sweeps/study/", path, name, requirements, data)
+    if as_json:
+        _print_json(created)
+        return
+    err.print(f"Started study “{created['name']}” as {created['id']}: up to {trials} trials, "
+              f"{parallel} at a time  ({created['links']['web']})")  # fmt: skip
+
+
 def _pair(item: str, option: str) -> tuple[str, str]:
     name, sep, value = item.partition("=")
     if not sep or not name or not value:
         raise click.UsageError(f"{option} {item!r}: write NAME=VALUE.")
     return name, value
+
+
+def _distributions(items: tuple[str, ...], option: str) -> dict[str, dict]:
+    """NAME=KIND:LOW:HIGH or NAME=choice:a|b|c -> the API's distributions."""
+    distributions: dict[str, dict] = {}
+    for item in items:
+        key, sep, spec = item.partition("=")
+        kind, _, bounds = spec.partition(":")
+        if not sep or not key or not bounds:
+            raise click.UsageError(f"{option} {item!r}: write NAME=KIND:LOW:HIGH or "
+                                   "NAME=choice:a|b|c.")  # fmt: skip
+        if kind == "choice":
+            distributions[key] = {"kind": "choice",
+                                  "choices": [_value(c) for c in bounds.split("|")]}  # fmt: skip
+            continue
+        low, _, high = bounds.partition(":")
+        try:
+            distributions[key] = {"kind": kind, "low": float(low), "high": float(high)}
+        except ValueError:
+            raise click.UsageError(f"{option} {item!r}: LOW and HIGH are numbers.") from None
+    return distributions
 
 
 def _value(text: str) -> int | float | str:
@@ -496,22 +564,7 @@ def _sweep_parameters(grid: tuple[str, ...], rows: Path | None, random_: tuple[s
         with rows.open(newline="") as source:
             table = list(csv.DictReader(source))
         return {"rows": [{k: _value(v) for k, v in row.items()} for row in table]}
-    distributions = {}
-    for item in random_:
-        key, sep, spec = item.partition("=")
-        kind, _, bounds = spec.partition(":")
-        if not sep or not key or not bounds:
-            raise click.UsageError(f"--random {item!r}: write NAME=KIND:LOW:HIGH or "
-                                   "NAME=choice:a|b|c.")  # fmt: skip
-        if kind == "choice":
-            distributions[key] = {"kind": "choice",
-                                  "choices": [_value(c) for c in bounds.split("|")]}  # fmt: skip
-            continue
-        low, _, high = bounds.partition(":")
-        try:
-            distributions[key] = {"kind": kind, "low": float(low), "high": float(high)}
-        except ValueError:
-            raise click.UsageError(f"--random {item!r}: LOW and HIGH are numbers.") from None
+    distributions = _distributions(random_, "--random")
     if count is None:
         raise click.UsageError("--random needs --count, the number of runs.")
     return {"random": distributions, "count": count, "seed": seed}

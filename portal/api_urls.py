@@ -34,6 +34,7 @@ urlpatterns = [
     path("jobs/<uuid:public_id>/metrics/", jobs_api.JobMetricsView.as_view(), name="job-metrics"),
     path("sweeps/", jobs_api.SweepListView.as_view(), name="sweep-list"),
     path("sweeps/matrix/", jobs_api.MatrixSubmitView.as_view(), name="sweep-matrix"),
+    path("sweeps/study/", jobs_api.StudySubmitView.as_view(), name="sweep-study"),
     path("sweeps/<uuid:public_id>/", jobs_api.SweepDetailView.as_view(), name="sweep-detail"),
     path(
         "sweeps/<uuid:public_id>/cancel/", jobs_api.SweepCancelView.as_view(), name="sweep-cancel"

@@ -234,10 +234,13 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 JOB_SYNC_INTERVAL = env_float("NIGHTSHIFT_SYNC_INTERVAL", 3.0, minimum=0.5)
+# How often hyperparameter studies tell Optuna what their trials did and start new ones.
+STUDY_INTERVAL_S = env_float("NIGHTSHIFT_STUDY_INTERVAL_S", 10.0, minimum=1.0)
 # How often the pool's GPUs are sampled for utilization and harvest reports.
 CAPACITY_SAMPLE_INTERVAL_S = env_int("NIGHTSHIFT_CAPACITY_SAMPLE_S", 300, minimum=10)
 CELERY_BEAT_SCHEDULE = {
     "sync-jobs": {"task": "jobs.tasks.sync_jobs", "schedule": JOB_SYNC_INTERVAL},
+    "advance-studies": {"task": "jobs.tasks.advance_studies", "schedule": STUDY_INTERVAL_S},
     "sample-capacity": {
         "task": "accounting.tasks.sample_capacity",
         "schedule": CAPACITY_SAMPLE_INTERVAL_S,

@@ -39,6 +39,7 @@ class CeleryProcesses:
             "DATABASE_URL": _database_url(),
             "NIGHTSHIFT_SYNC_INTERVAL": "1",
             "NIGHTSHIFT_RESUBMIT_AFTER_S": "10",
+            "NIGHTSHIFT_STUDY_INTERVAL_S": "2",
             "CELERY_VISIBILITY_TIMEOUT": "15",
             "PYTHONUNBUFFERED": "1",
         }

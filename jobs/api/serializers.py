@@ -230,6 +230,18 @@ class MatrixSubmitSerializer(JobRequestSerializer):
         return data
 
 
+class StudySubmitSerializer(JobSubmitSerializer):
+    study = serializers.JSONField(
+        help_text='The search: {"space": {"lr": {"kind": "log_uniform", "low": 1e-5, "high": '
+        '0.1}, "layers": {"kind": "int_uniform", "low": 2, "high": 8}}, "objective": "val_loss", '
+        '"direction": "minimize", "sampler": "tpe", "pruner": "median", "parallel": 4, '
+        '"max_trials": 40, "gpu_hours": 20, "deadline_minutes": 600, "seed": 1}. Samplers: tpe, '
+        "random; pruners: none, median, asha. Write {name} in arguments or environment values "
+        "where a hyperparameter goes; the script logs the objective with nightshift.log and "
+        "stops when nightshift.should_stop() says so. Multipart: as JSON text.",
+    )
+
+
 class SweepRunSerializer(serializers.ModelSerializer):
     id = serializers.UUIDField(source="public_id", read_only=True, help_text="The run's job id.")
     index = serializers.IntegerField(source="sweep_index", help_text="Its place in the sweep.")
@@ -261,7 +273,8 @@ class SweepSummarySerializer(serializers.ModelSerializer):
     class Meta:
         model = Sweep
         fields = ["id", "name", "owner", "lab", "kind", "definition", "created_at",
-                  "submitted_at", "cluster_id", "last_error", "run_count", "links"]  # fmt: skip
+                  "submitted_at", "cluster_id", "last_error", "stop_reason", "finished_at",
+                  "run_count", "links"]  # fmt: skip
         extra_kwargs = {
             "name": {"help_text": "The name its owner gave it."},
             "kind": {"help_text": "Grid, list of parameter sets, or random samples."},
@@ -270,6 +283,8 @@ class SweepSummarySerializer(serializers.ModelSerializer):
             "submitted_at": {"help_text": "When HTCondor accepted its cluster."},
             "cluster_id": {"help_text": "HTCondor's cluster of all its runs."},
             "last_error": {"help_text": "The latest error submitting it, if any."},
+            "stop_reason": {"help_text": "A study: why it stopped asking for trials."},
+            "finished_at": {"help_text": "A study: when its last trial ended."},
         }
 
     @extend_schema_field(serializers.DictField(child=serializers.URLField()))

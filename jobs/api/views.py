@@ -18,7 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs import readouts, selectors, services, sweeps
+from jobs import readouts, selectors, services, studies, sweeps
 from jobs.filters import JobListFilter
 from jobs.lookups import (
     actionable_job_or_403,
@@ -43,6 +43,7 @@ from .serializers import (
     MetricsSerializer,
     OutputFileSerializer,
     PoolSerializer,
+    StudySubmitSerializer,
     SweepSerializer,
     SweepSubmitSerializer,
     SweepSummarySerializer,
@@ -256,6 +257,33 @@ class MatrixSubmitView(APIView):
         return sweep_response(request, sweep, status.HTTP_201_CREATED)
 
 
+class StudySubmitView(APIView):
+    parser_classes = [MultiPartParser, JSONParser]
+    throttle_classes = [SubmissionThrottle]
+
+    @extend_schema(
+        summary="Start a hyperparameter study",
+        description="An Optuna study whose trials are jobs: up to `parallel` at once, each with "
+        "the values Optuna asks for, until `max_trials`, the GPU-hour budget or the deadline. "
+        "Its runs and their results read like a sweep's.",
+        request={"multipart/form-data": StudySubmitSerializer},
+        responses={201: SweepSerializer, **_errors(400, 401, 403, 429)},
+    )  # fmt: skip
+    def post(self, request: Request) -> Response:
+        form = StudySubmitSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        try:
+            sweep = studies.study_submit(
+                user=request.user, spec=form.to_spec(data["name"]),
+                plan=studies.StudyPlan.from_json(data["study"]), script=data.get("script"),
+                requirements=data.get("requirements"),
+            )  # fmt: skip
+        except services.JobSubmissionError as exc:
+            raise submission_refused(exc) from None
+        return sweep_response(request, sweep, status.HTTP_201_CREATED)
+
+
 def sweep_response(request: Request, sweep: Sweep, code: int = 200) -> Response:
     sweep.ordered_runs = list(selectors.sweep_runs(sweep))
     sweep.run_count = len(sweep.ordered_runs)
@@ -280,7 +308,10 @@ class SweepCancelView(APIView):
     def post(self, request: Request, public_id) -> Response:
         sweep = actionable_sweep_or_403(request.user, public_id)
         try:
-            sweeps.sweep_cancel(sweep=sweep, user=request.user)
+            if sweep.is_study:
+                studies.study_cancel(sweep=sweep, user=request.user)
+            else:
+                sweeps.sweep_cancel(sweep=sweep, user=request.user)
         except services.JobActionError as exc:
             raise ApiError(str(exc), code="conflict", status_code=409) from None
         return sweep_response(request, sweep)

@@ -43,6 +43,7 @@ __all__ = [
     "should_checkpoint",
     "checkpoint_and_exit",
     "stop_requested",
+    "should_stop",
 ]
 
 _path = os.path.abspath(os.environ.get("NIGHTSHIFT_METRICS_FILE", "metrics.jsonl"))
@@ -117,6 +118,14 @@ def stop_requested() -> bool:
     """True once HTCondor asked the job to stop (SIGTERM): save now, the grace period runs."""
     _install_handler()
     return _stop_requested
+
+
+def should_stop() -> bool:
+    """True once Nightshift asked this run to end early: a hyperparameter study pruned it,
+    its intermediate values being worse than other trials'. Stop cleanly (and exit 0);
+    a run that carries on is removed after a grace period."""
+    helper = os.environ.get("NIGHTSHIFT_HELPER_DIR", ".nightshift")
+    return os.path.exists(os.path.join(helper, "stop"))
 
 
 def should_checkpoint() -> bool:

@@ -92,3 +92,23 @@ def test_an_evaluation_matrix_from_the_command_line(nightshift, logged_in, tmp_p
     wrong = nightshift("matrix", "--system", "a=t5.py", "--system-entry", "b=python x.py",
                        "--dataset-path", "d=/d")  # fmt: skip
     assert wrong.status != 0 and "--system-entry names no system: b" in wrong.stderr
+
+
+def test_a_study_is_started_from_the_command_line(nightshift, logged_in, tmp_path, monkeypatch):
+    from jobs import studies
+
+    monkeypatch.setattr(studies, "_enqueue_advance", lambda sweep_pk: None)
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    done = nightshift("study", "train.py", "--gpus", "0", "--arg=--lr={lr}", "--arg={layers}",
+                      "--space", "lr=log_uniform:1e-5:0.1", "--space", "layers=int_uniform:2:8",
+                      "--objective", "val_loss", "--trials", "6", "--parallel", "2",
+                      "--seed", "3")  # fmt: skip
+    assert done.status == 0, done.stderr
+    assert "up to 6 trials, 2 at a time" in done.stderr
+    sweep = Sweep.objects.get()
+    assert sweep.definition["space"]["layers"] == {"kind": "int_uniform", "low": 2, "high": 8}
+    assert (sweep.definition["objective"], sweep.definition["direction"]) == (
+        "val_loss", "minimize"
+    )  # fmt: skip
+    bad = nightshift("study", "train.py", "--objective", "loss", "--space", "lr=gauss:1:2")
+    assert bad.status != 0 and "the kind is uniform" in bad.stderr

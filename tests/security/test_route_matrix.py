@@ -98,6 +98,7 @@ TABLE = {
     "api:sweep-list": [("get", (401, 200, 200, 200, 200, 200))],
     # An empty submission: refused as invalid, once signed in.
     "api:sweep-matrix": [("post", (401, 415, 415, 415, 415, 415))],
+    "api:sweep-study": [("post", (401, 400, 400, 400, 400, 400))],
     "jobs:sweep_results_csv": [("get", (LOGIN, 404, 404, 200, 200, 200))],
     "jobs:sweep_cancel": [("post", (LOGIN, 404, 404, 302, 403, 302))],
     "api:sweep-cancel": [("post", (401, 404, 404, 200, 403, 200))],

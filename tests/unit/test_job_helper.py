@@ -79,3 +79,11 @@ def test_two_calls_for_one_step_make_one_row(nightshift):
     nightshift.log(step=1, accuracy=0.9)
     (row,) = read_metrics(nightshift).rows
     assert (row["loss"], row["accuracy"]) == (0.5, 0.9)
+
+
+def test_should_stop_once_the_portal_asks_the_run_to_end_early(nightshift, tmp_path, monkeypatch):
+    monkeypatch.setenv("NIGHTSHIFT_HELPER_DIR", str(tmp_path / ".nightshift"))
+    (tmp_path / ".nightshift").mkdir(exist_ok=True)
+    assert not nightshift.should_stop()
+    (tmp_path / ".nightshift" / "stop").write_text("pruned\n")  # as a study's pruning does
+    assert nightshift.should_stop()
