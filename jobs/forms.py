@@ -273,3 +273,66 @@ class MatrixForm(JobSubmitForm):
                 datasets.append((name, path, upload))
         cleaned["systems"], cleaned["datasets"] = systems, datasets
         return cleaned
+
+
+class StudyForm(JobSubmitForm):
+    """A hyperparameter study: the job form, with a search space and a budget instead of a
+    sweep grid."""
+
+    space = forms.CharField(
+        label="Search space", max_length=5000,
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder":
+                                     "lr = log_uniform 1e-5 0.1\nlayers = int_uniform 2 8\n"
+                                     "optimizer = choice adam sgd"}),
+        help_text="One hyperparameter per line: name = uniform, log_uniform or int_uniform "
+        "with its lowest and highest value, or choice with its options. Write {name} in the "
+        "arguments where its value goes.",
+    )  # fmt: skip
+    objective = forms.CharField(
+        label="Objective", max_length=40,
+        help_text="The metric to optimise, as your script logs it with nightshift.log().",
+    )  # fmt: skip
+    direction = forms.ChoiceField(choices=[("minimize", "Minimise"), ("maximize", "Maximise")])
+    max_trials = forms.IntegerField(label="Trials", min_value=1, initial=20)
+    parallel = forms.IntegerField(label="At once", min_value=1, max_value=50, initial=4)
+    sampler = forms.ChoiceField(choices=[("tpe", "TPE"), ("random", "Random")])
+    pruner = forms.ChoiceField(choices=[("median", "Median"), ("asha", "Successive halving"),
+                                        ("none", "None")])  # fmt: skip
+    gpu_hours = forms.FloatField(label="GPU-hour budget", required=False, min_value=0.01)
+    deadline_minutes = forms.IntegerField(label="Deadline (minutes)", required=False,
+                                          min_value=1)  # fmt: skip
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for name in ("sweep_grid", "source_job", "notify_by_email"):
+            del self.fields[name]
+        self.fields["name"].label = "Study name"
+
+    def clean_space(self) -> dict:
+        space = {}
+        for number, line in enumerate(self.cleaned_data["space"].splitlines(), start=1):
+            if not line.strip():
+                continue
+            name, sep, rest = line.partition("=")
+            words = rest.split()
+            if not sep or not name.strip() or not words:
+                raise forms.ValidationError(f"Line {number}: write name = kind low high.")
+            kind, values = words[0], words[1:]
+            if kind == "choice":
+                space[name.strip()] = {"kind": "choice",
+                                       "choices": [_number_or_text(v) for v in values]}  # fmt: skip
+                continue
+            try:
+                low, high = (float(v) for v in values)
+            except ValueError:
+                raise forms.ValidationError(
+                    f"Line {number}: {kind} needs its lowest and highest value."
+                ) from None
+            space[name.strip()] = {"kind": kind, "low": low, "high": high}
+        return space
+
+    def plan(self) -> dict:
+        data = self.cleaned_data
+        return {key: data.get(key) for key in ("space", "objective", "direction", "max_trials",
+                                                 "parallel", "sampler", "pruner", "gpu_hours",
+                                                 "deadline_minutes")}  # fmt: skip

@@ -10,6 +10,7 @@ urlpatterns = [
     path("preview.txt", views.job_preview, name="preview"),
     path("<uuid:public_id>/", views.job_detail, name="detail"),
     path("sweeps/matrix/new/", views.matrix_new, name="matrix_new"),
+    path("sweeps/study/new/", views.study_new, name="study_new"),
     path("sweeps/<uuid:public_id>/", views.sweep_detail, name="sweep"),
     path("sweeps/<uuid:public_id>/cancel/", views.sweep_cancel, name="sweep_cancel"),
     path("sweeps/<uuid:public_id>/results.csv", views.sweep_results_csv, name="sweep_results_csv"),

@@ -28,7 +28,7 @@ from django.views.decorators.http import require_GET, require_POST
 from . import readouts, selectors, services, studies, sweeps
 from .bridge import get_bridge
 from .filters import JobListFilter
-from .forms import JobSubmitForm, MatrixForm
+from .forms import JobSubmitForm, MatrixForm, StudyForm
 from .lookups import (
     actionable_job_or_403,
     actionable_sweep_or_403,
@@ -601,4 +601,26 @@ def matrix_new(request: HttpRequest) -> HttpResponse:
                              "way to the pool.")  # fmt: skip
             return redirect("jobs:sweep", public_id=sweep.public_id)
     return render(request, "jobs/matrix_new.html", {"form": form},
+                  status=400 if form.errors else 200)  # fmt: skip
+
+
+@login_required
+def study_new(request: HttpRequest) -> HttpResponse:
+    form = StudyForm(request.POST or None, request.FILES or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            sweep = studies.study_submit(
+                user=request.user, spec=form.to_spec(), script=data["script"],
+                plan=studies.StudyPlan.from_json(form.plan()),
+                requirements=data.get("requirements"),
+            )  # fmt: skip
+        except services.JobSubmissionError as exc:
+            field = FORM_FIELD_FOR.get(exc.field, exc.field)
+            form.add_error(field if field in form.fields else None, exc.message)
+        else:
+            messages.success(request, f"“{sweep.name}” has started: its first trials are on "
+                             "their way to the pool.")  # fmt: skip
+            return redirect("jobs:sweep", public_id=sweep.public_id)
+    return render(request, "jobs/study_new.html", {"form": form},
                   status=400 if form.errors else 200)  # fmt: skip

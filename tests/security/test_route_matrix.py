@@ -63,6 +63,7 @@ TABLE = {
     "jobs:list": [("get", (LOGIN, 200, 200, 200, 200, 200))],
     "jobs:new": [("get", (LOGIN, 200, 200, 200, 200, 200))],
     "jobs:matrix_new": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    "jobs:study_new": [("get", (LOGIN, 200, 200, 200, 200, 200))],
     "jobs:match": [("get", (LOGIN, 200, 200, 200, 200, 200))],
     "jobs:preview": [("get", (LOGIN, 200, 200, 200, 200, 200))],
     "pool": [("get", (LOGIN, 200, 200, 200, 200, 200))],

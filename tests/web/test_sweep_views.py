@@ -182,3 +182,27 @@ def test_a_half_filled_matrix_row_is_explained(student_client, fake_bridge):
     assert response.status_code == 400
     assert "System row 1: give a name and a file." in response.content.decode()
     assert not Sweep.objects.exists()
+
+
+def test_a_hyperparameter_study_from_its_form(student_client, fake_bridge, monkeypatch):
+    from jobs import studies
+
+    monkeypatch.setattr(studies, "_enqueue_advance", lambda sweep_pk: None)
+    response = student_client.post(reverse("jobs:study_new"), {
+        "name": "search", "gpus": 0, "cpus": 1, "memory_gb": 0.25, "script": script_upload(),
+        "arguments": "--lr={lr}\n--opt={optimizer}",
+        "space": "lr = log_uniform 1e-5 0.1\r\noptimizer = choice adam sgd",
+        "objective": "val_loss", "direction": "minimize", "max_trials": 8, "parallel": 2,
+        "sampler": "tpe", "pruner": "median",
+    })  # fmt: skip
+    sweep = Sweep.objects.get()
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    assert sweep.kind == "study"
+    assert sweep.definition["space"]["optimizer"] == {"kind": "choice", "choices": ["adam", "sgd"]}
+    bad = student_client.post(reverse("jobs:study_new"), {
+        "name": "search", "gpus": 0, "cpus": 1, "memory_gb": 0.25, "script": script_upload(),
+        "space": "lr = log_uniform small big", "objective": "loss", "direction": "minimize",
+        "max_trials": 8, "parallel": 2, "sampler": "tpe", "pruner": "median",
+    })  # fmt: skip
+    assert bad.status_code == 400
+    assert "Line 1: log_uniform needs its lowest and highest value." in bad.content.decode()
