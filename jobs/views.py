@@ -383,21 +383,15 @@ def job_metrics_csv(request: HttpRequest, public_id) -> StreamingHttpResponse:
     columns = ["step", "time", *metrics.names]
     writer = csv.writer(_Echo())
     lines = (
-        writer.writerow([_csv_cell(row.get(column)) for column in columns]) for row in metrics.rows
+        writer.writerow([readouts.csv_cell(row.get(column)) for column in columns])
+        for row in metrics.rows
     )
     response = StreamingHttpResponse(
-        itertools.chain([writer.writerow([_csv_cell(c) for c in columns])], lines),
+        itertools.chain([writer.writerow([readouts.csv_cell(c) for c in columns])], lines),
         content_type="text/csv",
     )
     response["Content-Disposition"] = f'attachment; filename="metrics-{job.public_id}.csv"'
     return response
-
-
-def _csv_cell(value):
-    # Metric names come from the job: a leading =, +, - or @ must not become a formula.
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@"):
-        return "'" + value
-    return "" if value is None else value
 
 
 def _draft(request: HttpRequest) -> tuple[JobSubmitForm, dict[str, list[str]]]:
@@ -456,41 +450,11 @@ def job_preview(request: HttpRequest) -> HttpResponse:
     return HttpResponse(text, content_type="text/plain; charset=utf-8")
 
 
-def _sweep_comparison(request: HttpRequest, sweep) -> tuple[list, selectors.SweepResults, list]:
-    """The sweep's runs with their results, filtered and sorted as the query asks."""
-    runs = list(selectors.sweep_runs(sweep))
-    names = list(runs[0].parameters) if runs else []
-    metric, goal = request.GET.get("metric"), request.GET.get("goal")
-    if sweep.is_study:  # compared by what the study optimises, unless asked otherwise
-        plan = studies.plan_of(sweep)
-        metric = metric or plan.objective
-        goal = goal or ("min" if plan.direction == "minimize" else "max")
-    results = selectors.sweep_results(sweep, runs, metric=metric, goal=goal)
-    rows = results.results
-    state = request.GET.get("state")
-    if state in JobState.values:
-        rows = [row for row in rows if row.run.state == state]
-    sort = request.GET.get("sort", "index")
-    key_name = sort.lstrip("-")
-    keys = {
-        "index": lambda row: row.run.sweep_index,
-        "state": lambda row: row.run.state,
-        "final": lambda row: row.final,
-        "best": lambda row: row.best,
-        "gpu_hours": lambda row: row.gpu_hours,
-        **{f"p.{name}": (lambda row, name=name: row.run.parameters.get(name)) for name in names},
-    }
-    if key_name in keys:
-        key = keys[key_name]
-        # Missing values (no metric yet) last, whichever the direction; mixed types as text.
-        present = [row for row in rows if key(row) is not None]
-        missing = [row for row in rows if key(row) is None]
-        try:
-            present.sort(key=key, reverse=sort.startswith("-"))
-        except TypeError:
-            present.sort(key=lambda row: str(key(row)), reverse=sort.startswith("-"))
-        rows = present + missing
-    return names, results, rows
+def _sweep_comparison(request: HttpRequest, sweep) -> readouts.SweepComparison:
+    return readouts.sweep_comparison(
+        sweep, metric=request.GET.get("metric"), goal=request.GET.get("goal"),
+        state=request.GET.get("state"), sort=request.GET.get("sort", "index"),
+    )  # fmt: skip
 
 
 @login_required
@@ -547,19 +511,8 @@ def sweep_detail(request: HttpRequest, public_id) -> HttpResponse:
 @require_GET
 def sweep_results_csv(request: HttpRequest, public_id) -> HttpResponse:
     sweep = visible_sweep_or_404(request.user, public_id)
-    names, results, rows = _sweep_comparison(request, sweep)
-    metric = results.metric or "metric"
-    writer = csv.writer(_Echo())
-    header = ["index", "job_id", *names, "state", f"final_{metric}", f"best_{metric}",
-              "best_step", "gpu_hours", "workstation"]  # fmt: skip
-    lines = [writer.writerow([_csv_cell(cell) for cell in header])]
-    for row in rows:
-        lines.append(writer.writerow([_csv_cell(cell) for cell in [
-            row.run.sweep_index, row.run.public_id,
-            *(row.run.parameters.get(name) for name in names), row.run.state, row.final,
-            row.best, row.best_step, round(row.gpu_hours, 4), row.run.workstation,
-        ]]))  # fmt: skip
-    response = HttpResponse("".join(lines), content_type="text/csv")
+    response = HttpResponse(readouts.sweep_results_csv(_sweep_comparison(request, sweep)),
+                            content_type="text/csv")  # fmt: skip
     response["Content-Disposition"] = f'attachment; filename="sweep-{sweep.public_id}.csv"'
     return response
 

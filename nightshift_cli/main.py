@@ -573,12 +573,24 @@ def _sweep_parameters(grid: tuple[str, ...], rows: Path | None, random_: tuple[s
 @cli.command()
 @click.argument("sweep_id", required=False)
 @click.option("--cancel", is_flag=True, help="Cancel every run of the sweep that has not ended.")
+@click.option("--results", is_flag=True, help="Compare the runs by a metric they logged.")
+@click.option("--metric", help="With --results: the metric (default: the first logged).")
+@click.option("--sort", default="index", show_default=True,
+              help="With --results: index, best, final, state, gpu_hours or p.NAME; -X "
+              "descending.")  # fmt: skip
+@click.option("--csv", "csv_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="With --results: save the comparison as CSV.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
 @pass_context
-def sweeps(obj: Context, sweep_id: str | None, cancel: bool, as_json: bool) -> None:
-    """Your sweeps, or one sweep's runs with their parameters and states."""
-    if cancel and sweep_id is None:
-        raise click.UsageError("--cancel needs the sweep's ID.")
+def sweeps(obj: Context, sweep_id: str | None, cancel: bool, results: bool, metric: str | None,
+           sort: str, csv_file: Path | None, as_json: bool) -> None:  # fmt: skip
+    """Your sweeps, one sweep's runs with their parameters and states, or (--results) its
+    runs compared by a metric."""
+    if (cancel or results or csv_file) and sweep_id is None:
+        raise click.UsageError("--cancel and --results need the sweep's ID.")
+    if results or csv_file:
+        _sweep_results(obj, sweep_id, metric, sort, csv_file, as_json)
+        return
     if cancel:
         found = obj.client.post(f"/sweeps/{sweep_id}/cancel/")
         err.print(f"Cancelling the runs of “{found['name']}” that had not ended.")
@@ -610,6 +622,45 @@ def sweeps(obj: Context, sweep_id: str | None, cancel: bool, as_json: bool) -> N
         table.add_row(str(run["index"]), *(str(run["parameters"].get(n, "")) for n in names),
                       run["state"], run["workstation"] or "-", exit_code)  # fmt: skip
     out.print(table)
+
+
+def _sweep_results(obj: Context, sweep_id: str, metric: str | None, sort: str,
+                   csv_file: Path | None, as_json: bool) -> None:  # fmt: skip
+    if csv_file is not None:
+        query = urlencode({"sort": sort, **({"metric": metric} if metric else {})})
+        with obj.client.stream(f"/sweeps/{sweep_id}/results.csv?{query}") as (_, chunks):
+            csv_file.write_bytes(b"".join(chunks))
+        err.print(f"Saved the comparison to {csv_file}")
+        return
+    found = obj.client.get(f"/sweeps/{sweep_id}/results/", metric=metric, sort=sort)
+    if as_json:
+        _print_json(found)
+        return
+    if found["metric"] is None:
+        out.print("No run has logged a metric yet.")
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    metric_name = found["metric"] or "metric"
+    for column in ("#", *found["parameters"], "STATE", f"FINAL {metric_name}",
+                   f"BEST {metric_name}", "GPU-H"):  # fmt: skip
+        table.add_column(column)
+    best = found["best"]["index"] if found["best"] else None
+    for run in found["runs"]:
+        mark = " *" if run["index"] == best else ""
+        table.add_row(f"{run['index']}{mark}",
+                      *(str(run["parameters"].get(n, "")) for n in found["parameters"]),
+                      run["state"], _number(run["final"]), _number(run["best"]),
+                      f"{run['gpu_hours']:.2f}")  # fmt: skip
+    out.print(table)
+    if found["best"]:
+        goal = "lowest" if found["goal"] == "min" else "highest"
+        out.print(
+            f"* best ({goal} {metric_name}): run {best}, "
+            + ", ".join(f"{k}={v}" for k, v in found["best"]["parameters"].items())
+        )
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
 
 
 def _request_fields(fields: dict[str, Any]) -> dict[str, Any]:

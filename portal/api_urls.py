@@ -39,6 +39,16 @@ urlpatterns = [
     path(
         "sweeps/<uuid:public_id>/cancel/", jobs_api.SweepCancelView.as_view(), name="sweep-cancel"
     ),
+    path(
+        "sweeps/<uuid:public_id>/results/",
+        jobs_api.SweepResultsView.as_view(),
+        name="sweep-results",
+    ),
+    path(
+        "sweeps/<uuid:public_id>/results.csv",
+        jobs_api.SweepResultsCsvView.as_view(),
+        name="sweep-results-csv",
+    ),
     path("match/", jobs_api.MatchView.as_view(), name="match"),
     path("pool/", jobs_api.PoolView.as_view(), name="pool"),
     path("me/", jobs_api.MeView.as_view(), name="me"),

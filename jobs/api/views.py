@@ -6,7 +6,7 @@ import dataclasses
 
 from django.conf import settings
 from django.db.models import Count
-from django.http import FileResponse, Http404, StreamingHttpResponse
+from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse
 from django_filters import CharFilter
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -295,6 +295,45 @@ class SweepDetailView(APIView):
                    responses={200: SweepSerializer, **_errors(401, 404)})  # fmt: skip
     def get(self, request: Request, public_id) -> Response:
         return sweep_response(request, visible_sweep_or_404(request.user, public_id))
+
+
+RESULT_PARAMETERS = [
+    OpenApiParameter("metric", str, description="The metric compared (default: the first one "
+                     "logged, or a study's objective)."),
+    OpenApiParameter("goal", str, enum=["min", "max"], description="Which is best."),
+    OpenApiParameter("state", str, description="Only runs in this state."),
+    OpenApiParameter("sort", str, description="index, state, final, best, gpu_hours or "
+                     "p.<parameter>; a leading - for descending."),
+]  # fmt: skip
+
+
+def _comparison(request: Request, sweep: Sweep) -> readouts.SweepComparison:
+    return readouts.sweep_comparison(
+        sweep, metric=request.query_params.get("metric"), goal=request.query_params.get("goal"),
+        state=request.query_params.get("state"), sort=request.query_params.get("sort", "index"),
+    )  # fmt: skip
+
+
+class SweepResultsView(APIView):
+    @extend_schema(summary="A sweep's runs compared by a metric", parameters=RESULT_PARAMETERS,
+                   responses={200: OpenApiTypes.OBJECT, **_errors(401, 404)})  # fmt: skip
+    def get(self, request: Request, public_id) -> Response:
+        sweep = visible_sweep_or_404(request.user, public_id)
+        return Response(readouts.sweep_results_payload(_comparison(request, sweep)))
+
+
+class SweepResultsCsvView(APIView):
+    @extend_schema(
+        summary="A sweep's runs compared by a metric, as CSV",
+        parameters=RESULT_PARAMETERS,
+        responses={(200, "text/csv"): OpenApiTypes.STR, **_errors(401, 404)},
+    )
+    def get(self, request: Request, public_id) -> HttpResponse:
+        sweep = visible_sweep_or_404(request.user, public_id)
+        response = HttpResponse(readouts.sweep_results_csv(_comparison(request, sweep)),
+                                content_type="text/csv")  # fmt: skip
+        response["Content-Disposition"] = f'attachment; filename="sweep-{sweep.public_id}.csv"'
+        return response
 
 
 class SweepCancelView(APIView):

@@ -92,3 +92,23 @@ def test_another_users_sweep_is_a_404(api, other_student, fake_bridge):
     assert other.get(reverse("api:sweep-detail", args=[created["id"]])).status_code == 404
     assert other.get(SWEEPS).json()["results"] == []
     assert set(Job.objects.values_list("state", flat=True)) == {JobState.QUEUED}
+
+
+def test_the_results_come_as_json_and_csv_compared_by_a_metric(api, student, fake_bridge):
+    created = submit(api, {"grid": {"lr": [0.1, 0.01, 0.001]}}).json()
+    for run, loss in zip(created["runs"], [0.5, 0.2, None], strict=True):
+        if loss is not None:
+            job = Job.objects.get(public_id=run["id"])
+            (job.directory / ".nightshift" / "metrics.jsonl").write_text(
+                json.dumps({"step": 1, "loss": loss}) + "\n"
+            )
+    results = api.get(reverse("api:sweep-results", args=[created["id"]]),
+                      {"sort": "best"}).json()  # fmt: skip
+    assert (results["metric"], results["goal"]) == ("loss", "min")
+    assert results["best"]["parameters"] == {"lr": 0.01}
+    assert [run["best"] for run in results["runs"]] == [0.2, 0.5, None]
+    csv_text = api.get(reverse("api:sweep-results-csv", args=[created["id"]])).content.decode()
+    assert csv_text.splitlines()[0] == (
+        "index,job_id,lr,state,final_loss,best_loss,best_step,gpu_hours,workstation"
+    )
+    assert len(csv_text.splitlines()) == 4

@@ -112,3 +112,21 @@ def test_a_study_is_started_from_the_command_line(nightshift, logged_in, tmp_pat
     )  # fmt: skip
     bad = nightshift("study", "train.py", "--objective", "loss", "--space", "lr=gauss:1:2")
     assert bad.status != 0 and "the kind is uniform" in bad.stderr
+
+
+def test_a_sweeps_runs_are_compared_on_the_command_line(nightshift, logged_in, tmp_path):
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    nightshift("sweep", "train.py", "--gpus", "0", "--arg={lr}", "--grid", "lr=0.1,0.01")
+    sweep = Sweep.objects.get()
+    for job, loss in zip(sweep.runs.order_by("sweep_index"), [0.5, 0.25], strict=True):
+        (job.directory / ".nightshift" / "metrics.jsonl").write_text(
+            json.dumps({"step": 0, "loss": loss}) + "\n"
+        )
+    shown = nightshift("sweeps", str(sweep.public_id), "--results", "--sort", "best")
+    assert shown.status == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[1].split()[:2] == ["1", "*"]  # the best run first, marked
+    assert "* best (lowest loss): run 1, lr=0.01" in shown.stdout
+    saved = nightshift("sweeps", str(sweep.public_id), "--csv", "results.csv")
+    assert saved.status == 0, saved.stderr
+    assert (tmp_path / "results.csv").read_text().startswith("index,job_id,lr,state,final_loss")

@@ -96,6 +96,8 @@ TABLE = {
     # The owner's sweep: read like its runs.
     "jobs:sweep": [("get", (LOGIN, 404, 404, 200, 200, 200))],
     "api:sweep-detail": [("get", (401, 404, 404, 200, 200, 200))],
+    "api:sweep-results": [("get", (401, 404, 404, 200, 200, 200))],
+    "api:sweep-results-csv": [("get", (401, 404, 404, 200, 200, 200))],
     "api:sweep-list": [("get", (401, 200, 200, 200, 200, 200))],
     # An empty submission: refused as invalid, once signed in.
     "api:sweep-matrix": [("post", (401, 415, 415, 415, 415, 415))],
