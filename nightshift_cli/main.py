@@ -628,7 +628,7 @@ def _sweep_results(obj: Context, sweep_id: str, metric: str | None, sort: str,
                    csv_file: Path | None, as_json: bool) -> None:  # fmt: skip
     if csv_file is not None:
         query = urlencode({"sort": sort, **({"metric": metric} if metric else {})})
-        with obj.client.stream(f"/sweeps/{sweep_id}/results.csv?{query}") as (_, chunks):
+        for _, chunks in obj.client.stream(f"/sweeps/{sweep_id}/results.csv?{query}"):
             csv_file.write_bytes(b"".join(chunks))
         err.print(f"Saved the comparison to {csv_file}")
         return
