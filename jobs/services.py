@@ -78,6 +78,9 @@ SOURCE_DIR = ".source"
 # A single script's optional requirements file, installed before it runs.
 SCRIPT_REQUIREMENTS = "requirements.txt"
 MAX_REQUIREMENTS_BYTES = 1024 * 1024
+# Inside the helper folder, kept by the portal (not given to the pool): where it leaves
+# requests for the running job, such as a study's request to stop a pruned trial.
+CONTROL_DIR = "control"
 # A sweep run's parameter values, as JSON, for scripts that read them whole.
 PARAMETERS_VARIABLE = "NIGHTSHIFT_PARAMETERS"
 # Variables the launcher sets for every job, besides those starting with NIGHTSHIFT_.
@@ -208,6 +211,8 @@ def _install_helper(directory: Path, *, link_from: Path | None = None) -> None:
     (directory / OUTPUTS).mkdir(exist_ok=True)
     helper = directory / HELPER_DIR
     helper.mkdir()
+    # The portal's to write, the job's to read: how a study asks a trial to stop.
+    (helper / CONTROL_DIR).mkdir(mode=0o755)
     for module, name in ((HELPER_MODULE, "nightshift.py"), (LAUNCHER_MODULE, "launch.py")):
         try:
             if link_from is None:

@@ -33,13 +33,15 @@ from sqlalchemy.pool import NullPool
 from audit.services import audit_record
 from condor_bridge import BridgeError
 from condor_bridge.submit import HELPER_DIR, METRICS_FILE
+from labs.quotas import QuotaExceeded, quota_check
 
 from . import parameters
 from .bridge import get_bridge
-from .models import FINAL_STATES, Job, JobEvent, JobState, Sweep
+from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Sweep
 from .parameters import NAME, Distribution, ParameterError
 from .selectors import job_metrics
 from .services import (
+    CONTROL_DIR,
     JobActionError,
     JobSpec,
     JobSubmissionError,
@@ -55,7 +57,7 @@ from .sweeps import _check_placeholders, _check_runs, _copy_inputs, _fill_run, _
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 STUDIES_DIR = ".studies"
-STOP_FILE = f"{HELPER_DIR}/stop"
+STOP_FILE = f"{HELPER_DIR}/{CONTROL_DIR}/stop"
 SAMPLERS = ("tpe", "random")
 PRUNERS = ("none", "median", "asha")
 MAX_PARALLEL = 50
@@ -206,9 +208,10 @@ def study_submit(*, user, spec: JobSpec, plan: StudyPlan, script, requirements=N
                                                   for k, v in spec.environment.items()})
                  for i in range(plan.parallel)]  # fmt: skip
     # Only `parallel` trials are ever unfinished at once: the quota is checked for those.
-    lab, _ = _check_runs(user, spec, run_specs, check_pool=True)
+    lab, remove_after_s = _check_runs(user, spec, run_specs, check_pool=True)
     sweep = Sweep(owner=user, lab=lab, name=spec.name.strip(), kind=Sweep.Kind.STUDY,
-                  definition={**dataclasses.asdict(plan), "spec": _spec_json(spec)})  # fmt: skip
+                  definition={**dataclasses.asdict(plan), "spec": _spec_json(spec),
+                              "remove_after_s": remove_after_s})  # fmt: skip
     folder = template_dir(sweep)
     folder.mkdir(parents=True)
     try:
@@ -322,6 +325,13 @@ def study_advance(sweep_pk: int) -> AdvanceReport:
         if not sweep.stop_reason:
             for _ in range(max(0, min(plan.parallel - len(unfinished),
                                       plan.max_trials - len(jobs)))):  # fmt: skip
+                refusal = _quota_refusal(sweep)
+                if refusal:
+                    # Waits for capacity: the next advance tries again.
+                    if sweep.last_error != refusal:
+                        sweep.last_error = refusal
+                        sweep.save(update_fields=["last_error"])
+                    break
                 trial = study.ask(_distributions(plan.space))
                 _start_trial(sweep, plan, trial)
                 report.started += 1
@@ -330,6 +340,17 @@ def study_advance(sweep_pk: int) -> AdvanceReport:
             sweep.save(update_fields=["finished_at"])
             report.finished = True
     return report
+
+
+def _quota_refusal(sweep: Sweep) -> str:
+    """Why the owner's quota has no room for one more trial now, or ""."""
+    spec = sweep.definition["spec"]
+    try:
+        quota_check(user=sweep.owner, lab=sweep.lab, gpus=spec["gpus"],
+                    max_runtime_s=spec["max_runtime_s"])  # fmt: skip
+    except QuotaExceeded as exc:
+        return f"Waiting for quota: {exc.message}"
+    return ""
 
 
 def _stop_reason(sweep: Sweep, plan: StudyPlan, trials: int, now) -> str:
@@ -353,7 +374,7 @@ def _prune(job: Job, plan: StudyPlan, now) -> int:
             stop.write_text("pruned\n")
             os.chmod(stop, 0o644)
         except OSError:
-            pass  # spool mode: the job cannot be told, only removed after the grace period
+            pass  # no folder to write to (spool mode): removed after the grace period
         JobEvent.objects.create(job=job, kind="prune requested", state=job.state,
                                 detail="Optuna pruned this trial: its intermediate values "
                                 "are worse than the other trials'.")  # fmt: skip
@@ -382,8 +403,9 @@ def _cancel_trials(sweep: Sweep, unfinished: list[Job], reason: str) -> None:
                                     detail=f"Its study {reason}.")  # fmt: skip
         else:
             job.state, job.finished_at = JobState.REMOVED, timezone.now()
+            job.outcome = JobOutcome.CANCELLED
             job.status_detail = f"Its study {reason} before it reached HTCondor."
-            job.save(update_fields=["state", "finished_at", "status_detail"])
+            job.save(update_fields=["state", "finished_at", "outcome", "status_detail"])
 
 
 def _start_trial(sweep: Sweep, plan: StudyPlan, trial: optuna.trial.Trial) -> Job:
@@ -408,7 +430,7 @@ def _start_trial(sweep: Sweep, plan: StudyPlan, trial: optuna.trial.Trial) -> Jo
     _copy_inputs(folder, job.directory, _staged_tree(folder))
     try:
         _fill_run(job, run, staged, hashes, user=sweep.owner, lab=sweep.lab,
-                  remove_after_s=None)  # fmt: skip
+                  remove_after_s=sweep.definition.get("remove_after_s"))  # fmt: skip
         _install_helper(job.directory)
         job.save()
         JobEvent.objects.create(job=job, kind="created", state=job.state,

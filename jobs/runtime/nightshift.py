@@ -125,7 +125,7 @@ def should_stop() -> bool:
     its intermediate values being worse than other trials'. Stop cleanly (and exit 0);
     a run that carries on is removed after a grace period."""
     helper = os.environ.get("NIGHTSHIFT_HELPER_DIR", ".nightshift")
-    return os.path.exists(os.path.join(helper, "stop"))
+    return os.path.exists(os.path.join(helper, "control", "stop"))
 
 
 def should_checkpoint() -> bool:

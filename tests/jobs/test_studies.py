@@ -103,7 +103,7 @@ def test_a_trial_worse_than_the_others_is_asked_to_stop_then_removed(
     services.jobs_sync()
     finish(fake_bridge, bad, [5.0, 4.8, 4.9], state=None)  # still running, far worse
     assert studies.study_advance(sweep.pk).pruned == 1
-    assert (bad.directory / ".nightshift" / "stop").is_file()
+    assert (bad.directory / ".nightshift" / "control" / "stop").is_file()
     assert bad.events.filter(kind="prune requested").exists()
     studies.study_advance(sweep.pk)  # the grace (0 s here) is over: removed
     services.jobs_sync()
@@ -198,3 +198,21 @@ def test_the_api_explains_a_bad_study(student, fake_bridge):
     }, format="multipart")  # fmt: skip
     assert response.status_code == 400
     assert "{y} names no parameter" in response.json()["error"]["fields"]["arguments"][0]
+
+
+def test_a_full_quota_holds_new_trials_back_until_it_has_room(student, fake_bridge):
+    lab = LabFactory(name="Vision", max_queued_jobs=2)
+    MembershipFactory(lab=lab, user=student)
+    sweep = start(student, parallel=2, max_trials=5)
+    studies.study_advance(sweep.pk)
+    assert sweep.runs.count() == 2
+    first, second = submitted(sweep)
+    finish(fake_bridge, first, [1.0])
+    services.jobs_sync()
+    # One trial ended, and another job of the student's took its place in the quota.
+    services.job_submit(user=student, spec=services.JobSpec(name="other"),
+                        script=script_upload())  # fmt: skip
+    studies.study_advance(sweep.pk)
+    sweep.refresh_from_db()
+    assert sweep.runs.count() == 2
+    assert sweep.last_error.startswith("Waiting for quota:")

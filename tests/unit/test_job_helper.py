@@ -83,7 +83,7 @@ def test_two_calls_for_one_step_make_one_row(nightshift):
 
 def test_should_stop_once_the_portal_asks_the_run_to_end_early(nightshift, tmp_path, monkeypatch):
     monkeypatch.setenv("NIGHTSHIFT_HELPER_DIR", str(tmp_path / ".nightshift"))
-    (tmp_path / ".nightshift").mkdir(exist_ok=True)
+    (tmp_path / ".nightshift" / "control").mkdir(parents=True, exist_ok=True)
     assert not nightshift.should_stop()
-    (tmp_path / ".nightshift" / "stop").write_text("pruned\n")  # as a study's pruning does
+    (tmp_path / ".nightshift" / "control" / "stop").write_text("pruned\n")  # a study's pruning
     assert nightshift.should_stop()
