@@ -160,10 +160,13 @@ def plan_of(sweep: Sweep) -> StudyPlan:
 
 def _load(sweep: Sweep) -> optuna.Study:
     plan = plan_of(sweep)
+    # The sampler is made again at every advance: seeded alike each time, it would draw the
+    # same values again. Its seed moves on with the trials asked for so far.
+    seed = None if plan.seed is None else plan.seed + sweep.runs.count()
     if plan.sampler == "random":
-        sampler = optuna.samplers.RandomSampler(seed=plan.seed)
+        sampler = optuna.samplers.RandomSampler(seed=seed)
     else:
-        sampler = optuna.samplers.TPESampler(seed=plan.seed, n_startup_trials=min(
+        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(
             10, max(2, plan.max_trials // 3)))  # fmt: skip
     pruner = {
         "none": optuna.pruners.NopPruner(),

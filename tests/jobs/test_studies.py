@@ -216,3 +216,15 @@ def test_a_full_quota_holds_new_trials_back_until_it_has_room(student, fake_brid
     sweep.refresh_from_db()
     assert sweep.runs.count() == 2
     assert sweep.last_error.startswith("Waiting for quota:")
+
+
+def test_a_seeded_study_never_asks_twice_for_the_same_values(student, fake_bridge):
+    sweep = start(student, parallel=1, max_trials=4, sampler="random")
+    for _ in range(4):
+        studies.study_advance(sweep.pk)
+        for job in submitted(sweep):
+            if job.state != JobState.COMPLETED:
+                finish(fake_bridge, job, [1.0])
+        services.jobs_sync()
+    values = [job.parameters["x"] for job in sweep.runs.all()]
+    assert len(values) == 4 and len(set(values)) == 4
