@@ -204,12 +204,7 @@ def study_submit(*, user, spec: JobSpec, plan: StudyPlan, script, requirements=N
     job_validate_request(user=user, spec=spec)
     _check_placeholders(spec, set(plan.space))
     example = {name: _example(data) for name, data in plan.space.items()}
-    run_specs = [dataclasses.replace(spec, name=f"{spec.name} [{i}]",
-                                     arguments=[parameters.substitute(a, example)
-                                                for a in spec.arguments],
-                                     environment={k: parameters.substitute(v, example)
-                                                  for k, v in spec.environment.items()})
-                 for i in range(plan.parallel)]  # fmt: skip
+    run_specs = [_trial_spec(spec, i, example) for i in range(plan.parallel)]
     # Only `parallel` trials are ever unfinished at once: the quota is checked for those.
     lab, remove_after_s = _check_runs(user, spec, run_specs, check_pool=True)
     sweep = Sweep(owner=user, lab=lab, name=spec.name.strip(), kind=Sweep.Kind.STUDY,
@@ -236,6 +231,18 @@ def study_submit(*, user, spec: JobSpec, plan: StudyPlan, script, requirements=N
         shutil.rmtree(folder, ignore_errors=True)
         raise
     return sweep
+
+
+def _trial_spec(spec: JobSpec, number: int, values: dict) -> JobSpec:
+    """The job a trial runs: the study's, with the trial's values in place."""
+    return dataclasses.replace(
+        spec, name=f"{spec.name} [{number}]",
+        arguments=[parameters.substitute(a, values) for a in spec.arguments],
+        environment={k: parameters.substitute(v, values) for k, v in spec.environment.items()},
+        entry_command=(parameters.substitute(spec.entry_command, values)
+                       if spec.entry_command else spec.entry_command),
+        notify_by_email=False,
+    )  # fmt: skip
 
 
 def _example(data: dict):
@@ -413,15 +420,9 @@ def _cancel_trials(sweep: Sweep, unfinished: list[Job], reason: str) -> None:
 
 def _start_trial(sweep: Sweep, plan: StudyPlan, trial: optuna.trial.Trial) -> Job:
     """A job for Optuna's next trial: the study's files, with the trial's values."""
-    spec = JobSpec(**sweep.definition["spec"])
     values = dict(trial.params)
-    run = dataclasses.replace(
-        spec, name=f"{spec.name} [{trial.number}]",
-        arguments=[parameters.substitute(a, values) for a in spec.arguments],
-        environment={k: parameters.substitute(v, values) for k, v in spec.environment.items()},
-        notify_by_email=False,
-    )  # fmt: skip
-    job = Job(owner=sweep.owner, name=run.name, lab=sweep.lab, gpus=spec.gpus, sweep=sweep,
+    run = _trial_spec(JobSpec(**sweep.definition["spec"]), trial.number, values)
+    job = Job(owner=sweep.owner, name=run.name, lab=sweep.lab, gpus=run.gpus, sweep=sweep,
               sweep_index=trial.number, parameters=values)  # fmt: skip
     job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
     staged_data = dict(sweep.definition["staged"])

@@ -228,3 +228,23 @@ def test_a_seeded_study_never_asks_twice_for_the_same_values(student, fake_bridg
         services.jobs_sync()
     values = [job.parameters["x"] for job in sweep.runs.all()]
     assert len(values) == 4 and len(set(values)) == 4
+
+
+def test_a_projects_entry_command_takes_each_trials_values(student, fake_bridge):
+    from tests.jobs.test_projects import project
+
+    sweep = studies.study_submit(
+        user=student,
+        spec=services.JobSpec(name="proj", entry_command="python train.py --x {x}"),
+        plan=studies.StudyPlan.from_json({"space": SPACE, "objective": "loss", "parallel": 2,
+                                          "max_trials": 2, "seed": 1}),
+        script=project({"train.py": "print(1)"}),
+    )  # fmt: skip
+    studies.study_advance(sweep.pk)
+    for trial in sweep.runs.all():
+        assert trial.request["arguments"] == ["--x", repr(trial.parameters["x"])]
+        assert (trial.directory / "train.py").read_text() == "print(1)"
+        assert (
+            services.job_spec_of(trial).entry_command
+            == f"python train.py --x {trial.parameters['x']!r}"
+        )
