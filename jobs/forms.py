@@ -1,3 +1,6 @@
+import csv
+import io
+
 from django import forms
 
 from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
@@ -5,6 +8,34 @@ from jobs.archives import is_archive
 from jobs.models import EnvironmentPreset
 from jobs.services import JobSpec
 from labs.models import Lab
+
+
+def parse_space(text: str) -> dict:
+    """`lr = log_uniform 1e-5 0.1` and `opt = choice adam sgd` lines -> distributions."""
+    space = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        name, sep, rest = line.partition("=")
+        words = rest.split()
+        if not sep or not name.strip() or not words:
+            raise forms.ValidationError(f"Line {number}: write name = kind low high.")
+        kind, values = words[0], words[1:]
+        if kind == "choice":
+            space[name.strip()] = {"kind": "choice",
+                                   "choices": [_number_or_text(v) for v in values]}  # fmt: skip
+            continue
+        try:
+            low, high = (float(v) for v in values)
+        except ValueError:
+            raise forms.ValidationError(
+                f"Line {number}: {kind} needs its lowest and highest value."
+            ) from None
+        space[name.strip()] = {"kind": kind, "low": low, "high": high}
+    return space
+
+
+MAX_ROWS_CSV_BYTES = 1024 * 1024
 
 
 def _number_or_text(value: str) -> int | float | str:
@@ -58,6 +89,20 @@ class JobSubmitForm(forms.Form):
         "its own job, all submitted together as a sweep; write {name} in the arguments or "
         "environment values where the value goes, e.g. --lr={lr}.",
     )  # fmt: skip
+    sweep_rows = forms.FileField(
+        label="…or parameter sets (CSV)", required=False,
+        help_text="A CSV file: parameter names in its first row, then one run per row.",
+    )  # fmt: skip
+    sweep_random = forms.CharField(
+        label="…or random samples", required=False, max_length=5000,
+        widget=forms.Textarea(attrs={"rows": 2, "placeholder":
+                                     "lr = log_uniform 1e-5 0.1\nopt = choice adam sgd"}),
+        help_text="One parameter per line: uniform, log_uniform or int_uniform with its "
+        "lowest and highest value, or choice with its options; with how many samples below.",
+    )  # fmt: skip
+    sweep_count = forms.IntegerField(label="Random samples", required=False, min_value=1)
+    sweep_seed = forms.IntegerField(label="Seed of the samples", required=False, min_value=0,
+                                    initial=0)  # fmt: skip
     environment_preset = forms.ModelChoiceField(
         label="Software environment", queryset=EnvironmentPreset.objects.none(),
         required=False, empty_label=None,
@@ -166,6 +211,38 @@ class JobSubmitForm(forms.Form):
                           if value.strip()]  # fmt: skip
         return grid or None
 
+    def clean_sweep_random(self) -> dict | None:
+        return parse_space(self.cleaned_data.get("sweep_random") or "") or None
+
+    def clean_sweep_rows(self) -> list[dict] | None:
+        upload = self.cleaned_data.get("sweep_rows")
+        if not upload:
+            return None
+        if upload.size is not None and upload.size > MAX_ROWS_CSV_BYTES:
+            raise forms.ValidationError("A CSV of parameter sets is at most 1 MB.")
+        try:
+            text = upload.read(MAX_ROWS_CSV_BYTES).decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise forms.ValidationError("The CSV file is not UTF-8 text.") from None
+        rows = list(csv.DictReader(io.StringIO(text)))
+        if any(None in row or None in row.values() for row in rows):
+            raise forms.ValidationError("Every row needs one value per column of the header.")
+        return [{name.strip(): _number_or_text(value.strip()) for name, value in row.items()}
+                for row in rows]  # fmt: skip
+
+    def sweep_plan(self) -> dict | None:
+        """The sweep the form describes: {"grid": ...}, {"rows": ...}, {"random": ...} or
+        None for a single job."""
+        data = self.cleaned_data
+        if data.get("sweep_grid"):
+            return {"grid": data["sweep_grid"]}
+        if data.get("sweep_rows") is not None:
+            return {"rows": data["sweep_rows"]}
+        if data.get("sweep_random"):
+            return {"random": data["sweep_random"], "count": data.get("sweep_count"),
+                    "seed": data.get("sweep_seed") or 0}  # fmt: skip
+        return None
+
     def clean_keep_outputs(self) -> list[str]:
         text = self.cleaned_data.get("keep_outputs") or "outputs"
         names = [name.strip().strip("/") for name in text.split(",") if name.strip()]
@@ -179,6 +256,13 @@ class JobSubmitForm(forms.Form):
         kept_script = self.staged_names.get("script")
         if not script and not cleaned.get("source_job") and not kept_script:
             self.add_error("script", "Choose a Python script (.py) or a project archive to upload.")
+        given = [name for name in ("sweep_grid", "sweep_rows", "sweep_random")
+                 if cleaned.get(name) not in (None, "", {}, [])]  # fmt: skip
+        if len(given) > 1:
+            self.add_error("sweep_grid", "Describe the sweep one way: a grid, a CSV of "
+                           "parameter sets, or random samples.")  # fmt: skip
+        if cleaned.get("sweep_random") and not cleaned.get("sweep_count"):
+            self.add_error("sweep_count", "Say how many random samples to run.")
         named = script.name if script else (kept_script or "")
         if named and is_archive(named) and not cleaned.get("entry_command"):
             self.add_error(
@@ -218,6 +302,7 @@ class JobSubmitForm(forms.Form):
 
 
 MATRIX_ROWS = 4
+SWEEP_FIELDS = ("sweep_grid", "sweep_rows", "sweep_random", "sweep_count", "sweep_seed")
 
 
 class MatrixForm(JobSubmitForm):
@@ -227,7 +312,7 @@ class MatrixForm(JobSubmitForm):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        for name in ("script", "requirements", "entry_command", "sweep_grid", "source_job",
+        for name in ("script", "requirements", "entry_command", *SWEEP_FIELDS, "source_job",
                      "staged_upload", "staged_requirements", "notify_by_email"):  # fmt: skip
             del self.fields[name]
         self.fields["name"].label = "Evaluation name"
@@ -304,32 +389,12 @@ class StudyForm(JobSubmitForm):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        for name in ("sweep_grid", "source_job", "notify_by_email"):
+        for name in (*SWEEP_FIELDS, "source_job", "notify_by_email"):
             del self.fields[name]
         self.fields["name"].label = "Study name"
 
     def clean_space(self) -> dict:
-        space = {}
-        for number, line in enumerate(self.cleaned_data["space"].splitlines(), start=1):
-            if not line.strip():
-                continue
-            name, sep, rest = line.partition("=")
-            words = rest.split()
-            if not sep or not name.strip() or not words:
-                raise forms.ValidationError(f"Line {number}: write name = kind low high.")
-            kind, values = words[0], words[1:]
-            if kind == "choice":
-                space[name.strip()] = {"kind": "choice",
-                                       "choices": [_number_or_text(v) for v in values]}  # fmt: skip
-                continue
-            try:
-                low, high = (float(v) for v in values)
-            except ValueError:
-                raise forms.ValidationError(
-                    f"Line {number}: {kind} needs its lowest and highest value."
-                ) from None
-            space[name.strip()] = {"kind": kind, "low": low, "high": high}
-        return space
+        return parse_space(self.cleaned_data["space"])
 
     def plan(self) -> dict:
         data = self.cleaned_data

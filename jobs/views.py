@@ -69,6 +69,8 @@ FORM_FIELD_FOR = {
     "max_runtime_s": "max_runtime_minutes",
     "output_paths": "keep_outputs",
     "parameters": "sweep_grid",
+    "count": "sweep_count",
+    "seed": "sweep_seed",
 }
 
 
@@ -128,11 +130,11 @@ def job_new(request: HttpRequest) -> HttpResponse:
                 copy_from = None
                 if not upload and data["source_job"]:
                     copy_from = own_job_or_403(request.user, data["source_job"])
-                if data.get("sweep_grid"):
+                if form.sweep_plan():
                     sweep = sweeps.sweep_submit(
                         user=request.user, spec=form.to_spec(), script=upload,
                         copy_from=copy_from, requirements=requirements,
-                        plan=sweeps.SweepPlan.from_json({"grid": data["sweep_grid"]}),
+                        plan=sweeps.SweepPlan.from_json(form.sweep_plan()),
                     )  # fmt: skip
                 else:
                     job = services.job_submit(
@@ -145,7 +147,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
             else:
                 for token_field in KEPT_UPLOADS.values():
                     services.upload_discard(user=request.user, token=data.get(token_field, ""))
-                if data.get("sweep_grid"):
+                if form.sweep_plan():
                     runs = sweep.runs.count()
                     messages.success(request, f"“{sweep.name}”: {runs} runs are on their way "
                                      "to the pool.")  # fmt: skip

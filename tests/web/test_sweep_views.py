@@ -206,3 +206,37 @@ def test_a_hyperparameter_study_from_its_form(student_client, fake_bridge, monke
     })  # fmt: skip
     assert bad.status_code == 400
     assert "Line 1: log_uniform needs its lowest and highest value." in bad.content.decode()
+
+
+def test_parameter_sets_from_a_csv_on_the_job_form(student_client, fake_bridge):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    rows = SimpleUploadedFile("sets.csv", b"lr,batch\n0.1,32\n0.05,128\n")
+    response = post_form(student_client, sweep_grid="", sweep_rows=rows)
+    sweep = Sweep.objects.get()
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    assert sweep.kind == "list"
+    assert list(sweep.runs.order_by("sweep_index").values_list("parameters", flat=True)) == [
+        {"lr": 0.1, "batch": 32}, {"lr": 0.05, "batch": 128}
+    ]  # fmt: skip
+
+
+def test_random_samples_on_the_job_form_are_reproducible(student_client, fake_bridge):
+    fields = {"sweep_grid": "", "sweep_random": "lr = log_uniform 1e-5 0.1\r\nbatch = choice 32 64",
+              "sweep_count": 3, "sweep_seed": 5}  # fmt: skip
+    post_form(student_client, **fields)
+    post_form(student_client, **fields)
+    first, second = Sweep.objects.order_by("pk")
+    assert first.kind == "random" and first.runs.count() == 3
+    assert list(first.runs.order_by("sweep_index").values_list("parameters", flat=True)) == list(
+        second.runs.order_by("sweep_index").values_list("parameters", flat=True)
+    )
+
+
+def test_a_sweep_described_two_ways_or_without_a_count_is_explained(student_client, fake_bridge):
+    both = post_form(student_client, sweep_random="lr = uniform 0 1", sweep_count=2)
+    assert both.status_code == 400
+    assert "Describe the sweep one way" in both.content.decode()
+    uncounted = post_form(student_client, sweep_grid="", sweep_random="lr = uniform 0 1")
+    assert "Say how many random samples to run." in uncounted.content.decode()
+    assert not Sweep.objects.exists()
