@@ -13,16 +13,19 @@ from .models import Job, Sweep
 
 logger = logging.getLogger(__name__)
 
+# A submission waits out a scheduler that is down for as long as it takes.
+SUBMISSION_RETRIES = {
+    "bind": True,
+    "acks_late": True,
+    "autoretry_for": (BridgeError,),
+    "retry_backoff": 2,
+    "retry_backoff_max": 60,
+    "retry_jitter": True,
+    "max_retries": None,
+}
 
-@shared_task(
-    bind=True,
-    acks_late=True,
-    autoretry_for=(BridgeError,),
-    retry_backoff=2,
-    retry_backoff_max=60,
-    retry_jitter=True,
-    max_retries=None,
-)
+
+@shared_task(**SUBMISSION_RETRIES)
 def submit_job(self, job_pk: int) -> None:
     try:
         services.job_submit_to_pool(job_pk)
@@ -30,15 +33,7 @@ def submit_job(self, job_pk: int) -> None:
         logger.warning("job %s was deleted before it could be submitted", job_pk)
 
 
-@shared_task(
-    bind=True,
-    acks_late=True,
-    autoretry_for=(BridgeError,),
-    retry_backoff=2,
-    retry_backoff_max=60,
-    retry_jitter=True,
-    max_retries=None,
-)
+@shared_task(**SUBMISSION_RETRIES)
 def submit_sweep(self, sweep_pk: int) -> None:
     try:
         sweeps.sweep_submit_to_pool(sweep_pk)

@@ -74,6 +74,12 @@ FORM_FIELD_FOR = {
 }
 
 
+def _show_refusal(form, exc: services.JobSubmissionError) -> None:
+    """A service's refusal on the form field it names (or above the form)."""
+    field = FORM_FIELD_FOR.get(exc.field, exc.field)
+    form.add_error(field if field in form.fields else None, exc.message)
+
+
 def _initial_from(job: Job) -> dict:
     spec = services.job_spec_of(job)
     return {
@@ -142,8 +148,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
                         copy_from=copy_from, requirements=requirements,
                     )  # fmt: skip
             except services.JobSubmissionError as exc:
-                field = FORM_FIELD_FOR.get(exc.field, exc.field)
-                form.add_error(field if field in form.fields else None, exc.message)
+                _show_refusal(form, exc)
             else:
                 for token_field in KEPT_UPLOADS.values():
                     services.upload_discard(user=request.user, token=data.get(token_field, ""))
@@ -549,8 +554,7 @@ def matrix_new(request: HttpRequest) -> HttpResponse:
                 datasets=[sweeps.MatrixDataset(*row) for row in data["datasets"]],
             )  # fmt: skip
         except services.JobSubmissionError as exc:
-            field = FORM_FIELD_FOR.get(exc.field, exc.field)
-            form.add_error(field if field in form.fields else None, exc.message)
+            _show_refusal(form, exc)
         else:
             messages.success(request, f"“{sweep.name}”: {sweep.runs.count()} runs are on their "
                              "way to the pool.")  # fmt: skip
@@ -571,8 +575,7 @@ def study_new(request: HttpRequest) -> HttpResponse:
                 requirements=data.get("requirements"),
             )  # fmt: skip
         except services.JobSubmissionError as exc:
-            field = FORM_FIELD_FOR.get(exc.field, exc.field)
-            form.add_error(field if field in form.fields else None, exc.message)
+            _show_refusal(form, exc)
         else:
             messages.success(request, f"“{sweep.name}” has started: its first trials are on "
                              "their way to the pool.")  # fmt: skip
