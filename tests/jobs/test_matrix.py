@@ -140,3 +140,24 @@ def test_the_api_names_a_file_that_was_not_uploaded(student, fake_bridge):
         "no uploaded file is called 'missing.py'"
         in response.json()["error"]["fields"]["systems"][0]
     )
+
+
+def test_hostile_names_and_file_names_stay_text_and_inside_the_run(student, fake_bridge, settings):
+    evil = '$(HOME) "x" +Owner = "root"'
+    sweep = sweeps.matrix_submit(
+        user=student, spec=services.JobSpec(name="m", arguments=["{system}", "{dataset}"]),
+        systems=[sweeps.MatrixSystem(evil, script_upload("1", name="a.py"))],
+        datasets=[
+            sweeps.MatrixDataset("d1", path="/data/$(HOME) 'q'"),
+            sweeps.MatrixDataset("d2", upload=SimpleUploadedFile("../../evil\u202e;rm.csv", b"1")),
+        ],
+    )  # fmt: skip
+    runs = {r.parameters["dataset"]: r for r in sweep.runs.all()}
+    assert runs["d1"].request["arguments"] == [evil, "/data/$(HOME) 'q'"]
+    sweeps.sweep_submit_to_pool(sweep.pk)
+    arguments = fake_bridge.submitted[str(runs["d1"].public_id)]["arguments"]
+    assert "$(DOLLAR)(HOME)" in arguments and "$(HOME)" not in arguments
+    uploaded = list((runs["d2"].directory / "dataset").iterdir())
+    assert [path.name for path in uploaded] == ["evil_rm.csv"]
+    # Nothing lands outside the run's dataset folder.
+    assert list(settings.JOBS_DIR.parent.rglob("evil*")) == uploaded
