@@ -54,6 +54,7 @@ from condor_bridge.submit import (
 from condor_bridge.types import check_text
 from labs.models import Lab
 from labs.quotas import QuotaExceeded, lock_quota, quota_check
+from operations.drain import drain_state
 from portal.db import bulk_update_rows
 
 from .archives import (
@@ -103,6 +104,10 @@ class QuotaRefusal(JobSubmissionError):
 
 class AccountNotApproved(JobSubmissionError):
     """A self-registered account that an admin or lab lead has not approved yet."""
+
+
+class SubmissionsPaused(JobSubmissionError):
+    """The portal is drained for maintenance; nothing was written."""
 
 
 class JobActionError(Exception):
@@ -492,7 +497,11 @@ def safe_archive_name(uploaded_name: str) -> str:
 
 
 def check_may_submit(user, *, script, copy_from: Job | None) -> None:
-    """An approved account, and files to run: an upload, or a job of the user's to copy."""
+    """An approved account, and files to run: an upload, or a job of the user's to copy; and
+    a portal that is not drained for maintenance."""
+    drain = drain_state()
+    if drain.active:
+        raise SubmissionsPaused("drain", drain.message)
     if not user_may_submit(user):
         raise AccountNotApproved(
             "account", "Your account waits for approval by a lab lead or an administrator; "

@@ -82,6 +82,7 @@ INSTALLED_APPS = [
     "audit",
     "jobs",
     "accounting",
+    "operations",
     "portal",
 ]
 
@@ -114,6 +115,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "accounts.context.registration",
+                "operations.context.drain_banner",
             ],
         },
     },

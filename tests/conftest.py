@@ -48,6 +48,14 @@ def script_upload(body: str = "print('hello')\n", name: str = "train.py") -> Sim
 
 
 @pytest.fixture(autouse=True)
+def no_drain_left_over():
+    """A drain a test left in the cache would refuse the next test's submissions."""
+    from operations.drain import drain_forget_cached
+
+    drain_forget_cached()
+
+
+@pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
     """Real hashing costs a third of a second per user; tests make hundreds of users."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -78,6 +78,8 @@ def _errors(*codes: int) -> dict:
 
 def submission_refused(exc: services.JobSubmissionError) -> ApiError:
     field = API_FIELD_FOR.get(exc.field, exc.field)
+    if isinstance(exc, services.SubmissionsPaused):
+        return ApiError(exc.message, code="maintenance", status_code=503)
     if isinstance(exc, services.AccountNotApproved):
         return ApiError(exc.message, code="account_pending", status_code=403)
     if isinstance(exc, services.QuotaRefusal):

@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class OperationsConfig(AppConfig):
+    """What campus IT runs the portal with: maintenance drains, metrics, the pool doctor,
+    drift repair and output purges."""
+
+    name = "operations"
+    verbose_name = "Operations"
