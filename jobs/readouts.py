@@ -5,22 +5,45 @@ from __future__ import annotations
 
 import csv
 import io
+from pathlib import Path
 from typing import NamedTuple
+from urllib.parse import quote
 
-from django.http import FileResponse, Http404, StreamingHttpResponse
+from django.conf import settings
+from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse
+from django.utils.http import content_disposition_header
 from zipstream import ZipStream
 
 from . import selectors, services
 from .models import Job, JobState, Sweep
 
 
-def output_file_response(job: Job, path: str) -> FileResponse:
-    """One kept output file, never anything outside the job's kept outputs."""
+def output_file_response(job: Job, path: str) -> HttpResponse:
+    """One kept output file, never anything outside the job's kept outputs. Behind nginx
+    the bytes are nginx's to send (X-Accel-Redirect); the caller has checked permissions."""
     file_path = selectors.job_output_path(job, path)
+    if file_path is not None and settings.ACCEL_REDIRECT_PREFIX:
+        handed = _accel_redirect(file_path)
+        if handed is not None:
+            return handed
     opened = selectors.open_job_file(job.directory, file_path) if file_path else None
     if opened is None:
         raise Http404("No such output file.")
     return FileResponse(opened, as_attachment=True, filename=file_path.name)
+
+
+def _accel_redirect(file_path: Path) -> HttpResponse | None:
+    """A response with no body that tells nginx which file to send, or None for a file
+    outside the jobs folder that nginx serves. nginx refuses symbolic links on that path
+    (disable_symlinks), so a file a job swaps for a link after this check is not sent."""
+    try:
+        relative = file_path.relative_to(Path(settings.JOBS_DIR).resolve())
+    except ValueError:
+        return None
+    response = HttpResponse(content_type="application/octet-stream")
+    response["X-Accel-Redirect"] = settings.ACCEL_REDIRECT_PREFIX + quote(relative.as_posix())
+    response["Content-Disposition"] = content_disposition_header(True, file_path.name)
+    return response
 
 
 def outputs_zip_response(job: Job) -> StreamingHttpResponse:

@@ -282,6 +282,17 @@ MAX_SCRIPT_MB = env_int("NIGHTSHIFT_MAX_SCRIPT_MB", 10, minimum=1)
 MAX_UPLOAD_MB = env_int("NIGHTSHIFT_MAX_UPLOAD_MB", 512, minimum=1)
 ARCHIVE_MAX_FILES = env_int("NIGHTSHIFT_ARCHIVE_MAX_FILES", 10_000, minimum=1)
 ARCHIVE_MAX_EXPANDED_MB = env_int("NIGHTSHIFT_ARCHIVE_MAX_EXPANDED_MB", 2048, minimum=1)
+# Behind nginx (deploy/production/nginx/nightshift.conf), output downloads are handed to
+# nginx once the portal has checked who may read them: the response names the file under
+# this internal location (X-Accel-Redirect) and nginx sends the bytes, so that a 5 GB
+# checkpoint never passes through a Python worker. Empty: the portal sends them itself.
+ACCEL_REDIRECT_PREFIX = env_str("NIGHTSHIFT_ACCEL_REDIRECT_PREFIX", "")
+if ACCEL_REDIRECT_PREFIX and not (
+    ACCEL_REDIRECT_PREFIX.startswith("/") and ACCEL_REDIRECT_PREFIX.endswith("/")
+):
+    raise ImproperlyConfigured(
+        "NIGHTSHIFT_ACCEL_REDIRECT_PREFIX must start and end with a slash, like /_jobfiles/"
+    )
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 # Checkpoints (see jobs/runtime/nightshift.py): the time between SIGTERM and SIGKILL when a
