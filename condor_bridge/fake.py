@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from .observe import Observer, timed
 from .states import _STATUS_TO_STATE
 from .submit import build_cluster_description, build_submit_description
 from .types import (
@@ -52,11 +53,13 @@ class FakeBridge:
         mode: FileMode = FileMode.SHARED,
         instance: str = "default",
         machines: Iterable[PoolMachine] = PERSONAL_POOL,
+        observer: Observer | None = None,
     ) -> None:
         if not JOB_ID_PATTERN.fullmatch(instance):
             raise ValueError(f"instance {instance!r} must be letters, digits and dashes")
         self.mode = FileMode(mode)
         self.instance = instance
+        self.observer = observer
         self.machines = list(machines)
         self.submitted: dict[str, dict[str, str]] = {}  # job id -> submit description
         self.actions: list[tuple[str, int, int, str]] = []
@@ -113,10 +116,14 @@ class FakeBridge:
         return fitting[0] if fitting else ""
 
     def _check_up(self, action: str) -> None:
-        if self.down:
-            raise BridgeError(
-                f"{action}: Failed to connect to schedd (fake is down)", transient=True
-            )
+        # Named as the real bridge names its calls to the observer.
+        call = "collector" if action == "pool status" else action
+        call = "act" if call in ("remove", "hold", "release", "vacate") else call
+        with timed(self.observer, call):
+            if self.down:
+                raise BridgeError(
+                    f"{action}: Failed to connect to schedd (fake is down)", transient=True
+                )
 
     # -- the real bridge's API -------------------------------------------------------
     def description(self, request: JobRequest) -> dict[str, str]:

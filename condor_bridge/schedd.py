@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -11,6 +12,7 @@ import classad2
 import htcondor2
 from htcondor2 import HTCondorException
 
+from .observe import Observer, timed
 from .states import PROJECTION, map_job_ad
 from .submit import (
     INSTANCE_ATTR,
@@ -111,6 +113,21 @@ def _id_constraint(job_ids: Iterable[str]) -> str:
     return f"member({JOB_ID_ATTR}, {{{listed}}})"
 
 
+def _observed(call: str):
+    """Report each call of the method to the bridge's observer: the leaves that talk to a
+    daemon, so that no time is counted twice."""
+
+    def wrap(method):
+        @functools.wraps(method)
+        def observed(self, *args, **kwargs):
+            with timed(self.observer, call):
+                return method(self, *args, **kwargs)
+
+        return observed
+
+    return wrap
+
+
 class HTCondorBridge:
     """Talks to one schedd (and its collector) with the portal's IDTOKEN."""
 
@@ -123,9 +140,12 @@ class HTCondorBridge:
         mode: FileMode = FileMode.SHARED,
         instance: str = "default",
         timeout_s: int = 20,
+        observer: Observer | None = None,
     ) -> None:
         if not JOB_ID_PATTERN.fullmatch(instance):
             raise ValueError(f"instance {instance!r} must be letters, digits and dashes")
+        # Sees every call to the schedd or collector (name, seconds, ok): metrics.
+        self.observer = observer
         self.collector_address = collector
         self.schedd_name = schedd_name
         self.mode = FileMode(mode)
@@ -171,22 +191,29 @@ class HTCondorBridge:
             existing = self.find(request.job_id, submitted_after=submitted_after)
             if existing is not None:
                 return SubmitResult(existing.cluster_id, existing.proc_id, adopted=True)
+        result = self._submit_to_schedd(htcondor2.Submit(self.description(request)))
+        return SubmitResult(result.cluster(), result.first_proc(), adopted=False)
+
+    @_observed("submit")
+    def _submit_to_schedd(self, submit: htcondor2.Submit, items: list | None = None) -> Any:
+        """One cluster: one job, or one per item of itemdata."""
         schedd = self._schedd()
-        submit = htcondor2.Submit(self.description(request))
+        spool = self.mode is FileMode.SPOOL
         try:
-            if self.mode is FileMode.SPOOL:
-                result = schedd.submit(submit, count=1, spool=True)
+            if items is None:
+                result = schedd.submit(submit, count=1, spool=spool)
+            else:
+                result = schedd.submit(submit, itemdata=iter(items), spool=spool)
+            if spool:
                 try:
                     schedd.spool(result)
                 except (HTCondorException, OSError, RuntimeError):
                     # A job whose files never arrived must not wait in the queue forever.
                     schedd.act(htcondor2.JobAction.Remove, str(result.cluster()))
                     raise
-            else:
-                result = schedd.submit(submit, count=1)
         except (HTCondorException, OSError, RuntimeError) as exc:
             raise _bridge_error("submit", exc) from exc
-        return SubmitResult(result.cluster(), result.first_proc(), adopted=False)
+        return result
 
     def submit_cluster(
         self, requests: list[JobRequest], *, sweep_id: str, check_existing: bool = True
@@ -202,22 +229,8 @@ class HTCondorBridge:
         template, items = build_cluster_description(
             requests, mode=self.mode, sweep_id=sweep_id, instance=self.instance
         )
-        schedd = self._schedd()
-        submit = htcondor2.Submit(template)
-        spool = self.mode is FileMode.SPOOL
-        try:
-            if len(requests) == 1:
-                result = schedd.submit(submit, count=1, spool=spool)
-            else:
-                result = schedd.submit(submit, itemdata=iter(items), spool=spool)
-            if spool:
-                try:
-                    schedd.spool(result)
-                except (HTCondorException, OSError, RuntimeError):
-                    schedd.act(htcondor2.JobAction.Remove, str(result.cluster()))
-                    raise
-        except (HTCondorException, OSError, RuntimeError) as exc:
-            raise _bridge_error("submit", exc) from exc
+        result = self._submit_to_schedd(htcondor2.Submit(template),
+                                        None if len(requests) == 1 else items)  # fmt: skip
         first = result.first_proc()
         return [SubmitResult(result.cluster(), first + n, adopted=False)
                 for n in range(len(requests))]  # fmt: skip
@@ -234,6 +247,7 @@ class HTCondorBridge:
                       for ad in self._history(constraint, expected - len(found))]  # fmt: skip
         return found
 
+    @_observed("query")
     def _query(self, constraint: str) -> list[Any]:
         try:
             return _again_if_session_stale(
@@ -244,6 +258,7 @@ class HTCondorBridge:
         except (HTCondorException, OSError, RuntimeError) as exc:
             raise _bridge_error("query", exc) from exc
 
+    @_observed("history")
     def _history(self, constraint: str, match: int, since: str | None = None) -> list[Any]:
         try:
             return _again_if_session_stale(
@@ -277,6 +292,7 @@ class HTCondorBridge:
         ads = self._history(constraint, match=1, since=since)
         return map_job_ad(ads[0], in_queue=False) if ads else None
 
+    @_observed("query")
     def job_ad(self, job_id: str) -> dict[str, Any] | None:
         """Every attribute of the job's ad, from the queue or else the history, for admins.
 
@@ -309,6 +325,7 @@ class HTCondorBridge:
         constraint = f"{INSTANCE_ATTR} == {classad_string(self.instance)} && {_id_constraint(ids)}"
         return [map_job_ad(ad, in_queue=False) for ad in self._history(constraint, len(ids))]
 
+    @_observed("act")
     def act(
         self, action: str, cluster_id: int, proc_id: int, reason: str = "", reason_code: int = 1
     ) -> None:
@@ -331,6 +348,7 @@ class HTCondorBridge:
         except (HTCondorException, OSError, RuntimeError) as exc:
             raise _bridge_error(action, exc) from exc
 
+    @_observed("act")
     def remove_sweep(self, sweep_id: str, reason: str) -> None:
         """Remove every run of a sweep still in the queue, in one call."""
         if not JOB_ID_PATTERN.fullmatch(sweep_id):
@@ -345,6 +363,7 @@ class HTCondorBridge:
         except (HTCondorException, OSError, RuntimeError) as exc:
             raise _bridge_error("remove", exc) from exc
 
+    @_observed("retrieve")
     def retrieve(self, cluster_id: int, proc_id: int) -> None:
         """Bring a spooled job's outputs back into its job folder."""
         if self.mode is not FileMode.SPOOL:
@@ -357,6 +376,7 @@ class HTCondorBridge:
             raise _bridge_error("retrieve", exc) from exc
 
     # -- pool ------------------------------------------------------------------------
+    @_observed("collector")
     def pool_machines(self) -> list[PoolMachine]:
         try:
             ads = self._collector().query(

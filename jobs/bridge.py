@@ -7,6 +7,7 @@ from functools import cache
 from django.conf import settings
 
 from condor_bridge import FileMode
+from operations.metrics import schedd_call_done
 
 
 @cache
@@ -15,7 +16,9 @@ def get_bridge():
         from condor_bridge.fake import FakeBridge
 
         return FakeBridge(
-            mode=FileMode(settings.CONDOR_FILE_MODE), instance=settings.NIGHTSHIFT_INSTANCE
+            mode=FileMode(settings.CONDOR_FILE_MODE),
+            instance=settings.NIGHTSHIFT_INSTANCE,
+            observer=schedd_call_done,
         )
     from condor_bridge.schedd import HTCondorBridge
 
@@ -25,4 +28,5 @@ def get_bridge():
         token_dir=str(settings.CONDOR_TOKEN_DIR),
         mode=FileMode(settings.CONDOR_FILE_MODE),
         instance=settings.NIGHTSHIFT_INSTANCE,
+        observer=schedd_call_done,
     )

@@ -54,6 +54,7 @@ from condor_bridge.submit import (
 from condor_bridge.types import check_text
 from labs.models import Lab
 from labs.quotas import QuotaExceeded, lock_quota, quota_check
+from operations import metrics
 from operations.drain import drain_state
 from portal.db import bulk_update_rows
 
@@ -771,11 +772,14 @@ def job_submit_to_pool(job_pk: int) -> Job:
                 job.status_detail = "The scheduler is not answering; Nightshift keeps trying."
                 job.save(update_fields=["last_error", "status_detail"])
                 transient_error = exc
+                metrics.submission_done(kind="job", outcome="retrying")
             else:
                 _fail_before_submission(job, "HTCondor refused the job.", str(exc))
+                metrics.submission_done(kind="job", outcome="refused")
                 return job
         except InvalidJobRequest as exc:
             _fail_before_submission(job, "The job request is invalid.", str(exc))
+            metrics.submission_done(kind="job", outcome="invalid")
             return job
         else:
             if settings.FAULT_PAUSE_AFTER_SUBMIT_S:
@@ -787,6 +791,11 @@ def job_submit_to_pool(job_pk: int) -> Job:
             job.save()
             how = "found already submitted" if result.adopted else "submitted"
             _record(job, "submitted", f"HTCondor job {job.condor_id} ({how})")
+            metrics.submission_done(
+                kind="job",
+                outcome="submitted",
+                waited_s=(job.submitted_at - job.created_at).total_seconds(),
+            )
     if transient_error is not None:
         raise transient_error
     return job
@@ -1072,6 +1081,17 @@ _SYNC_FIELDS = (
 def jobs_sync() -> SyncReport:
     """One sync cycle: one queue query, one history call, and only changed rows written."""
     started = time.perf_counter()
+    try:
+        report = _sync_cycle()
+    except Exception:
+        metrics.sync_done(seconds=time.perf_counter() - started, ok=False)
+        raise
+    report.seconds = time.perf_counter() - started
+    metrics.sync_done(seconds=report.seconds, ok=True)
+    return report
+
+
+def _sync_cycle() -> SyncReport:
     bridge = get_bridge()
     report = SyncReport()
     active = [
@@ -1101,7 +1121,6 @@ def jobs_sync() -> SyncReport:
     _explain_unmatched_jobs(bridge)
     report.resubmitted = _resubmit_stale_jobs()
     uploads_clean_stale()
-    report.seconds = time.perf_counter() - started
     return report
 
 

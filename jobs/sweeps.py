@@ -26,6 +26,7 @@ from condor_bridge import BridgeError, InvalidJobRequest
 from condor_bridge.submit import description_text
 from condor_bridge.types import check_text
 from labs.quotas import QuotaExceeded, lock_quota, quota_check
+from operations import metrics
 from portal.db import bulk_update_rows
 
 from . import parameters
@@ -335,6 +336,7 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
             sweep.last_error = str(exc)
             sweep.save(update_fields=["last_error"])
             if exc.transient:
+                metrics.submission_done(kind="sweep", outcome="retrying")
                 for job in jobs:
                     job.last_error = str(exc)
                     job.status_detail = "The scheduler is not answering; Nightshift keeps trying."
@@ -342,9 +344,11 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
                 transient_error = exc
             else:
                 _fail_runs(jobs, "HTCondor refused the sweep.", str(exc), now)
+                metrics.submission_done(kind="sweep", outcome="refused")
                 return sweep
         except InvalidJobRequest as exc:
             _fail_runs(jobs, "The job request is invalid.", str(exc), now)
+            metrics.submission_done(kind="sweep", outcome="invalid")
             return sweep
         else:
             for job, request, result in zip(jobs, requests, results, strict=True):
@@ -364,6 +368,9 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
             )  # fmt: skip
             sweep.cluster_id, sweep.submitted_at = results[0].cluster_id, now
             sweep.save(update_fields=["cluster_id", "submitted_at"])
+            metrics.submission_done(
+                kind="sweep", outcome="submitted", waited_s=(now - sweep.created_at).total_seconds()
+            )
     if transient_error is not None:
         raise transient_error
     return sweep

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from pathlib import Path
@@ -88,6 +89,22 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if value is None:
         return default
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+def env_networks(name: str, default: list[str]) -> list[Network]:
+    """A comma-separated list of addresses or networks (10.0.0.0/8, ::1)."""
+    networks = []
+    for item in env_list(name, default):
+        try:
+            networks.append(ipaddress.ip_network(item, strict=False))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not an address or a network like 10.1.0.0/16"
+            ) from None
+    return networks
 
 
 def env_path(name: str, default: Path) -> Path:

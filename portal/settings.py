@@ -13,6 +13,7 @@ from portal.env import (
     env_float,
     env_int,
     env_list,
+    env_networks,
     env_path,
     env_rate,
     env_str,
@@ -395,6 +396,12 @@ SPECTACULAR_SETTINGS = {
         "SweepKindEnum": "jobs.models.Sweep.Kind",
     },
 }
+
+# -- Operations -----------------------------------------------------------------------------
+# /metrics (Prometheus) answers a scraper that sends this bearer token, or one whose address
+# is in the allow-list (behind nginx, the address nginx saw: NIGHTSHIFT_TRUSTED_PROXY_COUNT).
+METRICS_TOKEN = env_str("NIGHTSHIFT_METRICS_TOKEN", "")
+METRICS_ALLOW = env_networks("NIGHTSHIFT_METRICS_ALLOW", ["127.0.0.1", "::1"])
 
 DEFAULT_EXCEPTION_REPORTER_FILTER = "portal.errors.SecretsHiddenFilter"
 LOGGING = {

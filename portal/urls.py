@@ -4,6 +4,7 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 
 from jobs.views import healthz, pool
+from operations.views import metrics
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="jobs:list", permanent=False)),
@@ -34,5 +35,6 @@ urlpatterns = [
     path("jobs/", include("jobs.urls")),
     path("pool/", pool, name="pool"),
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
 ]
