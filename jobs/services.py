@@ -15,7 +15,7 @@ import shutil
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -71,6 +71,7 @@ from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Sweep, Wo
 from .selectors import checkpoint_of, job_output_files, open_job_file
 
 logger = logging.getLogger(__name__)
+event_log = logging.getLogger("nightshift.jobs")
 
 OUTPUTS = "outputs"
 HELPER_MODULE = Path(__file__).resolve().parent / "runtime" / "nightshift.py"
@@ -236,7 +237,17 @@ def _give_to_pool(path: Path) -> None:
 
 
 def _record(job: Job, kind: str, detail: str = "", *, actor=None) -> JobEvent:
-    return JobEvent.objects.create(job=job, kind=kind, state=job.state, detail=detail, actor=actor)
+    event = JobEvent.objects.create(job=job, kind=kind, state=job.state, detail=detail,
+                                    actor=actor)  # fmt: skip
+    log_job_events([event])
+    return event
+
+
+def log_job_events(events: Iterable[JobEvent]) -> None:
+    """Each event on the job's timeline is also a log line, with the job's id."""
+    for event in events:
+        event_log.info("%s (%s): %s", event.kind, event.state, event.detail,
+                       extra={"job_id": str(event.job.public_id)})  # fmt: skip
 
 
 def lab_for_submission(*, user, lab_id: int | None) -> Lab | None:
@@ -990,6 +1001,7 @@ def _apply_batch(observations: Mapping[int, JobObservation]) -> set[int]:
         if changed_jobs:
             bulk_update_rows(Job, changed_jobs, sorted(fields))
         JobEvent.objects.bulk_create(events, batch_size=1000)
+        log_job_events(events)
         for job in evicted:
             _hold_without_progress(job)
     return set(runs_changed) | {job.pk for job in changed_jobs}

@@ -88,6 +88,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "portal.logcontext.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -404,9 +405,28 @@ METRICS_TOKEN = env_str("NIGHTSHIFT_METRICS_TOKEN", "")
 METRICS_ALLOW = env_networks("NIGHTSHIFT_METRICS_ALLOW", ["127.0.0.1", "::1"])
 
 DEFAULT_EXCEPTION_REPORTER_FILTER = "portal.errors.SecretsHiddenFilter"
+# Lines go to standard error, which systemd's journal (or Docker) keeps. json: one object per
+# line with time, level, logger, message, request_id and job_id (portal/logcontext.py).
+LOG_FORMAT = env_choice("NIGHTSHIFT_LOG_FORMAT", "text", ("text", "json"))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"context": {"()": "portal.logcontext.ContextFilter"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s %(job_id)s] "
+                           "%(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s %(job_id)s",
+            "datefmt": "%Y-%m-%dT%H:%M:%S%z",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT,
+                    "filters": ["context"]},
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-}
+}  # fmt: skip
+# Celery workers log through the same configuration instead of their own.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
