@@ -1,0 +1,172 @@
+"""Compare the portal with the schedd and repair what drifted apart.
+
+The sync keeps the two together every few seconds; drift is what it cannot see: a job in
+the pool that the portal does not know (a database restored from an older backup, a row
+deleted by hand), a job that ended in the portal and still runs in the pool, a job the
+pool has lost, or a submission whose reply never came back.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from types import SimpleNamespace
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from audit.services import audit_record
+from condor_bridge import JobObservation
+
+from .bridge import get_bridge
+from .models import FINAL_STATES, Job, JobOutcome, JobState, Sweep
+from .services import (
+    _SYNC_FIELDS,
+    _enqueue_submit,
+    _observed_changes,
+    _portal_state,
+    _record,
+    jobs_apply_observations,
+)
+
+# How each kind of drift is repaired.
+REPAIRS = {
+    "unknown": "removed from the pool: the portal has no such job",
+    "ended": "removed from the pool: the job had already ended in the portal",
+    "unrecorded": "adopted: the pool has it, the portal missed the schedd's reply",
+    "stale": "updated from the pool",
+    "lost": "marked failed: neither the queue nor the history knows it",
+    "unsent": "sent to the pool again",
+}
+HISTORY_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class Drift:
+    kind: str  # a key of REPAIRS
+    job_id: str
+    condor_id: str  # "cluster.proc", or "" when the pool has none
+    portal_state: str  # "" when the portal has no such job
+    pool_state: str  # "" when the pool has none
+
+    @property
+    def repair(self) -> str:
+        return REPAIRS[self.kind]
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+def reconcile(*, dry_run: bool, actor=None) -> list[Drift]:
+    """Every drift found, repaired unless `dry_run`. Idempotent: a second run finds none."""
+    bridge = get_bridge()
+    queue = {o.job_id: o for o in bridge.active_jobs()}
+    known = {
+        str(row["public_id"]): row
+        for row in Job.objects.filter(public_id__in=[i for i in queue if _is_uuid(i)]).values(
+            "pk", "public_id", "state", "cluster_id", "sweep_id"
+        )
+    }
+    drifts: list[Drift] = []
+    to_remove: list[JobObservation] = []
+    to_adopt: list[int] = []
+    for job_id, observation in sorted(queue.items()):
+        row = known.get(job_id)
+        condor_id = f"{observation.cluster_id}.{observation.proc_id}"
+        pool_state = observation.state.value
+        if row is None:
+            drifts.append(Drift("unknown", job_id, condor_id, "", pool_state))
+            to_remove.append(observation)
+        elif row["state"] in FINAL_STATES:
+            drifts.append(Drift("ended", job_id, condor_id, row["state"], pool_state))
+            to_remove.append(observation)
+        elif row["cluster_id"] is None:
+            drifts.append(Drift("unrecorded", job_id, condor_id, row["state"], pool_state))
+            to_adopt.append(row["pk"])
+
+    active = [
+        SimpleNamespace(**row)
+        for row in Job.objects.filter(cluster_id__isnull=False)
+        .exclude(state__in=FINAL_STATES)
+        .values(*_SYNC_FIELDS, "cluster_id", "proc_id")
+    ]
+    missing = [str(job.public_id) for job in active if str(job.public_id) not in queue]
+    history: dict[str, JobObservation] = {}
+    for start in range(0, len(missing), HISTORY_BATCH):
+        found = bridge.finished_jobs(missing[start : start + HISTORY_BATCH])
+        history.update({o.job_id: o for o in found})
+    outdated: dict[int, JobObservation] = {}
+    lost: list[int] = []
+    for job in active:
+        job_id = str(job.public_id)
+        observation = queue.get(job_id) or history.get(job_id)
+        condor_id = f"{job.cluster_id}.{job.proc_id}"
+        if observation is None:
+            drifts.append(Drift("lost", job_id, condor_id, job.state, ""))
+            lost.append(job.pk)
+        elif _observed_changes(job, observation):
+            pool_state = _portal_state(observation)
+            drifts.append(Drift("stale", job_id, condor_id, job.state, pool_state))
+            outdated[job.pk] = observation
+
+    cutoff = timezone.now() - timedelta(seconds=settings.RESUBMIT_AFTER_S)
+    unsent = (
+        Job.objects.filter(state=JobState.QUEUED, cluster_id__isnull=True, created_at__lt=cutoff)
+        .exclude(public_id__in=[i for i in queue if _is_uuid(i)])
+        .values_list("pk", "public_id", "state")
+    )
+    resend = []
+    for pk, public_id, state in unsent:
+        drifts.append(Drift("unsent", str(public_id), "", state, ""))
+        resend.append(pk)
+
+    if not dry_run and drifts:
+        _repair(bridge, to_remove, to_adopt, outdated, lost, resend)
+        counts = {kind: sum(d.kind == kind for d in drifts) for kind in REPAIRS}
+        summary = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
+        audit_record(action="portal.reconcile", actor=actor, detail=summary)
+    return drifts
+
+
+def _repair(bridge, to_remove, to_adopt, outdated, lost, resend) -> None:
+    for observation in to_remove:
+        bridge.act("remove", observation.cluster_id, observation.proc_id,
+                   reason="Removed by Nightshift's reconcile: the portal has no running job "
+                   "with this id")  # fmt: skip
+    # A submission that reached the pool but not the portal: the next attempt looks the job
+    # up (it is not a first attempt any more) and adopts it.
+    from .sweeps import _enqueue_sweep_submit
+
+    again = Job.objects.filter(pk__in=to_adopt + resend)
+    again.update(submit_attempts=F("submit_attempts") + 1)
+    sweeps = set()
+    for job in again.select_related("sweep"):
+        if job.sweep is not None and not job.sweep.is_study:
+            sweeps.add(job.sweep)
+        else:
+            _enqueue_submit(job.pk)
+    for sweep in sweeps:
+        Sweep.objects.filter(pk=sweep.pk).update(submit_attempts=F("submit_attempts") + 1)
+        _enqueue_sweep_submit(sweep.pk)
+    jobs_apply_observations(outdated)
+    now = timezone.now()
+    for pk in lost:
+        with transaction.atomic():
+            job = Job.objects.select_for_update().get(pk=pk)
+            if job.is_final:
+                continue
+            job.state, job.outcome, job.finished_at = JobState.FAILED, JobOutcome.FAILED, now
+            job.status_detail = (
+                "HTCondor has no record of this job any more (its queue and history were "
+                "checked), so it cannot finish. Re-run it."
+            )
+            job.save(update_fields=["state", "outcome", "finished_at", "status_detail"])
+            _record(job, "lost", f"HTCondor job {job.condor_id} is in neither queue nor history")
