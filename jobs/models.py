@@ -126,6 +126,8 @@ class Job(models.Model):
     wait_reason = models.CharField(max_length=500, blank=True)
     output_dir = models.CharField(max_length=500)
     outputs_collected_at = models.DateTimeField(null=True, blank=True)
+    # When `manage.py purge_outputs` removed the output files under a retention policy.
+    outputs_purged_at = models.DateTimeField(null=True, blank=True)
     notify_by_email = models.BooleanField(default=False)
     submit_attempts = models.PositiveIntegerField(default=0)
     # When a submission task last showed signs of life for this job (an attempt, or the

@@ -48,7 +48,7 @@ class LabAdmin(AuditedMembershipChanges, admin.ModelAdmin):
     search_fields = ("name", "accounting_group")
     inlines = [MembershipInline]
     fieldsets = [
-        (None, {"fields": ("name", "accounting_group", "ldap_group")}),
+        (None, {"fields": ("name", "accounting_group", "ldap_group", "output_retention_days")}),
         (
             "Quota (empty: no limit)",
             {"fields": ("gpu_hours", "gpu_hours_period_days", *QUOTA_FIELDS[1:])},

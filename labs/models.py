@@ -77,6 +77,11 @@ class Lab(QuotaLimits):
     gpu_hours_period_days = models.PositiveIntegerField(
         "Period (days)", default=7, help_text="The rolling period of the GPU-hours limit."
     )
+    output_retention_days = models.PositiveIntegerField(
+        "Keep outputs (days)", null=True, blank=True,
+        help_text="`manage.py purge_outputs` removes the output files of this lab's jobs this "
+        "many days after they ended. Empty: the command's --days.",
+    )  # fmt: skip
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -422,7 +422,8 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "name", "owner", "lab", "state", "state_label", "status_detail", "hold",
             "match_problem", "wait_reason", "exit_code", "exit_signal", "workstation",
             "gpu_model", "condor_id", "num_starts", "created_at", "submitted_at", "started_at",
-            "finished_at", "is_final", "outputs_ready", "request", "reproducibility", "links",
+            "finished_at", "is_final", "outputs_ready", "outputs_purged_at", "request",
+            "reproducibility", "links",
         ]  # fmt: skip
         extra_kwargs = {
             "name": {"help_text": "The name its owner gave it."},
@@ -437,6 +438,10 @@ class JobSerializer(serializers.ModelSerializer):
             "submitted_at": {"help_text": "When HTCondor accepted it."},
             "started_at": {"help_text": "When its latest run started."},
             "finished_at": {"help_text": "When it ended."},
+            "outputs_purged_at": {
+                "help_text": "When its output files were removed under the "
+                "outputs retention policy; null while they are kept."
+            },
         }
 
     @extend_schema_field(HoldSerializer(allow_null=True))
