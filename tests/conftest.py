@@ -5,6 +5,7 @@ from rest_framework.test import APIClient
 from accounts import services as account_services
 from portal.celery import app
 from tests.factories import UserFactory
+from tests.helpers import pool_command, pool_restarts_cleanly, schedd_answers, wait_for
 
 # Real Celery worker and beat processes for the integration and browser tests.
 pytest_plugins = ["tests.pipeline", "tests.campus"]
@@ -96,3 +97,21 @@ def admin_client(client, django_user_model):
     admin = django_user_model.objects.create_superuser("root", "root@example.org", "a-long-pw-1")
     client.force_login(admin)
     return client
+
+
+@pytest.fixture
+def schedd_stopped():
+    """Stops the pool's schedd (condor_off), and makes sure it is back afterwards."""
+
+    def stop() -> None:
+        pool_command("condor_off", "-daemon", "schedd")
+        wait_for(lambda: not schedd_answers(), timeout=60, what="the schedd to stop")
+
+    def start() -> None:
+        pool_command("condor_on", "-daemon", "schedd")
+        wait_for(schedd_answers, timeout=120, what="the schedd to answer again")
+
+    yield stop, start
+    if not schedd_answers():
+        start()
+    pool_restarts_cleanly()

@@ -80,3 +80,24 @@ def pool_config(text: str | None, name: str = "60-test.conf") -> None:
             return
         time.sleep(2)
     raise AssertionError(f"condor_reconfig failed: {done.stdout}{done.stderr}")
+
+
+def schedd_answers() -> bool:
+    return pool_command("condor_q", "-totals", check=False).returncode == 0
+
+
+def pool_restarts_cleanly() -> None:
+    """Leaves the pool as the next tests expect it. After a schedd stopped with condor_off
+    and started again, the personal pool's negotiator was seen failing to open a session
+    to it ("failed to create non-negotiated security session"), so that some later jobs
+    never matched; a restart of every daemon clears that."""
+    pool_command("condor_restart")
+    time.sleep(5)
+    wait_for(schedd_answers, timeout=180, what="the schedd after a pool restart")
+
+    def all_workstations_back() -> bool:
+        done = pool_command("condor_status", "-af", "Name", check=False)
+        slots = [name for name in done.stdout.split() if name.startswith("slot1@")]
+        return done.returncode == 0 and len(slots) >= 4
+
+    wait_for(all_workstations_back, timeout=180, what="the workstations after a pool restart")

@@ -24,10 +24,6 @@ BURST = 50
 QUICK_JOB = "import time\ntime.sleep(2)\nprint('done', flush=True)\n"
 
 
-def schedd_answers() -> bool:
-    return pool_command("condor_q", "-totals", check=False).returncode == 0
-
-
 class Burst:
     """Submissions through the API, as a power user's script sends them."""
 
@@ -91,41 +87,6 @@ def burst(live_pipeline, settings) -> Burst:
     # lease (40 minutes by default) before running them again: a minute here.
     settings.JOB_LEASE_S = 60
     return Burst()
-
-
-@pytest.fixture
-def schedd_stopped():
-    """Stops the pool's schedd (condor_off), and makes sure it is back afterwards."""
-
-    def stop() -> None:
-        pool_command("condor_off", "-daemon", "schedd")
-        wait_for(lambda: not schedd_answers(), timeout=60, what="the schedd to stop")
-
-    def start() -> None:
-        pool_command("condor_on", "-daemon", "schedd")
-        wait_for(schedd_answers, timeout=120, what="the schedd to answer again")
-
-    yield stop, start
-    if not schedd_answers():
-        start()
-    pool_restarts_cleanly()
-
-
-def pool_restarts_cleanly() -> None:
-    """Leaves the pool as the next tests expect it. After a schedd stopped with condor_off
-    and started again, the personal pool's negotiator was seen failing to open a session
-    to it ("failed to create non-negotiated security session"), so that some later jobs
-    never matched; a restart of every daemon clears that."""
-    pool_command("condor_restart")
-    time.sleep(5)
-    wait_for(schedd_answers, timeout=180, what="the schedd after a pool restart")
-
-    def all_workstations_back() -> bool:
-        done = pool_command("condor_status", "-af", "Name", check=False)
-        slots = [name for name in done.stdout.split() if name.startswith("slot1@")]
-        return done.returncode == 0 and len(slots) >= 4
-
-    wait_for(all_workstations_back, timeout=180, what="the workstations after a pool restart")
 
 
 def redis_loses_everything() -> None:

@@ -4,8 +4,8 @@ the portal's states follow; beat is restarted in the middle of a sync too."""
 import pytest
 
 from jobs.models import Job, JobState
-from tests.faults.conftest import BURST, schedd_answers
-from tests.helpers import pool_command, wait_for
+from tests.faults.conftest import BURST
+from tests.helpers import pool_command, schedd_answers, wait_for
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(900)]
 

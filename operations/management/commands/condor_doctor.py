@@ -1,0 +1,59 @@
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from condor_bridge.doctor import Check, diagnose
+
+
+class Command(BaseCommand):
+    help = (
+        "Check the portal's connection to its HTCondor pool: the token, the collector, the "
+        "schedd, authentication and authorization, a test submit and removal, the clocks, and "
+        "the GPUs the collector knows. Says what is wrong and how to fix it; exits 1 if "
+        "anything is."
+    )
+
+    def handle(self, *args, **options) -> None:
+        self.stdout.write(
+            f"Pool: collector {settings.CONDOR_COLLECTOR}, schedd "
+            f"{settings.CONDOR_SCHEDD_NAME or '(the collector’s only one)'}, token folder "
+            f"{settings.CONDOR_TOKEN_DIR}, {settings.CONDOR_FILE_MODE} file mode"
+        )
+        checks = list(self._checks())
+        for check in checks:
+            mark = "ok  " if check.ok and not check.warning else "warn" if check.ok else "FAIL"
+            self.stdout.write(f"[{mark}] {check.name:<14} {check.detail}")
+            if check.fix:
+                self.stdout.write(f"       {'':<14} fix: {check.fix}")
+        failed = [check.name for check in checks if not check.ok]
+        if failed:
+            raise CommandError(f"{len(failed)} check{'s' if len(failed) != 1 else ''} failed: "
+                               f"{', '.join(failed)}.")  # fmt: skip
+        self.stdout.write("The portal can use this pool.")
+
+    def _checks(self):
+        yield self._jobs_folder()
+        yield from diagnose(
+            collector=settings.CONDOR_COLLECTOR, schedd_name=settings.CONDOR_SCHEDD_NAME,
+            token_dir=str(settings.CONDOR_TOKEN_DIR), probe_dir=str(settings.JOBS_DIR),
+        )  # fmt: skip
+
+    def _jobs_folder(self) -> Check:
+        folder = Path(settings.JOBS_DIR)
+        if not folder.is_dir():
+            fix = "Create it (NIGHTSHIFT_JOBS_DIR), owned by the portal's account."
+            return Check("jobs folder", False, f"{folder} does not exist.", fix)
+        probe = folder / ".condor-doctor-probe"
+        try:
+            probe.write_text("")
+            probe.unlink()
+        except OSError as exc:
+            return Check("jobs folder", False, f"The portal cannot write to {folder}: "
+                         f"{exc.strerror}.", "Make the portal's account its owner.")  # fmt: skip
+        if settings.CONDOR_FILE_MODE == "shared" and settings.JOB_DIR_UID is None:
+            return Check("jobs folder", True, f"{folder} is writable.",
+                         "Shared mode: set NIGHTSHIFT_JOB_DIR_UID to the uid jobs run as on "
+                         "the workstations, so that they may write their outputs.",
+                         warning=True)  # fmt: skip
+        return Check("jobs folder", True, f"{folder} is writable.")
