@@ -1,0 +1,105 @@
+"""deploy/production/systemd: units systemd itself accepts, each run by the unprivileged
+service account with the settings file and a restart policy, hardened (systemd's own
+exposure score), and the timeouts and limits that must agree between gunicorn, nginx and
+the portal's settings do."""
+
+import configparser
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCTION = ROOT / "deploy" / "production"
+UNITS = PRODUCTION / "systemd"
+SERVICES = ["nightshift-web.service", "nightshift-worker@.service", "nightshift-beat.service"]
+VENV = Path(sys.executable).parent.parent
+
+
+def unit(name: str) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(strict=False, interpolation=None)
+    parser.optionxform = str
+    parser.read(UNITS / name)
+    return parser
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """The units as a host would have them, pointed at this checkout and its venv."""
+    folder = tmp_path_factory.mktemp("units")
+    for path in UNITS.iterdir():
+        text = path.read_text().replace("/opt/nightshift/venv", str(VENV))
+        (folder / path.name).write_text(text.replace("/opt/nightshift/app", str(ROOT)))
+    shutil.copy(folder / "nightshift-worker@.service", folder / "nightshift-worker@1.service")
+    return folder
+
+
+@pytest.mark.parametrize("name", ["nightshift-web.service", "nightshift-worker@1.service",
+                                  "nightshift-beat.service", "nightshift.target"])  # fmt: skip
+def test_systemd_accepts_the_unit(installed, name):
+    done = subprocess.run(["systemd-analyze", "verify", str(installed / name)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0 and not done.stderr.strip(), done.stderr
+
+
+@pytest.mark.parametrize("name", ["nightshift-web.service", "nightshift-worker@1.service",
+                                  "nightshift-beat.service"])  # fmt: skip
+def test_each_service_is_hardened(installed, name):
+    done = subprocess.run(["systemd-analyze", "security", "--offline=true", str(installed / name)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    score = float(re.search(r"Overall exposure level for \S+: ([\d.]+)", done.stdout).group(1))
+    assert score <= 2.5, done.stdout  # systemd rates up to 3.9 "OK"; a default service is 9.6
+
+
+@pytest.mark.parametrize("name", SERVICES)
+def test_each_service_runs_as_the_service_account_with_the_settings_file(name):
+    service = unit(name)["Service"]
+    assert (service["User"], service["Group"]) == ("nightshift", "nightshift")
+    assert service["EnvironmentFile"] == "/etc/nightshift/nightshift.env"
+    assert service["Restart"] in ("always", "on-failure")
+    for option, value in [("NoNewPrivileges", "yes"), ("ProtectSystem", "strict"),
+                          ("PrivateTmp", "yes"), ("ProtectHome", "yes")]:  # fmt: skip
+        assert service[option] == value, option
+    assert "/srv/nightshift/jobs" in service["ReadWritePaths"]
+
+
+def test_the_target_starts_every_part():
+    wants = unit("nightshift.target")["Unit"]["Wants"].split()
+    assert wants == ["nightshift-web.service", "nightshift-worker@1.service",
+                     "nightshift-beat.service"]  # fmt: skip
+
+
+def nginx_value(name: str) -> str:
+    site = (PRODUCTION / "nginx" / "nightshift.conf").read_text()
+    return re.search(rf"^\s*{name}\s+([^;]+);", site, re.MULTILINE).group(1)
+
+
+def test_gunicorn_nginx_and_the_settings_agree():
+    namespace: dict = {}
+    exec((PRODUCTION / "gunicorn.conf.py").read_text(), namespace)  # noqa: S102 - our file
+    assert nginx_value("proxy_read_timeout") == f"{namespace['timeout']}s"
+    assert namespace["bind"] == "127.0.0.1:8000" and "server 127.0.0.1:8000;" in (
+        PRODUCTION / "nginx" / "nightshift.conf").read_text()  # fmt: skip
+    limit_mb = int(nginx_value("client_max_body_size").removesuffix("m"))
+    assert settings.MAX_UPLOAD_MB < limit_mb <= settings.MAX_UPLOAD_MB + 64
+    env = dict(line.split("=", 1) for line in
+               (PRODUCTION / "nightshift.env.example").read_text().splitlines()
+               if line and not line.startswith("#"))  # fmt: skip
+    site = (PRODUCTION / "nginx" / "nightshift.conf").read_text()
+    outputs = site.split(f"location {env['NIGHTSHIFT_ACCEL_REDIRECT_PREFIX']} {{", 1)[1]
+    assert re.search(r"alias ([^;]+);", outputs).group(1) == env["NIGHTSHIFT_JOBS_DIR"] + "/"
+    static = site.split("location /static/ {", 1)[1]
+    assert re.search(r"alias ([^;]+);", static).group(1) == (
+        env["NIGHTSHIFT_VAR_DIR"] + "/staticfiles/"
+    )
+
+
+def test_gunicorn_accepts_its_configuration():
+    done = subprocess.run([str(VENV / "bin" / "gunicorn"), "--check-config", "--config",
+                           str(PRODUCTION / "gunicorn.conf.py"), "portal.wsgi"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
