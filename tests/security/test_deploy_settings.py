@@ -20,10 +20,9 @@ def production_env(tmp_path: Path, **changes: str | None) -> dict[str, str]:
         if line.strip() and not line.startswith("#"):
             name, value = line.split("=", 1)
             env[name] = value
-    secrets = {"SECRET_KEY_FILE": token_urlsafe(50),
-               "DATABASE_URL_FILE": "postgres://nightshift:pw-9f3a@127.0.0.1:5432/nightshift",
-               "EMAIL_HOST_PASSWORD_FILE": "smtp-pw"}  # fmt: skip
-    for name, secret in secrets.items():
+    secrets = {"DATABASE_URL_FILE": "postgres://nightshift:pw-9f3a@127.0.0.1:5432/nightshift"}
+    for name in [name for name in env if name.endswith("_FILE")]:
+        secret = secrets.get(name, token_urlsafe(50))
         path = tmp_path / name.lower()
         path.write_text(secret + "\n")
         env[name] = str(path)
