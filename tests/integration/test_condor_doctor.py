@@ -119,3 +119,32 @@ def test_the_portal_keeps_its_own_token_after_the_doctor_tried_another(pool_is_u
         assert "rejected our session id" in str(exc)
         held = schedd.submit(probe)
     schedd.act(htcondor2.JobAction.Remove, str(held.cluster()))
+
+
+def limited_token(folder, *authz: str) -> None:
+    from tests.helpers import pool_command
+
+    folder.mkdir(exist_ok=True)
+    limits = [arg for level in authz for arg in ("-authz", level)]
+    made = pool_command("condor_token_create", "-identity", "portal@vm", *limits)
+    (folder / "portal.token").write_text(made.stdout)
+    (folder / "portal.token").chmod(0o600)
+
+
+def test_read_and_write_are_all_the_authorization_the_portal_needs(pool_is_up, settings,
+                                                                   tmp_path):  # fmt: skip
+    limited_token(tmp_path / "rw", "READ", "WRITE")
+    settings.CONDOR_TOKEN_DIR = tmp_path / "rw"
+    said, error = doctor()
+    assert error is None, said
+    assert "limited to condor:/READ condor:/WRITE" in line(said, "token")
+
+
+def test_a_read_only_token_is_named_at_authorization(pool_is_up, settings, tmp_path):
+    limited_token(tmp_path / "ro", "READ")
+    settings.CONDOR_TOKEN_DIR = tmp_path / "ro"
+    said, error = doctor()
+    assert error == "1 check failed: authorization."
+    assert line(said, "authentication").startswith("[ok  ]")
+    assert "may read the queue but not submit" in line(said, "authorization")
+    assert "ALLOW_WRITE" in fix_after(said, "authorization")
