@@ -14,9 +14,10 @@ from audit.services import audit_record
 from .models import Drain
 
 DEFAULT_MESSAGE = "Nightshift is down for maintenance: new jobs cannot be submitted for now."
-# Every page and submission asks; the answer is cached briefly, and dropped when it changes.
+# Every page and submission asks, so the state lives in the shared cache (Redis) with no
+# expiry: start and stop write it there for every process at once, and the database is read
+# only when the cache lost it (Redis restarted).
 _CACHE_KEY = "operations:drain"
-_CACHE_S = 5
 
 
 @dataclass(frozen=True)
@@ -29,18 +30,21 @@ class DrainState:
 def drain_state() -> DrainState:
     cached = cache.get(_CACHE_KEY)
     if cached is None:
-        row = Drain.objects.filter(pk=1).first()
-        cached = (
-            DrainState(active=True, message=row.message, started_at=row.started_at)
-            if row is not None and row.active
-            else DrainState(active=False)
-        )
-        cache.set(_CACHE_KEY, cached, _CACHE_S)
+        cached = drain_remember(_from_database())
     return cached
 
 
-def drain_forget_cached() -> None:
-    cache.delete(_CACHE_KEY)
+def _from_database() -> DrainState:
+    row = Drain.objects.filter(pk=1, active=True).first()
+    if row is None:
+        return DrainState(active=False)
+    return DrainState(active=True, message=row.message, started_at=row.started_at)
+
+
+def drain_remember(state: DrainState) -> DrainState:
+    """Tell every process: start and stop do it; tests start from "not draining"."""
+    cache.set(_CACHE_KEY, state, None)
+    return state
 
 
 def drain_start(*, message: str = "", actor=None) -> DrainState:
@@ -51,8 +55,7 @@ def drain_start(*, message: str = "", actor=None) -> DrainState:
                             "started_by": actor if getattr(actor, "pk", None) else None},
         )  # fmt: skip
         audit_record(action="portal.drain", actor=actor, detail=message)
-    drain_forget_cached()
-    return drain_state()
+    return drain_remember(_from_database())
 
 
 def drain_stop(*, actor=None) -> DrainState:
@@ -60,5 +63,4 @@ def drain_stop(*, actor=None) -> DrainState:
         was_active = Drain.objects.filter(pk=1, active=True).update(active=False)
         if was_active:
             audit_record(action="portal.undrain", actor=actor)
-    drain_forget_cached()
-    return drain_state()
+    return drain_remember(_from_database())

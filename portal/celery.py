@@ -1,7 +1,7 @@
 import os
 
 from celery import Celery
-from celery.signals import before_task_publish, task_prerun
+from celery.signals import before_task_publish, task_postrun, task_prerun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
@@ -11,10 +11,11 @@ app.autodiscover_tasks()
 
 
 def _connect_log_context() -> None:
-    from portal.logcontext import add_ids_to_task, take_ids_from_task
+    from portal.logcontext import add_ids_to_task, drop_ids_after_task, take_ids_from_task
 
     before_task_publish.connect(add_ids_to_task, weak=False)
     task_prerun.connect(take_ids_from_task, weak=False)
+    task_postrun.connect(drop_ids_after_task, weak=False)
 
 
 _connect_log_context()

@@ -69,10 +69,12 @@ def add_ids_to_task(headers: dict | None = None, **kwargs) -> None:
 
 
 def take_ids_from_task(task=None, args=None, kwargs=None, **extra) -> None:
-    """Each task starts with the ids of the request that queued it, and its job's id."""
+    """Each task runs with the ids of the request that queued it, and its job's id."""
     sent = getattr(task.request, REQUEST_ID_HEADER, None) if task is not None else None
-    request_id.set(sent or (task.request.id if task is not None else "") or "")
-    job_id.set("")
+    tokens = (request_id.set(sent or (task.request.id if task is not None else "") or ""),
+              job_id.set(""))  # fmt: skip
+    if task is not None:
+        task.request.nightshift_log_tokens = tokens
     job_pk = (kwargs or {}).get("job_pk")
     if job_pk is None and args and task is not None:
         parameters = list(inspect.signature(task.run).parameters)
@@ -84,3 +86,13 @@ def take_ids_from_task(task=None, args=None, kwargs=None, **extra) -> None:
         public_id = Job.objects.filter(pk=job_pk).values_list("public_id", flat=True).first()
         if public_id is not None:
             bind_job(public_id)
+
+
+def drop_ids_after_task(task=None, **extra) -> None:
+    """Back to the ids from before the task (none in a worker; the request's in a test that
+    runs tasks in place)."""
+    tokens = getattr(task.request, "nightshift_log_tokens", None) if task is not None else None
+    if tokens is not None:
+        request_token, job_token = tokens
+        job_id.reset(job_token)
+        request_id.reset(request_token)

@@ -50,10 +50,11 @@ def script_upload(body: str = "print('hello')\n", name: str = "train.py") -> Sim
 
 @pytest.fixture(autouse=True)
 def no_drain_left_over():
-    """A drain a test left in the cache would refuse the next test's submissions."""
-    from operations.drain import drain_forget_cached
+    """Every test starts with a portal that accepts submissions: a drain one test left in
+    the shared cache would refuse the next test's."""
+    from operations.drain import DrainState, drain_remember
 
-    drain_forget_cached()
+    drain_remember(DrainState(active=False))
 
 
 @pytest.fixture(autouse=True)

@@ -76,17 +76,20 @@ def test_tasks_carry_the_request_id_and_learn_their_jobs_id(student, fake_bridge
     submit_job.push_request(id="task-1", **headers)
     try:
         logcontext.take_ids_from_task(task=submit_job, args=(job.pk,), kwargs={})
+        assert logcontext.request_id.get() == "req-from-browser"
+        assert logcontext.job_id.get() == str(job.public_id)
+        logcontext.drop_ids_after_task(task=submit_job)
     finally:
         submit_job.pop_request()
-    assert logcontext.request_id.get() == "req-from-browser"
-    assert logcontext.job_id.get() == str(job.public_id)
-    # The next task on the same worker process starts clean.
+    # Nothing is left behind for whatever the process does next.
+    assert (logcontext.request_id.get(), logcontext.job_id.get()) == ("", "")
     submit_job.push_request(id="task-2")
     try:
         logcontext.take_ids_from_task(task=submit_job, args=(), kwargs={})
+        assert (logcontext.request_id.get(), logcontext.job_id.get()) == ("task-2", "")
+        logcontext.drop_ids_after_task(task=submit_job)
     finally:
         submit_job.pop_request()
-    assert (logcontext.request_id.get(), logcontext.job_id.get()) == ("task-2", "")
 
 
 def test_the_setting_makes_every_process_log_json(tmp_path):
