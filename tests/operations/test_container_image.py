@@ -78,10 +78,18 @@ def built(tmp_path_factory):
     return app, venv, static
 
 
-def test_the_image_contents_hold_the_portal_and_its_static_files(built):
+def test_the_image_contents_hold_the_portal_and_its_static_files(built, tmp_path):
     app, venv, static = built
     for command in ("gunicorn", "celery", "python"):
         assert (venv / "bin" / command).exists()
+    # Celery imports the portal from anywhere, not only from the source folder.
+    env = {"PATH": os.environ["PATH"], "DJANGO_SETTINGS_MODULE": "portal.settings",
+           "SECRET_KEY": "x", "DATABASE_URL": "sqlite:///:memory:"}  # fmt: skip
+    setup = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            "import django; django.setup(); import portal.celery"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=120)  # fmt: skip
+    assert setup.returncode == 0, setup.stderr
     assert (static / "admin" / "css" / "base.css").exists()
     assert list(static.glob("css/*.css.gz")), "whitenoise's compressed copies"
 
