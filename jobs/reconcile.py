@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from condor_bridge import JobObservation
+from condor_bridge import JobState as CondorState
 
 from .bridge import get_bridge
 from .models import FINAL_STATES, Job, JobOutcome, JobState, Sweep
@@ -82,6 +83,10 @@ def reconcile(*, dry_run: bool, actor=None) -> list[Drift]:
         row = known.get(job_id)
         condor_id = f"{observation.cluster_id}.{observation.proc_id}"
         pool_state = observation.state.value
+        leaving = observation.state in (CondorState.REMOVED, CondorState.COMPLETED)
+        if leaving and (row is None or row["state"] in FINAL_STATES):
+            # Leaving the queue already, or a spooled job whose outputs wait to be fetched.
+            continue
         if row is None:
             drifts.append(Drift("unknown", job_id, condor_id, "", pool_state))
             to_remove.append(observation)

@@ -100,6 +100,16 @@ def test_a_run_repairs_each_drift_and_a_second_run_finds_none(drifted, fake_brid
     assert reconcile() == "The portal and the schedd agree: nothing to repair.\n"
 
 
+def test_a_finished_job_waiting_in_the_queue_for_its_outputs_is_left_alone(student, fake_bridge):
+    """Spool mode: a completed job stays in the queue until the portal fetches its outputs."""
+    done = in_pool(student, "done")
+    fake_bridge.set_state(str(done.public_id), CondorState.COMPLETED, exit_code=0,
+                          in_queue=True)  # fmt: skip
+    Job.objects.filter(pk=done.pk).update(state=JobState.COMPLETED)
+    assert "nothing to repair" in reconcile()
+    assert fake_bridge.actions == []
+
+
 def test_an_agreeing_portal_and_pool_need_nothing(student, fake_bridge):
     in_pool(student, "fine")
     assert "nothing to repair" in reconcile("--dry-run")
