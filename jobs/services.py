@@ -14,7 +14,7 @@ import shlex
 import shutil
 import time
 import uuid
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -248,6 +248,15 @@ def log_job_events(events: Iterable[JobEvent]) -> None:
     for event in events:
         event_log.info("%s (%s): %s", event.kind, event.state, event.detail,
                        extra={"job_id": str(event.job.public_id)})  # fmt: skip
+
+
+def log_sweep_events(sweep: Sweep, events: Iterable[JobEvent]) -> None:
+    """The same events for a sweep's runs, one line per kind with the sweep's id: a
+    thousand runs make one line, not a thousand; each run's timeline has them all."""
+    kinds = Counter(event.kind for event in events)
+    for kind, count in kinds.items():
+        event_log.info("%s: %s run%s of sweep %s", kind, count, "s" if count != 1 else "",
+                       sweep.public_id, extra={"sweep_id": str(sweep.public_id)})  # fmt: skip
 
 
 def lab_for_submission(*, user, lab_id: int | None) -> Lab | None:

@@ -52,7 +52,7 @@ from .services import (
     content_hashes,
     job_validate_request,
     lab_for_submission,
-    log_job_events,
+    log_sweep_events,
     new_seed,
     parse_entry_command,
     safe_archive_name,
@@ -278,7 +278,7 @@ def _record_sweep(user, lab, spec: JobSpec, sweep: Sweep, jobs: list[Job], *, or
             job.sweep = sweep
         Job.objects.bulk_create(jobs, batch_size=1000)
         detail = f"{origin}; run {{}} of sweep “{sweep.name}”"
-        log_job_events(JobEvent.objects.bulk_create(
+        log_sweep_events(sweep, JobEvent.objects.bulk_create(
             [JobEvent(job=job, kind="created", state=job.state, actor=user,
                       detail=detail.format(job.sweep_index)) for job in jobs],
             batch_size=1000,
@@ -361,7 +361,7 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
             bulk_update_rows(Job, jobs, ["cluster_id", "proc_id", "state", "status_detail",
                                          "submitted_at", "submit_description"])  # fmt: skip
             how = "found already submitted" if results[0].adopted else "submitted"
-            log_job_events(JobEvent.objects.bulk_create(
+            log_sweep_events(sweep, JobEvent.objects.bulk_create(
                 [JobEvent(job=job, kind="submitted", state=job.state,
                           detail=f"HTCondor job {job.condor_id} ({how} with its sweep)")
                  for job in jobs],
@@ -383,10 +383,11 @@ def _fail_runs(jobs: list[Job], detail: str, error: str, now) -> None:
         job.status_detail, job.last_error = detail, error
     bulk_update_rows(Job, jobs, ["state", "finished_at", "outcome", "status_detail",
                                  "last_error"])  # fmt: skip
-    log_job_events(
+    log_sweep_events(
+        jobs[0].sweep,
         JobEvent.objects.bulk_create(
             [JobEvent(job=job, kind="rejected", state=job.state, detail=error) for job in jobs]
-        )
+        ),
     )
 
 
@@ -420,7 +421,7 @@ def sweep_cancel(*, sweep: Sweep, user) -> int:
             run.status_detail = f"Cancelled by {who} before it reached HTCondor."
         bulk_update_rows(Job, submitted, ["status_detail"])
         bulk_update_rows(Job, waiting, ["state", "finished_at", "outcome", "status_detail"])
-        log_job_events(JobEvent.objects.bulk_create(
+        log_sweep_events(sweep, JobEvent.objects.bulk_create(
             [JobEvent(job=run, kind="cancel requested", state=run.state, actor=user,
                       detail=f"Cancelled with its sweep by {who}") for run in submitted]
             + [JobEvent(job=run, kind="cancelled", state=run.state, actor=user,

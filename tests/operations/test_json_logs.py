@@ -112,3 +112,14 @@ def test_a_bad_log_format_is_refused_by_name(tmp_path):
     done = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode != 0 and "NIGHTSHIFT_LOG_FORMAT" in done.stderr
+
+
+def test_a_sweep_logs_one_line_per_kind_of_event_with_its_id(api, fake_bridge, json_lines):
+    response = api.post(reverse("api:sweep-list"), {"name": "grid", "gpus": 0,
+                        "script": script_upload(),
+                        "parameters": '{"grid": {"lr": [0.1, 0.2, 0.3]}}'},
+                        format="multipart")  # fmt: skip
+    assert response.status_code == 201, response.json()
+    sweep_id = response.json()["id"]
+    created = [line for line in json_lines() if line.get("sweep_id") == sweep_id]
+    assert [line["message"] for line in created][:1] == [f"created: 3 runs of sweep {sweep_id}"]
