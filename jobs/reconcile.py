@@ -69,6 +69,14 @@ def _is_uuid(text: str) -> bool:
 def reconcile(*, dry_run: bool, actor=None) -> list[Drift]:
     """Every drift found, repaired unless `dry_run`. Idempotent: a second run finds none."""
     bridge = get_bridge()
+    # The portal's submitted jobs are read before the queue, as the sync does: a job
+    # submitted in between is then in the queue, never taken for lost.
+    active = [
+        SimpleNamespace(**row)
+        for row in Job.objects.filter(cluster_id__isnull=False)
+        .exclude(state__in=FINAL_STATES)
+        .values(*_SYNC_FIELDS, "cluster_id", "proc_id")
+    ]
     queue = {o.job_id: o for o in bridge.active_jobs()}
     known = {
         str(row["public_id"]): row
@@ -97,12 +105,6 @@ def reconcile(*, dry_run: bool, actor=None) -> list[Drift]:
             drifts.append(Drift("unrecorded", job_id, condor_id, row["state"], pool_state))
             to_adopt.append(row["pk"])
 
-    active = [
-        SimpleNamespace(**row)
-        for row in Job.objects.filter(cluster_id__isnull=False)
-        .exclude(state__in=FINAL_STATES)
-        .values(*_SYNC_FIELDS, "cluster_id", "proc_id")
-    ]
     missing = [str(job.public_id) for job in active if str(job.public_id) not in queue]
     history: dict[str, JobObservation] = {}
     for start in range(0, len(missing), HISTORY_BATCH):
