@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import stat
+
 from django.conf import settings
 from django.core import checks
 
@@ -33,3 +36,24 @@ def https_is_on(app_configs, **kwargs) -> list[checks.CheckMessage]:
             )
         ]
     return []
+
+
+@checks.register(checks.Tags.security, deploy=True)
+def secret_files_are_private(app_configs, **kwargs) -> list[checks.CheckMessage]:
+    found = []
+    for path in [*settings.SECRET_FILES, *([settings.SETTINGS_FILE] if settings.SETTINGS_FILE
+                                           else [])]:  # fmt: skip
+        try:
+            mode = stat.S_IMODE(os.stat(path).st_mode)
+        except OSError:
+            continue  # the settings file is root's to read; the portal may not even see it
+        if mode & 0o077:
+            found.append(
+                checks.Warning(
+                    f"{path} holds secrets and other accounts may read it (mode {mode:o}).",
+                    hint=f"chmod 600 {path}, owned by the account that reads it "
+                    "(docs/operations.md).",
+                    id="nightshift.W002",
+                )
+            )
+    return found

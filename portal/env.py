@@ -11,6 +11,8 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 _env = environ.Env()
+# The secret files settings were read from, for the deploy check of their permissions.
+FILES_READ: list[str] = []
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
 
@@ -25,6 +27,7 @@ def _raw(name: str) -> str | None:
             raise ImproperlyConfigured(f"Set {name} or {name}_FILE, not both.")
         try:
             value = Path(path).read_text(encoding="utf-8")
+            FILES_READ.append(path)
         except (OSError, UnicodeDecodeError) as exc:
             raise ImproperlyConfigured(
                 f"{name}_FILE names {path!r}, which cannot be read: {exc.strerror or exc}"

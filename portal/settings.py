@@ -6,6 +6,7 @@ from pathlib import Path
 from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
+from portal import env as _env_module
 from portal.env import (
     env_bool,
     env_choice,
@@ -400,6 +401,10 @@ SPECTACULAR_SETTINGS = {
 }
 
 # -- Operations -----------------------------------------------------------------------------
+# Files that hold secrets, which `check --deploy` wants readable by the portal's account
+# alone: every NAME_FILE read above, and the settings file systemd hands over.
+SECRET_FILES = [*_env_module.FILES_READ]
+SETTINGS_FILE = env_str("NIGHTSHIFT_SETTINGS_FILE", "")
 # /metrics (Prometheus) answers a scraper that sends this bearer token, or one whose address
 # is in the allow-list (behind nginx, the address nginx saw: NIGHTSHIFT_TRUSTED_PROXY_COUNT).
 METRICS_TOKEN = env_str("NIGHTSHIFT_METRICS_TOKEN", "")

@@ -25,6 +25,7 @@ def production_env(tmp_path: Path, **changes: str | None) -> dict[str, str]:
         secret = secrets.get(name, token_urlsafe(50))
         path = tmp_path / name.lower()
         path.write_text(secret + "\n")
+        path.chmod(0o600)
         env[name] = str(path)
     env["NIGHTSHIFT_VAR_DIR"] = str(tmp_path / "var")
     for name, value in changes.items():
@@ -86,3 +87,23 @@ def test_a_secret_set_twice_is_refused(tmp_path, name):
     done = check_deploy(production_env(tmp_path, **{name: "also-here"}))
     assert done.returncode == 1
     assert f"Set {name} or {name}_FILE, not both" in done.stderr
+
+
+def test_a_secret_file_others_can_read_is_named(tmp_path):
+    env = production_env(tmp_path)
+    Path(env["SECRET_KEY_FILE"]).chmod(0o644)
+    done = check_deploy(env)
+    assert done.returncode == 1
+    assert "nightshift.W002" in done.stderr and "secret_key_file" in done.stderr
+    assert "mode 644" in done.stderr
+
+
+def test_the_settings_file_systemd_reads_must_be_private_too(tmp_path):
+    settings_file = tmp_path / "nightshift.env"
+    settings_file.write_text(EXAMPLE.read_text())
+    settings_file.chmod(0o640)
+    done = check_deploy(production_env(tmp_path, NIGHTSHIFT_SETTINGS_FILE=str(settings_file)))
+    assert (done.returncode, "nightshift.W002" in done.stderr) == (1, True)
+    settings_file.chmod(0o600)
+    done = check_deploy(production_env(tmp_path, NIGHTSHIFT_SETTINGS_FILE=str(settings_file)))
+    assert done.returncode == 0, done.stderr
