@@ -56,6 +56,7 @@ def _labels(labels: dict[str, str]) -> str:
 
 
 def _write(commands) -> None:
+    """One round trip to Redis for everything one event counts."""
     try:
         pipe = _redis().pipeline(transaction=False)
         commands(pipe)
@@ -64,26 +65,21 @@ def _write(commands) -> None:
         logger.debug("metric dropped: %s", exc)
 
 
-def observe(name: str, seconds: float, **labels: str) -> None:
+def _observe(pipe, name: str, seconds: float, **labels: str) -> None:
     """One observation of a duration histogram (BUCKETS[name])."""
     bound = next(b for b in BUCKETS[name] if seconds <= b)
     field = _labels(labels)
-
-    def commands(pipe) -> None:
-        key = _key("h", name)
-        pipe.hincrby(key, f"{field}{_SEPARATOR}{bound}", 1)
-        pipe.hincrbyfloat(key, f"{field}{_SEPARATOR}sum", seconds)
-
-    _write(commands)
+    pipe.hincrby(_key("h", name), f"{field}{_SEPARATOR}{bound}", 1)
+    pipe.hincrbyfloat(_key("h", name), f"{field}{_SEPARATOR}sum", seconds)
 
 
-def count(name: str, **labels: str) -> None:
-    _write(lambda pipe: pipe.hincrby(_key("c", name), _labels(labels), 1))
+def _count(pipe, name: str, **labels: str) -> None:
+    pipe.hincrby(_key("c", name), _labels(labels), 1)
 
 
-def mark(name: str, at: float | None = None) -> None:
+def _mark(pipe, name: str) -> None:
     """Remember when something last happened (a Unix time)."""
-    _write(lambda pipe: pipe.hset(_key("t"), name, at if at is not None else time.time()))
+    pipe.hset(_key("t"), name, time.time())
 
 
 # -- What the portal's code reports -------------------------------------------------------
@@ -92,26 +88,37 @@ def mark(name: str, at: float | None = None) -> None:
 def submission_done(*, kind: str, outcome: str, waited_s: float | None = None) -> None:
     """A submission attempt: submitted (after waiting waited_s since the student's submit),
     retrying (the schedd did not answer), refused (HTCondor said no) or invalid."""
-    count("submissions", kind=kind, outcome=outcome)
-    if outcome == "submitted" and waited_s is not None:
-        observe("submission", max(waited_s, 0.0), kind=kind)
+
+    def commands(pipe) -> None:
+        _count(pipe, "submissions", kind=kind, outcome=outcome)
+        if outcome == "submitted" and waited_s is not None:
+            _observe(pipe, "submission", max(waited_s, 0.0), kind=kind)
+
+    _write(commands)
 
 
 def sync_done(*, seconds: float, ok: bool) -> None:
-    count("syncs", outcome="ok" if ok else "failed")
-    if ok:
-        observe("sync", seconds)
-        mark("sync_success")
+    def commands(pipe) -> None:
+        _count(pipe, "syncs", outcome="ok" if ok else "failed")
+        if ok:
+            _observe(pipe, "sync", seconds)
+            _mark(pipe, "sync_success")
+
+    _write(commands)
 
 
 def schedd_call_done(call: str, seconds: float, ok: bool) -> None:
     """The bridge's hook: every call to the schedd or the collector."""
-    observe("schedd_call", seconds, call=call)
-    if ok:
-        mark("schedd_success")
-    else:
-        count("schedd_call_errors", call=call)
-        mark("schedd_failure")
+
+    def commands(pipe) -> None:
+        _observe(pipe, "schedd_call", seconds, call=call)
+        if ok:
+            _mark(pipe, "schedd_success")
+        else:
+            _count(pipe, "schedd_call_errors", call=call)
+            _mark(pipe, "schedd_failure")
+
+    _write(commands)
 
 
 # -- Scraping -----------------------------------------------------------------------------
