@@ -14,7 +14,7 @@ from django.utils import timezone
 from audit.services import audit_record
 
 from .models import FINAL_STATES, Job
-from .selectors import job_output_files, job_output_path
+from .selectors import OutputFile, job_output_files, job_output_path
 from .services import _record
 
 NO_LAB = "(no lab)"
@@ -24,9 +24,16 @@ NO_LAB = "(no lab)"
 class LabPurge:
     lab: str
     days: int
-    jobs: list[Job] = field(default_factory=list)
-    files: int = 0
-    bytes: int = 0
+    # Each job due, with the output files found when it was listed.
+    jobs: list[tuple[Job, list[OutputFile]]] = field(default_factory=list)
+
+    @property
+    def files(self) -> int:
+        return sum(len(files) for _, files in self.jobs)
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size for _, files in self.jobs for f in files)
 
 
 @dataclass
@@ -70,9 +77,7 @@ def outputs_due(*, default_days: int | None, now: datetime | None = None) -> Pur
         for job in ended.filter(in_group, finished_at__lt=now - timedelta(days=days)):
             files = job_output_files(job)
             if files:
-                due.jobs.append(job)
-                due.files += len(files)
-                due.bytes += sum(f.size for f in files)
+                due.jobs.append((job, files))
         if due.jobs:
             by_lab.append(due)
     return PurgeResult(by_lab)
@@ -84,9 +89,9 @@ def outputs_purge(due: PurgeResult, *, actor=None) -> PurgeResult:
     without following it, and nothing outside the job's folder is touched."""
     now = timezone.now()
     for lab in due.by_lab:
-        for job in lab.jobs:
+        for job, files in lab.jobs:
             removed = 0
-            for output in job_output_files(job):
+            for output in files:
                 path = job_output_path(job, output.path)
                 if path is None:
                     continue
