@@ -7,6 +7,7 @@ import dataclasses
 from django.conf import settings
 from django.db.models import Count
 from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse
+from django.urls import reverse
 from django_filters import CharFilter
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -487,7 +488,8 @@ class JobOutputsView(APIView):
         job = visible_job_or_404(request.user, public_id)
         files = [
             {"path": output.path, "size": output.size,
-             "url": request.build_absolute_uri(f"{request.path}{output.path}")}
+             "url": request.build_absolute_uri(
+                 reverse("api:job-output", args=[job.public_id, output.path]))}
             for output in selectors.job_output_files(job)
         ]  # fmt: skip
         return Response(files)

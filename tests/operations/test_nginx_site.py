@@ -226,3 +226,17 @@ def test_an_upload_beyond_nginx_default_limit_reaches_the_portal(nginx, student,
     assert "413" not in headers["status"], body[:300]
     # The portal itself answers: its script limit is smaller than nginx's upload limit.
     assert b'"error"' in body or b'"id"' in body
+
+
+@pytest.mark.parametrize("name", ['odd ?#%2e%2e;"quoted".bin', "%2F..%2Fsecret.bin",
+                                  "rtl \u202egnp.exe", "spaces  and\ttab.bin"])  # fmt: skip
+def test_hostile_output_names_reach_nginx_as_that_very_file(nginx, student, finished_job, name):
+    """The listed URL and the header both quote the name: nginx sends that file alone."""
+    body = f"the file called {name!r}".encode()
+    (finished_job.directory / "outputs" / name).write_bytes(body)
+    url = reverse("api:job-outputs", args=[finished_job.public_id])
+    listed = client_with_token(student).get(url).json()
+    [entry] = [item for item in listed if item["path"] == f"outputs/{name}"]
+    headers, sent = nginx.curl(entry["url"].replace("http://testserver", ""), *bearer(student))
+    assert headers["status"].startswith("HTTP/2 200"), (name, headers)
+    assert sent == body
