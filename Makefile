@@ -10,7 +10,7 @@ export CONDOR_TOKEN_DIR ?= $(CURDIR)/var/condor-tokens
 TEST_DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test lint format venv bench-venv pool-start pool-stop pool-status bench bench-sync bench-api bench-list bench-load bench-reports bench-goodput clean
+.PHONY: run test lint format venv bench-venv pool-start pool-stop pool-status db-start db-stop bench bench-sync bench-api bench-list bench-load bench-reports bench-goodput clean
 
 venv: $(VENV)/.installed
 
@@ -31,6 +31,13 @@ run:
 	@deploy/dev/ensure-system run
 	@$(MAKE) --no-print-directory venv
 	@deploy/dev/run
+
+# The development database make run uses (PostgreSQL under var/postgres/), on its own.
+db-start:
+	@deploy/dev/ensure-system run
+	deploy/dev/database start
+db-stop:
+	deploy/dev/database stop
 
 pool-start:
 	deploy/personal-pool/pool start

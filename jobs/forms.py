@@ -5,8 +5,9 @@ from django import forms
 
 from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
 from jobs.archives import is_archive
-from jobs.models import EnvironmentPreset
-from jobs.services import JobSpec
+from jobs.models import EnvironmentPreset, Job
+from jobs.selectors import job_list_for_user
+from jobs.services import JobSpec, job_default_name
 from labs.models import Lab
 
 
@@ -49,8 +50,9 @@ def _number_or_text(value: str) -> int | float | str:
 
 class JobSubmitForm(forms.Form):
     name = forms.CharField(
-        label="Job name", max_length=200,
-        help_text="A name you will recognise, e.g. “resnet18 lr 0.1”.",
+        label="Job name", max_length=200, required=False,
+        help_text="A name you will recognise, e.g. “resnet18 lr 0.1”. Left empty, the job is "
+        "named after its file.",
     )  # fmt: skip
     lab = forms.ModelChoiceField(
         label="Lab", queryset=Lab.objects.none(), required=False, empty_label=None,
@@ -156,6 +158,7 @@ class JobSubmitForm(forms.Form):
         self, *args, user=None, staged_names: dict[str, str] | None = None, **kwargs
     ) -> None:
         super().__init__(*args, **kwargs)
+        self.user = user
         labs = Lab.objects.filter(memberships__user=user).order_by("memberships__joined_at")
         if user is None or not labs.exists():
             del self.fields["lab"]
@@ -268,7 +271,16 @@ class JobSubmitForm(forms.Form):
             self.add_error(
                 "entry_command", "Say how to start the project, e.g. python train.py --epochs 10."
             )
+        if not (cleaned.get("name") or "").strip() and "name" in self.fields:
+            cleaned["name"] = job_default_name(
+                uploaded_name=named, source=self._source_job(cleaned.get("source_job"))
+            )
         return cleaned
+
+    def _source_job(self, public_id) -> Job | None:
+        if not public_id or self.user is None:
+            return None
+        return job_list_for_user(self.user).filter(public_id=public_id).first()
 
     def max_runtime_s(self) -> int | None:
         minutes = self.cleaned_data.get("max_runtime_minutes")

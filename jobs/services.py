@@ -142,6 +142,18 @@ class JobSpec:
     lab_id: int | None = None
 
 
+JOB_NAME_MAX_LENGTH = 200
+
+
+def job_default_name(*, uploaded_name: str | None, source: Job | None = None) -> str:
+    """The name of a job submitted without one: its uploaded file's name as the user called
+    it (train.py, project.tar.gz), else the name of the job whose files it copies."""
+    base = os.path.basename((uploaded_name or "").replace("\\", "/")).strip()
+    if base:
+        return base[:JOB_NAME_MAX_LENGTH]
+    return source.name if source is not None else "untitled job"
+
+
 def safe_script_name(uploaded_name: str) -> str:
     """A file name HTCondor and the shell take literally, keeping what the user called it."""
     base = os.path.basename(uploaded_name.replace("\\", "/"))

@@ -6,6 +6,7 @@ import ipaddress
 import os
 import re
 from pathlib import Path
+from urllib.parse import quote, unquote
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -123,7 +124,19 @@ def _without_password(url: str) -> str:
     return re.sub(r"^([a-z0-9+.-]+://[^:/@]*):[^@/]*@", r"\1:***@", url, flags=re.IGNORECASE)
 
 
+POSTGRESQL_ENGINE = "django.db.backends.postgresql"
+
+
+def development_database_url(socket_dir: Path) -> str:
+    """The URL of the development cluster deploy/dev/database runs: database and user
+    nightshift, through the Unix socket in `socket_dir` (a percent-encoded host)."""
+    return f"postgres://nightshift@{quote(str(socket_dir), safe='')}/nightshift"
+
+
 def env_database(name: str, default: str) -> dict:
+    """A PostgreSQL database URL. A host that is a percent-encoded absolute path
+    (postgres://user@%2Frun%2Fpostgresql/db) is a Unix socket folder. Any other engine
+    is refused: every test runs on PostgreSQL, so no other engine is a tested product."""
     value = env_str(name, default)
     shown = _without_password(value)
     try:
@@ -131,8 +144,18 @@ def env_database(name: str, default: str) -> dict:
     except (environ.ImproperlyConfigured, KeyError, ValueError) as exc:
         reason = str(exc).replace(value, shown)
         raise ImproperlyConfigured(f"{name} is not a database URL ({reason}): {shown!r}") from None
-    if "." not in str(config.get("ENGINE", "")):
+    engine = str(config.get("ENGINE", ""))
+    if "." not in engine:
         raise ImproperlyConfigured(f"{name} has an unknown database scheme: {shown!r}")
+    if engine != POSTGRESQL_ENGINE:
+        raise ImproperlyConfigured(
+            f"{name} must name a PostgreSQL database (postgres://USER@HOST:PORT/NAME), "
+            f"not {shown!r}: Nightshift runs on PostgreSQL only, the engine its tests run on. "
+            "Leave it unset to use the development cluster `make run` starts under var/postgres/."
+        )
+    host = str(config.get("HOST") or "")
+    if host.lower().startswith("%2f"):
+        config["HOST"] = unquote(host)
     return config
 
 

@@ -8,6 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from portal import env as _env_module
 from portal.env import (
+    development_database_url,
     env_bool,
     env_choice,
     env_database,
@@ -124,13 +125,14 @@ TEMPLATES = [
     },
 ]
 
-# make run embeds SQLite under var/; make test and CI set DATABASE_URL to PostgreSQL.
-DATABASES = {"default": env_database("DATABASE_URL", f"sqlite:///{VAR_DIR / 'nightshift.sqlite3'}")}
-if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
-    DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
-else:
-    DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# PostgreSQL only, the engine every test runs on. Unset, DATABASE_URL names the private
+# development cluster that `make run` starts under var/postgres/ (deploy/dev/database),
+# reached through its Unix socket, so that manage.py from the checkout finds it too.
+DATABASES = {
+    "default": env_database("DATABASE_URL", development_database_url(VAR_DIR / "postgres"))
+}
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("DATABASE_CONN_MAX_AGE", 60, minimum=0)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
 from jobs.models import EnvironmentPreset, Job, JobEvent, JobState, Sweep
-from jobs.services import JobSpec
+from jobs.services import JOB_NAME_MAX_LENGTH, JobSpec, job_default_name
 from labs.models import Lab
 
 
@@ -143,7 +143,11 @@ SAME_IN_SPEC = ("name", "arguments", "environment", "gpus", "gpu_memory_gb", "gp
 
 
 class JobSubmitSerializer(JobRequestSerializer):
-    name = serializers.CharField(max_length=200, help_text="A name you will recognise.")
+    name = serializers.CharField(
+        max_length=JOB_NAME_MAX_LENGTH, required=False, allow_blank=True,
+        help_text="A name you will recognise. Default: the uploaded file's name, or the "
+        "name of source_job.",
+    )  # fmt: skip
     script = serializers.FileField(
         required=False,
         help_text="A Python script (.py) or a project archive (.zip, .tar.gz, .tgz). An archive "
@@ -161,7 +165,17 @@ class JobSubmitSerializer(JobRequestSerializer):
             raise serializers.ValidationError(
                 {"script": "Upload a Python script or a project archive, or give source_job."}
             )
+        if not (data.get("name") or "").strip() and data.get("script"):
+            data["name"] = job_default_name(uploaded_name=data["script"].name)
         return data
+
+
+class JobSubmitJSONSerializer(JobSubmitSerializer):
+    """The submission as JSON, which carries no files: source_job names them. Its own
+    schema component, so that a generated client's multipart and JSON bodies differ."""
+
+    script = None
+    requirements = None
 
 
 class SweepSubmitSerializer(JobSubmitSerializer):
@@ -173,6 +187,13 @@ class SweepSubmitSerializer(JobSubmitSerializer):
         "uniform, log_uniform, int_uniform, choice). Write {name} in arguments, environment "
         "values or the entry command where a parameter's value goes. Multipart: as JSON text.",
     )
+
+
+class SweepSubmitJSONSerializer(SweepSubmitSerializer):
+    """A sweep as JSON, whose files come from source_job (see JobSubmitJSONSerializer)."""
+
+    script = None
+    requirements = None
 
 
 class MatrixSubmitSerializer(JobRequestSerializer):
@@ -321,6 +342,12 @@ class JobCloneSerializer(JobRequestSerializer):
     script = serializers.FileField(
         required=False, help_text="A new script or archive instead of the original's."
     )
+
+
+class JobCloneJSONSerializer(JobCloneSerializer):
+    """A clone as JSON: the original's files, with other fields changed."""
+
+    script = None
 
 
 class JobMatchSerializer(JobRequestSerializer):

@@ -33,10 +33,12 @@ from labs.quotas import quota_standings
 from portal.api import ApiError, ErrorSerializer, SubmissionThrottle
 
 from .serializers import (
+    JobCloneJSONSerializer,
     JobCloneSerializer,
     JobEventSerializer,
     JobMatchSerializer,
     JobSerializer,
+    JobSubmitJSONSerializer,
     JobSubmitSerializer,
     LogChunkSerializer,
     MatchSummarySerializer,
@@ -46,6 +48,7 @@ from .serializers import (
     PoolSerializer,
     StudySubmitSerializer,
     SweepSerializer,
+    SweepSubmitJSONSerializer,
     SweepSubmitSerializer,
     SweepSummarySerializer,
     UserSummarySerializer,
@@ -98,6 +101,11 @@ def _source_job(request: Request, data: dict) -> Job | None:
     except Job.DoesNotExist:
         raise ApiError("You have no job with this id.", code="invalid", status_code=400,
                        field="source_job") from None  # fmt: skip
+
+
+def _name(data: dict, copy_from: Job | None = None) -> str:
+    """The name given, else the uploaded file's (set by the serializer) or the source's."""
+    return data.get("name") or services.job_default_name(uploaded_name=None, source=copy_from)
 
 
 def job_response(request: Request, job: Job, code: int = 200) -> Response:
@@ -160,7 +168,7 @@ class JobListView(GenericAPIView):
         description="Upload a script or project archive (multipart), or copy the files of an "
         "earlier job with source_job. The job is accepted and queued for the pool at once.",
         request={"multipart/form-data": JobSubmitSerializer,
-                 "application/json": JobSubmitSerializer},
+                 "application/json": JobSubmitJSONSerializer},
         responses={201: JobSerializer, **_errors(400, 401, 403, 429)},
     )  # fmt: skip
     def post(self, request: Request) -> Response:
@@ -170,8 +178,8 @@ class JobListView(GenericAPIView):
         copy_from = _source_job(request, data)
         try:
             job = services.job_submit(
-                user=request.user, spec=form.to_spec(data["name"]), script=data.get("script"),
-                copy_from=copy_from,
+                user=request.user, spec=form.to_spec(_name(data, copy_from)),
+                script=data.get("script"), copy_from=copy_from,
                 requirements=data.get("requirements"),
             )  # fmt: skip
         except services.JobSubmissionError as exc:
@@ -212,7 +220,7 @@ class SweepListView(GenericAPIView):
         "as one cluster. Every run is checked, and the quota for all of them together, "
         "before any is accepted. Its runs are jobs: the jobs endpoints show each.",
         request={"multipart/form-data": SweepSubmitSerializer,
-                 "application/json": SweepSubmitSerializer},
+                 "application/json": SweepSubmitJSONSerializer},
         responses={201: SweepSerializer, **_errors(400, 401, 403, 429)},
     )  # fmt: skip
     def post(self, request: Request) -> Response:
@@ -222,7 +230,7 @@ class SweepListView(GenericAPIView):
         copy_from = _source_job(request, data)
         try:
             sweep = sweeps.sweep_submit(
-                user=request.user, spec=form.to_spec(data["name"]),
+                user=request.user, spec=form.to_spec(_name(data, copy_from)),
                 plan=sweeps.SweepPlan.from_json(data["parameters"]), script=data.get("script"),
                 copy_from=copy_from, requirements=data.get("requirements"),
             )  # fmt: skip
@@ -278,7 +286,7 @@ class StudySubmitView(APIView):
         data = form.validated_data
         try:
             sweep = studies.study_submit(
-                user=request.user, spec=form.to_spec(data["name"]),
+                user=request.user, spec=form.to_spec(_name(data)),
                 plan=studies.StudyPlan.from_json(data["study"]), script=data.get("script"),
                 requirements=data.get("requirements"),
             )  # fmt: skip
@@ -416,7 +424,8 @@ class JobCloneView(APIView):
         summary="Submit a copy of a job, with some fields changed",
         description="Fields left out keep the original's values. A new script or archive "
         "replaces the original's files.",
-        request={"multipart/form-data": JobCloneSerializer, "application/json": JobCloneSerializer},
+        request={"multipart/form-data": JobCloneSerializer,
+                 "application/json": JobCloneJSONSerializer},
         responses={201: JobSerializer, **_errors(400, 401, 403, 404, 429)},
     )  # fmt: skip
     def post(self, request: Request, public_id) -> Response:

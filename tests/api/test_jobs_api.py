@@ -78,7 +78,7 @@ def test_a_project_archive_runs_its_entry_command(api, fake_bridge):
         ({"gpus": 99}, "gpus", "less than or equal to 8"),
         ({"gpus": "two"}, "gpus", "valid integer"),
         ({"memory_gb": 0}, "memory_gb", "greater than or equal to"),
-        ({"name": ""}, "name", "may not be blank"),
+        ({"name": "x" * 201}, "name", "no more than 200"),
         ({"script": None}, "script", "Upload a Python script"),
         ({"environment": ["NOEQUALS"]}, "environment.0", "KEY=VALUE"),
         ({"environment": ["NIGHTSHIFT_X=1"]}, "environment", "set by Nightshift"),
@@ -100,6 +100,24 @@ def test_invalid_input_is_a_400_that_names_the_field(api, fake_bridge, fields, f
     assert field in body["error"]["fields"], body
     assert words in " ".join(body["error"]["fields"][field])
     assert not Job.objects.exists()
+
+
+@pytest.mark.parametrize("name", [None, "", "  "])
+def test_a_job_submitted_without_a_name_is_named_after_its_file(api, fake_bridge, name):
+    data = {"gpus": 0, "script": script_upload(name="train_resnet.py")}
+    if name is not None:
+        data["name"] = name
+    response = api.post(JOBS, data, format="multipart")
+    assert response.status_code == 201, response.json()
+    assert response.json()["name"] == "train_resnet.py"
+
+
+def test_a_copy_submitted_without_a_name_takes_its_source_jobs_name(api, fake_bridge):
+    first = api.post(JOBS, {"name": "mnist baseline", "gpus": 0, "script": script_upload()},
+                     format="multipart").json()  # fmt: skip
+    copy = api.post(JOBS, {"source_job": first["id"], "gpus": 0}, format="json")
+    assert copy.status_code == 201, copy.json()
+    assert copy.json()["name"] == "mnist baseline"
 
 
 def test_a_request_no_workstation_could_run_is_refused_with_the_reason(api, fake_bridge):

@@ -4,6 +4,8 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 
+from tests.browser.accessibility import AccessibilityWatch
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
@@ -31,9 +33,11 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    """A fresh browser tab. Any page it shows that breaks the Content Security Policy, or
-    throws a script error, fails the test."""
+    """A fresh browser tab. Any page it shows that breaks the Content Security Policy,
+    throws a script error, or has a serious or critical accessibility violation (axe-core,
+    WCAG 2.1 AA) fails the test."""
     context = browser.new_context(accept_downloads=True, viewport={"width": 1280, "height": 900})
+    accessibility = AccessibilityWatch(context)
     page = context.new_page()
     page.set_default_timeout(30_000)
     page.on("dialog", lambda dialog: dialog.accept())  # the confirmations
@@ -44,6 +48,7 @@ def page(browser):
     yield page
     context.close()
     assert problems == [], "the browser refused or failed part of a page"
+    assert accessibility.violations == [], "axe-core found serious accessibility violations"
 
 
 @pytest.fixture

@@ -53,10 +53,13 @@ def test_the_scan_would_see_each_kind_of_secret():
 
 def test_dot_gitignore_keeps_tokens_and_local_state_out():
     ignored = subprocess.run(
-        ["git", "check-ignore", "var/condor-tokens/portal.token", "var/nightshift.sqlite3"],
+        ["git", "check-ignore", "var/condor-tokens/portal.token", "var/postgres/data/PG_VERSION"],
         cwd=ROOT, capture_output=True, text=True,
     )  # fmt: skip
-    assert ignored.stdout.split() == ["var/condor-tokens/portal.token", "var/nightshift.sqlite3"]
+    assert ignored.stdout.split() == [
+        "var/condor-tokens/portal.token",
+        "var/postgres/data/PG_VERSION",
+    ]
 
 
 SECRETS = {"SECRET_KEY": "sk-" + "Zq8" * 20, "REDIS_PASSWORD": "redis-pw-71ab",

@@ -3,11 +3,20 @@
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from portal.env import env_bool, env_choice, env_database, env_int, env_path, env_url
+from portal.env import (
+    development_database_url,
+    env_bool,
+    env_choice,
+    env_database,
+    env_int,
+    env_path,
+    env_url,
+)
 
 
 def test_a_bad_integer_names_the_variable(monkeypatch):
@@ -39,12 +48,34 @@ def test_a_choice_outside_its_options_is_refused(monkeypatch):
 def test_a_database_url_with_an_unknown_scheme_is_refused(monkeypatch):
     monkeypatch.setenv("DATABASE_URL_X", "nosuchdb://x")
     with pytest.raises(ImproperlyConfigured, match="DATABASE_URL_X"):
-        env_database("DATABASE_URL_X", "sqlite:////tmp/x")
+        env_database("DATABASE_URL_X", "postgres://u@h/x")
+
+
+@pytest.mark.parametrize("url", ["sqlite:////tmp/x.db", "mysql://u:secret@h/x"])
+def test_a_database_other_than_postgresql_is_refused_with_the_reason(monkeypatch, url):
+    monkeypatch.setenv("DATABASE_URL_X", url)
+    with pytest.raises(ImproperlyConfigured, match="must name a PostgreSQL database") as refused:
+        env_database("DATABASE_URL_X", "postgres://u@h/x")
+    assert "PostgreSQL only" in str(refused.value)
+    assert "secret" not in str(refused.value)
 
 
 def test_the_default_database_is_used_when_unset(monkeypatch):
     monkeypatch.delenv("DATABASE_URL_X", raising=False)
-    assert env_database("DATABASE_URL_X", "sqlite:////tmp/x.db")["ENGINE"].endswith("sqlite3")
+    config = env_database("DATABASE_URL_X", "postgres://u@db.example:5433/x")
+    assert (config["ENGINE"], config["HOST"], config["PORT"]) == (
+        "django.db.backends.postgresql",
+        "db.example",
+        5433,
+    )
+
+
+def test_the_development_database_is_reached_through_its_socket_folder(monkeypatch):
+    monkeypatch.delenv("DATABASE_URL_X", raising=False)
+    url = development_database_url(Path("/srv/a checkout/var/postgres"))
+    config = env_database("DATABASE_URL_X", url)
+    assert config["HOST"] == "/srv/a checkout/var/postgres"
+    assert (config["NAME"], config["USER"]) == ("nightshift", "nightshift")
 
 
 def test_a_relative_path_is_refused(monkeypatch):

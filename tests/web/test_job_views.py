@@ -40,6 +40,12 @@ def test_uploading_a_script_creates_a_job_and_shows_its_page(student_client, fak
     assert "Waiting for the scheduler" in page.content.decode()
 
 
+def test_a_job_submitted_without_a_name_is_named_after_its_file(student_client, fake_bridge):
+    response = post_job(student_client, name="", script=script_upload(name="train_resnet.py"))
+    assert response.status_code == 302
+    assert Job.objects.get().name == "train_resnet.py"
+
+
 def test_a_form_error_names_the_field_and_keeps_what_was_typed(student_client, fake_bridge):
     response = post_job(student_client, gpus=99, name="keep me")
     body = response.content.decode()

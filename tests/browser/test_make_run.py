@@ -1,0 +1,216 @@
+"""The README's default, tested as it is served: `deploy/dev/run` (what `make run` runs)
+starts its own PostgreSQL cluster, the worker, beat and gunicorn, beside the personal pool.
+A demo student's job goes through the form to Completed with its outputs, and then a crawl
+as the demo student, the demo lead and the admin follows every link each can reach and
+fails on any 5xx, any browser console error and any serious accessibility violation."""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+import pytest
+import redis
+from django.conf import settings
+
+from tests.browser.accessibility import AccessibilityWatch
+from tests.helpers import wait_for
+
+pytestmark = [pytest.mark.condor, pytest.mark.browser, pytest.mark.timeout(900)]
+
+REPO = Path(__file__).resolve().parents[2]
+# Its own Redis database: this stack's worker must not take the test suite's tasks.
+STACK_REDIS_URL = "redis://127.0.0.1:6379/13"
+TRAINING = """
+import time
+import nightshift
+for epoch in range(3):
+    nightshift.log(step=epoch, loss=1.0 / (epoch + 1))
+    print(f"epoch {epoch}", flush=True)
+    time.sleep(1)
+open("outputs/model.json", "w").write('{"weights": [1, 2, 3]}')
+"""
+# Links a crawl must not follow: signing out ends the crawl's session.
+NOT_FOLLOWED = re.compile(r"/logout/?$")
+VISITS_PER_KIND_OF_PAGE = 2
+MOST_PAGES_PER_ROLE = 250
+
+
+@dataclass
+class Stack:
+    url: str
+    logins: dict[str, str]
+    log: Path
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def make_run(tmp_path_factory, pool_is_up):
+    """deploy/dev/run in the foreground, as `make run` starts it, with its var/ in a fresh
+    folder: a new PostgreSQL cluster, migrated, with the demo accounts."""
+    var = tmp_path_factory.mktemp("make-run")
+    bind = f"127.0.0.1:{_free_port()}"
+    redis.Redis.from_url(STACK_REDIS_URL).flushdb()
+    environment = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL",)} | {
+        "NIGHTSHIFT_VAR_DIR": str(var),
+        "NIGHTSHIFT_RUN_BIND": bind,
+        "REDIS_URL": STACK_REDIS_URL,
+        "NIGHTSHIFT_INSTANCE": f"make-run-{time.time_ns()}",
+        # The pool's view of job folders and its token, as the Makefile exports them.
+        "NIGHTSHIFT_JOBS_DIR": str(settings.JOBS_DIR),
+        "CONDOR_TOKEN_DIR": str(settings.CONDOR_TOKEN_DIR),
+        "NIGHTSHIFT_JOB_DIR_UID": str(settings.JOB_DIR_UID or 2000),
+    }
+    log = var / "make-run.out"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [str(REPO / "deploy/dev/run")], cwd=REPO, env=environment, stdout=out,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+
+    def started() -> bool:
+        assert process.poll() is None, f"deploy/dev/run exited:\n{log.read_text()}"
+        return "Nightshift is running" in log.read_text()
+
+    try:
+        wait_for(started, timeout=300, interval=1, what="deploy/dev/run to start")
+        logins = dict(re.findall(r"login: (\w+)\s+password: (\S+)", log.read_text()))
+        assert set(logins) == {"student", "lead", "admin"}, log.read_text()
+        yield Stack(url=f"http://{bind}", logins=logins, log=log)
+    finally:
+        process.send_signal(signal.SIGINT)  # Ctrl-C
+        try:
+            process.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            raise
+    assert "stopping Nightshift" in log.read_text()
+    assert not (var / "postgres/data/postmaster.pid").exists(), "its database was left running"
+
+
+def sign_in(page, stack: Stack, username: str) -> None:
+    page.goto(f"{stack.url}/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(stack.logins[username])
+    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("heading", name="My jobs").wait_for()
+
+
+class WatchedContext:
+    """A browser context that records console errors, script errors and axe-core's
+    findings on every page it shows."""
+
+    def __init__(self, browser) -> None:
+        self.context = browser.new_context(accept_downloads=True,
+                                           viewport={"width": 1280, "height": 900})  # fmt: skip
+        self.accessibility = AccessibilityWatch(self.context)
+        self.errors: list[str] = []
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(30_000)
+        self.page.on("console", lambda message: self.errors.append(
+            f"{self.page.url}: console {message.type}: {message.text}"
+        ) if message.type == "error" else None)  # fmt: skip
+        self.page.on("pageerror", lambda error: self.errors.append(f"{self.page.url}: {error}"))
+
+    def close(self) -> None:
+        self.context.close()
+
+
+def test_a_student_submits_a_script_through_the_form_and_it_completes_with_its_outputs(
+    make_run, browser, tmp_path
+):
+    watched = WatchedContext(browser)
+    page = watched.page
+    sign_in(page, make_run, "student")
+    script = tmp_path / "train.py"
+    script.write_text(TRAINING)
+    page.get_by_role("link", name="New job").click()
+    # No name typed: the job is named after its file.
+    page.get_by_label("Training script or project").set_input_files(str(script))
+    page.get_by_role("button", name="Submit job").click()
+
+    page.get_by_role("heading", name="train.py").wait_for()
+    page.locator("[data-role=state]", has_text="Completed").wait_for(timeout=240_000)
+    assert "epoch 2" in page.locator("[data-role=stdout]").inner_text()
+    link = page.get_by_role("link", name="outputs/model.json")
+    link.wait_for(timeout=60_000)
+    with page.expect_download() as download:
+        link.click()
+    assert download.value.path().read_text() == '{"weights": [1, 2, 3]}'
+    watched.close()
+    assert watched.errors == []
+    assert watched.accessibility.violations == []
+
+
+def _kind_of_page(url: str) -> str:
+    """Pages that differ only in an id, or in a query's values, are one kind of page."""
+    parts = urlsplit(url)
+    path = re.sub(r"/[0-9a-f-]{8,}|/\d+", "/<id>", parts.path)
+    return path + "?" + "&".join(sorted(key for key, _ in parse_qsl(parts.query)))
+
+
+def crawl(watched: WatchedContext, start: str) -> dict[str, int]:
+    """Every same-site link reachable from `start`: its status, by URL."""
+    origin = urlsplit(start)[:2]
+    page = watched.page
+    seen_kinds: collections.Counter = collections.Counter()
+    queue, statuses = collections.deque([start]), {}
+    while queue and len(statuses) < MOST_PAGES_PER_ROLE:
+        url = queue.popleft()
+        if url in statuses:
+            continue
+        kind = _kind_of_page(url)
+        if seen_kinds[kind] >= VISITS_PER_KIND_OF_PAGE:
+            continue
+        seen_kinds[kind] += 1
+        try:
+            response = page.goto(url, wait_until="load")
+            statuses[url] = response.status if response else 0
+        except Exception as exc:  # noqa: BLE001 - an output or a CSV starts a download
+            if "Download is starting" not in str(exc):
+                raise
+            statuses[url] = watched.context.request.get(url).status
+            continue
+        if "html" not in (response.headers.get("content-type") or ""):
+            continue
+        hrefs = page.eval_on_selector_all(
+            "a[href]:not([download])", "links => links.map((link) => link.href)"
+        )
+        for href in hrefs:
+            parts = urlsplit(href)
+            if parts[:2] != origin or NOT_FOLLOWED.search(parts.path):
+                continue
+            if parts.path.startswith("/static/"):
+                continue
+            queue.append(urlunsplit((*parts[:4], "")))
+    return statuses
+
+
+@pytest.mark.parametrize("role", ["student", "lead", "admin"])
+def test_every_page_a_role_can_reach_answers_without_an_error(make_run, browser, role):
+    watched = WatchedContext(browser)
+    sign_in(watched.page, make_run, role)
+    statuses = crawl(watched, f"{make_run.url}/jobs/")
+    if role == "admin":
+        statuses |= crawl(watched, f"{make_run.url}/admin/")
+    # Let the last page's checks finish before the context closes.
+    watched.page.wait_for_timeout(1000)
+    watched.close()
+    failures = {url: status for url, status in statuses.items() if status >= 500}
+    assert failures == {}
+    assert len(statuses) > 10, statuses
+    assert watched.errors == []
+    assert watched.accessibility.violations == []
