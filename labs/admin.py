@@ -32,9 +32,12 @@ QUOTA_FIELDS = ("gpu_hours", "max_concurrent_gpus", "max_gpus_per_job", "max_run
                 "max_queued_jobs")  # fmt: skip
 
 
-class MembershipInline(admin.TabularInline):
+# Stacked, not tabular: each field keeps its own label (a tabular inline's inputs have only
+# column headings, which screen readers do not announce: axe-core's label rule), and no
+# empty row is shown until "Add another member" is pressed.
+class MembershipInline(admin.StackedInline):
     model = Membership
-    extra = 1
+    extra = 0
     autocomplete_fields = ["user"]
     fields = ("user", "role", *QUOTA_FIELDS)
     verbose_name = "member"

@@ -11,6 +11,11 @@ from typing import IO, Any
 import httpx
 
 USER_AGENT = "nightshift-cli/1"
+# Requests that may be sent twice without changing anything.
+IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
+# A server closes an idle kept-alive connection when it likes; a request sent on it just
+# then meets a reset or an empty answer. Those, not timeouts, are worth one more try.
+DROPPED_CONNECTION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
 
 
 class ApiError(Exception):
@@ -55,9 +60,21 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _request(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:
+        """Sends it; an idempotent request whose kept-alive connection was dropped under it
+        is sent once more, on a new connection."""
         try:
-            response = self._http.request(method, path, **kwargs)
+            return self._http.send(request, stream=stream)
+        except DROPPED_CONNECTION:
+            if request.method not in IDEMPOTENT:
+                raise
+            return self._http.send(request, stream=stream)
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        timeout = kwargs.pop("timeout", httpx.USE_CLIENT_DEFAULT)
+        try:
+            request = self._http.build_request(method, path, timeout=timeout, **kwargs)
+            response = self._request(request)
         except httpx.TransportError as exc:
             raise ApiError(
                 f"Cannot reach Nightshift at {self.server} ({exc.__class__.__name__}: {exc}).",
@@ -86,7 +103,7 @@ class Client:
         """Yields (total size or None, chunks) for a download."""
         request = self._http.build_request("GET", path, timeout=httpx.Timeout(None, connect=10.0))
         try:
-            response = self._http.send(request, stream=True)
+            response = self._request(request, stream=True)
         except httpx.TransportError as exc:
             raise ApiError(f"Cannot reach Nightshift at {self.server} ({exc}).",
                            code="unreachable") from None  # fmt: skip

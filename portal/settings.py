@@ -72,6 +72,8 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # Form widgets' templates, found through TEMPLATES (FORM_RENDERER below).
+    "django.forms",
     "django_celery_beat",
     "django_filters",
     "csp",
@@ -105,6 +107,9 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
+# Widgets render with the portal's templates too, so that templates/admin/widgets/ can give
+# the admin's split date and time inputs their labels.
+FORM_RENDERER = "django.forms.renderers.TemplatesSetting"
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
 
@@ -392,6 +397,9 @@ SPECTACULAR_SETTINGS = {
     "SCHEMA_PATH_PREFIX": "/api/v1",
     "COMPONENT_SPLIT_REQUEST": True,
     "SWAGGER_UI_DIST": "SIDECAR",
+    # No deep links: they put a link inside each operation's toggle button, a control
+    # nested in a control, which screen readers and keyboards cannot use (axe-core).
+    "SWAGGER_UI_SETTINGS": {"deepLinking": False},
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "ENUM_NAME_OVERRIDES": {

@@ -1,5 +1,6 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
@@ -35,6 +36,8 @@ urlpatterns = [
     path("jobs/", include("jobs.urls")),
     path("pool/", pool, name="pool"),
     path("healthz", healthz, name="healthz"),
+    # Browsers ask for /favicon.ico on pages that name no icon (the admin's, the API's).
+    path("favicon.ico", RedirectView.as_view(url=static("img/favicon.svg"), permanent=True)),
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
 ]

@@ -2,9 +2,8 @@
 
 axe-core comes with axe-playwright-python. It is added to every document as an init
 script, which the pages' Content Security Policy does not apply to, and it checks each
-page once it has loaded; a serious or critical violation fails the test that showed the
-page. Pages a test leaves before the check ends are checked again by the next test that
-waits on them, so nothing here slows a test down.
+page once it has loaded, and the last page again as the test ends (a job page changes as
+its job runs); a serious or critical violation fails the test that showed the page.
 """
 
 from __future__ import annotations
@@ -13,6 +12,7 @@ import json
 from pathlib import Path
 
 import axe_playwright_python
+from playwright.sync_api import Error as PlaywrightError
 
 AXE_SOURCE = (Path(axe_playwright_python.__file__).parent / "axe.min.js").read_text()
 MARKER = "nightshift-axe:"
@@ -23,17 +23,34 @@ FAILING_IMPACTS = ("serious", "critical")
 _RUNNER = """
 (() => {
   if (window.top !== window) return;
-  const check = () => axe.run(document, {
+  const once = () => axe.run(document, {
       runOnly: {type: "tag", values: %(tags)s}, resultTypes: ["violations"],
-  }).then((results) => {
-    const violations = results.violations
+      // No fetching of stylesheets: axe resolves an @import against the page, not the
+      // sheet, and asks the portal for files that do not exist.
+      preload: false,
+  }).then((results) => ({
+    url: location.href,
+    violations: results.violations
       .filter((v) => %(impacts)s.includes(v.impact))
       .map((v) => ({id: v.id, impact: v.impact, help: v.help,
-                    targets: v.nodes.slice(0, 5).map((n) => n.target.join(" "))}));
-    console.debug("%(marker)s" + JSON.stringify({url: location.href, violations}));
-  }).catch(() => {});
+                    targets: v.nodes.slice(0, 5).map((n) => n.target.join(" "))})),
+  }));
+  // One check at a time per page: axe refuses a second run while one is going.
+  window.__nightshiftAxeCheck = async () => {
+    for (let attempt = 0; attempt < 100; attempt++) {
+      try { return await once(); } catch (error) {
+        if (!String(error).includes("already running")) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
+    return null;
+  };
   // After the page's own scripts have filled it in (charts, live panels).
-  window.addEventListener("load", () => setTimeout(check, 300));
+  window.addEventListener("load", () => setTimeout(() => {
+    window.__nightshiftAxeCheck().then((report) => {
+      if (report) console.debug("%(marker)s" + JSON.stringify(report));
+    }).catch(() => {});
+  }, 300));
 })();
 """
 
@@ -45,6 +62,12 @@ def init_script() -> str:
     return AXE_SOURCE + "\n" + runner
 
 
+def from_the_page(message) -> bool:
+    """False for a console message caused by axe-core itself: an init script has no URL.
+    (axe adds a <style> element as it measures, which the portal's policy refuses.)"""
+    return bool(message.location.get("url"))
+
+
 class AccessibilityWatch:
     """Installed on a browser context: collects axe-core's findings from every page."""
 
@@ -54,10 +77,25 @@ class AccessibilityWatch:
         context.add_init_script(script=init_script())
         context.on("console", self._on_console)
 
-    def _on_console(self, message) -> None:
-        if not message.text.startswith(MARKER):
+    def check_now(self, page) -> None:
+        """Checks the page as it is now, e.g. a job page that has changed since it loaded."""
+        try:
+            page.wait_for_load_state("load")
+            report = page.evaluate(
+                "() => window.__nightshiftAxeCheck && window.__nightshiftAxeCheck()"
+            )
+        except PlaywrightError as error:  # the page was navigating away: its next one is checked
+            if "context was destroyed" not in str(error):
+                raise
             return
-        report = json.loads(message.text[len(MARKER) :])
+        if report:
+            self._record(report)
+
+    def _on_console(self, message) -> None:
+        if message.text.startswith(MARKER):
+            self._record(json.loads(message.text[len(MARKER) :]))
+
+    def _record(self, report: dict) -> None:
         self.checked.append(report["url"])
         for violation in report["violations"]:
             self.violations.append(

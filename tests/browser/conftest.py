@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.browser.accessibility import AccessibilityWatch
+from tests.browser.accessibility import AccessibilityWatch, from_the_page
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -43,12 +43,17 @@ def page(browser):
     page.on("dialog", lambda dialog: dialog.accept())  # the confirmations
     problems = []
     page.on("console", lambda message: problems.append(f"{page.url}: {message.text}")
-            if "Content Security Policy" in message.text else None)  # fmt: skip
+            if "Content Security Policy" in message.text and from_the_page(message)
+            else None)  # fmt: skip
     page.on("pageerror", lambda error: problems.append(f"{page.url}: {error}"))
     yield page
+    if not page.is_closed() and page.url.startswith("http"):
+        accessibility.check_now(page)
     context.close()
     assert problems == [], "the browser refused or failed part of a page"
-    assert accessibility.violations == [], "axe-core found serious accessibility violations"
+    assert accessibility.violations == [], "axe-core found serious accessibility violations:\n" + (
+        "\n".join(accessibility.violations)
+    )
 
 
 @pytest.fixture
