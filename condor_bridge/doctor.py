@@ -1,6 +1,6 @@
 """Checks of the portal's connection to an HTCondor pool, each with what is wrong and how to
 fix it: the token, the collector, the schedd, authentication and authorization, a test
-submit and removal, the GPUs the collector knows, and the clocks. Used by
+submit and removal, the GPUs the collector knows, the negotiator, and the clocks. Used by
 `manage.py condor_doctor`."""
 
 from __future__ import annotations
@@ -117,6 +117,7 @@ def diagnose(*, collector: str, schedd_name: str | None, token_dir: str | None,
         except _Stop:
             return
         yield _gpus(collector)
+        yield _negotiator(collector)
     finally:
         for name, value in saved.items():
             if value is not None:
@@ -292,6 +293,60 @@ def _gpus(collector: str) -> Check:
                      "(deploy/execute-node/README.md).")  # fmt: skip
     return Check("gpus", True, f"{total} GPUs on {with_gpus} of {len(machines)} workstations"
                  + (f" ({', '.join(models[:4])})" if models else "") + ".")  # fmt: skip
+
+
+_NEGOTIATOR_PROJECTION = ["Name", "LastNegotiationCycleEnd0", "LastNegotiationCyclePeriod0",
+                          "LastNegotiationCycleMatches0", "LastNegotiationCycleNumIdleJobs0",
+                          "LastNegotiationCycleSubmittersFailed0"]  # fmt: skip
+# A negotiator whose last cycle ended longer ago than this many periods (and at least
+# NEGOTIATOR_STALE_MIN_S) has stopped cycling.
+NEGOTIATOR_STALE_PERIODS = 5
+NEGOTIATOR_STALE_MIN_S = 300
+RESTART_NEGOTIATOR = ("On the central manager: condor_restart -daemon negotiator, then read "
+                      "its NegotiatorLog (condor_config_val NEGOTIATOR_LOG) for why it stopped "
+                      "matching.")  # fmt: skip
+
+
+def _negotiator(collector: str, now: float | None = None) -> Check:
+    """Whether the pool's matchmaker runs, and talked to every schedd in its last cycle."""
+    try:
+        ads = htcondor2.Collector(collector).query(
+            htcondor2.AdType.Negotiator, projection=_NEGOTIATOR_PROJECTION
+        )
+    except (HTCondorException, OSError, RuntimeError) as exc:
+        return Check("negotiator", False, f"The collector's negotiator ad cannot be read: {exc}")
+    if not ads:
+        return Check("negotiator", False,
+                     "No negotiator reports to the collector: nothing matches jobs to "
+                     "workstations, so every job stays idle.",
+                     "On the central manager: NEGOTIATOR must be in DAEMON_LIST; start it with "
+                     "condor_on -daemon negotiator and read its NegotiatorLog for why it "
+                     "stopped.")  # fmt: skip
+    ad = ads[0]
+    name = ad.get("Name", "the negotiator")
+    ended = int(ad.get("LastNegotiationCycleEnd0", 0) or 0)
+    period = int(ad.get("LastNegotiationCyclePeriod0", 0) or 0)
+    age = (now if now is not None else time.time()) - ended
+    limit = max(NEGOTIATOR_STALE_PERIODS * period, NEGOTIATOR_STALE_MIN_S)
+    if not ended or age > limit:
+        since = (
+            "has not finished a cycle" if not ended else f"last finished a cycle {age:.0f} s ago"
+        )
+        return Check("negotiator", False,
+                     f"Negotiator {name} {since} (it cycles every {period} s): idle jobs are "
+                     "not being matched.", RESTART_NEGOTIATOR)  # fmt: skip
+    failed = str(ad.get("LastNegotiationCycleSubmittersFailed0", "") or "").strip()
+    if failed:
+        return Check("negotiator", False,
+                     f"Negotiator {name} could not negotiate with {failed} in its last cycle: "
+                     "it cannot reach their schedd, so their jobs are never matched.",
+                     RESTART_NEGOTIATOR + " A line like 'failed to create non-negotiated "
+                     "security session' means it holds a stale session with a restarted "
+                     "schedd; the restart clears it.")  # fmt: skip
+    return Check("negotiator", True,
+                 f"Negotiator {name} cycles every {period} s; its last cycle {age:.0f} s ago "
+                 f"matched {ad.get('LastNegotiationCycleMatches0', 0)} of "
+                 f"{ad.get('LastNegotiationCycleNumIdleJobs0', 0)} idle jobs.")  # fmt: skip
 
 
 def _wait(condition: Callable[[], bool], timeout: float = 10.0) -> bool:

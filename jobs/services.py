@@ -22,6 +22,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from django.conf import settings
+from django.core.cache import cache
 from django.core.files import File
 from django.core.files.uploadedfile import UploadedFile
 from django.core.mail import send_mail
@@ -1193,29 +1194,56 @@ def pool_record_seen(machines) -> int:
     return len(rows)
 
 
+# Said on the page of an idle job that a free workstation could run, after more than
+# POOL_STALL_AFTER_S of that: the negotiator is not matching (stopped, or unable to talk
+# to the schedd). Fixed text, so that the metric can count the jobs that show it.
+POOL_STALLED_REASON = (
+    "The pool is not matching jobs to workstations: one that could run this job has been "
+    "free for several scheduling cycles, yet the job waits. The administrators have been told."
+)
+# Since when each idle job has had a free matching workstation at every sync: {pk: time}.
+FREE_MATCH_SINCE_KEY = "jobs:free-match-since"
+
+
 def _explain_unmatched_jobs(bridge) -> None:
     """Tell each idle job why it waits. Jobs asking for the same thing (a sweep's runs) share
-    one explanation, and jobs are updated one statement per distinct explanation."""
+    one explanation, and jobs are updated one statement per distinct explanation. A job
+    that waits while a workstation that fits it stays free means the pool is not matching."""
     machines = bridge.pool_machines()
     pool_record_seen(machines)
     idle = Job.objects.filter(state=JobState.IDLE).values_list(
         "pk", "public_id", "output_dir", "request", "match_problem", "wait_reason"
     )
-    summaries: dict[str, tuple[str, str]] = {}
+    now = time.time()
+    free_since: dict[str, float] = cache.get(FREE_MATCH_SINCE_KEY) or {}
+    still_free: dict[str, float] = {}
+    summaries: dict[str, MatchSummary] = {}
     to_update: dict[tuple[str, str], list[int]] = defaultdict(list)
     for pk, public_id, output_dir, request, match_problem, wait_reason in idle:
         key = json.dumps(request, sort_keys=True)
         if key not in summaries:
             job_request = _request_from_json(request, job_id=str(public_id), job_dir=output_dir)
-            summary = summarize_matches(job_request, machines)
-            summaries[key] = (summary.reason, summary.busy_reason)
-        if summaries[key] != (match_problem, wait_reason):
-            to_update[summaries[key]].append(pk)
+            summaries[key] = summarize_matches(job_request, machines)
+        summary = summaries[key]
+        explained = (summary.reason, summary.busy_reason)
+        if summary.machines_free_now:
+            since = still_free[str(pk)] = free_since.get(str(pk), now)
+            if now - since >= settings.POOL_STALL_AFTER_S:
+                explained = ("", POOL_STALLED_REASON)
+        if explained != (match_problem, wait_reason):
+            to_update[explained].append(pk)
+    cache.set(FREE_MATCH_SINCE_KEY, still_free, timeout=None)
     for (reason, busy_reason), pks in to_update.items():
         # Only jobs still idle: one that started meanwhile must not show a stale reason.
         Job.objects.filter(pk__in=pks, state=JobState.IDLE).update(
             match_problem=reason, wait_reason=busy_reason
         )
+        if busy_reason == POOL_STALLED_REASON:
+            logger.error(
+                "the pool is not matching: %d more idle jobs have had a free matching "
+                "workstation for over %d s (manage.py condor_doctor)",
+                len(pks), settings.POOL_STALL_AFTER_S,
+            )  # fmt: skip
 
 
 def _resubmit_stale_jobs() -> int:

@@ -167,6 +167,18 @@ def _jobs_by_state() -> Metric:
     return family
 
 
+def _jobs_stalled() -> Metric:
+    from jobs.models import Job, JobState
+    from jobs.services import POOL_STALLED_REASON
+
+    return _gauge(
+        "nightshift_jobs_stalled",
+        "Idle jobs that a free workstation could run, waiting for longer than "
+        "NIGHTSHIFT_POOL_STALL_AFTER_S: above 0, the pool is not matching jobs.",
+        Job.objects.filter(state=JobState.IDLE, wait_reason=POOL_STALLED_REASON).count(),
+    )
+
+
 def _queue_depth() -> Metric:
     from portal.celery import app
 
@@ -240,6 +252,7 @@ class PortalCollector:
     def collect(self) -> Iterable[Metric]:
         now = time.time()
         yield _jobs_by_state()
+        yield _jobs_stalled()
         yield _counter("submissions", "nightshift_submissions",
                        "Submission attempts by kind (job, sweep) and outcome (submitted, "
                        "retrying: the schedd did not answer; refused; invalid).",

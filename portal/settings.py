@@ -327,6 +327,9 @@ MAX_EVICTIONS_WITHOUT_PROGRESS = env_int("NIGHTSHIFT_MAX_EVICTIONS_WITHOUT_PROGR
 # restarted, say) and is sent again; exactly-once adoption makes that safe. Longer than
 # the submit task's longest retry wait (60 s), so that retrying jobs are left alone.
 RESUBMIT_AFTER_S = env_int("NIGHTSHIFT_RESUBMIT_AFTER_S", 120, minimum=5)
+# The pool counts as not matching when an idle job waits this long while a workstation that
+# could run it stays free: several negotiation cycles (NEGOTIATOR_INTERVAL, 60 s by default).
+POOL_STALL_AFTER_S = env_int("NIGHTSHIFT_POOL_STALL_AFTER_S", 600, minimum=5)
 # The most runs one sweep may have; all are submitted as one HTCondor cluster.
 MAX_SWEEP_RUNS = env_int("NIGHTSHIFT_MAX_SWEEP_RUNS", 1000, minimum=1)
 # Test-only fault injection: the worker pauses after the schedd accepted a job and

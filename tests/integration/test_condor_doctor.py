@@ -7,7 +7,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-pytestmark = pytest.mark.condor
+# The doctor also reads the portal's database (its idle jobs, for the matching check).
+pytestmark = [pytest.mark.condor, pytest.mark.django_db]
 
 BAD_TOKEN = (  # well formed, names the portal, signed by nobody this pool trusts
     "eyJhbGciOiJIUzI1NiIsImtpZCI6IlBPT0wifQ."
@@ -42,8 +43,10 @@ def test_a_healthy_pool_passes_every_check(pool_is_up):
     said, error = doctor()
     assert error is None, said
     for check in ("jobs folder", "token", "collector", "schedd", "authentication",
-                  "authorization", "submit", "clock", "gpus"):  # fmt: skip
+                  "authorization", "submit", "clock", "gpus", "negotiator",
+                  "matching"):  # fmt: skip
         assert line(said, check).startswith("[ok  ]"), said
+    assert "cycles every" in line(said, "negotiator")
     assert "portal@" in line(said, "authentication")
     assert "submitted and removed" in line(said, "submit")
     assert " GPUs on " in line(said, "gpus")

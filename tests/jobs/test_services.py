@@ -276,6 +276,54 @@ def test_an_idle_job_whose_workstations_are_busy_says_so(student, fake_bridge):
     assert job.wait_reason == ""
 
 
+def test_a_job_waiting_beside_a_free_workstation_too_long_says_the_pool_is_not_matching(
+    student, fake_bridge, settings, monkeypatch
+):
+    from django.core.cache import cache
+
+    cache.delete(services.FREE_MATCH_SINCE_KEY)
+    settings.POOL_STALL_AFTER_S = 60
+    clock = [1_000_000.0]
+    monkeypatch.setattr(services.time, "time", lambda: clock[0])
+    job = services.job_submit_to_pool(submit(student, gpus=1).pk)
+    services.jobs_sync()
+    job.refresh_from_db()
+    assert (job.state, job.wait_reason) == (JobState.IDLE, "")
+    clock[0] += 59
+    services.jobs_sync()
+    job.refresh_from_db()
+    assert job.wait_reason == ""
+    clock[0] += 2
+    services.jobs_sync()
+    job.refresh_from_db()
+    assert job.wait_reason == services.POOL_STALLED_REASON
+
+
+def test_the_wait_before_the_pool_counts_as_not_matching_restarts_when_nothing_is_free(
+    student, fake_bridge, settings, monkeypatch
+):
+    import dataclasses
+
+    from django.core.cache import cache
+
+    cache.delete(services.FREE_MATCH_SINCE_KEY)
+    settings.POOL_STALL_AFTER_S = 60
+    clock = [1_000_000.0]
+    monkeypatch.setattr(services.time, "time", lambda: clock[0])
+    free = fake_bridge.machines
+    job = services.job_submit_to_pool(submit(student, gpus=1).pk)
+    services.jobs_sync()
+    clock[0] += 50
+    fake_bridge.machines = [dataclasses.replace(m, state="Claimed", free_cpus=0, free_gpus=0)
+                            for m in free]  # fmt: skip
+    services.jobs_sync()
+    fake_bridge.machines = free
+    clock[0] += 50
+    services.jobs_sync()
+    job.refresh_from_db()
+    assert job.wait_reason == ""
+
+
 def test_hold_and_release_go_through_htcondor_and_are_audited(student, fake_bridge):
     job = services.job_submit_to_pool(submit(student).pk)
     services.job_hold(job=job, user=student)

@@ -2,16 +2,19 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
-from condor_bridge.doctor import Check, diagnose
+from condor_bridge.doctor import RESTART_NEGOTIATOR, Check, diagnose
+from jobs.models import Job, JobState
+from jobs.services import POOL_STALLED_REASON
 
 
 class Command(BaseCommand):
     help = (
         "Check the portal's connection to its HTCondor pool: the token, the collector, the "
-        "schedd, authentication and authorization, a test submit and removal, the clocks, and "
-        "the GPUs the collector knows. Says what is wrong and how to fix it; exits 1 if "
-        "anything is."
+        "schedd, authentication and authorization, a test submit and removal, the clocks, "
+        "the GPUs the collector knows, the negotiator, and idle jobs the pool is not "
+        "matching. Says what is wrong and how to fix it; exits 1 if anything is."
     )
 
     def handle(self, *args, **options) -> None:
@@ -38,6 +41,27 @@ class Command(BaseCommand):
             collector=settings.CONDOR_COLLECTOR, schedd_name=settings.CONDOR_SCHEDD_NAME,
             token_dir=str(settings.CONDOR_TOKEN_DIR), probe_dir=str(settings.JOBS_DIR),
         )  # fmt: skip
+        yield self._matching()
+
+    def _matching(self) -> Check:
+        """The portal's own view: idle jobs that a free workstation could run, waiting."""
+        limit = settings.POOL_STALL_AFTER_S
+        try:
+            stalled = Job.objects.filter(
+                state=JobState.IDLE, wait_reason=POOL_STALLED_REASON
+            ).count()
+        except DatabaseError as exc:
+            return Check("matching", False, f"The portal's database cannot be read: {exc}",
+                         "Check DATABASE_URL and that PostgreSQL runs.")  # fmt: skip
+        if stalled:
+            return Check("matching", False,
+                         f"{stalled} idle job{'s' if stalled != 1 else ''} of this portal "
+                         f"{'have' if stalled != 1 else 'has'} waited over {limit} s while a "
+                         "workstation that fits stayed free: the pool is not matching jobs.",
+                         RESTART_NEGOTIATOR + " If the negotiator check above passes, restart "
+                         "the schedd too (condor_restart -daemon schedd).")  # fmt: skip
+        return Check("matching", True, f"No idle job has waited over {limit} s beside a free "
+                     "workstation that fits it.")  # fmt: skip
 
     def _jobs_folder(self) -> Check:
         folder = Path(settings.JOBS_DIR)
