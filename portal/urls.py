@@ -37,7 +37,11 @@ urlpatterns = [
     path("pool/", pool, name="pool"),
     path("healthz", healthz, name="healthz"),
     # Browsers ask for /favicon.ico on pages that name no icon (the admin's, the API's).
-    path("favicon.ico", RedirectView.as_view(url=static("img/favicon.svg"), permanent=True)),
+    path(
+        "favicon.ico",
+        RedirectView.as_view(url=static("img/favicon.svg"), permanent=True),
+        name="favicon",
+    ),
     path("metrics", metrics, name="metrics"),
     path("admin/", admin.site.urls),
 ]

@@ -56,6 +56,7 @@ TABLE = {
     # 127.0.0.1 is on the default allow-list (tests/operations/test_metrics_view.py).
     "metrics": [("get", (200, 200, 200, 200, 200, 200))],
     "api-docs": [("get", (302, 302, 302, 302, 302, 302))],
+    "favicon": [("get", (301, 301, 301, 301, 301, 301))],
     "api:schema": [("get", (200, 200, 200, 200, 200, 200))],
     "api:docs": [("get", (200, 200, 200, 200, 200, 200))],
     r"api/v1/^(?P<path>[\s\S]*)$": [("get", (404, 404, 404, 404, 404, 404))],
