@@ -144,12 +144,15 @@ class JobSpec:
 
 
 JOB_NAME_MAX_LENGTH = 200
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def job_default_name(*, uploaded_name: str | None, source: Job | None = None) -> str:
     """The name of a job submitted without one: its uploaded file's name as the user called
     it (train.py, project.tar.gz), else the name of the job whose files it copies."""
-    base = os.path.basename((uploaded_name or "").replace("\\", "/")).strip()
+    base = os.path.basename((uploaded_name or "").replace("\\", "/"))
+    # A file's name may hold what a typed name may not (a tab, a line break): spaces instead.
+    base = " ".join(_CONTROL_CHARACTERS.sub(" ", base).split())
     if base:
         return base[:JOB_NAME_MAX_LENGTH]
     return source.name if source is not None else "untitled job"

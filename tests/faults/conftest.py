@@ -71,7 +71,7 @@ class Burst:
             Job.objects.filter(pk__in=[job.pk for job in self.jobs]).values_list("state", flat=True)
         )
         failures = [
-            (job.name, job.state, job.status_detail, job.last_error,
+            (job.name, job.state, job.status_detail, job.wait_reason, job.last_error,
              list(job.events.values_list("kind", "detail")))
             for job in Job.objects.filter(pk__in=[j.pk for j in self.jobs])
             .exclude(state=JobState.COMPLETED)

@@ -276,6 +276,16 @@ def test_an_idle_job_whose_workstations_are_busy_says_so(student, fake_bridge):
     assert job.wait_reason == ""
 
 
+@pytest.mark.parametrize(("uploaded", "name"), [
+    ("train.py", "train.py"),
+    ("C:\\Users\\ada\\resnet project.zip", "resnet project.zip"),
+    ("bad\nname\tqueue 9.py", "bad name queue 9.py"),
+    ("x" * 300 + ".py", "x" * 200),
+])  # fmt: skip
+def test_a_job_without_a_name_is_named_after_its_file_as_plain_text(uploaded, name):
+    assert services.job_default_name(uploaded_name=uploaded) == name
+
+
 def test_a_job_waiting_beside_a_free_workstation_too_long_says_the_pool_is_not_matching(
     student, fake_bridge, settings, monkeypatch
 ):
