@@ -3,17 +3,15 @@ that could run it stay free. The portal notices, says so on the job page, counts
 Prometheus and condor_doctor names the negotiator with the fix; once the negotiator is back
 the job runs and the explanation goes."""
 
-from io import StringIO
-
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from jobs.models import Job, JobState
 from jobs.services import POOL_STALLED_REASON
 from tests.conftest import script_upload
 from tests.helpers import pool_command, wait_for
+from tests.integration.test_condor_doctor import doctor
 from tests.pipeline import wait_for_state
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(420)]
@@ -48,15 +46,6 @@ def negotiator_stopped(live_pipeline):
 def web(client, transactional_db):
     client.force_login(get_user_model().objects.create_user("nora"))
     return client
-
-
-def doctor() -> tuple[str, str | None]:
-    out = StringIO()
-    try:
-        call_command("condor_doctor", stdout=out)
-    except CommandError as exc:
-        return out.getvalue(), str(exc)
-    return out.getvalue(), None
 
 
 def test_a_pool_that_stops_matching_is_noticed_explained_and_diagnosed(

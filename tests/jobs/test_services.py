@@ -286,15 +286,22 @@ def test_a_job_without_a_name_is_named_after_its_file_as_plain_text(uploaded, na
     assert services.job_default_name(uploaded_name=uploaded) == name
 
 
-def test_a_job_waiting_beside_a_free_workstation_too_long_says_the_pool_is_not_matching(
-    student, fake_bridge, settings, monkeypatch
-):
+@pytest.fixture
+def stall_clock(settings, monkeypatch):
+    """A pool counted as not matching after 60 s, and the sync's clock in the test's hand."""
     from django.core.cache import cache
 
     cache.delete(services.FREE_MATCH_SINCE_KEY)
     settings.POOL_STALL_AFTER_S = 60
     clock = [1_000_000.0]
     monkeypatch.setattr(services.time, "time", lambda: clock[0])
+    return clock
+
+
+def test_a_job_waiting_beside_a_free_workstation_too_long_says_the_pool_is_not_matching(
+    student, fake_bridge, stall_clock
+):
+    clock = stall_clock
     job = services.job_submit_to_pool(submit(student, gpus=1).pk)
     services.jobs_sync()
     job.refresh_from_db()
@@ -310,16 +317,11 @@ def test_a_job_waiting_beside_a_free_workstation_too_long_says_the_pool_is_not_m
 
 
 def test_the_wait_before_the_pool_counts_as_not_matching_restarts_when_nothing_is_free(
-    student, fake_bridge, settings, monkeypatch
+    student, fake_bridge, stall_clock
 ):
     import dataclasses
 
-    from django.core.cache import cache
-
-    cache.delete(services.FREE_MATCH_SINCE_KEY)
-    settings.POOL_STALL_AFTER_S = 60
-    clock = [1_000_000.0]
-    monkeypatch.setattr(services.time, "time", lambda: clock[0])
+    clock = stall_clock
     free = fake_bridge.machines
     job = services.job_submit_to_pool(submit(student, gpus=1).pk)
     services.jobs_sync()
