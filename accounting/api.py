@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.api import ApiError, ErrorSerializer
+from plumbing.api import ApiError, ErrorSerializer
 
 from . import reports
 from .views import export_filename, report_request, stream_csv

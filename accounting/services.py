@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from condor_bridge import JobObservation, PoolMachine
 from condor_bridge.submit import CHECKPOINT_LOG
-from portal.db import bulk_update_rows
+from plumbing.db import bulk_update_rows
 
 from .models import CapacitySample, UsageRecord
 from .segments import TOLERANCE_S, Segment, reconcile

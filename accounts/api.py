@@ -12,7 +12,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from portal.api import ApiError, ErrorSerializer, TokenThrottle
+from plumbing.api import ApiError, ErrorSerializer, TokenThrottle
 
 from . import selectors, services
 from .models import AccessToken

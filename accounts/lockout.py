@@ -4,7 +4,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from portal.api import error_body
+from plumbing.api import error_body
 
 
 def lockout_response(

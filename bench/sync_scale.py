@@ -32,7 +32,7 @@ from pyinstrument import Profiler  # noqa: E402
 from condor_bridge.states import PROJECTION  # noqa: E402
 from condor_bridge.submit import build_submit_description  # noqa: E402
 from condor_bridge.types import FileMode, JobRequest  # noqa: E402
-from jobs import services  # noqa: E402
+from jobs import sync  # noqa: E402
 from jobs.bridge import get_bridge  # noqa: E402
 from jobs.models import Job, JobState  # noqa: E402
 
@@ -96,13 +96,13 @@ def counting_sql():
         yield statements
 
 
-def timed_sync(label: str, figures: list[tuple[str, ...]]) -> services.SyncReport:
+def timed_sync(label: str, figures: list[tuple[str, ...]]) -> sync.SyncReport:
     profiler = Profiler() if PROFILE else None
     with counting_condor_calls() as calls, counting_sql() as statements:
         if profiler:
             profiler.start()
         started = time.perf_counter()
-        report = services.jobs_sync()
+        report = sync.jobs_sync()
         seconds = time.perf_counter() - started
         if profiler:
             profiler.stop()

@@ -7,7 +7,7 @@ from django.utils.html import format_html
 
 from condor_bridge import BridgeError
 
-from . import services
+from . import actions, specs
 from .bridge import get_bridge
 from .models import EnvironmentPreset, Job, JobEvent, Sweep
 
@@ -100,7 +100,7 @@ class JobAdmin(admin.ModelAdmin):
             try:
                 service(job=job, user=request.user)
                 acted += 1
-            except services.JobActionError as exc:
+            except specs.JobActionError as exc:
                 refused.append(f"{job.name}: {exc}")
         if acted:
             self.message_user(request, f"{done} {acted} job(s).", messages.SUCCESS)
@@ -109,19 +109,19 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel the selected jobs", permissions=["change"])
     def cancel_jobs(self, request, queryset):
-        self._act(request, queryset, services.job_cancel, "Cancelling")
+        self._act(request, queryset, actions.job_cancel, "Cancelling")
 
     @admin.action(description="Hold the selected jobs", permissions=["change"])
     def hold_jobs(self, request, queryset):
-        self._act(request, queryset, services.job_hold, "Holding")
+        self._act(request, queryset, actions.job_hold, "Holding")
 
     @admin.action(description="Release the selected jobs", permissions=["change"])
     def release_jobs(self, request, queryset):
-        self._act(request, queryset, services.job_release, "Released")
+        self._act(request, queryset, actions.job_release, "Released")
 
     @admin.action(
         description="Move the selected running jobs to another workstation (they checkpoint)",
         permissions=["change"],
     )
     def vacate_jobs(self, request, queryset):
-        self._act(request, queryset, services.job_vacate, "Moving")
+        self._act(request, queryset, actions.job_vacate, "Moving")

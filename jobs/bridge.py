@@ -7,7 +7,7 @@ from functools import cache
 from django.conf import settings
 
 from condor_bridge import FileMode
-from operations.metrics import schedd_call_done
+from plumbing.metrics import schedd_call_done
 
 
 @cache

@@ -7,7 +7,7 @@ from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTI
 from jobs.archives import is_archive
 from jobs.models import EnvironmentPreset, Job
 from jobs.selectors import job_list_for_user
-from jobs.services import JobSpec, job_default_name
+from jobs.specs import JobSpec, job_default_name
 from labs.models import Lab
 
 

@@ -15,7 +15,7 @@ from audit.services import audit_record
 
 from .models import FINAL_STATES, Job
 from .selectors import OutputFile, job_output_files, job_output_path
-from .services import _record
+from .timeline import job_event_record
 
 NO_LAB = "(no lab)"
 
@@ -105,7 +105,7 @@ def outputs_purge(due: PurgeResult, *, actor=None) -> PurgeResult:
                 due.removed_bytes += output.size
             Job.objects.filter(pk=job.pk).update(outputs_purged_at=now)
             job.outputs_purged_at = now
-            _record(job, "outputs purged",
+            job_event_record(job, "outputs purged",
                     f"{removed} output file{'s' if removed != 1 else ''} removed after "
                     f"{lab.days} days ({lab.lab} retention)")  # fmt: skip
     if due.jobs:

@@ -14,7 +14,7 @@ from django.http import FileResponse, Http404, HttpResponse, StreamingHttpRespon
 from django.utils.http import content_disposition_header
 from zipstream import ZipStream
 
-from . import selectors, services
+from . import selectors, staging
 from .models import Job, JobState, Sweep
 
 
@@ -59,7 +59,7 @@ def outputs_zip_response(job: Job) -> StreamingHttpResponse:
 
 def metrics_payload(job: Job, *, limit: int) -> dict:
     """The job's metrics, downsampled to at most `limit` rows."""
-    metrics = selectors.job_metrics(job.directory, services.job_metrics_path(job))
+    metrics = selectors.job_metrics(job.directory, staging.job_metrics_path(job))
     return {
         "names": metrics.names,
         "rows": selectors.downsample(metrics.rows, limit),

@@ -24,14 +24,9 @@ from condor_bridge import JobState as CondorState
 
 from .bridge import get_bridge
 from .models import FINAL_STATES, Job, JobOutcome, JobState, Sweep
-from .services import (
-    _SYNC_FIELDS,
-    _enqueue_submit,
-    _observed_changes,
-    _portal_state,
-    _record,
-    jobs_apply_observations,
-)
+from .submission import job_enqueue_submit
+from .sync import SYNC_FIELDS, jobs_apply_observations, observed_changes, portal_state
+from .timeline import job_event_record
 
 # How each kind of drift is repaired.
 REPAIRS = {
@@ -75,7 +70,7 @@ def reconcile(*, dry_run: bool, actor=None) -> list[Drift]:
         SimpleNamespace(**row)
         for row in Job.objects.filter(cluster_id__isnull=False)
         .exclude(state__in=FINAL_STATES)
-        .values(*_SYNC_FIELDS, "cluster_id", "proc_id")
+        .values(*SYNC_FIELDS, "cluster_id", "proc_id")
     ]
     queue = {o.job_id: o for o in bridge.active_jobs()}
     known = {
@@ -119,8 +114,8 @@ def reconcile(*, dry_run: bool, actor=None) -> list[Drift]:
         if observation is None:
             drifts.append(Drift("lost", job_id, condor_id, job.state, ""))
             lost.append(job.pk)
-        elif _observed_changes(job, observation):
-            pool_state = _portal_state(observation)
+        elif observed_changes(job, observation):
+            pool_state = portal_state(observation)
             drifts.append(Drift("stale", job_id, condor_id, job.state, pool_state))
             outdated[job.pk] = observation
 
@@ -150,7 +145,7 @@ def _repair(bridge, to_remove, to_adopt, outdated, lost, resend) -> None:
                    "with this id")  # fmt: skip
     # A submission that reached the pool but not the portal: the next attempt looks the job
     # up (it is not a first attempt any more) and adopts it.
-    from .sweeps import _enqueue_sweep_submit
+    from .sweeps import sweep_enqueue_submit
 
     again = Job.objects.filter(pk__in=to_adopt + resend)
     again.update(submit_attempts=F("submit_attempts") + 1)
@@ -159,10 +154,10 @@ def _repair(bridge, to_remove, to_adopt, outdated, lost, resend) -> None:
         if job.sweep is not None and not job.sweep.is_study:
             sweeps.add(job.sweep)
         else:
-            _enqueue_submit(job.pk)
+            job_enqueue_submit(job.pk)
     for sweep in sweeps:
         Sweep.objects.filter(pk=sweep.pk).update(submit_attempts=F("submit_attempts") + 1)
-        _enqueue_sweep_submit(sweep.pk)
+        sweep_enqueue_submit(sweep.pk)
     jobs_apply_observations(outdated)
     now = timezone.now()
     for pk in lost:
@@ -176,4 +171,6 @@ def _repair(bridge, to_remove, to_adopt, outdated, lost, resend) -> None:
                 "checked), so it cannot finish. Re-run it."
             )
             job.save(update_fields=["state", "outcome", "finished_at", "status_detail"])
-            _record(job, "lost", f"HTCondor job {job.condor_id} is in neither queue nor history")
+            job_event_record(
+                job, "lost", f"HTCondor job {job.condor_id} is in neither queue nor history"
+            )

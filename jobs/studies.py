@@ -34,25 +34,17 @@ from audit.services import audit_record
 from condor_bridge import BridgeError
 from condor_bridge.submit import HELPER_DIR, METRICS_FILE
 from labs.quotas import QuotaExceeded, quota_check
+from plumbing.tasks import enqueue
 
 from . import parameters
 from .bridge import get_bridge
 from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Sweep
 from .parameters import NAME, Distribution, ParameterError
 from .selectors import job_metrics
-from .services import (
-    CONTROL_DIR,
-    JobActionError,
-    JobSpec,
-    JobSubmissionError,
-    _enqueue_submit,
-    _install_helper,
-    _stage_files,
-    check_may_submit,
-    content_hashes,
-    job_validate_request,
-)
-from .sweeps import _check_placeholders, _check_runs, _copy_inputs, _fill_run, _staged_tree
+from .specs import JobActionError, JobSpec, JobSubmissionError
+from .staging import CONTROL_DIR, StagedFiles, content_hashes, install_helper, stage_files
+from .submission import check_may_submit, job_enqueue_submit, job_validate_request
+from .sweeps import check_placeholders, check_runs, copy_inputs, fill_run, staged_tree
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -202,18 +194,18 @@ def study_submit(*, user, spec: JobSpec, plan: StudyPlan, script, requirements=N
     next advance start its first trials."""
     check_may_submit(user, script=script, copy_from=None)
     job_validate_request(user=user, spec=spec)
-    _check_placeholders(spec, set(plan.space))
+    check_placeholders(spec, set(plan.space))
     example = {name: _example(data) for name, data in plan.space.items()}
     run_specs = [_trial_spec(spec, i, example) for i in range(plan.parallel)]
     # Only `parallel` trials are ever unfinished at once: the quota is checked for those.
-    lab, remove_after_s = _check_runs(user, spec, run_specs, check_pool=True)
+    lab, remove_after_s = check_runs(user, spec, run_specs, check_pool=True)
     sweep = Sweep(owner=user, lab=lab, name=spec.name.strip(), kind=Sweep.Kind.STUDY,
                   definition={**dataclasses.asdict(plan), "spec": _spec_json(spec),
                               "remove_after_s": remove_after_s})  # fmt: skip
     folder = template_dir(sweep)
     folder.mkdir(parents=True)
     try:
-        staged = _stage_files(folder, spec=spec, script=script, copy_from=None,
+        staged = stage_files(folder, spec=spec, script=script, copy_from=None,
                               requirements=requirements)  # fmt: skip
         sweep.definition["staged"] = dataclasses.asdict(staged) | {
             "sha256": content_hashes(folder, staged)
@@ -255,9 +247,7 @@ def _spec_json(spec: JobSpec) -> dict:
 
 
 def _enqueue_advance(sweep_pk: int) -> None:
-    from .tasks import advance_study
-
-    advance_study.delay(sweep_pk)
+    enqueue("jobs.tasks.advance_study", sweep_pk)
 
 
 @dataclass
@@ -427,15 +417,14 @@ def _start_trial(sweep: Sweep, plan: StudyPlan, trial: optuna.trial.Trial) -> Jo
     job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
     staged_data = dict(sweep.definition["staged"])
     hashes = staged_data.pop("sha256")
-    from .services import _StagedFiles
 
-    staged = _StagedFiles(**staged_data)
+    staged = StagedFiles(**staged_data)
     folder = template_dir(sweep)
-    _copy_inputs(folder, job.directory, _staged_tree(folder))
+    copy_inputs(folder, job.directory, staged_tree(folder))
     try:
-        _fill_run(job, run, staged, hashes, user=sweep.owner, lab=sweep.lab,
+        fill_run(job, run, staged, hashes, user=sweep.owner, lab=sweep.lab,
                   remove_after_s=sweep.definition.get("remove_after_s"))  # fmt: skip
-        _install_helper(job.directory)
+        install_helper(job.directory)
         job.save()
         JobEvent.objects.create(job=job, kind="created", state=job.state,
                                 detail=f"Trial {trial.number} of study “{sweep.name}”: "
@@ -444,7 +433,7 @@ def _start_trial(sweep: Sweep, plan: StudyPlan, trial: optuna.trial.Trial) -> Jo
         shutil.rmtree(job.directory, ignore_errors=True)
         raise
     job_pk = job.pk
-    transaction.on_commit(lambda: _enqueue_submit(job_pk))
+    transaction.on_commit(lambda: job_enqueue_submit(job_pk))
     return job
 
 

@@ -15,10 +15,12 @@ import re
 import shutil
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from audit.services import audit_record
@@ -26,37 +28,43 @@ from condor_bridge import BridgeError, InvalidJobRequest
 from condor_bridge.submit import description_text
 from condor_bridge.types import check_text
 from labs.quotas import QuotaExceeded, lock_quota, quota_check
-from operations import metrics
-from portal.db import bulk_update_rows
+from plumbing import metrics
+from plumbing.db import bulk_update_rows
+from plumbing.tasks import enqueue
 
 from . import parameters
 from .archives import ArchiveError, check_archive, extract_archive, is_archive
 from .bridge import get_bridge
 from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Sweep
 from .parameters import ParameterError
-from .services import (
+from .specs import (
     PARAMETERS_VARIABLE,
-    SOURCE_DIR,
     JobActionError,
     JobSpec,
     JobSubmissionError,
     QuotaRefusal,
-    _archive_limits,
-    _install_helper,
-    _job_request,
-    _match_summary,
-    _request_fields,
-    _save_upload,
-    _stage_files,
-    check_may_submit,
-    content_hashes,
-    job_validate_request,
-    lab_for_submission,
-    log_sweep_events,
+    job_request_of,
     new_seed,
     parse_entry_command,
-    safe_archive_name,
+    request_fields,
 )
+from .staging import (
+    SOURCE_DIR,
+    archive_limits,
+    content_hashes,
+    install_helper,
+    safe_archive_name,
+    save_upload,
+    stage_files,
+)
+from .submission import (
+    BatchSubmitter,
+    check_may_submit,
+    job_validate_request,
+    lab_for_submission,
+    request_match_summary,
+)
+from .timeline import log_sweep_events
 
 
 @dataclass(frozen=True)
@@ -118,7 +126,7 @@ def _run_spec(spec: JobSpec, index: int, values: dict) -> JobSpec:
         raise JobSubmissionError(exc.field, exc.message) from None
 
 
-def _check_placeholders(spec: JobSpec, names: set[str]) -> None:
+def check_placeholders(spec: JobSpec, names: set[str]) -> None:
     texts = [*spec.arguments, *spec.environment.values(), spec.entry_command or ""]
     try:
         used = set().union(*(parameters.placeholders(text) for text in texts))
@@ -141,7 +149,7 @@ def _check_sweep_quota(user, lab, spec: JobSpec, runs: int) -> int | None:
         raise QuotaRefusal(exc.field or "quota", exc.message) from None
 
 
-def _staged_tree(folder: Path) -> tuple[list[Path], list[Path]]:
+def staged_tree(folder: Path) -> tuple[list[Path], list[Path]]:
     """The folders and files staged in the first run's folder, relative to it."""
     folders, files = [], []
     for root, dirnames, filenames in os.walk(folder):
@@ -151,7 +159,7 @@ def _staged_tree(folder: Path) -> tuple[list[Path], list[Path]]:
     return folders, files
 
 
-def _copy_inputs(source: Path, target: Path, tree: tuple[list[Path], list[Path]]) -> None:
+def copy_inputs(source: Path, target: Path, tree: tuple[list[Path], list[Path]]) -> None:
     """A run's folder from the first run's staged files. The kept project archive is
     linked, not copied: it is the portal's, read-only to jobs, and can be large."""
     folders, files = tree
@@ -180,9 +188,9 @@ def sweep_submit(
     check_may_submit(user, script=script, copy_from=copy_from)
     job_validate_request(user=user, spec=spec)
     runs = plan.runs(limit=settings.MAX_SWEEP_RUNS)
-    _check_placeholders(spec, set(runs[0]))
+    check_placeholders(spec, set(runs[0]))
     run_specs = [_run_spec(spec, index, values) for index, values in enumerate(runs)]
-    lab, remove_after_s = _check_runs(user, spec, run_specs, check_pool=check_pool)
+    lab, remove_after_s = check_runs(user, spec, run_specs, check_pool=check_pool)
     sweep = Sweep(owner=user, lab=lab, name=spec.name.strip(), kind=plan.kind,
                   definition=plan.definition)  # fmt: skip
     jobs = [Job(owner=user, name=run.name.strip(), lab=lab, gpus=spec.gpus, sweep_index=index,
@@ -190,17 +198,17 @@ def sweep_submit(
     made: list[Path] = []
     try:
         first = _new_folder(jobs[0], made)
-        staged = _stage_files(first, spec=run_specs[0], script=script, copy_from=copy_from,
+        staged = stage_files(first, spec=run_specs[0], script=script, copy_from=copy_from,
                               requirements=requirements)  # fmt: skip
-        tree, hashes = _staged_tree(first), content_hashes(first, staged)
+        tree, hashes = staged_tree(first), content_hashes(first, staged)
         for job, run in zip(jobs, run_specs, strict=True):
             if job.directory != first:
-                _copy_inputs(first, _new_folder(job, made, create=False), tree)
-            _fill_run(job, run, staged, hashes, user=user, lab=lab,
+                copy_inputs(first, _new_folder(job, made, create=False), tree)
+            fill_run(job, run, staged, hashes, user=user, lab=lab,
                       remove_after_s=remove_after_s)  # fmt: skip
-        _install_helper(first)
+        install_helper(first)
         for job in jobs[1:]:
-            _install_helper(job.directory, link_from=first)
+            install_helper(job.directory, link_from=first)
         _record_sweep(user, lab, spec, sweep, jobs, origin=staged.origin)
     except BaseException:
         for directory in made:
@@ -209,7 +217,7 @@ def sweep_submit(
     return sweep
 
 
-def _check_runs(user, spec: JobSpec, run_specs: list[JobSpec], *, check_pool: bool):
+def check_runs(user, spec: JobSpec, run_specs: list[JobSpec], *, check_pool: bool):
     """Every run checked as a job would be, the quota for all of them, and the pool.
     Returns the lab charged and the runtime limit its quota sets."""
     for run in run_specs:
@@ -217,7 +225,7 @@ def _check_runs(user, spec: JobSpec, run_specs: list[JobSpec], *, check_pool: bo
     lab = lab_for_submission(user=user, lab_id=spec.lab_id)
     remove_after_s = _check_sweep_quota(user, lab, spec, len(run_specs))
     if check_pool:
-        summary = _match_summary(job_validate_request(user=user, spec=run_specs[0]))
+        summary = request_match_summary(job_validate_request(user=user, spec=run_specs[0]))
         if summary is not None and not summary.can_ever_run:
             raise JobSubmissionError(
                 summary.blocking_field or "gpus",
@@ -235,7 +243,7 @@ def _new_folder(job: Job, made: list[Path], *, create: bool = True) -> Path:
     return job.directory
 
 
-def _fill_run(job: Job, run: JobSpec, staged, hashes: dict[str, str], *, user, lab,
+def fill_run(job: Job, run: JobSpec, staged, hashes: dict[str, str], *, user, lab,
               remove_after_s: int | None, extra_inputs: tuple[str, ...] = ()) -> None:  # fmt: skip
     """The run's request and source, from its (substituted) spec and the staged files."""
     entry_arguments = staged.entry_arguments
@@ -253,7 +261,7 @@ def _fill_run(job: Job, run: JobSpec, staged, hashes: dict[str, str], *, user, l
     inputs = list(staged.input_files)
     if extra_inputs:
         inputs = [*(inputs or [staged.script_name]), *extra_inputs]
-    job.request = _request_fields(
+    job.request = request_fields(
         dataclasses.replace(run, arguments=[*entry_arguments, *run.arguments],
                             environment=environment),
         script_name=staged.script_name, user=user, input_files=inputs,
@@ -261,7 +269,7 @@ def _fill_run(job: Job, run: JobSpec, staged, hashes: dict[str, str], *, user, l
         remove_after_s=remove_after_s, seed=new_seed(),
     )  # fmt: skip
     try:
-        _job_request(job)
+        job_request_of(job)
     except InvalidJobRequest as exc:
         raise JobSubmissionError(exc.field, exc.message) from exc
 
@@ -287,13 +295,34 @@ def _record_sweep(user, lab, spec: JobSpec, sweep: Sweep, jobs: list[Job], *, or
                      detail=f"{len(jobs)} runs ({sweep.kind}); {origin}; "
                      f"lab {lab.name if lab else 'none'}")  # fmt: skip
         sweep_pk = sweep.pk
-        transaction.on_commit(lambda: _enqueue_sweep_submit(sweep_pk))
+        transaction.on_commit(lambda: sweep_enqueue_submit(sweep_pk))
 
 
-def _enqueue_sweep_submit(sweep_pk: int) -> None:
-    from .tasks import submit_sweep
+def sweep_enqueue_submit(sweep_pk: int) -> None:
+    enqueue("jobs.tasks.submit_sweep", sweep_pk)
 
-    submit_sweep.delay(sweep_pk)
+
+def sweeps_resend_silent(silent: Q, now: datetime) -> int:
+    """Send again, whole, each sweep with runs waiting whose submission task was lost."""
+    with transaction.atomic():
+        waiting = Job.objects.filter(sweep=OuterRef("pk"), state=JobState.QUEUED)
+        stale = list(
+            Sweep.objects.select_for_update(skip_locked=True)
+            .filter(silent, Exists(waiting), cluster_id__isnull=True)
+            .exclude(kind=Sweep.Kind.STUDY)
+            .values_list("pk", flat=True)[:100]
+        )
+        Sweep.objects.filter(pk__in=stale).update(submit_requested_at=now)
+    for sweep_pk in stale:
+        sweep_enqueue_submit(sweep_pk)
+    return len(stale)
+
+
+# A sweep's runs are submitted together, as one cluster; a study's trials one by one, as jobs.
+SWEEP_SUBMITTER = BatchSubmitter(
+    owns=lambda: Q(sweep__isnull=False) & ~Q(sweep__kind=Sweep.Kind.STUDY),
+    resend_silent=sweeps_resend_silent,
+)
 
 
 def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
@@ -328,7 +357,7 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
         if not jobs:
             return sweep
         now = timezone.now()
-        requests = [_job_request(job) for job in jobs]
+        requests = [job_request_of(job) for job in jobs]
         try:
             results = bridge.submit_cluster(requests,
                                             sweep_id=str(sweep.public_id),
@@ -483,16 +512,16 @@ def _stage_dataset(dataset: MatrixDataset, folder: Path) -> None:
     name = dataset.upload.name or "data"
     if is_archive(name):
         archive = folder.parent / f"{folder.name}-{safe_archive_name(name)}"
-        _save_upload(dataset.upload, archive)
+        save_upload(dataset.upload, archive)
         try:
-            check_archive(archive, _archive_limits())
-            extract_archive(archive, folder, _archive_limits())
+            check_archive(archive, archive_limits())
+            extract_archive(archive, folder, archive_limits())
         except ArchiveError as exc:
             raise JobSubmissionError("datasets", f"{dataset.name}: {exc}") from None
         finally:
             archive.unlink(missing_ok=True)
     else:
-        _save_upload(dataset.upload, folder / _SAFE_NAME.sub("_", Path(name).name)[:100])
+        save_upload(dataset.upload, folder / _SAFE_NAME.sub("_", Path(name).name)[:100])
 
 
 def _link_tree(source: Path, target: Path) -> None:
@@ -536,10 +565,10 @@ def matrix_submit(
     run_specs = []
     for index, (system, dataset) in enumerate(cells):
         system_spec = dataclasses.replace(spec, entry_command=system.entry_command)
-        _check_placeholders(system_spec, {"system", "dataset"})
+        check_placeholders(system_spec, {"system", "dataset"})
         values = {"system": system.name, "dataset": dataset.location}
         run_specs.append(_run_spec(system_spec, index, values))
-    lab, remove_after_s = _check_runs(user, spec, run_specs, check_pool=check_pool)
+    lab, remove_after_s = check_runs(user, spec, run_specs, check_pool=check_pool)
     sweep = Sweep(owner=user, lab=lab, name=spec.name.strip(), kind=Sweep.Kind.MATRIX,
                   definition={"systems": [{"name": s.name, "entry_command": s.entry_command}
                                           for s in systems],
@@ -560,7 +589,7 @@ def matrix_submit(
         for s_number, system in enumerate(systems):
             first_index = s_number * len(datasets)
             first = _new_folder(jobs[first_index], made)
-            staged = _stage_files(first, spec=run_specs[first_index], script=system.upload,
+            staged = stage_files(first, spec=run_specs[first_index], script=system.upload,
                                   copy_from=None)  # fmt: skip
             if (first / DATASET_FOLDER).exists():
                 raise JobSubmissionError(
@@ -568,20 +597,20 @@ def matrix_submit(
                     "rename it, since each run's dataset is unpacked there.",
                 )  # fmt: skip
             origins.append(f"{system.name}: {staged.origin}")
-            tree, hashes = _staged_tree(first), content_hashes(first, staged)
+            tree, hashes = staged_tree(first), content_hashes(first, staged)
             for d_number, dataset in enumerate(datasets):
                 job = jobs[first_index + d_number]
                 if d_number:
-                    _copy_inputs(first, _new_folder(job, made, create=False), tree)
+                    copy_inputs(first, _new_folder(job, made, create=False), tree)
                 uploaded = dataset.upload is not None
                 if uploaded:
                     _link_tree(staging / str(d_number), job.directory / DATASET_FOLDER)
-                _fill_run(job, run_specs[first_index + d_number], staged, hashes, user=user,
+                fill_run(job, run_specs[first_index + d_number], staged, hashes, user=user,
                           lab=lab, remove_after_s=remove_after_s,
                           extra_inputs=(DATASET_FOLDER,) if uploaded else ())  # fmt: skip
-            _install_helper(first)
+            install_helper(first)
             for d_number in range(1, len(datasets)):
-                _install_helper(jobs[first_index + d_number].directory, link_from=first)
+                install_helper(jobs[first_index + d_number].directory, link_from=first)
         _record_sweep(user, lab, spec, sweep, jobs, origin="; ".join(origins))
     except BaseException:
         for directory in made:

@@ -8,7 +8,7 @@ from celery import shared_task
 
 from condor_bridge import BridgeError
 
-from . import services, studies, sweeps
+from . import notifications, studies, submission, sweeps, sync
 from .models import Job, Sweep
 
 logger = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ SUBMISSION_RETRIES = {
 @shared_task(**SUBMISSION_RETRIES)
 def submit_job(self, job_pk: int) -> None:
     try:
-        services.job_submit_to_pool(job_pk)
+        submission.job_submit_to_pool(job_pk)
     except Job.DoesNotExist:
         logger.warning("job %s was deleted before it could be submitted", job_pk)
 
@@ -53,7 +53,7 @@ def advance_studies() -> int:
 
 @shared_task(acks_late=True)
 def sync_jobs() -> dict:
-    report = services.jobs_sync()
+    report = sync.jobs_sync()
     return {"active": report.active, "changed": report.changed, "seconds": report.seconds}
 
 
@@ -67,7 +67,7 @@ def sync_jobs() -> dict:
 )
 def collect_outputs(self, job_pk: int) -> None:
     try:
-        services.job_collect_outputs(job_pk)
+        sync.job_collect_outputs(job_pk)
     except Job.DoesNotExist:
         logger.warning("job %s was deleted before its outputs were collected", job_pk)
 
@@ -75,6 +75,6 @@ def collect_outputs(self, job_pk: int) -> None:
 @shared_task(acks_late=True, autoretry_for=(OSError,), retry_backoff=30, max_retries=5)
 def notify_job(job_pk: int, state: str) -> None:
     try:
-        services.job_notify(job_pk, state)
+        notifications.job_notify(job_pk, state)
     except Job.DoesNotExist:
         logger.warning("job %s was deleted before its email was sent", job_pk)

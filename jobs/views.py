@@ -25,7 +25,7 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from . import readouts, selectors, services, studies, sweeps
+from . import actions, readouts, selectors, specs, staging, studies, submission, sweeps
 from .bridge import get_bridge
 from .filters import JobListFilter
 from .forms import JobSubmitForm, MatrixForm, StudyForm
@@ -74,14 +74,14 @@ FORM_FIELD_FOR = {
 }
 
 
-def _show_refusal(form, exc: services.JobSubmissionError) -> None:
+def _show_refusal(form, exc: specs.JobSubmissionError) -> None:
     """A service's refusal on the form field it names (or above the form)."""
     field = FORM_FIELD_FOR.get(exc.field, exc.field)
     form.add_error(field if field in form.fields else None, exc.message)
 
 
 def _initial_from(job: Job) -> dict:
-    spec = services.job_spec_of(job)
+    spec = specs.job_spec_of(job)
     return {
         "name": spec.name,
         "arguments": "\n".join(spec.arguments),
@@ -116,9 +116,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
         form = JobSubmitForm(initial=_initial_from(source), user=request.user)
     else:
         for field, token_field in KEPT_UPLOADS.items():
-            kept = services.upload_staged(
-                user=request.user, token=request.POST.get(token_field, "")
-            )
+            kept = staging.upload_staged(user=request.user, token=request.POST.get(token_field, ""))
             if kept is not None:
                 staged[field] = kept
         form = JobSubmitForm(
@@ -143,15 +141,15 @@ def job_new(request: HttpRequest) -> HttpResponse:
                         plan=sweeps.SweepPlan.from_json(form.sweep_plan()),
                     )  # fmt: skip
                 else:
-                    job = services.job_submit(
+                    job = submission.job_submit(
                         user=request.user, spec=form.to_spec(), script=upload,
                         copy_from=copy_from, requirements=requirements,
                     )  # fmt: skip
-            except services.JobSubmissionError as exc:
+            except specs.JobSubmissionError as exc:
                 _show_refusal(form, exc)
             else:
                 for token_field in KEPT_UPLOADS.values():
-                    services.upload_discard(user=request.user, token=data.get(token_field, ""))
+                    staging.upload_discard(user=request.user, token=data.get(token_field, ""))
                 if form.sweep_plan():
                     runs = sweep.runs.count()
                     messages.success(request, f"“{sweep.name}”: {runs} runs are on their way "
@@ -184,8 +182,8 @@ def _keep_uploads(request: HttpRequest, form: JobSubmitForm) -> None:
         if upload is None:
             continue
         try:
-            token = services.upload_stage(user=request.user, upload=upload)
-        except services.JobSubmissionError:
+            token = staging.upload_stage(user=request.user, upload=upload)
+        except specs.JobSubmissionError:
             continue
         form.data = form.data.copy()
         form.data[token_field] = token
@@ -225,7 +223,7 @@ def job_status(request: HttpRequest, public_id) -> JsonResponse:
     """Everything the job page refreshes while it is open."""
     job = visible_job_or_404(request.user, public_id)
     logs = {}
-    for stream, path in services.job_logs_for(job).items():
+    for stream, path in staging.job_logs_for(job).items():
         try:
             offset = int(request.GET.get(f"{stream}_offset", 0))
         except ValueError:
@@ -278,7 +276,7 @@ def job_status(request: HttpRequest, public_id) -> JsonResponse:
 @require_GET
 def job_log(request: HttpRequest, public_id, stream: str) -> HttpResponse:
     job = visible_job_or_404(request.user, public_id)
-    path = services.job_logs_for(job).get(stream)
+    path = staging.job_logs_for(job).get(stream)
     opened = selectors.open_job_file(job.directory, path) if path is not None else None
     if opened is None:
         raise Http404("This log does not exist yet.")
@@ -301,7 +299,7 @@ def _job_action(service, done_message: str):
         job = actionable_job_or_403(request.user, public_id)
         try:
             service(job=job, user=request.user)
-        except services.JobActionError as exc:
+        except specs.JobActionError as exc:
             messages.error(request, str(exc))
         else:
             messages.info(request, done_message)
@@ -310,9 +308,9 @@ def _job_action(service, done_message: str):
     return view
 
 
-job_cancel = _job_action(services.job_cancel, "Cancelling the job.")
-job_hold = _job_action(services.job_hold, "The job is on hold until you release it.")
-job_release = _job_action(services.job_release, "Released: the job goes back to the queue.")
+job_cancel = _job_action(actions.job_cancel, "Cancelling the job.")
+job_hold = _job_action(actions.job_hold, "The job is on hold until you release it.")
+job_release = _job_action(actions.job_release, "Released: the job goes back to the queue.")
 
 
 @login_required
@@ -320,8 +318,8 @@ job_release = _job_action(services.job_release, "Released: the job goes back to 
 def job_rerun(request: HttpRequest, public_id) -> HttpResponse:
     job = own_job_or_403(request.user, public_id)
     try:
-        new_job = services.job_rerun(job=job, user=request.user)
-    except services.JobSubmissionError as exc:
+        new_job = actions.job_rerun(job=job, user=request.user)
+    except specs.JobSubmissionError as exc:
         messages.error(request, exc.message)
         return redirect("jobs:detail", public_id=job.public_id)
     messages.success(request, f"Re-running “{job.name}” with the same script and settings.")
@@ -386,7 +384,7 @@ class _Echo:
 @require_GET
 def job_metrics_csv(request: HttpRequest, public_id) -> StreamingHttpResponse:
     job = visible_job_or_404(request.user, public_id)
-    metrics = selectors.job_metrics(job.directory, services.job_metrics_path(job))
+    metrics = selectors.job_metrics(job.directory, staging.job_metrics_path(job))
     columns = ["step", "time", *metrics.names]
     writer = csv.writer(_Echo())
     lines = (
@@ -423,8 +421,8 @@ def job_match(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"ok": False, "errors": errors}, status=400)
     spec = form.to_spec(name="match")
     try:
-        summary = services.job_match_summary(user=request.user, spec=spec)
-    except services.JobSubmissionError as exc:
+        summary = submission.job_match_summary(user=request.user, spec=spec)
+    except specs.JobSubmissionError as exc:
         return JsonResponse({"ok": False, "errors": {exc.field: [exc.message]}}, status=400)
     if summary is None:
         return JsonResponse({"ok": False, "pool_down": True}, status=503)
@@ -447,12 +445,12 @@ def job_preview(request: HttpRequest) -> HttpResponse:
         lines = [f"{name}: {' '.join(messages)}" for name, messages in errors.items()]
         return HttpResponse("\n".join(lines), status=400, content_type="text/plain")
     try:
-        text = services.job_preview_description(
+        text = submission.job_preview_description(
             user=request.user,
             spec=form.to_spec(name=form.cleaned_data.get("name") or "preview"),
             uploaded_name=request.GET.get("script_name") or "train.py",
         )
-    except services.JobSubmissionError as exc:
+    except specs.JobSubmissionError as exc:
         return HttpResponse(f"{exc.field}: {exc.message}", status=400, content_type="text/plain")
     return HttpResponse(text, content_type="text/plain; charset=utf-8")
 
@@ -537,7 +535,7 @@ def sweep_cancel(request: HttpRequest, public_id) -> HttpResponse:
             cancelled = sweeps.sweep_cancel(sweep=sweep, user=request.user)
             messages.success(request, f"Cancelling {cancelled} run"
                              f"{'s' if cancelled != 1 else ''} of “{sweep.name}”.")  # fmt: skip
-    except services.JobActionError as exc:
+    except specs.JobActionError as exc:
         messages.error(request, str(exc))
     return redirect("jobs:sweep", public_id=sweep.public_id)
 
@@ -553,7 +551,7 @@ def matrix_new(request: HttpRequest) -> HttpResponse:
                 systems=[sweeps.MatrixSystem(*row) for row in data["systems"]],
                 datasets=[sweeps.MatrixDataset(*row) for row in data["datasets"]],
             )  # fmt: skip
-        except services.JobSubmissionError as exc:
+        except specs.JobSubmissionError as exc:
             _show_refusal(form, exc)
         else:
             messages.success(request, f"“{sweep.name}”: {sweep.runs.count()} runs are on their "
@@ -574,7 +572,7 @@ def study_new(request: HttpRequest) -> HttpResponse:
                 plan=studies.StudyPlan.from_json(form.plan()),
                 requirements=data.get("requirements"),
             )  # fmt: skip
-        except services.JobSubmissionError as exc:
+        except specs.JobSubmissionError as exc:
             _show_refusal(form, exc)
         else:
             messages.success(request, f"“{sweep.name}” has started: its first trials are on "

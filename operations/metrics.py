@@ -1,24 +1,16 @@
 """Prometheus metrics for /metrics.
 
-What happens in a process (a submission in a worker, a schedd call in beat's sync, a request
-in gunicorn) is counted in Redis, which every process of the portal shares, on one host or
-several; what is true at a moment (jobs by state, queue depth, the pool's GPUs) is read at
-scrape time from the database and Redis. Counting never fails the work it counts: when
-Redis does not answer, the event is dropped and the work goes on.
+What happens in a process is counted in Redis by plumbing.metrics; what is true at a moment
+(jobs by state, queue depth, the pool's GPUs) is read here at scrape time from the database
+and Redis.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import math
 import time
-from collections import defaultdict
 from collections.abc import Iterable, Iterator
-from functools import cache
 
-import redis
-from django.conf import settings
 from django.db.models import Count, Max, Sum
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -27,122 +19,12 @@ from prometheus_client.core import (
     Metric,
 )
 
-logger = logging.getLogger(__name__)
-
-INF = math.inf
-# Upper bounds in seconds. A submission is the time from the student's submit to the
-# schedd's accepting it; a sync cycle reads the whole queue; a schedd call is one request.
-BUCKETS = {
-    "submission": (0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, INF),
-    "sync": (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, INF),
-    "schedd_call": (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, INF),
-}
-_SEPARATOR = "\x1f"
-
-
-@cache
-def _redis() -> redis.Redis:
-    # Short timeouts: a metric is never worth waiting for.
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=0.5,
-                                socket_connect_timeout=0.5)  # fmt: skip
-
-
-def _key(kind: str, name: str = "") -> str:
-    return f"nightshift:{settings.NIGHTSHIFT_INSTANCE}:metrics:{kind}:{name}"
-
-
-def _labels(labels: dict[str, str]) -> str:
-    return json.dumps(labels, sort_keys=True)
-
-
-def _write(commands) -> None:
-    """One round trip to Redis for everything one event counts."""
-    try:
-        pipe = _redis().pipeline(transaction=False)
-        commands(pipe)
-        pipe.execute()
-    except redis.RedisError as exc:
-        logger.debug("metric dropped: %s", exc)
-
-
-def _observe(pipe, name: str, seconds: float, **labels: str) -> None:
-    """One observation of a duration histogram (BUCKETS[name])."""
-    bound = next(b for b in BUCKETS[name] if seconds <= b)
-    field = _labels(labels)
-    pipe.hincrby(_key("h", name), f"{field}{_SEPARATOR}{bound}", 1)
-    pipe.hincrbyfloat(_key("h", name), f"{field}{_SEPARATOR}sum", seconds)
-
-
-def _count(pipe, name: str, **labels: str) -> None:
-    pipe.hincrby(_key("c", name), _labels(labels), 1)
-
-
-def _mark(pipe, name: str) -> None:
-    """Remember when something last happened (a Unix time)."""
-    pipe.hset(_key("t"), name, time.time())
-
-
-# -- What the portal's code reports -------------------------------------------------------
-
-
-def submission_done(*, kind: str, outcome: str, waited_s: float | None = None) -> None:
-    """A submission attempt: submitted (after waiting waited_s since the student's submit),
-    retrying (the schedd did not answer), refused (HTCondor said no) or invalid."""
-
-    def commands(pipe) -> None:
-        _count(pipe, "submissions", kind=kind, outcome=outcome)
-        if outcome == "submitted" and waited_s is not None:
-            _observe(pipe, "submission", max(waited_s, 0.0), kind=kind)
-
-    _write(commands)
-
-
-def sync_done(*, seconds: float, ok: bool) -> None:
-    def commands(pipe) -> None:
-        _count(pipe, "syncs", outcome="ok" if ok else "failed")
-        if ok:
-            _observe(pipe, "sync", seconds)
-            _mark(pipe, "sync_success")
-
-    _write(commands)
-
-
-def schedd_call_done(call: str, seconds: float, ok: bool) -> None:
-    """The bridge's hook: every call to the schedd or the collector."""
-
-    def commands(pipe) -> None:
-        _observe(pipe, "schedd_call", seconds, call=call)
-        if ok:
-            _mark(pipe, "schedd_success")
-        else:
-            _count(pipe, "schedd_call_errors", call=call)
-            _mark(pipe, "schedd_failure")
-
-    _write(commands)
-
-
-# -- Scraping -----------------------------------------------------------------------------
-
-
-def _read_histograms(name: str) -> dict[str, tuple[list[tuple[str, float]], float]]:
-    raw = _redis().hgetall(_key("h", name))
-    per_labels: dict[str, dict[str, float]] = defaultdict(dict)
-    for field, value in raw.items():
-        labels, _, part = field.decode().rpartition(_SEPARATOR)
-        per_labels[labels][part] = float(value)
-    histograms = {}
-    for labels, parts in per_labels.items():
-        total, buckets = 0.0, []
-        for bound in BUCKETS[name]:
-            total += parts.get(str(bound), 0.0)
-            buckets.append(("+Inf" if bound == INF else str(bound), total))
-        histograms[labels] = (buckets, parts.get("sum", 0.0))
-    return histograms
+from plumbing.metrics import INF, queue_length, read_counters, read_histograms, read_marks
 
 
 def _histogram(name: str, metric: str, documentation: str, label_names: list[str]) -> Metric:
     family = HistogramMetricFamily(metric, documentation, labels=label_names)
-    for labels, (buckets, total) in _read_histograms(name).items():
+    for labels, (buckets, total) in read_histograms(name).items():
         values = json.loads(labels)
         family.add_metric([values.get(n, "") for n in label_names], buckets, total)
     return family
@@ -150,9 +32,9 @@ def _histogram(name: str, metric: str, documentation: str, label_names: list[str
 
 def _counter(name: str, metric: str, documentation: str, label_names: list[str]) -> Metric:
     family = CounterMetricFamily(metric, documentation, labels=label_names)
-    for labels, value in _redis().hgetall(_key("c", name)).items():
+    for labels, value in read_counters(name).items():
         values = json.loads(labels)
-        family.add_metric([values.get(n, "") for n in label_names], float(value))
+        family.add_metric([values.get(n, "") for n in label_names], value)
     return family
 
 
@@ -169,7 +51,7 @@ def _jobs_by_state() -> Metric:
 
 def _jobs_stalled() -> Metric:
     from jobs.models import Job, JobState
-    from jobs.services import POOL_STALLED_REASON
+    from jobs.sync import POOL_STALLED_REASON
 
     return _gauge(
         "nightshift_jobs_stalled",
@@ -187,7 +69,7 @@ def _queue_depth() -> Metric:
                                labels=["queue"])  # fmt: skip
     queues = {app.conf.task_default_queue} | {q.name for q in (app.conf.task_queues or [])}
     for queue in sorted(queues):
-        family.add_metric([queue], _redis().llen(queue))
+        family.add_metric([queue], queue_length(queue))
     return family
 
 
@@ -221,7 +103,7 @@ def _pool_gpus() -> Iterator[Metric]:
 
 
 def _timestamps(now: float) -> Iterator[Metric]:
-    marks = {k.decode(): float(v) for k, v in _redis().hgetall(_key("t")).items()}
+    marks = read_marks()
     last_sync = marks.get("sync_success")
     yield _gauge("nightshift_sync_last_success_timestamp_seconds",
                  "When a sync cycle last completed (0: never).", last_sync or 0)  # fmt: skip

@@ -7,7 +7,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 from accounting import api as accounting_api
 from accounts import api as accounts_api
 from jobs.api import views as jobs_api
-from portal.api import api_not_found
+from plumbing.api import api_not_found
 
 app_name = "api"
 urlpatterns = [

@@ -8,7 +8,7 @@ from rest_framework import serializers
 
 from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
 from jobs.models import EnvironmentPreset, Job, JobEvent, JobState, Sweep
-from jobs.services import JOB_NAME_MAX_LENGTH, JobSpec, job_default_name
+from jobs.specs import JOB_NAME_MAX_LENGTH, JobSpec, job_default_name
 from labs.models import Lab
 
 

@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs import readouts, selectors, services, studies, sweeps
+from jobs import actions, readouts, selectors, specs, staging, studies, submission, sweeps
 from jobs.filters import JobListFilter
 from jobs.lookups import (
     actionable_job_or_403,
@@ -30,7 +30,7 @@ from jobs.lookups import (
 )
 from jobs.models import EnvironmentPreset, Job, Sweep
 from labs.quotas import quota_standings
-from portal.api import ApiError, ErrorSerializer, SubmissionThrottle
+from plumbing.api import ApiError, ErrorSerializer, SubmissionThrottle
 
 from .serializers import (
     JobCloneJSONSerializer,
@@ -80,13 +80,13 @@ def _errors(*codes: int) -> dict:
     return {code: ERRORS.get(code) or OpenApiResponse(ErrorSerializer) for code in codes}
 
 
-def submission_refused(exc: services.JobSubmissionError) -> ApiError:
+def submission_refused(exc: specs.JobSubmissionError) -> ApiError:
     field = API_FIELD_FOR.get(exc.field, exc.field)
-    if isinstance(exc, services.SubmissionsPaused):
+    if isinstance(exc, specs.SubmissionsPaused):
         return ApiError(exc.message, code="maintenance", status_code=503)
-    if isinstance(exc, services.AccountNotApproved):
+    if isinstance(exc, specs.AccountNotApproved):
         return ApiError(exc.message, code="account_pending", status_code=403)
-    if isinstance(exc, services.QuotaRefusal):
+    if isinstance(exc, specs.QuotaRefusal):
         return ApiError(exc.message, code="quota_exceeded", status_code=403,
                         field=None if field == "quota" else field)  # fmt: skip
     return ApiError(exc.message, code="invalid", status_code=400, field=field)
@@ -105,7 +105,7 @@ def _source_job(request: Request, data: dict) -> Job | None:
 
 def _name(data: dict, copy_from: Job | None = None) -> str:
     """The name given, else the uploaded file's (set by the serializer) or the source's."""
-    return data.get("name") or services.job_default_name(uploaded_name=None, source=copy_from)
+    return data.get("name") or specs.job_default_name(uploaded_name=None, source=copy_from)
 
 
 def job_response(request: Request, job: Job, code: int = 200) -> Response:
@@ -177,12 +177,12 @@ class JobListView(GenericAPIView):
         data = form.validated_data
         copy_from = _source_job(request, data)
         try:
-            job = services.job_submit(
+            job = submission.job_submit(
                 user=request.user, spec=form.to_spec(_name(data, copy_from)),
                 script=data.get("script"), copy_from=copy_from,
                 requirements=data.get("requirements"),
             )  # fmt: skip
-        except services.JobSubmissionError as exc:
+        except specs.JobSubmissionError as exc:
             raise submission_refused(exc) from None
         return job_response(request, job, status.HTTP_201_CREATED)
 
@@ -234,7 +234,7 @@ class SweepListView(GenericAPIView):
                 plan=sweeps.SweepPlan.from_json(data["parameters"]), script=data.get("script"),
                 copy_from=copy_from, requirements=data.get("requirements"),
             )  # fmt: skip
-        except services.JobSubmissionError as exc:
+        except specs.JobSubmissionError as exc:
             raise submission_refused(exc) from None
         return sweep_response(request, sweep, status.HTTP_201_CREATED)
 
@@ -263,7 +263,7 @@ class MatrixSubmitView(APIView):
                 datasets=[sweeps.MatrixDataset(d["name"], d.get("path"), d["upload"])
                           for d in data["datasets"]],
             )  # fmt: skip
-        except services.JobSubmissionError as exc:
+        except specs.JobSubmissionError as exc:
             raise submission_refused(exc) from None
         return sweep_response(request, sweep, status.HTTP_201_CREATED)
 
@@ -290,7 +290,7 @@ class StudySubmitView(APIView):
                 plan=studies.StudyPlan.from_json(data["study"]), script=data.get("script"),
                 requirements=data.get("requirements"),
             )  # fmt: skip
-        except services.JobSubmissionError as exc:
+        except specs.JobSubmissionError as exc:
             raise submission_refused(exc) from None
         return sweep_response(request, sweep, status.HTTP_201_CREATED)
 
@@ -362,7 +362,7 @@ class SweepCancelView(APIView):
                 studies.study_cancel(sweep=sweep, user=request.user)
             else:
                 sweeps.sweep_cancel(sweep=sweep, user=request.user)
-        except services.JobActionError as exc:
+        except specs.JobActionError as exc:
             raise ApiError(str(exc), code="conflict", status_code=409) from None
         return sweep_response(request, sweep)
 
@@ -386,7 +386,7 @@ def _action_view(service, summary: str):
             job = actionable_job_or_403(request.user, public_id)
             try:
                 job = service(job=job, user=request.user)
-            except services.JobActionError as exc:
+            except specs.JobActionError as exc:
                 raise ApiError(str(exc), code="conflict", status_code=409) from None
             return job_response(request, job)
 
@@ -395,9 +395,9 @@ def _action_view(service, summary: str):
     return JobActionView
 
 
-JobCancelView = _action_view(services.job_cancel, "Cancel a job")
-JobHoldView = _action_view(services.job_hold, "Hold a job until you release it")
-JobReleaseView = _action_view(services.job_release, "Release a held job")
+JobCancelView = _action_view(actions.job_cancel, "Cancel a job")
+JobHoldView = _action_view(actions.job_hold, "Hold a job until you release it")
+JobReleaseView = _action_view(actions.job_release, "Release a held job")
 
 
 class JobRerunView(APIView):
@@ -410,8 +410,8 @@ class JobRerunView(APIView):
     def post(self, request: Request, public_id) -> Response:
         job = own_job_or_403(request.user, public_id)
         try:
-            new_job = services.job_rerun(job=job, user=request.user)
-        except services.JobSubmissionError as exc:
+            new_job = actions.job_rerun(job=job, user=request.user)
+        except specs.JobSubmissionError as exc:
             raise submission_refused(exc) from None
         return job_response(request, new_job, status.HTTP_201_CREATED)
 
@@ -432,14 +432,14 @@ class JobCloneView(APIView):
         job = own_job_or_403(request.user, public_id)
         form = JobCloneSerializer(data=request.data, partial=True)
         form.is_valid(raise_exception=True)
-        spec = dataclasses.replace(services.job_spec_of(job), **form.spec_changes())
+        spec = dataclasses.replace(specs.job_spec_of(job), **form.spec_changes())
         script = form.validated_data.get("script")
         try:
-            new_job = services.job_submit(
+            new_job = submission.job_submit(
                 user=request.user, spec=spec, script=script,
                 copy_from=None if script else job,
             )  # fmt: skip
-        except services.JobSubmissionError as exc:
+        except specs.JobSubmissionError as exc:
             raise submission_refused(exc) from None
         return job_response(request, new_job, status.HTTP_201_CREATED)
 
@@ -470,7 +470,7 @@ class JobLogView(APIView):
     )  # fmt: skip
     def get(self, request: Request, public_id, stream: str) -> Response:
         job = visible_job_or_404(request.user, public_id)
-        path = services.job_logs_for(job).get(stream)
+        path = staging.job_logs_for(job).get(stream)
         if path is None:
             raise Http404("Logs are stdout, stderr and, for jobs that install packages, install.")
         raw_offset = request.query_params.get("offset", "0")
@@ -572,8 +572,8 @@ class MatchView(APIView):
         form = JobMatchSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         try:
-            summary = services.job_match_summary(user=request.user, spec=form.to_spec("match"))
-        except services.JobSubmissionError as exc:
+            summary = submission.job_match_summary(user=request.user, spec=form.to_spec("match"))
+        except specs.JobSubmissionError as exc:
             raise submission_refused(exc) from None
         if summary is None:
             raise ApiError("The pool is not answering; try again shortly.",

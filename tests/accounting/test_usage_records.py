@@ -13,7 +13,7 @@ from accounting.models import UsageRecord
 from accounting.selectors import gpu_hours_used
 from condor_bridge import JobObservation
 from condor_bridge import JobState as Condor
-from jobs import services
+from jobs import sync
 from jobs.models import Job, JobOutcome, JobState
 from tests.factories import LabFactory, UserFactory
 
@@ -51,7 +51,7 @@ def ad(state, *, wall=0, committed=0, run_since=None, host="ws-volta", last_host
 
 def play(job, history) -> list[UsageRecord]:
     for observation in history:
-        services.job_apply_observation(job.pk, observation)
+        sync.job_apply_observation(job.pk, observation)
     return list(UsageRecord.objects.filter(job=job).order_by("started_at"))
 
 
@@ -166,9 +166,9 @@ def test_a_sync_that_crashes_halfway_records_nothing_and_the_next_one_everything
         raise RuntimeError("worker killed")
 
     # The crash comes after the usage records were written, inside the same transaction.
-    monkeypatch.setattr(services, "_describe", crash)
+    monkeypatch.setattr(sync, "_describe", crash)
     with pytest.raises(RuntimeError):
-        services.job_apply_observation(job.pk, EVICTED_TWICE_NO_CHECKPOINT[1])
+        sync.job_apply_observation(job.pk, EVICTED_TWICE_NO_CHECKPOINT[1])
     assert [r.ended_at for r in UsageRecord.objects.filter(job=job)] == [None]
     monkeypatch.undo()
     records = play(job, EVICTED_TWICE_NO_CHECKPOINT[1:])

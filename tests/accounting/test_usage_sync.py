@@ -8,7 +8,7 @@ from django.db import connection
 
 from accounting.models import UsageRecord
 from condor_bridge import JobState as CondorState
-from jobs import services
+from jobs import specs, submission, sync
 from tests.conftest import script_upload
 
 T0 = datetime(2026, 11, 2, 21, 0, tzinfo=UTC)
@@ -16,8 +16,8 @@ T0 = datetime(2026, 11, 2, 21, 0, tzinfo=UTC)
 
 def submit(user, **spec):
     spec.setdefault("name", "train")
-    job = services.job_submit(user=user, spec=services.JobSpec(**spec), script=script_upload())
-    return services.job_submit_to_pool(job.pk)
+    job = submission.job_submit(user=user, spec=specs.JobSpec(**spec), script=script_upload())
+    return submission.job_submit_to_pool(job.pk)
 
 
 @pytest.mark.django_db
@@ -25,15 +25,15 @@ def test_runs_on_the_bridge_become_records_that_add_up_to_htcondors_wall_time(st
     job = submit(student, gpus=2)
     job_id = str(job.public_id)
     fake_bridge.set_state(job_id, CondorState.RUNNING, at=T0)
-    services.jobs_sync()
+    sync.jobs_sync()
     assert [(r.workstation, r.gpus, r.is_open) for r in UsageRecord.objects.all()] == [
         ("ws-volta", 2, True)
     ]
     fake_bridge.set_state(job_id, CondorState.IDLE, at=T0 + timedelta(minutes=20))
-    services.jobs_sync()
+    sync.jobs_sync()
     fake_bridge.set_state(job_id, CondorState.RUNNING, at=T0 + timedelta(minutes=25))
     fake_bridge.set_state(job_id, CondorState.COMPLETED, at=T0 + timedelta(minutes=55), exit_code=0)
-    services.jobs_sync()
+    sync.jobs_sync()
     records = list(UsageRecord.objects.order_by("started_at"))
     assert [(r.wall_s, r.committed_s, r.badput_s, r.ended_by) for r in records] == [
         (1200, 0, 1200, "evicted"),
@@ -48,8 +48,8 @@ def test_runs_on_the_bridge_become_records_that_add_up_to_htcondors_wall_time(st
 def test_a_sync_with_nothing_new_writes_no_usage(student, fake_bridge):
     job = submit(student, gpus=1)
     fake_bridge.set_state(str(job.public_id), CondorState.RUNNING)
-    services.jobs_sync()
-    assert services.jobs_sync().changed == 0
+    sync.jobs_sync()
+    assert sync.jobs_sync().changed == 0
     assert UsageRecord.objects.count() == 1
 
 
@@ -65,7 +65,7 @@ def test_two_overlapping_sync_ticks_record_each_run_once(student, fake_bridge):
     def tick():
         try:
             barrier.wait()
-            services.jobs_sync()
+            sync.jobs_sync()
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
         finally:

@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from jobs import services
+from jobs import specs, submission
 from tests.conftest import script_upload
 
 pytestmark = pytest.mark.django_db
@@ -32,8 +32,8 @@ USER_ENDPOINTS = [
 
 @pytest.fixture
 def students_job(student, fake_bridge):
-    job = services.job_submit(
-        user=student, spec=services.JobSpec(name="mine"), script=script_upload()
+    job = submission.job_submit(
+        user=student, spec=specs.JobSpec(name="mine"), script=script_upload()
     )
     (job.directory / "outputs" / "model.txt").write_text("weights")
     (job.directory / "stdout.txt").write_text("secret log")

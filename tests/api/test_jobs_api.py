@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from condor_bridge import JobState as CondorState
-from jobs import services
+from jobs import actions, specs, staging, submission, sync
 from jobs.models import Job, JobState
 from tests.conftest import script_upload
 
@@ -23,8 +23,8 @@ def submit(api, **fields):
 
 
 def a_job(student, **spec) -> Job:
-    return services.job_submit(
-        user=student, spec=services.JobSpec(name=spec.pop("name", "x"), **spec),
+    return submission.job_submit(
+        user=student, spec=specs.JobSpec(name=spec.pop("name", "x"), **spec),
         script=script_upload(),
     )  # fmt: skip
 
@@ -160,15 +160,15 @@ def test_a_bad_filter_value_is_a_400(api):
 
 def test_cancel_hold_and_release_act_and_are_recorded(api, student, fake_bridge):
     job = a_job(student)
-    services.job_submit_to_pool(job.pk)
+    submission.job_submit_to_pool(job.pk)
     fake_bridge.set_state(str(job.public_id), CondorState.IDLE)
-    services.jobs_sync()
+    sync.jobs_sync()
     held = api.post(reverse("api:job-hold", args=[job.public_id]))
     assert held.status_code == 200, held.json()
     job.refresh_from_db()
     assert job.events.filter(kind="hold requested", actor__username="student").exists()
     fake_bridge.set_state(str(job.public_id), CondorState.HELD, hold_reason="held by user")
-    services.jobs_sync()
+    sync.jobs_sync()
     assert api.post(reverse("api:job-release", args=[job.public_id])).status_code == 200
     cancel = api.post(reverse("api:job-cancel", args=[job.public_id]))
     assert cancel.status_code == 200
@@ -203,7 +203,7 @@ def test_rerun_and_clone_submit_new_jobs(api, student, fake_bridge):
 
 def test_the_timeline_lists_events_with_their_actor(api, student, fake_bridge):
     job = a_job(student)
-    services.job_cancel(job=job, user=student)
+    actions.job_cancel(job=job, user=student)
     events = api.get(reverse("api:job-events", args=[job.public_id])).json()
     assert [e["kind"] for e in events][:1] == ["created"]
     assert events[-1]["actor"] == "student"
@@ -245,7 +245,7 @@ def test_outputs_list_download_and_zip(api, student, fake_bridge):
 
 def test_metrics_come_as_json_and_can_be_downsampled(api, student, fake_bridge):
     job = a_job(student)
-    path = services.job_metrics_path(job)
+    path = staging.job_metrics_path(job)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f'{{"step": {i}, "loss": {1 / (i + 1)}}}\n' for i in range(50)))
     url = reverse("api:job-metrics", args=[job.public_id])
@@ -268,8 +268,8 @@ def test_the_pool_lists_workstations_gpus_and_environments(api, fake_bridge):
 
 def test_match_says_what_fits_with_the_same_logic_as_the_form(api, student, fake_bridge):
     fits = api.post(reverse("api:match"), {"gpus": 1, "gpu_memory_gb": 40}, format="json").json()
-    spec = services.JobSpec(name="m", gpus=1, gpu_memory_gb=40)
-    expected = services.job_match_summary(user=student, spec=spec)
+    spec = specs.JobSpec(name="m", gpus=1, gpu_memory_gb=40)
+    expected = submission.job_match_summary(user=student, spec=spec)
     assert fits["machines_matching"] == expected.machines_matching >= 1
     nothing = api.post(reverse("api:match"), {"gpus": 8}, format="json").json()
     assert nothing["can_ever_run"] is False

@@ -107,11 +107,11 @@ def test_a_bad_token_says_how_to_sign_in_again(nightshift, logged_in):
 
 
 def test_another_users_job_is_not_found(nightshift, logged_in, other_student, fake_bridge):
-    from jobs import services
+    from jobs import specs, submission
     from tests.conftest import script_upload
 
-    theirs = services.job_submit(
-        user=other_student, spec=services.JobSpec(name="theirs"), script=script_upload()
+    theirs = submission.job_submit(
+        user=other_student, spec=specs.JobSpec(name="theirs"), script=script_upload()
     )
     for command in ("status", "logs", "download", "cancel"):
         done = nightshift(command, str(theirs.public_id))

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from jobs import services
+from jobs import sync
 from jobs.models import Job, Sweep
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -69,7 +69,7 @@ def test_a_sweep_is_cancelled_from_the_command_line(nightshift, logged_in, tmp_p
     assert done.status == 0, done.stderr
     assert "Cancelling the runs of" in done.stderr
     assert "3 runs" in done.stdout
-    services.jobs_sync()  # the pool's removal reaches the portal
+    sync.jobs_sync()  # the pool's removal reaches the portal
     again = nightshift("sweeps", str(sweep.public_id), "--cancel")
     assert again.status != 0 and "already ended" in again.stderr
 

@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from accounting.models import UsageRecord
-from jobs import services
+from jobs import sync
 from jobs.models import JobEvent
 from tests.faults.conftest import BURST
 
@@ -23,7 +23,7 @@ def test_four_syncs_at_once_beside_beat_record_every_change_once(burst):
     def sync_again_and_again():
         try:
             while not stop.is_set():
-                services.jobs_sync()
+                sync.jobs_sync()
         except Exception as exc:  # noqa: BLE001 - reported by the test
             errors.append(exc)
         finally:

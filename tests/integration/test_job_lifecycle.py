@@ -7,7 +7,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from condor_bridge import JobState as CondorState
-from jobs import services
+from jobs import specs, submission
 from jobs.bridge import get_bridge
 from jobs.models import Job, JobState
 from tests.conftest import script_upload
@@ -85,8 +85,8 @@ def test_more_gpu_memory_than_any_machine_has_is_refused_with_the_reason(web, li
 def test_a_job_no_machine_can_run_any_more_stays_idle_and_says_why(web, live_pipeline):
     # As if the only big-GPU workstation had left the pool after the job was accepted.
     user = get_user_model().objects.get(username="ada")
-    job = services.job_submit(
-        user=user, spec=services.JobSpec(name="too big", gpus=1, gpu_memory_gb=200, memory_mb=256),
+    job = submission.job_submit(
+        user=user, spec=specs.JobSpec(name="too big", gpus=1, gpu_memory_gb=200, memory_mb=256),
         script=script_upload("print('never')\n"), check_pool=False,
     )  # fmt: skip
     wait_for(lambda: Job.objects.get(pk=job.pk).match_problem, timeout=60, what="match problem")

@@ -132,12 +132,12 @@ def test_a_job_that_ignores_checkpoints_starts_again_from_zero_and_still_finishe
 
 
 def test_a_job_an_admin_moves_resumes_from_its_checkpoint(student_client, live_pipeline):
-    from jobs import services
+    from jobs import actions
 
     admin = get_user_model().objects.create_user("root", is_staff=True)
     job = submit(student_client, CHECKPOINTING)
     trains_a_few_steps(job)
-    services.job_vacate(job=Job.objects.get(pk=job.pk), user=admin)
+    actions.job_vacate(job=Job.objects.get(pk=job.pk), user=admin)
     wait_for_state(job, {JobState.COMPLETED}, timeout=180)
     evicted = job.events.get(kind="evicted")
     assert (

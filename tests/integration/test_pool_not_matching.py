@@ -8,7 +8,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from jobs.models import Job, JobState
-from jobs.services import POOL_STALLED_REASON
+from jobs.sync import POOL_STALLED_REASON
 from tests.conftest import script_upload
 from tests.helpers import pool_command, wait_for
 from tests.integration.test_condor_doctor import doctor

@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-from jobs import services
+from jobs import actions, specs, submission
 from jobs.bridge import get_bridge
 from jobs.models import Job, JobState
 from tests.conftest import script_upload
@@ -48,8 +48,8 @@ def test_injected_drift_is_repaired(own_instance, student):
 
     def submitted(name: str) -> Job:
         sleeper = script_upload("import time; time.sleep(600)\n")
-        job = services.job_submit(user=student, spec=services.JobSpec(name=name), script=sleeper)
-        services.job_submit_to_pool(job.pk)
+        job = submission.job_submit(user=student, spec=specs.JobSpec(name=name), script=sleeper)
+        submission.job_submit_to_pool(job.pk)
         job.refresh_from_db()
         return job
 
@@ -58,7 +58,7 @@ def test_injected_drift_is_repaired(own_instance, student):
                  reason=("held by an administrator", 1))  # fmt: skip
     ended = submitted("ended-in-portal-only")
     Job.objects.filter(pk=ended.pk).update(state=JobState.REMOVED)
-    lost = services.job_submit(user=student, spec=services.JobSpec(name="never-there"),
+    lost = submission.job_submit(user=student, spec=specs.JobSpec(name="never-there"),
                                script=script_upload())  # fmt: skip
     Job.objects.filter(pk=lost.pk).update(cluster_id=9_999_999, proc_id=0, state=JobState.IDLE)
 
@@ -83,4 +83,4 @@ def test_injected_drift_is_repaired(own_instance, student):
     call_command("reconcile", "--dry-run", stdout=out)
     # Removed jobs may linger in the queue a moment as "removed"; they are not drift.
     assert "nothing to repair" in out.getvalue(), out.getvalue()
-    services.job_cancel(job=held, user=student)
+    actions.job_cancel(job=held, user=student)

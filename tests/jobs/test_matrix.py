@@ -8,7 +8,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from jobs import services, sweeps
+from jobs import specs, sweeps
 from jobs.models import Job, Sweep
 from tests.conftest import client_with_token, script_upload
 from tests.jobs.test_projects import project
@@ -43,7 +43,7 @@ def datasets():
 def submit(user, **spec):
     spec.setdefault("name", "eval")
     spec.setdefault("arguments", ["--system", "{system}"])
-    return sweeps.matrix_submit(user=user, spec=services.JobSpec(**spec), systems=systems(),
+    return sweeps.matrix_submit(user=user, spec=specs.JobSpec(**spec), systems=systems(),
                                 datasets=datasets())  # fmt: skip
 
 
@@ -81,8 +81,8 @@ def test_every_system_runs_on_every_dataset_with_its_own_files(student, fake_bri
 ])  # fmt: skip
 def test_a_bad_matrix_is_refused_whole(student, fake_bridge, settings, change, field, message):
     arguments = {"systems": systems(), "datasets": datasets()} | change
-    with pytest.raises(services.JobSubmissionError, match=message) as refused:
-        sweeps.matrix_submit(user=student, spec=services.JobSpec(name="m"), **arguments)
+    with pytest.raises(specs.JobSubmissionError, match=message) as refused:
+        sweeps.matrix_submit(user=student, spec=specs.JobSpec(name="m"), **arguments)
     assert refused.value.field == field
     assert not Job.objects.exists()
     left = settings.JOBS_DIR.iterdir() if settings.JOBS_DIR.exists() else []
@@ -92,7 +92,7 @@ def test_a_bad_matrix_is_refused_whole(student, fake_bridge, settings, change, f
 
 def test_a_matrix_over_the_run_limit_is_refused(student, fake_bridge, settings):
     settings.MAX_SWEEP_RUNS = 5
-    with pytest.raises(services.JobSubmissionError, match="2 systems by 3 datasets make 6"):
+    with pytest.raises(specs.JobSubmissionError, match="2 systems by 3 datasets make 6"):
         submit(student)
 
 
@@ -145,7 +145,7 @@ def test_the_api_names_a_file_that_was_not_uploaded(student, fake_bridge):
 def test_hostile_names_and_file_names_stay_text_and_inside_the_run(student, fake_bridge, settings):
     evil = '$(HOME) "x" +Owner = "root"'
     sweep = sweeps.matrix_submit(
-        user=student, spec=services.JobSpec(name="m", arguments=["{system}", "{dataset}"]),
+        user=student, spec=specs.JobSpec(name="m", arguments=["{system}", "{dataset}"]),
         systems=[sweeps.MatrixSystem(evil, script_upload("1", name="a.py"))],
         datasets=[
             sweeps.MatrixDataset("d1", path="/data/$(HOME) 'q'"),

@@ -4,7 +4,7 @@ import pytest
 from django.core import mail
 
 from condor_bridge import JobState as CondorState
-from jobs import services
+from jobs import notifications, specs, submission, sync
 from jobs.models import JobState
 from tests.conftest import script_upload
 
@@ -14,16 +14,16 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def sent_now(monkeypatch):
     """Run the notification task in-process instead of through a worker."""
-    monkeypatch.setattr("jobs.tasks.notify_job.delay", services.job_notify)
+    monkeypatch.setattr("jobs.tasks.notify_job.delay", notifications.job_notify)
     monkeypatch.setattr("jobs.tasks.collect_outputs.delay", lambda pk: None)
 
 
 def submitted(user, notify: bool):
-    job = services.job_submit(
-        user=user, spec=services.JobSpec(name="mnist", notify_by_email=notify),
+    job = submission.job_submit(
+        user=user, spec=specs.JobSpec(name="mnist", notify_by_email=notify),
         script=script_upload(),
     )  # fmt: skip
-    return services.job_submit_to_pool(job.pk)
+    return submission.job_submit_to_pool(job.pk)
 
 
 def test_a_student_who_opted_in_hears_that_the_job_completed(
@@ -33,7 +33,7 @@ def test_a_student_who_opted_in_hears_that_the_job_completed(
     job = submitted(student, notify=True)
     fake_bridge.set_state(str(job.public_id), CondorState.COMPLETED, exit_code=0)
     with django_capture_on_commit_callbacks(execute=True):
-        services.jobs_sync()
+        sync.jobs_sync()
     assert len(mail.outbox) == 1
     message = mail.outbox[0]
     assert message.to == [student.email]
@@ -51,7 +51,7 @@ def test_a_held_job_email_explains_the_hold(
         hold_reason_code=34, hold_reason_subcode=102,
     )  # fmt: skip
     with django_capture_on_commit_callbacks(execute=True):
-        services.jobs_sync()
+        sync.jobs_sync()
     assert "It used more memory than it asked for." in mail.outbox[0].body
 
 
@@ -61,7 +61,7 @@ def test_no_email_without_opting_in(
     job = submitted(student, notify=False)
     fake_bridge.set_state(str(job.public_id), CondorState.COMPLETED, exit_code=1)
     with django_capture_on_commit_callbacks(execute=True):
-        services.jobs_sync()
+        sync.jobs_sync()
     job.refresh_from_db()
     assert job.state == JobState.FAILED
     assert mail.outbox == []
@@ -73,5 +73,5 @@ def test_running_is_not_worth_an_email(
     job = submitted(student, notify=True)
     fake_bridge.set_state(str(job.public_id), CondorState.RUNNING)
     with django_capture_on_commit_callbacks(execute=True):
-        services.jobs_sync()
+        sync.jobs_sync()
     assert mail.outbox == []

@@ -5,7 +5,7 @@ import hashlib
 import pytest
 from django.urls import reverse
 
-from jobs import selectors, services, sweeps
+from jobs import actions, selectors, specs, submission, sweeps
 from jobs.models import Job
 from tests.conftest import client_with_token, script_upload
 
@@ -16,7 +16,7 @@ SCRIPT = "import os\nprint(os.environ['NIGHTSHIFT_SEED'])\n"
 
 def submit(user, **spec):
     spec.setdefault("name", "seeded")
-    return services.job_submit(user=user, spec=services.JobSpec(**spec),
+    return submission.job_submit(user=user, spec=specs.JobSpec(**spec),
                                script=script_upload(SCRIPT))  # fmt: skip
 
 
@@ -27,7 +27,7 @@ def test_every_job_records_its_files_hash_and_a_seed(student, fake_bridge):
 
 
 def test_the_submit_description_is_kept_as_sent(student, fake_bridge):
-    job = services.job_submit_to_pool(submit(student).pk)
+    job = submission.job_submit_to_pool(submit(student).pk)
     sent = fake_bridge.submitted[str(job.public_id)]
     assert job.submit_description.splitlines()[0] == f"universe = {sent['universe']}"
     assert f"environment = {sent['environment']}" in job.submit_description
@@ -36,8 +36,8 @@ def test_the_submit_description_is_kept_as_sent(student, fake_bridge):
 
 
 def test_a_reproduction_has_the_same_files_seed_and_submit_description(student, fake_bridge):
-    original = services.job_submit_to_pool(submit(student, arguments=["--lr", "0.1"]).pk)
-    again = services.job_submit_to_pool(services.job_rerun(job=original, user=student).pk)
+    original = submission.job_submit_to_pool(submit(student, arguments=["--lr", "0.1"]).pk)
+    again = submission.job_submit_to_pool(actions.job_rerun(job=original, user=student).pk)
     assert again.reproduces == original
     assert again.seed == original.seed
     normalise = selectors._comparable_description
@@ -50,9 +50,9 @@ def test_a_reproduction_has_the_same_files_seed_and_submit_description(student, 
 
 
 def test_what_differs_in_a_reproduction_is_named(student, fake_bridge):
-    original = services.job_submit_to_pool(submit(student).pk)
+    original = submission.job_submit_to_pool(submit(student).pk)
     Job.objects.filter(pk=original.pk).update(workstation="ws-volta", gpu_model="V100")
-    again = services.job_rerun(job=original, user=student)
+    again = actions.job_rerun(job=original, user=student)
     Job.objects.filter(pk=again.pk).update(workstation="ws-ampere", gpu_model="A100")
     again.refresh_from_db()
     differences = selectors.reproduction_of(again).differences
@@ -61,8 +61,8 @@ def test_what_differs_in_a_reproduction_is_named(student, fake_bridge):
 
 
 def test_the_job_page_shows_the_record_and_the_comparison(student_client, student, fake_bridge):
-    original = services.job_submit_to_pool(submit(student).pk)
-    again = services.job_submit_to_pool(services.job_rerun(job=original, user=student).pk)
+    original = submission.job_submit_to_pool(submit(student).pk)
+    again = submission.job_submit_to_pool(actions.job_rerun(job=original, user=student).pk)
     page = student_client.get(reverse("jobs:detail", args=[again.public_id])).content.decode()
     assert "Reproducibility record" in page
     assert f"NIGHTSHIFT_SEED={original.seed}" in page
@@ -72,7 +72,7 @@ def test_the_job_page_shows_the_record_and_the_comparison(student_client, studen
 
 
 def test_the_api_returns_the_record(student, fake_bridge):
-    job = services.job_submit_to_pool(submit(student).pk)
+    job = submission.job_submit_to_pool(submit(student).pk)
     body = client_with_token(student).get(reverse("api:job-detail", args=[job.public_id])).json()
     record = body["reproducibility"]
     assert record["seed"] == job.seed
@@ -83,7 +83,7 @@ def test_the_api_returns_the_record(student, fake_bridge):
 
 def test_each_sweep_run_has_its_own_seed_and_description(student, fake_bridge):
     sweep = sweeps.sweep_submit(
-        user=student, spec=services.JobSpec(name="s", arguments=["{x}"]),
+        user=student, spec=specs.JobSpec(name="s", arguments=["{x}"]),
         plan=sweeps.SweepPlan.from_json({"grid": {"x": [1, 2]}}), script=script_upload(),
     )  # fmt: skip
     sweeps.sweep_submit_to_pool(sweep.pk)
@@ -91,5 +91,5 @@ def test_each_sweep_run_has_its_own_seed_and_description(student, fake_bridge):
     assert first.source["sha256"] == second.source["sha256"]
     assert "'1'" in first.submit_description.split("arguments = ")[1].splitlines()[0]
     assert "'2'" in second.submit_description.split("arguments = ")[1].splitlines()[0]
-    again = services.job_rerun(job=second, user=student)
+    again = actions.job_rerun(job=second, user=student)
     assert (again.seed, again.parameters) == (second.seed, {"x": 2})

@@ -7,7 +7,7 @@ import optuna
 import pytest
 
 from condor_bridge import JobState as Condor
-from jobs import services, studies
+from jobs import specs, studies, submission, sync
 from jobs.models import Job, JobState
 from tests.conftest import script_upload
 from tests.factories import LabFactory, MembershipFactory
@@ -27,7 +27,7 @@ def start(user, **plan):
     plan = {"space": SPACE, "objective": "loss", "parallel": 2, "max_trials": 5,
             "seed": 7, **plan}  # fmt: skip
     return studies.study_submit(
-        user=user, spec=services.JobSpec(name="search", arguments=["--x", "{x}"]),
+        user=user, spec=specs.JobSpec(name="search", arguments=["--x", "{x}"]),
         plan=studies.StudyPlan.from_json(plan), script=script_upload(),
     )  # fmt: skip
 
@@ -44,7 +44,7 @@ def finish(fake_bridge, job, losses, state=Condor.COMPLETED, exit_code=0):
 
 def submitted(sweep):
     for job in sweep.runs.filter(cluster_id__isnull=True):
-        services.job_submit_to_pool(job.pk)
+        submission.job_submit_to_pool(job.pk)
     return list(sweep.runs.order_by("sweep_index"))
 
 
@@ -66,7 +66,7 @@ def test_finished_trials_are_told_to_optuna_and_new_ones_started(student, fake_b
     first, second = submitted(sweep)
     finish(fake_bridge, first, [3.0, 2.0])
     finish(fake_bridge, second, [1.0], state=Condor.COMPLETED, exit_code=1)
-    services.jobs_sync()
+    sync.jobs_sync()
     report = studies.study_advance(sweep.pk)
     assert (report.told, report.started) == (2, 2)
     study = optuna.load_study(study_name=f"nightshift-{sweep.public_id}",
@@ -81,7 +81,7 @@ def test_the_study_stops_at_its_number_of_trials(student, fake_bridge):
     studies.study_advance(sweep.pk)
     for job in submitted(sweep):
         finish(fake_bridge, job, [1.0])
-    services.jobs_sync()
+    sync.jobs_sync()
     report = studies.study_advance(sweep.pk)
     sweep.refresh_from_db()
     assert report.started == 0 and report.finished
@@ -97,16 +97,16 @@ def test_a_trial_worse_than_the_others_is_asked_to_stop_then_removed(
     good_a, good_b, bad, _ = submitted(sweep)
     finish(fake_bridge, good_a, [1.0, 0.5, 0.2])
     finish(fake_bridge, good_b, [1.1, 0.6, 0.3])
-    services.jobs_sync()
+    sync.jobs_sync()
     studies.study_advance(sweep.pk)  # the two good ones are told
     fake_bridge.set_state(str(bad.public_id), Condor.RUNNING)
-    services.jobs_sync()
+    sync.jobs_sync()
     finish(fake_bridge, bad, [5.0, 4.8, 4.9], state=None)  # still running, far worse
     assert studies.study_advance(sweep.pk).pruned == 1
     assert (bad.directory / ".nightshift" / "control" / "stop").is_file()
     assert bad.events.filter(kind="prune requested").exists()
     studies.study_advance(sweep.pk)  # the grace (0 s here) is over: removed
-    services.jobs_sync()
+    sync.jobs_sync()
     bad.refresh_from_db()
     assert bad.state == JobState.REMOVED
     studies.study_advance(sweep.pk)
@@ -145,7 +145,7 @@ def test_a_gpu_hour_budget_stops_the_study_and_its_running_trials(student, fake_
     ({"nonsense": 1}, "study"),
 ])  # fmt: skip
 def test_a_bad_study_is_refused_naming_the_field(student, fake_bridge, plan, field):
-    with pytest.raises(services.JobSubmissionError) as refused:
+    with pytest.raises(specs.JobSubmissionError) as refused:
         start(student, **plan)
     assert refused.value.field == field
 
@@ -153,7 +153,7 @@ def test_a_bad_study_is_refused_naming_the_field(student, fake_bridge, plan, fie
 def test_the_quota_counts_the_trials_that_run_at_once(student, fake_bridge):
     lab = LabFactory(name="Vision", max_queued_jobs=3)
     MembershipFactory(lab=lab, user=student)
-    with pytest.raises(services.QuotaRefusal, match="sweep of 4 runs"):
+    with pytest.raises(specs.QuotaRefusal, match="sweep of 4 runs"):
         start(student, parallel=4)
 
 
@@ -208,9 +208,9 @@ def test_a_full_quota_holds_new_trials_back_until_it_has_room(student, fake_brid
     assert sweep.runs.count() == 2
     first, second = submitted(sweep)
     finish(fake_bridge, first, [1.0])
-    services.jobs_sync()
+    sync.jobs_sync()
     # One trial ended, and another job of the student's took its place in the quota.
-    services.job_submit(user=student, spec=services.JobSpec(name="other"),
+    submission.job_submit(user=student, spec=specs.JobSpec(name="other"),
                         script=script_upload())  # fmt: skip
     studies.study_advance(sweep.pk)
     sweep.refresh_from_db()
@@ -225,7 +225,7 @@ def test_a_seeded_study_never_asks_twice_for_the_same_values(student, fake_bridg
         for job in submitted(sweep):
             if job.state != JobState.COMPLETED:
                 finish(fake_bridge, job, [1.0])
-        services.jobs_sync()
+        sync.jobs_sync()
     values = [job.parameters["x"] for job in sweep.runs.all()]
     assert len(values) == 4 and len(set(values)) == 4
 
@@ -235,7 +235,7 @@ def test_a_projects_entry_command_takes_each_trials_values(student, fake_bridge)
 
     sweep = studies.study_submit(
         user=student,
-        spec=services.JobSpec(name="proj", entry_command="python train.py --x {x}"),
+        spec=specs.JobSpec(name="proj", entry_command="python train.py --x {x}"),
         plan=studies.StudyPlan.from_json({"space": SPACE, "objective": "loss", "parallel": 2,
                                           "max_trials": 2, "seed": 1}),
         script=project({"train.py": "print(1)"}),
@@ -245,6 +245,6 @@ def test_a_projects_entry_command_takes_each_trials_values(student, fake_bridge)
         assert trial.request["arguments"] == ["--x", repr(trial.parameters["x"])]
         assert (trial.directory / "train.py").read_text() == "print(1)"
         assert (
-            services.job_spec_of(trial).entry_command
+            specs.job_spec_of(trial).entry_command
             == f"python train.py --x {trial.parameters['x']!r}"
         )

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from condor_bridge import BridgeError
-from jobs import services, sweeps
+from jobs import actions, specs, sweeps, sync
 from jobs.models import Job, JobState, Sweep
 from tests.conftest import script_upload
 from tests.factories import LabFactory, MembershipFactory
@@ -19,7 +19,7 @@ GRID = {"grid": {"lr": [0.1, 0.01, 0.001], "batch": [32, 64]}}
 def submit_sweep(user, parameters=GRID, **spec):
     spec.setdefault("name", "lr sweep")
     spec.setdefault("arguments", ["--lr", "{lr}", "--batch={batch}"])
-    return sweeps.sweep_submit(user=user, spec=services.JobSpec(**spec),
+    return sweeps.sweep_submit(user=user, spec=specs.JobSpec(**spec),
                                plan=sweeps.SweepPlan.from_json(parameters),
                                script=script_upload())  # fmt: skip
 
@@ -81,7 +81,7 @@ def test_a_scheduler_that_is_down_leaves_the_runs_waiting_and_the_task_retries(
 def test_a_placeholder_that_names_no_parameter_is_refused_and_nothing_is_kept(
     student, fake_bridge, settings
 ):
-    with pytest.raises(services.JobSubmissionError, match=r"\{epochs\} names no parameter"):
+    with pytest.raises(specs.JobSubmissionError, match=r"\{epochs\} names no parameter"):
         submit_sweep(student, arguments=["--epochs", "{epochs}"])
     assert not Sweep.objects.exists() and not Job.objects.exists()
     assert not any(settings.JOBS_DIR.glob("*-*"))
@@ -89,12 +89,12 @@ def test_a_placeholder_that_names_no_parameter_is_refused_and_nothing_is_kept(
 
 def test_a_sweep_over_the_run_limit_is_refused(student, fake_bridge, settings):
     settings.MAX_SWEEP_RUNS = 5
-    with pytest.raises(services.JobSubmissionError, match="6 runs; at most 5"):
+    with pytest.raises(specs.JobSubmissionError, match="6 runs; at most 5"):
         submit_sweep(student)
 
 
 def test_a_value_that_would_break_a_run_refuses_the_whole_sweep(student, fake_bridge):
-    with pytest.raises(services.JobSubmissionError) as refused:
+    with pytest.raises(specs.JobSubmissionError) as refused:
         submit_sweep(student, parameters={"rows": [{"lr": "0.1"}, {"lr": "a\u0000b"}]},
                      arguments=["--lr", "{lr}"])  # fmt: skip
     assert refused.value.field == "arguments"
@@ -104,9 +104,9 @@ def test_a_value_that_would_break_a_run_refuses_the_whole_sweep(student, fake_br
 def test_the_quota_counts_every_run_of_the_sweep_before_any_is_accepted(student, fake_bridge):
     lab = LabFactory(name="Vision", max_queued_jobs=5, max_concurrent_gpus=4)
     MembershipFactory(lab=lab, user=student)
-    with pytest.raises(services.QuotaRefusal, match="this sweep of 6 runs would add 6"):
+    with pytest.raises(specs.QuotaRefusal, match="this sweep of 6 runs would add 6"):
         submit_sweep(student, gpus=0)
-    with pytest.raises(services.QuotaRefusal, match="this sweep of 4 runs asks for 8 more"):
+    with pytest.raises(specs.QuotaRefusal, match="this sweep of 4 runs asks for 8 more"):
         submit_sweep(student, parameters={"grid": {"lr": [1, 2], "batch": [1, 2]}}, gpus=2)
     assert not Job.objects.exists()
 
@@ -131,18 +131,18 @@ def test_lost_sweep_submissions_are_sent_again_by_the_reconciler(
     sweep = submit_sweep(student)
     settings.RESUBMIT_AFTER_S = 0
     Sweep.objects.filter(pk=sweep.pk).update(submit_requested_at=None)
-    services.jobs_sync()
+    sync.jobs_sync()
     assert sent[-1] == sweep.pk
 
 
 def test_cancelling_a_submitted_sweep_removes_its_cluster_in_one_call(student, fake_bridge):
     sweep = sweeps.sweep_submit_to_pool(submit_sweep(student).pk)
     assert sweeps.sweep_cancel(sweep=sweep, user=student) == 6
-    services.jobs_sync()
+    sync.jobs_sync()
     runs = list(sweep.runs.all())
     assert {(run.state, run.outcome) for run in runs} == {(JobState.REMOVED, "cancelled")}
     assert len([a for a in fake_bridge.actions if a[0] == "remove"]) == 6  # one per proc
-    with pytest.raises(services.JobActionError, match="already ended"):
+    with pytest.raises(specs.JobActionError, match="already ended"):
         sweeps.sweep_cancel(sweep=sweep, user=student)
 
 
@@ -157,7 +157,7 @@ def test_cancelling_a_sweep_before_it_reaches_htcondor_ends_its_runs_at_once(stu
 
 def test_only_the_owner_or_staff_cancel_a_sweep(student, other_student, fake_bridge):
     sweep = submit_sweep(student)
-    with pytest.raises(services.JobActionError, match="owner"):
+    with pytest.raises(specs.JobActionError, match="owner"):
         sweeps.sweep_cancel(sweep=sweep, user=other_student)
     assert set(sweep.runs.values_list("state", flat=True)) == {JobState.QUEUED}
 
@@ -167,7 +167,7 @@ def test_a_project_sweep_varies_the_entry_command_and_each_run_keeps_its_own(stu
 
     sweep = sweeps.sweep_submit(
         user=student,
-        spec=services.JobSpec(name="matrix", entry_command="python eval.py --system {system}",
+        spec=specs.JobSpec(name="matrix", entry_command="python eval.py --system {system}",
                               arguments=["--data", "{data}"]),
         plan=sweeps.SweepPlan.from_json({"grid": {"system": ["bert", "t5"],
                                                   "data": ["squad", "glue"]}}),
@@ -181,16 +181,16 @@ def test_a_project_sweep_varies_the_entry_command_and_each_run_keeps_its_own(stu
     assert all((run.directory / "data" / "x.csv").read_text() == "1" for run in runs)
     archives = {(run.directory / ".source" / "project.zip").stat().st_ino for run in runs}
     assert len(archives) == 1  # the kept archive is linked, not copied
-    spec = services.job_spec_of(runs[3])
+    spec = specs.job_spec_of(runs[3])
     assert spec.entry_command == "python eval.py --system t5"
     assert spec.arguments == ["--data", "glue"]
 
 
 def test_re_running_a_sweep_run_keeps_its_parameters(student, fake_bridge):
     run = submit_sweep(student).runs.get(sweep_index=4)
-    again = services.job_rerun(job=run, user=student)
+    again = actions.job_rerun(job=run, user=student)
     assert again.sweep is None
     assert again.parameters == {"lr": 0.001, "batch": 32}
     assert again.request["arguments"] == run.request["arguments"]
     assert dict(again.request["environment"])["NIGHTSHIFT_PARAMETERS"] == json.dumps(run.parameters)
-    assert "NIGHTSHIFT_PARAMETERS" not in services.job_spec_of(run).environment
+    assert "NIGHTSHIFT_PARAMETERS" not in specs.job_spec_of(run).environment

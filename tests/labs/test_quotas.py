@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from jobs import services
+from jobs import actions, specs, submission
 from jobs.models import Job, JobState
 from labs.models import accounting_group_for
 from tests.conftest import script_upload
@@ -19,10 +19,10 @@ HOUR = timedelta(hours=1)
 
 def submit(user, *, gpus=1, runtime_minutes=60, lab=None, name="job"):
     runtime = runtime_minutes * 60 if runtime_minutes else None
-    spec = services.JobSpec(
+    spec = specs.JobSpec(
         name=name, gpus=gpus, lab_id=lab.pk if lab else None, max_runtime_s=runtime
     )
-    return services.job_submit(user=user, spec=spec, script=script_upload())
+    return submission.job_submit(user=user, spec=spec, script=script_upload())
 
 
 def ran(user, lab, *, gpus, start_ago, end_ago=None, state=JobState.COMPLETED):
@@ -51,7 +51,7 @@ def test_a_job_that_fits_exactly_at_the_limit_is_accepted(ada, vision):
 
 def test_one_minute_over_the_limit_is_refused_with_usage_and_when_it_frees_up(ada, vision):
     ran(ada, vision, gpus=1, start_ago=10 * HOUR, end_ago=HOUR)
-    with pytest.raises(services.QuotaRefusal) as refused:
+    with pytest.raises(specs.QuotaRefusal) as refused:
         submit(ada, gpus=1, runtime_minutes=61)
     message = refused.value.message
     assert message.startswith("Your lab “Vision” has used 9 of 10 GPU-hours in the last 7 days")
@@ -76,21 +76,21 @@ def test_a_run_across_the_window_edge_counts_only_its_part_inside(ada, vision):
         end_ago=timedelta(days=7) - 2 * HOUR,
     )
     submit(ada, gpus=1, runtime_minutes=360)  # 4 + 6 = 10
-    with pytest.raises(services.QuotaRefusal):
+    with pytest.raises(specs.QuotaRefusal):
         submit(ada, gpus=1, runtime_minutes=1)  # the first job's 6 h are now reserved
 
 
 def test_a_running_job_counts_what_it_used_so_far(ada, vision):
     ran(ada, vision, gpus=2, start_ago=4 * HOUR)  # 8 GPU-hours so far
     submit(ada, gpus=1, runtime_minutes=120)
-    with pytest.raises(services.QuotaRefusal, match="waiting jobs hold 2 more"):
+    with pytest.raises(specs.QuotaRefusal, match="waiting jobs hold 2 more"):
         submit(ada, gpus=1, runtime_minutes=5)
 
 
 def test_the_whole_labs_usage_counts_against_each_member(ada, vision):
     bob = MembershipFactory(lab=vision, user=UserFactory(username="bob")).user
     ran(bob, vision, gpus=1, start_ago=10 * HOUR, end_ago=0 * HOUR)
-    with pytest.raises(services.QuotaRefusal, match="Your lab “Vision” has used 10 of 10"):
+    with pytest.raises(specs.QuotaRefusal, match="Your lab “Vision” has used 10 of 10"):
         submit(ada, gpus=1)
 
 
@@ -104,7 +104,7 @@ def test_a_personal_override_wins_over_the_labs_limit(ada, vision):
     submit(ada, gpus=2, runtime_minutes=60)  # her own 100 count only her jobs
     vision.max_gpus_per_job = 1
     vision.save()
-    with pytest.raises(services.QuotaRefusal, match="may use at most 1 GPU per job"):
+    with pytest.raises(specs.QuotaRefusal, match="may use at most 1 GPU per job"):
         submit(bob, gpus=2)
 
 
@@ -114,10 +114,10 @@ def test_gpus_per_job_concurrent_gpus_and_waiting_jobs(ada, vision):
     vision.max_queued_jobs = 2
     vision.save()
     submit(ada, gpus=2)
-    with pytest.raises(services.QuotaRefusal, match="has 2 of 3 GPUs taken by unfinished jobs"):
+    with pytest.raises(specs.QuotaRefusal, match="has 2 of 3 GPUs taken by unfinished jobs"):
         submit(ada, gpus=2)
     submit(ada, gpus=0)
-    with pytest.raises(services.QuotaRefusal, match="has 2 jobs waiting to run, the limit of 2"):
+    with pytest.raises(specs.QuotaRefusal, match="has 2 jobs waiting to run, the limit of 2"):
         submit(ada, gpus=0)
     Job.objects.filter(gpus=2).update(state=JobState.COMPLETED)
     submit(ada, gpus=2, name="after one ended")
@@ -129,7 +129,7 @@ def test_a_runtime_limit_is_imposed_and_a_longer_request_refused(ada, vision):
     job = submit(ada, gpus=1, runtime_minutes=None)
     assert job.request["remove_after_s"] == 7200
     assert "periodic_remove" in fake_description(job)
-    with pytest.raises(services.QuotaRefusal, match="at most 2 h"):
+    with pytest.raises(specs.QuotaRefusal, match="at most 2 h"):
         submit(ada, gpus=1, runtime_minutes=121)
     shorter = submit(ada, gpus=0, runtime_minutes=30)
     assert shorter.request["remove_after_s"] is None  # its own, shorter limit holds it
@@ -138,7 +138,7 @@ def test_a_runtime_limit_is_imposed_and_a_longer_request_refused(ada, vision):
 def fake_description(job) -> dict:
     from jobs.bridge import get_bridge
 
-    return get_bridge().description(services._job_request(job))
+    return get_bridge().description(specs.job_request_of(job))
 
 
 def test_jobs_carry_the_labs_accounting_group(ada, vision):
@@ -151,14 +151,14 @@ def test_jobs_carry_the_labs_accounting_group(ada, vision):
 def test_a_user_in_no_lab_gets_the_site_defaults(fake_bridge, settings):
     settings.QUOTA_DEFAULTS = settings.QUOTA_DEFAULTS | {"max_gpus_per_job": 1}
     loner = UserFactory(username="loner")
-    with pytest.raises(services.QuotaRefusal, match="You may use at most 1 GPU per job"):
+    with pytest.raises(specs.QuotaRefusal, match="You may use at most 1 GPU per job"):
         submit(loner, gpus=2)
     assert submit(loner, gpus=1).request["accounting_group"] == "nightshift"
 
 
 def test_a_lab_that_is_not_yours_is_refused(ada, fake_bridge):
     other = LabFactory(name="NLP")
-    with pytest.raises(services.JobSubmissionError, match="not a member of that lab"):
+    with pytest.raises(specs.JobSubmissionError, match="not a member of that lab"):
         submit(ada, lab=other)
 
 
@@ -167,8 +167,8 @@ def test_rerun_and_clone_are_checked_too(ada, vision):
     Job.objects.filter(pk=job.pk).update(state=JobState.COMPLETED)
     vision.gpu_hours = 1
     vision.save()
-    with pytest.raises(services.QuotaRefusal):
-        services.job_rerun(job=job, user=ada)
+    with pytest.raises(specs.QuotaRefusal):
+        actions.job_rerun(job=job, user=ada)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -179,20 +179,20 @@ def test_two_submissions_racing_for_the_last_gpu_hour_do_not_both_get_through(
     racers = [MembershipFactory(lab=lab, user=UserFactory(username=f"r{i}")).user for i in (1, 2)]
     ran(racers[0], lab, gpus=1, start_ago=10 * HOUR, end_ago=HOUR)  # 1 GPU-hour left
     both_checked = threading.Barrier(2, timeout=20)
-    real_lock = services.lock_quota
+    real_lock = submission.lock_quota
 
     def lock_after_both_checked(user, lab):
         both_checked.wait()  # each passed the early check; now they race for the lock
         real_lock(user, lab)
 
-    monkeypatch.setattr(services, "lock_quota", lock_after_both_checked)
+    monkeypatch.setattr(submission, "lock_quota", lock_after_both_checked)
     outcomes = []
 
     def race(user):
         try:
             submit(user, gpus=1, runtime_minutes=60, lab=lab)
             outcomes.append("accepted")
-        except services.QuotaRefusal:
+        except specs.QuotaRefusal:
             outcomes.append("refused")
         finally:
             connection.close()

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from jobs import services
+from jobs import specs, submission
 from tests.conftest import client_with_token, script_upload
 from tests.factories import LabFactory, MembershipFactory, UserFactory
 
@@ -41,7 +41,7 @@ def world(fake_bridge):
         "member of the lab": MembershipFactory(lab=vision).user,
         "staff": get_user_model().objects.create_user("operator", is_staff=True),
     }
-    job = services.job_submit(user=owner, spec=services.JobSpec(name="vision job"),
+    job = submission.job_submit(user=owner, spec=specs.JobSpec(name="vision job"),
                               script=script_upload())  # fmt: skip
     return users, job
 

@@ -15,7 +15,7 @@ import pytest
 from django.db import connection
 
 from audit.models import AuditEntry
-from jobs import services
+from jobs import specs, submission
 from jobs.models import Job
 from tests.conftest import script_upload
 
@@ -81,9 +81,9 @@ def test_a_backup_restores_into_a_fresh_database_with_jobs_and_outputs(
 ):
     jobs_dir = settings.JOBS_DIR
     for n in range(3):
-        job = services.job_submit(user=student, spec=services.JobSpec(name=f"run {n}"),
+        job = submission.job_submit(user=student, spec=specs.JobSpec(name=f"run {n}"),
                                   script=script_upload())  # fmt: skip
-        services.job_submit_to_pool(job.pk)
+        submission.job_submit_to_pool(job.pk)
         (job.directory / "outputs" / "model.pt").write_bytes(os.urandom(2048 + n))
     checkpoint = (job.directory / "outputs" / "model.pt").read_bytes()
     staged = jobs_dir / ".staging" / "upload-in-progress"

@@ -14,7 +14,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.urls import reverse
 
-from jobs import services
+from jobs import specs, submission
 from jobs.tasks import submit_job
 from portal import logcontext
 from tests.conftest import script_upload
@@ -43,8 +43,8 @@ def json_lines():
 
 
 def test_a_job_action_logs_with_the_request_id_nginx_sent(api, student, fake_bridge, json_lines):
-    job = services.job_submit(user=student, spec=services.JobSpec(name="j"), script=script_upload())
-    services.job_submit_to_pool(job.pk)
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name="j"), script=script_upload())
+    submission.job_submit_to_pool(job.pk)
     response = api.post(reverse("api:job-cancel", args=[job.public_id]),
                         HTTP_X_REQUEST_ID="req-7f3a9c")  # fmt: skip
     assert response.status_code == 200
@@ -65,7 +65,7 @@ def test_a_request_id_that_is_not_plain_text_is_replaced(client):
 
 
 def test_tasks_carry_the_request_id_and_learn_their_jobs_id(student, fake_bridge):
-    job = services.job_submit(user=student, spec=services.JobSpec(name="j"), script=script_upload())
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name="j"), script=script_upload())
     headers: dict = {}
     token = logcontext.request_id.set("req-from-browser")
     try:

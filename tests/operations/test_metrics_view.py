@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from accounting.models import CapacitySample
 from condor_bridge import BridgeError
 from condor_bridge import JobState as CondorState
-from jobs import services
+from jobs import specs, submission, sync
 from portal.celery import app
 from tests.conftest import script_upload
 
@@ -38,10 +38,10 @@ def scrape(client, **extra) -> dict[tuple[str, tuple], float]:
 
 def submit(student, name="m"):
     """Accepted, then handed to the pool as the worker's task would."""
-    job = services.job_submit(user=student, spec=services.JobSpec(name=name),
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name=name),
                               script=script_upload())  # fmt: skip
     with contextlib.suppress(BridgeError):  # the task would retry
-        services.job_submit_to_pool(job.pk)
+        submission.job_submit_to_pool(job.pk)
     return job
 
 
@@ -49,7 +49,7 @@ def test_jobs_are_counted_by_state(client, fresh_metrics, fake_bridge, student):
     first, second, _ = submit(student), submit(student), submit(student)
     fake_bridge.set_state(str(first.public_id), CondorState.RUNNING)
     fake_bridge.set_state(str(second.public_id), CondorState.COMPLETED, exit_code=0)
-    services.jobs_sync()
+    sync.jobs_sync()
     samples = scrape(client)
     assert samples[("nightshift_jobs", (("state", "running"),))] == 1
     assert samples[("nightshift_jobs", (("state", "completed"),))] == 1
@@ -81,7 +81,7 @@ def test_sync_cycles_give_duration_and_lag_and_schedd_calls_their_latency(
     samples = scrape(client)
     assert samples[("nightshift_sync_lag_seconds", ())] == float("inf")
     submit(student)
-    services.jobs_sync()
+    sync.jobs_sync()
     samples = scrape(client)
     assert 0 <= samples[("nightshift_sync_lag_seconds", ())] < 60
     assert samples[("nightshift_sync_duration_seconds_count", ())] == 1
@@ -91,7 +91,7 @@ def test_sync_cycles_give_duration_and_lag_and_schedd_calls_their_latency(
 
     fake_bridge.down = True
     with pytest.raises(Exception):  # noqa: B017 - the bridge's error, whatever its class
-        services.jobs_sync()
+        sync.jobs_sync()
     samples = scrape(client)
     assert samples[("nightshift_sync_cycles_total", (("outcome", "failed"),))] == 1
     assert samples[("nightshift_schedd_reachable", ())] == 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.urls import reverse
 
-from jobs import services
+from jobs import specs, submission
 from tests.conftest import client_with_token, script_upload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,8 +123,8 @@ http {{
 
 @pytest.fixture
 def finished_job(student, fake_bridge):
-    job = services.job_submit(
-        user=student, spec=services.JobSpec(name="ckpt"), script=script_upload()
+    job = submission.job_submit(
+        user=student, spec=specs.JobSpec(name="ckpt"), script=script_upload()
     )
     outputs = job.directory / "outputs"
     (outputs / "model weights é.bin").write_bytes(os.urandom(3 * 1024 * 1024))

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from audit.models import AuditEntry
-from jobs import services
+from jobs import specs, submission
 from jobs.models import Job, JobState
 from tests.conftest import script_upload
 from tests.factories import LabFactory
@@ -25,7 +25,7 @@ def purge(*args: str) -> str:
 
 
 def ended_job(user, name: str, *, lab=None, days_ago: int, state=JobState.COMPLETED) -> Job:
-    job = services.job_submit(user=user, spec=services.JobSpec(name=name),
+    job = submission.job_submit(user=user, spec=specs.JobSpec(name=name),
                               script=script_upload())  # fmt: skip
     (job.directory / "outputs" / "model.pt").write_bytes(b"w" * 1000)
     (job.directory / "outputs" / "curves").mkdir()

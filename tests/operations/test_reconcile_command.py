@@ -12,7 +12,7 @@ from django.utils import timezone
 from audit.models import AuditEntry
 from condor_bridge import JobRequest
 from condor_bridge import JobState as CondorState
-from jobs import services
+from jobs import specs, submission
 from jobs.models import Job, JobState
 from tests.conftest import script_upload
 
@@ -26,13 +26,13 @@ def reconcile(*args: str) -> str:
 
 
 def accepted(student, name: str) -> Job:
-    return services.job_submit(user=student, spec=services.JobSpec(name=name),
+    return submission.job_submit(user=student, spec=specs.JobSpec(name=name),
                                script=script_upload())  # fmt: skip
 
 
 def in_pool(student, name: str) -> Job:
     job = accepted(student, name)
-    services.job_submit_to_pool(job.pk)
+    submission.job_submit_to_pool(job.pk)
     job.refresh_from_db()
     return job
 
@@ -45,7 +45,7 @@ def drifted(student, fake_bridge, tmp_path):
     ended = in_pool(student, "ended")
     Job.objects.filter(pk=ended.pk).update(state=JobState.REMOVED)
     unrecorded = accepted(student, "unrecorded")
-    fake_bridge.submit(services._job_request(unrecorded))
+    fake_bridge.submit(specs.job_request_of(unrecorded))
     Job.objects.filter(pk=unrecorded.pk).update(submit_attempts=1)
     stale = in_pool(student, "stale")
     fake_bridge.set_state(str(stale.public_id), CondorState.HELD, hold_reason="disk quota")

@@ -1,4 +1,4 @@
-"""portal.db.bulk_update_rows: many rows, one statement per thousand, values as parameters."""
+"""plumbing.db.bulk_update_rows: many rows, one statement per thousand, values as parameters."""
 
 from datetime import UTC, datetime
 
@@ -7,7 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from jobs.models import Job, JobState
-from portal.db import bulk_update_rows
+from plumbing.db import bulk_update_rows
 from tests.factories import UserFactory
 
 pytestmark = pytest.mark.django_db

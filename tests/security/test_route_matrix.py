@@ -24,7 +24,7 @@ from django.utils.http import urlsafe_base64_encode
 
 from accounts.models import Registration
 from accounts.services import token_create
-from jobs import services, sweeps
+from jobs import specs, submission, sweeps, sync
 from tests.conftest import client_with_token, script_upload
 from tests.factories import LabFactory, MembershipFactory, UserFactory
 
@@ -157,15 +157,15 @@ def world(fake_bridge):
         "lead of the lab": MembershipFactory(lab=vision, role="lead").user,
         "admin": admin_user,
     }
-    job = services.job_submit(user=owner, spec=services.JobSpec(name="vision job"),
+    job = submission.job_submit(user=owner, spec=specs.JobSpec(name="vision job"),
                               script=script_upload())  # fmt: skip
-    services.job_submit_to_pool(job.pk)
-    services.jobs_sync()  # the job now waits in the (fake) queue, idle: it can be held
+    submission.job_submit_to_pool(job.pk)
+    sync.jobs_sync()  # the job now waits in the (fake) queue, idle: it can be held
     (job.directory / "outputs").mkdir(exist_ok=True)
     (job.directory / "outputs" / "model.txt").write_text("weights")
     (job.directory / "stdout.txt").write_text("epoch 1\n")
     sweep = sweeps.sweep_submit(
-        user=owner, spec=services.JobSpec(name="vision sweep", arguments=["{lr}"]),
+        user=owner, spec=specs.JobSpec(name="vision sweep", arguments=["{lr}"]),
         plan=sweeps.SweepPlan.from_json({"grid": {"lr": [1, 2]}}), script=script_upload(),
     )  # fmt: skip
     applicant = UserFactory(username="applicant")

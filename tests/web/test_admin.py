@@ -9,7 +9,7 @@ from accounts.models import Registration
 from audit.models import AuditEntry
 from audit.services import audit_record
 from condor_bridge import JobState as CondorState
-from jobs import services
+from jobs import specs, submission, sync
 from jobs.models import Job, JobEvent, JobState
 from tests.conftest import script_upload
 from tests.factories import LabFactory, MembershipFactory, UserFactory
@@ -86,10 +86,10 @@ def test_a_job_is_found_by_the_start_of_its_id(admin_client):
 
 def test_admin_actions_use_the_services_and_are_recorded(admin_client, fake_bridge):
     owner = UserFactory(username="ada")
-    job = services.job_submit(user=owner, spec=services.JobSpec(name="j"), script=script_upload())
-    services.job_submit_to_pool(job.pk)
+    job = submission.job_submit(user=owner, spec=specs.JobSpec(name="j"), script=script_upload())
+    submission.job_submit_to_pool(job.pk)
     fake_bridge.set_state(str(job.public_id), CondorState.RUNNING)
-    services.jobs_sync()
+    sync.jobs_sync()
     response = admin_client.post(reverse("admin:jobs_job_changelist"),
                                  {"action": "hold_jobs", "_selected_action": [job.pk]})  # fmt: skip
     assert response.status_code == 302
@@ -108,8 +108,8 @@ def test_an_action_that_is_not_possible_is_reported_not_raised(admin_client, fak
 
 def test_the_htcondor_ad_is_shown_read_only(admin_client, fake_bridge):
     owner = MembershipFactory(lab=LabFactory(name="Vision"), user=UserFactory(username="ada")).user
-    job = services.job_submit(user=owner, spec=services.JobSpec(name="j"), script=script_upload())
-    services.job_submit_to_pool(job.pk)
+    job = submission.job_submit(user=owner, spec=specs.JobSpec(name="j"), script=script_upload())
+    submission.job_submit_to_pool(job.pk)
     change = admin_client.get(reverse("admin:jobs_job_change", args=[job.pk])).content.decode()
     assert reverse("admin:jobs_job_condor_ad", args=[job.pk]) in change
     body = admin_client.get(reverse("admin:jobs_job_condor_ad", args=[job.pk])).content.decode()
@@ -134,17 +134,17 @@ def test_a_lab_gets_a_safe_accounting_group_from_its_name(admin_client):
 
 def test_an_admin_moves_a_running_job_off_its_workstation(admin_client, fake_bridge):
     owner = UserFactory(username="ada")
-    job = services.job_submit(user=owner, spec=services.JobSpec(name="j"), script=script_upload())
-    services.job_submit_to_pool(job.pk)
+    job = submission.job_submit(user=owner, spec=specs.JobSpec(name="j"), script=script_upload())
+    submission.job_submit_to_pool(job.pk)
     fake_bridge.set_state(str(job.public_id), CondorState.RUNNING, workstation="ws-volta")
-    services.jobs_sync()
+    sync.jobs_sync()
     admin_client.post(reverse("admin:jobs_job_changelist"),
                       {"action": "vacate_jobs", "_selected_action": [job.pk]})  # fmt: skip
     assert fake_bridge.actions[-1][0] == "vacate"
     assert JobEvent.objects.get(job=job, kind="vacate requested").detail == (
         "Moved off ws-volta by root"
     )
-    services.jobs_sync()
+    sync.jobs_sync()
     job.refresh_from_db()
     assert job.state == JobState.IDLE
     assert AuditEntry.objects.filter(action="job.vacate", target_id=str(job.public_id)).exists()

@@ -4,7 +4,7 @@ import pytest
 from django.urls import reverse
 
 from audit.models import AuditEntry
-from jobs import services
+from jobs import specs, submission
 from jobs.models import Job
 from labs.models import Lab, Membership
 from tests.conftest import script_upload
@@ -95,7 +95,7 @@ def test_quota_and_membership_changes_in_the_admin_are_logged(admin_client):
 
 
 def test_the_log_can_be_read_and_filtered_but_not_edited(admin_client, student, fake_bridge):
-    services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    submission.job_submit(user=student, spec=specs.JobSpec(name="x"), script=script_upload())
     entry = AuditEntry.objects.get(action="job.submit")
     listing = admin_client.get(
         reverse("admin:audit_auditentry_changelist"), {"action": "job.submit"}

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounting.models import UsageRecord
-from jobs import selectors, services
+from jobs import selectors, specs, staging, submission, sync
 from jobs.models import Job
 from tests.conftest import script_upload
 from tests.factories import job_that_ran
@@ -68,7 +68,7 @@ def test_a_shell_script_upload_is_refused(student_client, fake_bridge):
 
 
 def test_the_status_feed_follows_logs_by_byte_offset(student_client, student, fake_bridge):
-    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name="x"), script=script_upload())
     (job.directory / "stdout.txt").write_text("epoch 1\n")
     url = reverse("jobs:status", args=[job.public_id])
     first = json.loads(student_client.get(url).content)
@@ -80,7 +80,7 @@ def test_the_status_feed_follows_logs_by_byte_offset(student_client, student, fa
 
 
 def test_an_output_file_downloads(student_client, student, fake_bridge):
-    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name="x"), script=script_upload())
     (job.directory / "outputs" / "model.txt").write_text("weights")
     response = student_client.get(reverse("jobs:output", args=[job.public_id, "outputs/model.txt"]))
     assert response.status_code == 200
@@ -95,7 +95,7 @@ def test_an_output_file_downloads(student_client, student, fake_bridge):
      ".nightshift/nightshift.py", "outputs//link.txt", "outputs/./link.txt"],
 )  # fmt: skip
 def test_downloads_never_leave_the_kept_outputs(student_client, student, fake_bridge, path):
-    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name="x"), script=script_upload())
     (job.directory / "outputs" / "link.txt").symlink_to("/etc/passwd")
     (job.directory / "outputs" / "linkdir").symlink_to("/etc")
     (job.directory / "stdout.txt").write_text("log")
@@ -138,7 +138,7 @@ def test_bad_outputs_to_keep_are_refused(student_client, fake_bridge, keep):
 def test_another_users_job_is_a_404_on_every_url(
     client, student, other_student, fake_bridge, name, method, extra
 ):
-    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name="x"), script=script_upload())
     (job.directory / "outputs" / "model.txt").write_text("secret")
     (job.directory / "stdout.txt").write_text("secret")
     client.force_login(other_student)
@@ -149,9 +149,9 @@ def test_another_users_job_is_a_404_on_every_url(
 
 
 def test_my_jobs_lists_only_my_jobs(student_client, student, other_student, fake_bridge):
-    services.job_submit(user=student, spec=services.JobSpec(name="mine"), script=script_upload())
-    services.job_submit(
-        user=other_student, spec=services.JobSpec(name="theirs"), script=script_upload()
+    submission.job_submit(user=student, spec=specs.JobSpec(name="mine"), script=script_upload())
+    submission.job_submit(
+        user=other_student, spec=specs.JobSpec(name="theirs"), script=script_upload()
     )
     body = student_client.get(reverse("jobs:list")).content.decode()
     assert "mine" in body and "theirs" not in body
@@ -167,7 +167,7 @@ def test_a_job_name_with_a_line_break_is_refused_naming_the_field(student_client
 def test_a_log_rewritten_by_a_new_run_is_followed_from_its_start(
     student_client, student, fake_bridge
 ):
-    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name="x"), script=script_upload())
     (job.directory / "stdout.txt").write_text("run 2\n")
     url = reverse("jobs:status", args=[job.public_id])
     chunk = json.loads(student_client.get(url, {"stdout_offset": 500}).content)["logs"]["stdout"]
@@ -177,7 +177,7 @@ def test_a_log_rewritten_by_a_new_run_is_followed_from_its_start(
 def test_a_long_log_opens_at_its_tail_and_is_paged(student_client, student, fake_bridge):
     from jobs.selectors import LOG_CHUNK_BYTES, LOG_TAIL_BYTES
 
-    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name="x"), script=script_upload())
     (job.directory / "stdout.txt").write_text("x" * (LOG_CHUNK_BYTES * 3) + "last line\n")
     url = reverse("jobs:status", args=[job.public_id])
     tail = json.loads(student_client.get(url, {"stdout_offset": -1}).content)["logs"]["stdout"]
@@ -189,13 +189,13 @@ def test_a_long_log_opens_at_its_tail_and_is_paged(student_client, student, fake
 def test_a_held_job_page_explains_the_hold_and_what_to_do(student_client, student, fake_bridge):
     from condor_bridge import JobState as CondorState
 
-    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
-    job = services.job_submit_to_pool(job.pk)
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name="x"), script=script_upload())
+    job = submission.job_submit_to_pool(job.pk)
     fake_bridge.set_state(
         str(job.public_id), CondorState.HELD, hold_reason="Transfer output files failure: "
         "No such file or directory", hold_reason_code=12, hold_reason_subcode=2,
     )  # fmt: skip
-    services.jobs_sync()
+    sync.jobs_sync()
     body = student_client.get(reverse("jobs:detail", args=[job.public_id])).content.decode()
     assert "An output file or folder it should have made is missing." in body
     assert 'HTCondor said: <span data-role="hold-reason">Transfer output files failure' in body
@@ -204,9 +204,9 @@ def test_a_held_job_page_explains_the_hold_and_what_to_do(student_client, studen
 
 
 def test_clone_prefills_the_form_and_reuses_the_script(student_client, student, fake_bridge):
-    original = services.job_submit(
+    original = submission.job_submit(
         user=student,
-        spec=services.JobSpec(name="resnet", arguments=["--epochs=3"], gpus=2, memory_mb=4096),
+        spec=specs.JobSpec(name="resnet", arguments=["--epochs=3"], gpus=2, memory_mb=4096),
         script=script_upload("print('original')\n"),
     )
     form = student_client.get(reverse("jobs:new"), {"from": original.public_id}).content.decode()
@@ -232,7 +232,7 @@ def test_a_form_without_script_or_source_asks_for_a_script(student_client, fake_
 
 
 def test_cloning_another_users_job_is_a_404(client, student, other_student, fake_bridge):
-    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name="x"), script=script_upload())
     client.force_login(other_student)
     assert client.get(reverse("jobs:new"), {"from": job.public_id}).status_code == 404
     response = client.post(
@@ -244,9 +244,9 @@ def test_cloning_another_users_job_is_a_404(client, student, other_student, fake
 
 
 def test_metrics_come_as_json_for_the_chart_and_as_csv(student_client, student, fake_bridge):
-    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name="x"), script=script_upload())
     assert (job.directory / ".nightshift" / "nightshift.py").is_file()
-    services.job_metrics_path(job).write_text(
+    staging.job_metrics_path(job).write_text(
         '{"step": 0, "loss": 1.0, "=HYPERLINK(1)": 2}\n{"step": 1, "loss": 0.5}\n'
     )
     data = json.loads(student_client.get(reverse("jobs:metrics", args=[job.public_id])).content)
@@ -302,7 +302,7 @@ def test_all_outputs_download_as_one_zip_without_symlinked_files(
     import io
     import zipfile
 
-    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name="x"), script=script_upload())
     outputs = job.directory / "outputs"
     (outputs / "checkpoints").mkdir()
     (outputs / "model.txt").write_text("weights")
@@ -432,7 +432,7 @@ def test_a_kept_requirements_file_survives_an_error_too(student_client, fake_bri
 def test_a_log_the_job_replaced_by_a_link_is_never_followed(
     student_client, student, fake_bridge, log
 ):
-    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name="x"), script=script_upload())
     (job.directory / log).symlink_to("/etc/passwd")
     stream = {"stdout.txt": "stdout", "stderr.txt": "stderr"}.get(log, "install")
     raw = student_client.get(reverse("jobs:log", args=[job.public_id, stream]))
@@ -446,7 +446,7 @@ def test_a_helper_folder_the_job_replaced_by_a_link_is_never_followed(
 ):
     import shutil
 
-    job = services.job_submit(user=student, spec=services.JobSpec(name="x"), script=script_upload())
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name="x"), script=script_upload())
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "metrics.jsonl").write_text('{"step": 0, "secret": 1}\n')

@@ -34,9 +34,9 @@ def test_the_pool_page_needs_a_login(client):
 
 
 def test_a_workstation_that_stopped_reporting_shows_as_offline(student_client, fake_bridge):
-    from jobs import services
+    from jobs import sync
 
-    services.jobs_sync()  # remembers the four workstations
+    sync.jobs_sync()  # remembers the four workstations
     fake_bridge.machines = [m for m in fake_bridge.machines if m.name != "ws-fermi"]
     body = student_client.get(reverse("pool"), {"fragment": 1}).content.decode()
     assert 'data-workstation="ws-fermi"' in body

@@ -1,0 +1,210 @@
+"""What a user asks for (JobSpec), the errors that refuse it, and the JobRequest it becomes."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shlex
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from condor_bridge import (
+    JobRequest,
+)
+
+from .models import Job
+
+OUTPUTS = "outputs"
+
+
+# A sweep run's parameter values, as JSON, for scripts that read them whole.
+PARAMETERS_VARIABLE = "NIGHTSHIFT_PARAMETERS"
+
+
+# Variables the launcher sets for every job, besides those starting with NIGHTSHIFT_.
+RESERVED_ENVIRONMENT = frozenset({"PYTHONPATH", "PYTHONUNBUFFERED"})
+
+
+class JobSubmissionError(Exception):
+    """A submission refused before anything reached HTCondor. `field` names the input."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class QuotaRefusal(JobSubmissionError):
+    """A submission that would break a quota limit; the message names the limit and usage."""
+
+
+class AccountNotApproved(JobSubmissionError):
+    """A self-registered account that an admin or lab lead has not approved yet."""
+
+
+class SubmissionsPaused(JobSubmissionError):
+    """The portal is drained for maintenance; nothing was written."""
+
+
+class JobActionError(Exception):
+    """An action on a job that cannot be done now; the message says why."""
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What a user asks for, in plain terms, from the web form, the API or the CLI."""
+
+    name: str
+    arguments: list[str] = field(default_factory=list)
+    environment: dict[str, str] = field(default_factory=dict)
+    gpus: int = 0
+    gpu_memory_gb: float | None = None
+    gpu_capability: float | None = None
+    cpus: int = 1
+    memory_mb: int = 2048
+    disk_mb: int = 4096
+    max_runtime_s: int | None = None
+    notify_by_email: bool = False
+    # For a project archive: how to start it, e.g. "python train.py --epochs 10".
+    entry_command: str | None = None
+    # Files or folders at the top of the job's folder to keep and offer for download.
+    output_paths: list[str] = field(default_factory=lambda: [OUTPUTS])
+    # The software environment (from an admin's preset); None: the site default Python.
+    python: str | None = None
+    container_image: str | None = None
+    # The lab to charge (one of the user's); None: their first lab, or none if they have none.
+    lab_id: int | None = None
+
+
+JOB_NAME_MAX_LENGTH = 200
+
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def job_default_name(*, uploaded_name: str | None, source: Job | None = None) -> str:
+    """The name of a job submitted without one: its uploaded file's name as the user called
+    it (train.py, project.tar.gz), else the name of the job whose files it copies."""
+    base = os.path.basename((uploaded_name or "").replace("\\", "/"))
+    # A file's name may hold what a typed name may not (a tab, a line break): spaces instead.
+    base = " ".join(_CONTROL_CHARACTERS.sub(" ", base).split())
+    if base:
+        return base[:JOB_NAME_MAX_LENGTH]
+    return source.name if source is not None else "untitled job"
+
+
+def accounting_user_for(user) -> str:
+    """HTCondor accounting names allow letters, digits, '_' and '-' only."""
+    slug = re.sub(r"[^A-Za-z0-9_-]+", "_", user.get_username())[:40].strip("_") or "user"
+    return f"{slug}-{user.pk}"
+
+
+def request_from_json(stored: dict, *, job_id: str, job_dir: str) -> JobRequest:
+    """A JobRequest from the JSON form kept in Job.request (lists where it has tuples)."""
+    fields = dict(stored)
+    fields["arguments"] = tuple(fields.get("arguments", ()))
+    fields["environment"] = tuple(tuple(pair) for pair in fields.get("environment", ()))
+    fields["output_paths"] = tuple(fields.get("output_paths", (OUTPUTS,)))
+    fields["input_files"] = tuple(fields.get("input_files", ()))
+    fields.setdefault("python", settings.JOB_PYTHON)
+    return JobRequest(job_id=job_id, job_dir=job_dir, **fields)
+
+
+def job_request_of(job: Job) -> JobRequest:
+    return request_from_json(job.request, job_id=str(job.public_id), job_dir=job.output_dir)
+
+
+def request_fields(
+    spec: JobSpec,
+    *,
+    script_name: str,
+    user,
+    input_files: list[str] | None = None,
+    install_requirements: bool = False,
+    lab=None,
+    remove_after_s: int | None = None,
+    seed: int | None = None,
+) -> dict:
+    return {
+        "script_name": script_name,
+        "input_files": list(input_files or []),
+        "install_requirements": install_requirements,
+        "arguments": list(spec.arguments),
+        "environment": [[key, value] for key, value in spec.environment.items()],
+        "gpus": spec.gpus,
+        "gpu_memory_gb": spec.gpu_memory_gb,
+        "gpu_capability": spec.gpu_capability,
+        "cpus": spec.cpus,
+        "memory_mb": spec.memory_mb,
+        "disk_mb": spec.disk_mb,
+        "max_runtime_s": spec.max_runtime_s,
+        "remove_after_s": remove_after_s,
+        "output_paths": list(spec.output_paths) or [OUTPUTS],
+        "accounting_group": lab.accounting_group if lab else settings.DEFAULT_ACCOUNTING_GROUP,
+        "accounting_user": accounting_user_for(user),
+        "python": spec.python or settings.JOB_PYTHON,
+        "container_image": spec.container_image,
+        "vacate_grace_s": settings.CHECKPOINT_GRACE_S,
+        "checkpoint_interval_s": settings.CHECKPOINT_INTERVAL_S,
+        "max_starts": settings.MAX_JOB_STARTS or None,
+        "job_lease_s": settings.JOB_LEASE_S,
+        "seed": seed,
+    }
+
+
+def parse_entry_command(command: str) -> tuple[str, list[str]]:
+    """`python train.py --epochs 10` -> ("train.py", ["--epochs", "10"])."""
+    check = command.strip()
+    if not check:
+        raise JobSubmissionError(
+            "entry_command", "Say how to start the project, e.g. python train.py --epochs 10."
+        )
+    try:
+        words = shlex.split(check)
+    except ValueError as exc:
+        raise JobSubmissionError("entry_command", f"Check the quotes: {exc}.") from None
+    if words[0] not in ("python", "python3") or len(words) < 2:
+        raise JobSubmissionError(
+            "entry_command", "Start with python and the script, e.g. python train.py --epochs 10."
+        )
+    script = words[1].removeprefix("./")
+    if not script.endswith(".py"):
+        raise JobSubmissionError("entry_command", f"{words[1]} is not a Python file (.py).")
+    return script, words[2:]
+
+
+def new_seed() -> int:
+    """A job's NIGHTSHIFT_SEED: random, and kept so that the job can be reproduced."""
+    return secrets.randbelow(2**31)
+
+
+def job_spec_of(job: Job) -> JobSpec:
+    """The plain-terms request a job was submitted with (for clone and re-run)."""
+    request = job.request
+    entry_command = job.source.get("entry_command")
+    arguments = list(request.get("arguments", []))
+    if entry_command:
+        arguments = arguments[len(parse_entry_command(entry_command)[1]) :]
+    environment = dict(request.get("environment", []))
+    # A sweep run's parameters travel as parameters (job_rerun), not as a variable the
+    # user set: NIGHTSHIFT_ names are the portal's.
+    environment.pop(PARAMETERS_VARIABLE, None)
+    return JobSpec(
+        name=job.name,
+        entry_command=entry_command,
+        arguments=arguments,
+        environment=environment,
+        gpus=request.get("gpus", 0),
+        gpu_memory_gb=request.get("gpu_memory_gb"),
+        gpu_capability=request.get("gpu_capability"),
+        cpus=request.get("cpus", 1),
+        memory_mb=request.get("memory_mb", 2048),
+        disk_mb=request.get("disk_mb", 4096),
+        max_runtime_s=request.get("max_runtime_s"),
+        output_paths=list(request.get("output_paths") or [OUTPUTS]),
+        notify_by_email=job.notify_by_email,
+        python=request.get("python"),
+        container_image=request.get("container_image"),
+        lab_id=job.lab_id,
+    )

@@ -1,0 +1,333 @@
+"""Accepting a job: validate, check the quotas, record it, and hand it to HTCondor once."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.registration import user_may_submit
+from audit.services import audit_record
+from condor_bridge import (
+    BridgeError,
+    InvalidJobRequest,
+    JobRequest,
+    MatchSummary,
+    summarize_matches,
+)
+from condor_bridge.submit import (
+    description_text,
+)
+from condor_bridge.types import check_text
+from labs.models import Lab
+from labs.quotas import QuotaExceeded, lock_quota, quota_check
+from operations.drain import drain_state
+from plumbing import metrics
+from plumbing.tasks import enqueue
+
+from .archives import (
+    is_archive,
+)
+from .bridge import get_bridge
+from .models import Job, JobOutcome, JobState
+from .specs import (
+    PARAMETERS_VARIABLE,
+    RESERVED_ENVIRONMENT,
+    AccountNotApproved,
+    JobSpec,
+    JobSubmissionError,
+    QuotaRefusal,
+    SubmissionsPaused,
+    job_request_of,
+    new_seed,
+    parse_entry_command,
+    request_fields,
+    request_from_json,
+)
+from .staging import (
+    content_hashes,
+    install_helper,
+    safe_script_name,
+    stage_files,
+)
+from .timeline import job_event_record
+
+logger = logging.getLogger(__name__)
+
+
+def lab_for_submission(*, user, lab_id: int | None) -> Lab | None:
+    """The lab a job is charged to: the one asked for, which must be the user's, or their
+    first lab, or none for a user in no lab."""
+    labs = Lab.objects.filter(memberships__user=user)
+    if lab_id is not None:
+        lab = labs.filter(pk=lab_id).first()
+        if lab is None:
+            raise JobSubmissionError("lab", "You are not a member of that lab.")
+        return lab
+    return labs.order_by("memberships__joined_at", "name").first()
+
+
+def _check_quota(user, lab: Lab | None, spec: JobSpec) -> int | None:
+    """The runtime limit the quota sets for this job; QuotaRefusal when it does not fit."""
+    try:
+        return quota_check(user=user, lab=lab, gpus=spec.gpus, max_runtime_s=spec.max_runtime_s)
+    except QuotaExceeded as exc:
+        raise QuotaRefusal(exc.field or "quota", exc.message) from None
+
+
+def job_validate_request(*, user, spec: JobSpec, script_name: str = "train.py") -> JobRequest:
+    """The JobRequest `spec` would become; raises JobSubmissionError naming the field."""
+    if not spec.name.strip():
+        raise JobSubmissionError("name", "Give the job a name.")
+    for key in spec.environment:
+        if key.startswith("NIGHTSHIFT_") or key in RESERVED_ENVIRONMENT:
+            raise JobSubmissionError(
+                "environment", f"{key} is set by Nightshift; choose another name."
+            )
+    try:
+        check_text("name", spec.name, max_length=200)
+        if spec.entry_command:
+            check_text("entry_command", spec.entry_command, max_length=4096)
+        return request_from_json(
+            request_fields(spec, script_name=script_name, user=user),
+            job_id="validation",
+            job_dir=str(settings.JOBS_DIR),
+        )
+    except InvalidJobRequest as exc:
+        raise JobSubmissionError(exc.field, exc.message) from exc
+
+
+PREVIEW_JOB_ID = "00000000-0000-4000-8000-000000000000"
+
+
+def job_preview_description(*, user, spec: JobSpec, uploaded_name: str = "train.py") -> str:
+    """The exact submit description `spec` becomes (the job's own id is given at submit)."""
+    if is_archive(uploaded_name) and spec.entry_command:
+        script_name, entry_arguments = parse_entry_command(spec.entry_command)
+        spec = dataclasses.replace(spec, arguments=[*entry_arguments, *spec.arguments])
+        # The archive's own top-level names are known once it is unpacked.
+        extra = {"input_files": ["project"]}
+    else:
+        script_name, extra = safe_script_name(uploaded_name), {}
+    job_validate_request(user=user, spec=spec)
+    stored = request_fields(spec, script_name=script_name, user=user, **extra)
+    request = request_from_json(
+        stored, job_id=PREVIEW_JOB_ID, job_dir=str(settings.JOBS_DIR / PREVIEW_JOB_ID)
+    )
+    description = get_bridge().description(request)
+    return "\n".join(f"{key} = {value}" for key, value in description.items()) + "\nqueue\n"
+
+
+def job_match_summary(*, user, spec: JobSpec) -> MatchSummary | None:
+    """How many workstations could run `spec`, and are free now; None if the pool is down."""
+    return request_match_summary(job_validate_request(user=user, spec=spec))
+
+
+def request_match_summary(request: JobRequest) -> MatchSummary | None:
+    try:
+        machines = get_bridge().pool_machines()
+    except BridgeError:
+        return None
+    return summarize_matches(request, machines)
+
+
+def check_may_submit(user, *, script, copy_from: Job | None) -> None:
+    """An approved account, and files to run: an upload, or a job of the user's to copy; and
+    a portal that is not drained for maintenance."""
+    drain = drain_state()
+    if drain.active:
+        raise SubmissionsPaused("drain", drain.message)
+    if not user_may_submit(user):
+        raise AccountNotApproved(
+            "account", "Your account waits for approval by a lab lead or an administrator; "
+            "you can submit jobs once it is approved.",
+        )  # fmt: skip
+    if copy_from is not None and copy_from.owner_id != user.pk:
+        raise JobSubmissionError("script", "That job is not yours to copy.")
+    if copy_from is None and script is None:
+        raise JobSubmissionError("script", "Choose a Python script or a project archive to upload.")
+
+
+def job_submit(
+    *,
+    user,
+    spec: JobSpec,
+    script: UploadedFile | None = None,
+    copy_from: Job | None = None,
+    requirements: UploadedFile | None = None,
+    check_pool: bool = True,
+    parameters: dict | None = None,
+    seed: int | None = None,
+    reproduces: Job | None = None,
+) -> Job:
+    """Accept a job: store its files, record it, and queue its submission to HTCondor.
+
+    The files are an uploaded script, an uploaded project archive (with spec's entry
+    command), or those of `copy_from`, an earlier job of the same user (clone, re-run).
+    A request that no workstation in the pool could ever run is refused with the
+    reason; when the pool cannot be asked, the job is accepted and waits, and the job
+    page explains it once the pool answers.
+    """
+    check_may_submit(user, script=script, copy_from=copy_from)
+    request = job_validate_request(user=user, spec=spec)
+    lab = lab_for_submission(user=user, lab_id=spec.lab_id)
+    _check_quota(user, lab, spec)
+    if check_pool:
+        summary = request_match_summary(request)
+        if summary is not None and not summary.can_ever_run:
+            raise JobSubmissionError(
+                summary.blocking_field or "gpus",
+                f"{summary.reason} Change the request so that a workstation can run it.",
+            )
+
+    job = Job(owner=user, name=spec.name.strip(), notify_by_email=spec.notify_by_email,
+              lab=lab, gpus=spec.gpus, parameters=parameters or {},
+              reproduces=reproduces)  # fmt: skip
+    job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
+    directory = job.directory
+    directory.mkdir(parents=True, exist_ok=False)
+    try:
+        staged = stage_files(
+            directory, spec=spec, script=script, copy_from=copy_from, requirements=requirements
+        )
+        job.source = {**staged.source, "sha256": content_hashes(directory, staged)}
+        environment = dict(spec.environment)
+        if parameters:
+            environment[PARAMETERS_VARIABLE] = json.dumps(parameters)
+        job.request = request_fields(
+            dataclasses.replace(spec, arguments=[*staged.entry_arguments, *spec.arguments],
+                                environment=environment),
+            script_name=staged.script_name, user=user,
+            input_files=staged.input_files, install_requirements=staged.install_requirements,
+            lab=lab, remove_after_s=_check_quota(user, lab, spec),
+            seed=new_seed() if seed is None else seed,
+        )  # fmt: skip
+        try:
+            job_request_of(job)
+        except InvalidJobRequest as exc:
+            raise JobSubmissionError(exc.field, exc.message) from exc
+        install_helper(directory)
+        with transaction.atomic():
+            # Checked again with the quota locked: a racing submission may have used it.
+            lock_quota(user, lab)
+            _check_quota(user, lab, spec)
+            job.save()
+            job_event_record(job, "created", staged.origin, actor=user)
+            audit_record(action="job.submit", actor=user, target=job,
+                         detail=f"{staged.origin}; lab {lab.name if lab else 'none'}")  # fmt: skip
+            job_pk = job.pk
+            transaction.on_commit(lambda: job_enqueue_submit(job_pk))
+    except BaseException:
+        shutil.rmtree(directory, ignore_errors=True)
+        raise
+    return job
+
+
+def job_enqueue_submit(job_pk: int) -> None:
+    enqueue("jobs.tasks.submit_job", job_pk)
+
+
+@dataclass(frozen=True)
+class BatchSubmitter:
+    """An app that submits some jobs itself, many as one HTCondor cluster (experiments'
+    sweeps). `owns()` selects its jobs, which the sync then leaves alone; `resend_silent`
+    sends again, whole, its batches that no submission task has touched since before the
+    filter `silent` allows, and says how many it sent."""
+
+    owns: Callable[[], Q]
+    resend_silent: Callable[[Q, datetime], int]
+
+
+_batch_submitters: list[BatchSubmitter] = []
+
+
+def batch_submitter_register(submitter: BatchSubmitter) -> None:
+    """Called from the submitting app's AppConfig.ready()."""
+    if submitter not in _batch_submitters:
+        _batch_submitters.append(submitter)
+
+
+def batch_submitters() -> tuple[BatchSubmitter, ...]:
+    return tuple(_batch_submitters)
+
+
+def job_submit_to_pool(job_pk: int) -> Job:
+    """Hand a queued job to HTCondor, exactly once. Transient failures re-raise for retry.
+
+    The attempt is committed before the schedd is contacted. A first attempt therefore
+    knows nothing can be in the schedd yet and skips the lookup; any later attempt (after
+    a crash, a killed worker or a redelivered task) looks the job up and adopts it.
+    """
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job_pk)
+        if job.is_submitted or job.is_final:
+            return job
+        job.submit_attempts += 1
+        job.submit_requested_at = timezone.now()
+        job.save(update_fields=["submit_attempts", "submit_requested_at"])
+        first_attempt = job.submit_attempts == 1
+
+    bridge = get_bridge()
+    transient_error = None
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job_pk)
+        if job.is_submitted or job.is_final:
+            return job
+        try:
+            result = bridge.submit(
+                job_request_of(job),
+                check_existing=not first_attempt,
+                submitted_after=job.created_at,
+            )
+        except BridgeError as exc:
+            job.last_error = str(exc)
+            if exc.transient:
+                job.status_detail = "The scheduler is not answering; Nightshift keeps trying."
+                job.save(update_fields=["last_error", "status_detail"])
+                transient_error = exc
+                metrics.submission_done(kind="job", outcome="retrying")
+            else:
+                _fail_before_submission(job, "HTCondor refused the job.", str(exc))
+                metrics.submission_done(kind="job", outcome="refused")
+                return job
+        except InvalidJobRequest as exc:
+            _fail_before_submission(job, "The job request is invalid.", str(exc))
+            metrics.submission_done(kind="job", outcome="invalid")
+            return job
+        else:
+            if settings.FAULT_PAUSE_AFTER_SUBMIT_S:
+                time.sleep(settings.FAULT_PAUSE_AFTER_SUBMIT_S)
+            job.cluster_id, job.proc_id = result.cluster_id, result.proc_id
+            job.state, job.status_detail = JobState.IDLE, ""
+            job.submitted_at = timezone.now()
+            job.submit_description = description_text(bridge.description(job_request_of(job)))
+            job.save()
+            how = "found already submitted" if result.adopted else "submitted"
+            job_event_record(job, "submitted", f"HTCondor job {job.condor_id} ({how})")
+            metrics.submission_done(
+                kind="job",
+                outcome="submitted",
+                waited_s=(job.submitted_at - job.created_at).total_seconds(),
+            )
+    if transient_error is not None:
+        raise transient_error
+    return job
+
+
+def _fail_before_submission(job: Job, detail: str, error: str) -> None:
+    job.state, job.finished_at = JobState.FAILED, timezone.now()
+    job.outcome = JobOutcome.FAILED
+    job.status_detail, job.last_error = detail, error
+    job.save()
+    job_event_record(job, "rejected", error)

@@ -1,0 +1,465 @@
+"""The pool's observations become the jobs' states, timeline events and usage records."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from types import SimpleNamespace
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from accounting.services import recorded_runs, usage_outdated, usage_record_observations
+from audit.services import audit_record
+from condor_bridge import (
+    BridgeError,
+    JobObservation,
+    MatchSummary,
+    summarize_matches,
+)
+from condor_bridge import JobState as CondorState
+from condor_bridge.explain import SUBCODE_NIGHTSHIFT_NO_PROGRESS
+from plumbing import metrics
+from plumbing.db import bulk_update_rows
+from plumbing.tasks import enqueue
+
+from .bridge import get_bridge
+from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Workstation
+from .notifications import NOTIFY_STATES, notify_enqueue
+from .selectors import checkpoint_of, job_output_files
+from .specs import (
+    request_from_json,
+)
+from .staging import (
+    uploads_clean_stale,
+)
+from .submission import (
+    batch_submitters,
+    job_enqueue_submit,
+)
+from .timeline import job_event_record, log_job_events
+
+logger = logging.getLogger(__name__)
+
+
+def portal_state(observation: JobObservation) -> str:
+    if observation.state is CondorState.COMPLETED:
+        ok = observation.exit_code == 0 and observation.exit_signal is None
+        return JobState.COMPLETED if ok else JobState.FAILED
+    return JobState(observation.state.value)
+
+
+@dataclass(frozen=True)
+class _Timelines:
+    """What the timelines of a batch of jobs already say, read in two queries for the batch."""
+
+    ran: frozenset[int] = frozenset()
+    cancel_requested: frozenset[int] = frozenset()
+    latest_kind: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, job_pks: list[int]) -> _Timelines:
+        if not job_pks:
+            return cls()
+        kinds = set(
+            JobEvent.objects.filter(
+                job_id__in=job_pks, kind__in=("started", "resumed", "cancel requested")
+            ).values_list("job_id", "kind")
+        )
+        latest = (
+            JobEvent.objects.filter(job_id__in=job_pks)
+            .order_by("job_id", "-at", "-id")
+            .distinct("job_id")
+            .values_list("job_id", "kind")
+        )
+        return cls(
+            ran=frozenset(pk for pk, kind in kinds if kind != "cancel requested"),
+            cancel_requested=frozenset(pk for pk, kind in kinds if kind == "cancel requested"),
+            latest_kind=dict(latest),
+        )
+
+
+def _describe(
+    job: Job, previous_state: str, observation: JobObservation, timelines: _Timelines
+) -> tuple[str, str]:
+    state = job.state
+    if state == JobState.RUNNING:
+        where = observation.workstation or "a workstation"
+        if observation.gpu_model:
+            where += f" ({observation.gpu_model})"
+        return ("resumed" if job.pk in timelines.ran else "started"), f"Running on {where}"
+    if state == JobState.IDLE and (previous_state == JobState.RUNNING or observation.evicted):
+        where = observation.last_workstation or job.workstation
+        source = f"{where} was reclaimed by its owner" if where else "The workstation was reclaimed"
+        if timelines.latest_kind.get(job.pk) == "vacate requested":
+            source = f"Moved off {where or 'its workstation'} by an administrator"
+        checkpoint = checkpoint_of(job)
+        if checkpoint is not None:
+            saved = timezone.localtime(checkpoint.saved_at)
+            resume = f"it will resume from its checkpoint of {saved:%H:%M:%S}"
+        else:
+            resume = "with no checkpoint, it will start again from the beginning"
+        return "evicted", f"{source}; {resume} on the next free workstation."
+    if state == JobState.HELD:
+        return "held", observation.hold_reason or "Held by HTCondor."
+    if state == JobState.COMPLETED:
+        return "completed", "Exited with code 0."
+    if state == JobState.FAILED:
+        if observation.exit_signal is not None:
+            return "failed", f"Killed by signal {observation.exit_signal}."
+        return "failed", f"Exited with code {observation.exit_code}."
+    if state == JobState.REMOVED:
+        return "removed", observation.status_detail or "Removed from the queue."
+    return state, observation.status_detail
+
+
+def observed_changes(
+    job: Job, observation: JobObservation, *, cancel_requested: bool = False
+) -> dict:
+    """The fields of `job` that differ from what HTCondor reports.
+
+    `cancel_requested` only decides the outcome of a removed job, which changes its state
+    too: a caller that only asks whether anything differs can leave it out. Jobs that
+    ended are never compared: HTCondor has nothing more to say about them.
+    """
+    new_state = portal_state(observation)
+    values = {
+        "state": new_state,
+        "status_detail": observation.status_detail,
+        "hold_reason": observation.hold_reason,
+        "hold_reason_code": observation.hold_reason_code,
+        "hold_reason_subcode": observation.hold_reason_subcode,
+        "num_starts": max(job.num_starts, observation.num_starts),
+        "workstation": observation.workstation or job.workstation,
+        "gpu_model": observation.gpu_model or job.gpu_model,
+        "exit_code": observation.exit_code,
+        "exit_signal": observation.exit_signal,
+        "started_at": observation.started_at or job.started_at,
+    }
+    if new_state != JobState.IDLE:
+        values["match_problem"] = values["wait_reason"] = ""
+    if new_state in FINAL_STATES:
+        values["finished_at"] = job.finished_at or observation.finished_at or timezone.now()
+        values["outcome"] = _outcome(new_state, observation, cancel_requested)
+    return {key: value for key, value in values.items() if getattr(job, key) != value}
+
+
+def _outcome(state: str, observation: JobObservation, cancel_requested: bool) -> str:
+    if state != JobState.REMOVED:
+        return JobOutcome(state)
+    if observation.removed_by_limit:
+        return JobOutcome.RUNTIME_LIMIT
+    if cancel_requested:
+        return JobOutcome.CANCELLED
+    return JobOutcome.REMOVED
+
+
+def job_apply_observation(job_pk: int, observation: JobObservation) -> bool:
+    """Bring one job (and its usage records) in line with what HTCondor reports.
+
+    True when something changed.
+    """
+    return bool(jobs_apply_observations({job_pk: observation}))
+
+
+# Jobs locked and written together: one transaction, and a few queries, per batch.
+APPLY_BATCH = 1000
+
+
+def jobs_apply_observations(observations: Mapping[int, JobObservation]) -> set[int]:
+    """Bring jobs (and their usage records) in line with what HTCondor reports, keyed by
+    job pk; returns the pks of those that changed.
+
+    Each batch is one transaction under the jobs' row locks, so that overlapping syncs or a
+    crash halfway never count a run twice or lose it. Rows, timeline events and usage
+    records are written in bulk.
+    """
+    changed: set[int] = set()
+    pks = sorted(observations)
+    for start in range(0, len(pks), APPLY_BATCH):
+        changed |= _apply_batch({pk: observations[pk] for pk in pks[start : start + APPLY_BATCH]})
+    return changed
+
+
+def _apply_batch(observations: Mapping[int, JobObservation]) -> set[int]:
+    with transaction.atomic():
+        jobs = list(
+            Job.objects.select_for_update()
+            .filter(pk__in=list(observations))
+            .exclude(state__in=FINAL_STATES)
+            .order_by("pk")
+        )
+        runs_changed = usage_record_observations((job, observations[job.pk]) for job in jobs)
+        timelines = _Timelines.of([
+            job.pk for job in jobs
+            if portal_state(observations[job.pk]) != job.state
+            or observations[job.pk].num_starts > job.num_starts
+        ])  # fmt: skip
+        changed_jobs: list[Job] = []
+        fields: set[str] = set()
+        events: list[JobEvent] = []
+        evicted: list[Job] = []
+        for job in jobs:
+            observation = observations[job.pk]
+            changes = observed_changes(
+                job, observation, cancel_requested=job.pk in timelines.cancel_requested
+            )
+            if not changes:
+                continue
+            previous_state = job.state
+            for key, value in changes.items():
+                setattr(job, key, value)
+            changed_jobs.append(job)
+            fields.update(changes)
+            if "state" in changes or "num_starts" in changes and job.state == JobState.IDLE:
+                kind, detail = _describe(job, previous_state, observation, timelines)
+                events.append(JobEvent(job=job, kind=kind, state=job.state, detail=detail))
+                if kind == "evicted":
+                    evicted.append(job)
+            if job.state in (JobState.COMPLETED, JobState.FAILED):
+                transaction.on_commit(functools.partial(_enqueue_collect, job.pk))
+            if "state" in changes and job.state in NOTIFY_STATES and job.notify_by_email:
+                transaction.on_commit(functools.partial(notify_enqueue, job.pk, job.state))
+        if changed_jobs:
+            bulk_update_rows(Job, changed_jobs, sorted(fields))
+        JobEvent.objects.bulk_create(events, batch_size=1000)
+        log_job_events(events)
+        for job in evicted:
+            _hold_without_progress(job)
+    return set(runs_changed) | {job.pk for job in changed_jobs}
+
+
+def _hold_without_progress(job: Job) -> None:
+    """Hold a job evicted again and again without saving a checkpoint, instead of letting it
+    start from zero for ever. Only where the portal sees the job's folder (shared mode): in
+    spool mode its checkpoints are invisible here, and HTCondor's NIGHTSHIFT_MAX_STARTS
+    guard applies alone."""
+    limit = settings.MAX_EVICTIONS_WITHOUT_PROGRESS
+    if not limit or settings.CONDOR_FILE_MODE != "shared":
+        return
+    streak = 0
+    for run in job.usage_records.exclude(ended_at=None).order_by("-started_at")[:limit]:
+        if run.ended_by != "evicted" or run.committed_s > 0:
+            break
+        streak += 1
+    if streak < limit:
+        return
+    reason = f"Nightshift held it: evicted {streak} times in a row without saving a checkpoint."
+    try:
+        get_bridge().act("hold", job.cluster_id, job.proc_id, reason=reason,
+                         reason_code=SUBCODE_NIGHTSHIFT_NO_PROGRESS)  # fmt: skip
+    except BridgeError as exc:
+        logger.warning("could not hold job %s after %s evictions: %s", job.pk, streak, exc)
+        return
+    job_event_record(job, "hold requested", reason)
+    audit_record(action="job.hold", actor=None, target=job, detail=reason)
+
+
+def _enqueue_collect(job_pk: int) -> None:
+    enqueue("jobs.tasks.collect_outputs", job_pk)
+
+
+@dataclass
+class SyncReport:
+    active: int = 0
+    changed: int = 0
+    finished: int = 0
+    resubmitted: int = 0
+    seconds: float = 0.0
+
+
+# What a sync compares; the rest of a job's row (its request above all) is not read, and
+# rows are read as plain values: building 10,000 model instances would cost more than the
+# comparison.
+SYNC_FIELDS = (
+    "pk", "public_id", "state", "status_detail", "hold_reason", "hold_reason_code",
+    "hold_reason_subcode", "num_starts", "workstation", "gpu_model", "exit_code", "exit_signal",
+    "started_at", "finished_at", "match_problem", "wait_reason", "outcome",
+)  # fmt: skip
+
+
+def jobs_sync() -> SyncReport:
+    """One sync cycle: one queue query, one history call, and only changed rows written."""
+    started = time.perf_counter()
+    try:
+        report = _sync_cycle()
+    except Exception:
+        metrics.sync_done(seconds=time.perf_counter() - started, ok=False)
+        raise
+    report.seconds = time.perf_counter() - started
+    metrics.sync_done(seconds=report.seconds, ok=True)
+    return report
+
+
+def _sync_cycle() -> SyncReport:
+    bridge = get_bridge()
+    report = SyncReport()
+    active = [
+        SimpleNamespace(**row)
+        for row in Job.objects.filter(cluster_id__isnull=False)
+        .exclude(state__in=FINAL_STATES)
+        .values(*SYNC_FIELDS)
+    ]
+    report.active = len(active)
+    if active:
+        observations = {o.job_id: o for o in bridge.active_jobs()}
+        missing = [str(job.public_id) for job in active if str(job.public_id) not in observations]
+        if missing:
+            finished = {o.job_id: o for o in bridge.finished_jobs(missing)}
+            report.finished = len(finished)
+            observations.update(finished)
+        runs = recorded_runs(job.pk for job in active)
+        outdated = {}
+        for job in active:
+            observation = observations.get(str(job.public_id))
+            # Compared in memory first: an unchanged job costs no lock and no write.
+            if observation is not None and (
+                observed_changes(job, observation) or usage_outdated(runs.get(job.pk), observation)
+            ):
+                outdated[job.pk] = observation
+        report.changed = len(jobs_apply_observations(outdated))
+    _explain_unmatched_jobs(bridge)
+    report.resubmitted = _resubmit_stale_jobs()
+    uploads_clean_stale()
+    return report
+
+
+SEEN_REFRESH_S = 60
+
+
+def pool_record_seen(machines) -> int:
+    """Remember the workstations the pool reports (at most once a minute each)."""
+    now = timezone.now()
+    fresh = set(
+        Workstation.objects.filter(
+            last_seen_at__gte=now - timedelta(seconds=SEEN_REFRESH_S)
+        ).values_list("name", flat=True)
+    )
+    rows = [
+        Workstation(
+            name=m.name,
+            last_seen_at=now,
+            total_gpus=m.total_gpus,
+            gpu_name=m.gpu.name if m.gpu else "",
+            gpu_memory_mb=m.gpu.memory_mb if m.gpu else 0,
+            gpu_capability=m.gpu.capability if m.gpu else 0,
+            total_cpus=m.total_cpus,
+            total_memory_mb=m.total_memory_mb,
+        )  # fmt: skip
+        for m in machines
+        if m.name not in fresh
+    ]
+    if rows:
+        Workstation.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["name"],
+            update_fields=["last_seen_at", "total_gpus", "gpu_name", "gpu_memory_mb",
+                           "gpu_capability", "total_cpus", "total_memory_mb"],
+        )  # fmt: skip
+    return len(rows)
+
+
+# Said on the page of an idle job that a free workstation could run, after more than
+# POOL_STALL_AFTER_S of that: the negotiator is not matching (stopped, or unable to talk
+# to the schedd). Fixed text, so that the metric can count the jobs that show it.
+POOL_STALLED_REASON = (
+    "The pool is not matching jobs to workstations: one that could run this job has been "
+    "free for several scheduling cycles, yet the job waits. The administrators have been told."
+)
+
+
+# Since when each idle job has had a free matching workstation at every sync: {pk: time}.
+FREE_MATCH_SINCE_KEY = "jobs:free-match-since"
+
+
+def _explain_unmatched_jobs(bridge) -> None:
+    """Tell each idle job why it waits. Jobs asking for the same thing (a sweep's runs) share
+    one explanation, and jobs are updated one statement per distinct explanation. A job
+    that waits while a workstation that fits it stays free means the pool is not matching."""
+    machines = bridge.pool_machines()
+    pool_record_seen(machines)
+    idle = Job.objects.filter(state=JobState.IDLE).values_list(
+        "pk", "public_id", "output_dir", "request", "match_problem", "wait_reason"
+    )
+    now = time.time()
+    free_since: dict[str, float] = cache.get(FREE_MATCH_SINCE_KEY) or {}
+    still_free: dict[str, float] = {}
+    summaries: dict[str, MatchSummary] = {}
+    to_update: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for pk, public_id, output_dir, request, match_problem, wait_reason in idle:
+        key = json.dumps(request, sort_keys=True)
+        if key not in summaries:
+            job_request = request_from_json(request, job_id=str(public_id), job_dir=output_dir)
+            summaries[key] = summarize_matches(job_request, machines)
+        summary = summaries[key]
+        explained = (summary.reason, summary.busy_reason)
+        if summary.machines_free_now:
+            since = still_free[str(pk)] = free_since.get(str(pk), now)
+            if now - since >= settings.POOL_STALL_AFTER_S:
+                explained = ("", POOL_STALLED_REASON)
+        if explained != (match_problem, wait_reason):
+            to_update[explained].append(pk)
+    cache.set(FREE_MATCH_SINCE_KEY, still_free, timeout=None)
+    for (reason, busy_reason), pks in to_update.items():
+        # Only jobs still idle: one that started meanwhile must not show a stale reason.
+        Job.objects.filter(pk__in=pks, state=JobState.IDLE).update(
+            match_problem=reason, wait_reason=busy_reason
+        )
+        if busy_reason == POOL_STALLED_REASON:
+            logger.error(
+                "the pool is not matching: %d more idle jobs have had a free matching "
+                "workstation for over %d s (manage.py condor_doctor)",
+                len(pks), settings.POOL_STALL_AFTER_S,
+            )  # fmt: skip
+
+
+def _resubmit_stale_jobs() -> int:
+    """The database is the source of truth: a queued job whose task was lost is sent again.
+
+    A job counts as lost when no submission task has touched it for RESUBMIT_AFTER_S: a
+    task retrying against a scheduler that is down touches it at every attempt, so those
+    are left alone instead of being sent again on every sync tick. Jobs that another app
+    submits as a batch (a sweep's runs) are that app's to send again, whole.
+    """
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=settings.RESUBMIT_AFTER_S)
+    silent = Q(submit_requested_at__lt=cutoff) | Q(
+        submit_requested_at__isnull=True, created_at__lt=cutoff
+    )
+    submitters = batch_submitters()
+    with transaction.atomic():
+        lost = Job.objects.select_for_update(skip_locked=True, of=("self",)).filter(
+            silent, state=JobState.QUEUED, cluster_id__isnull=True
+        )
+        for submitter in submitters:
+            lost = lost.exclude(submitter.owns())
+        stale = list(lost.values_list("pk", flat=True)[:500])
+        Job.objects.filter(pk__in=stale).update(submit_requested_at=now)
+    for job_pk in stale:
+        job_enqueue_submit(job_pk)
+    return len(stale) + sum(submitter.resend_silent(silent, now) for submitter in submitters)
+
+
+def job_collect_outputs(job_pk: int) -> Job:
+    """Bring outputs home (spool mode) and mark them ready to download."""
+    bridge = get_bridge()
+    with transaction.atomic():
+        job = Job.objects.select_for_update().get(pk=job_pk)
+        if job.outputs_ready or not job.is_submitted:
+            return job
+        bridge.retrieve(job.cluster_id, job.proc_id)
+        job.outputs_collected_at = timezone.now()
+        job.save(update_fields=["outputs_collected_at"])
+        count = len(job_output_files(job))
+        job_event_record(job, "outputs", f"{count} output file{'s' if count != 1 else ''} ready")
+    return job
