@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.db.models import (
     DurationField,
@@ -15,6 +15,10 @@ from django.db.models import (
     Value,
 )
 from django.db.models.functions import Coalesce, Extract, Greatest, Least
+from django.utils import timezone
+
+from jobs.models import Job
+from labs.models import Lab, Membership
 
 from .models import UsageRecord
 
@@ -57,3 +61,24 @@ def gpu_hours_used(records: QuerySet[UsageRecord], *, since: datetime, until: da
         .first()
     )
     return GpuHours(total / 3600, (first[0] / 3600, first[1]) if first else None)
+
+
+@dataclass(frozen=True)
+class MemberUsage:
+    membership: Membership
+    gpu_hours: float
+    jobs: int
+
+
+def lab_member_usage(lab: Lab) -> list[MemberUsage]:
+    """Each member's GPU-hours and jobs in the lab over its quota period."""
+    now = timezone.now()
+    since = now - timedelta(days=lab.gpu_hours_period_days)
+    usage = []
+    for membership in lab.memberships.select_related("user").order_by("user__username"):
+        runs = UsageRecord.objects.filter(lab=lab, user=membership.user)
+        jobs = Job.objects.filter(lab=lab, owner=membership.user, created_at__gte=since)
+        usage.append(MemberUsage(
+            membership, gpu_hours_used(runs, since=since, until=now).total, jobs.count(),
+        ))  # fmt: skip
+    return usage

@@ -15,6 +15,9 @@ from django.utils import timezone
 
 from condor_bridge import JobObservation, PoolMachine
 from condor_bridge.submit import CHECKPOINT_LOG
+from jobs.bridge import get_bridge
+from jobs.models import Job, Workstation
+from jobs.selectors import open_job_file
 from plumbing.db import bulk_update_rows
 
 from .models import CapacitySample, UsageRecord
@@ -100,6 +103,25 @@ def usage_record_observations(pairs: Iterable[tuple[object, JobObservation]]) ->
     return counts
 
 
+class UsageLedger:
+    """The usage records, as the sync's run ledger (jobs.sync.RunLedger)."""
+
+    def runs_outdated(self, observations: Mapping[int, JobObservation]) -> set[int]:
+        runs = recorded_runs(observations)
+        return {pk for pk, seen in observations.items() if usage_outdated(runs.get(pk), seen)}
+
+    def record_runs(self, pairs: list[tuple[Job, JobObservation]]) -> set[int]:
+        return set(usage_record_observations(pairs))
+
+    def evictions_without_progress(self, job: Job, limit: int) -> int:
+        streak = 0
+        for run in job.usage_records.exclude(ended_at=None).order_by("-started_at")[:limit]:
+            if run.ended_by != UsageRecord.Ending.EVICTED or run.committed_s > 0:
+                break
+            streak += 1
+        return streak
+
+
 def _records_to_write(
     job, records: list[UsageRecord], observation: JobObservation
 ) -> tuple[list[UsageRecord], list[UsageRecord]]:
@@ -144,8 +166,6 @@ MAX_CHECKPOINT_LOG_BYTES = 1024 * 1024
 def checkpoint_times(job) -> list[datetime]:
     """When the job's helper saved checkpoints (.nightshift/checkpoints.jsonl), if the portal
     can see the job's folder; the job writes this file, so it is read defensively."""
-    from jobs.selectors import open_job_file
-
     raw = open_job_file(job.directory, job.directory / CHECKPOINT_LOG)
     if raw is None:
         return []
@@ -217,9 +237,6 @@ def capacity_sample(
 
 def capacity_sample_pool(now: datetime | None = None) -> int:
     """One capacity sample of the whole pool, as the beat schedule takes it."""
-    from jobs.bridge import get_bridge
-    from jobs.models import Workstation
-
     known = dict(Workstation.objects.values_list("name", "total_gpus"))
     machines = get_bridge().pool_machines()
     return capacity_sample(

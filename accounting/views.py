@@ -3,6 +3,7 @@ from __future__ import annotations
 import csv
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import (
@@ -12,13 +13,17 @@ from django.http import (
     HttpResponseBadRequest,
     StreamingHttpResponse,
 )
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import slugify
 
+from labs.selectors import lab_managed_or_404
+from labs.services import MembershipError, lab_member_add
+
 from . import reports
 from .forms import ReportForm
+from .selectors import lab_member_usage
 
 
 class _Echo:
@@ -161,3 +166,20 @@ def report_export(request: HttpRequest, table: str) -> HttpResponse | StreamingH
         report_table = reports.REPORT_TABLES[table](scope, period, form.cleaned_data["group"])
         rows = report_table.csv_rows()
     return stream_csv(rows, export_filename(table, scope, period))
+
+
+@login_required
+def lab_detail(request: HttpRequest, lab_id: int) -> HttpResponse:
+    """For a lab's leads: its members, their use of the quota, and adding or removing them."""
+    lab = lab_managed_or_404(request.user, lab_id)
+    if request.method == "POST":
+        try:
+            membership = lab_member_add(lab=lab, who=request.POST.get("who", ""),
+                                                 actor=request.user)  # fmt: skip
+        except MembershipError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"Added {membership.user.get_username()} to {lab.name}.")
+        return redirect("labs:detail", lab_id=lab.pk)
+    return render(request, "labs/detail.html",
+                  {"lab": lab, "members": lab_member_usage(lab)})  # fmt: skip

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from axes.exceptions import AxesBackendPermissionDenied
+from django.conf import settings
 from django.contrib.auth import authenticate
+from django.db.models import Count
 from django.http import Http404
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
@@ -12,6 +16,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounting.quotas import quota_standings
+from jobs.selectors import job_list_for_user
 from plumbing.api import ApiError, ErrorSerializer, TokenThrottle
 
 from . import selectors, services
@@ -73,6 +79,7 @@ def _create(*, user, name: str, expires_in_days: int | None) -> services.NewToke
 
 
 ERROR = OpenApiResponse(ErrorSerializer)
+UNAUTHENTICATED = OpenApiResponse(ErrorSerializer, description="No valid token or session.")
 
 
 class TokenListView(APIView):
@@ -143,3 +150,74 @@ class PasswordTokenView(APIView):
         return _created(
             _create(user=user, name=data["name"], expires_in_days=data.get("expires_in_days"))
         )
+
+
+class QuotaLimitsSerializer(serializers.Serializer):
+    gpu_hours = serializers.FloatField(allow_null=True, help_text="Per rolling period.")
+    period_days = serializers.IntegerField(help_text="The rolling period, in days.")
+    max_concurrent_gpus = serializers.IntegerField(allow_null=True, help_text="GPUs at once.")
+    max_gpus_per_job = serializers.IntegerField(allow_null=True, help_text="GPUs per job.")
+    max_runtime_hours = serializers.FloatField(allow_null=True, help_text="Runtime per job.")
+    max_queued_jobs = serializers.IntegerField(allow_null=True, help_text="Waiting jobs at once.")
+    scope = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="Per limit: lab (counts the whole lab) or user (your own limit).",
+    )
+
+
+class QuotaStandingSerializer(serializers.Serializer):
+    lab = serializers.CharField(
+        allow_null=True, help_text="The lab; null for the site's default quota."
+    )
+    accounting_group = serializers.CharField(
+        help_text="The HTCondor accounting group of these jobs."
+    )
+    limits = QuotaLimitsSerializer(help_text="Empty values mean no limit.")
+    gpu_hours_used = serializers.FloatField(help_text="In the rolling period.")
+    gpu_hours_reserved = serializers.FloatField(help_text="Held by jobs not yet running.")
+    gpus_in_use = serializers.IntegerField(help_text="Asked for by unfinished jobs.")
+    jobs_waiting = serializers.IntegerField(help_text="Jobs not yet running.")
+
+
+class UserSummarySerializer(serializers.Serializer):
+    username = serializers.CharField(help_text="Your username.")
+    email = serializers.EmailField(allow_blank=True, help_text="Where notifications go.")
+    full_name = serializers.CharField(allow_blank=True, help_text="Your name.")
+    is_staff = serializers.BooleanField(help_text="You are a Nightshift administrator.")
+    jobs_by_state = serializers.DictField(
+        child=serializers.IntegerField(), help_text="The user's jobs, counted by state."
+    )
+    quotas = QuotaStandingSerializer(
+        many=True, help_text="For each of your labs (or the site's default, in none): limits "
+        "and usage.",
+    )  # fmt: skip
+
+
+class MeView(APIView):
+    @extend_schema(summary="You, and your jobs by state",
+                   responses={200: UserSummarySerializer, 401: UNAUTHENTICATED})  # fmt: skip
+    def get(self, request: Request) -> Response:
+        user = request.user
+        counts = job_list_for_user(user).order_by().values("state").annotate(n=Count("id"))
+        return Response(
+            {"username": user.get_username(), "email": user.email,
+             "full_name": user.get_full_name(), "is_staff": user.is_staff,
+             "jobs_by_state": {row["state"]: row["n"] for row in counts},
+             "quotas": [_standing(standing) for standing in quota_standings(user)]}
+        )  # fmt: skip
+
+
+def _standing(standing) -> dict:
+    fields = dataclasses.asdict(standing.limits) | {"scope": standing.limits.scope}
+    fields.pop("lab")
+    return {
+        "lab": standing.lab.name if standing.lab else None,
+        "accounting_group": standing.lab.accounting_group
+        if standing.lab
+        else settings.DEFAULT_ACCOUNTING_GROUP,
+        "limits": fields,
+        "gpu_hours_used": round(standing.gpu_hours_used, 3),
+        "gpu_hours_reserved": round(standing.gpu_hours_reserved, 3),
+        "gpus_in_use": standing.gpus_in_use,
+        "jobs_waiting": standing.jobs_waiting,
+    }

@@ -6,4 +6,9 @@ class AccountsConfig(AppConfig):
     verbose_name = "Accounts and access tokens"
 
     def ready(self) -> None:
+        from jobs.admission import admission_register
+
         from . import ldap, schema  # noqa: F401 - LDAP group sync; the token scheme for the docs
+        from .registration import user_may_submit
+
+        admission_register(approved=user_may_submit)

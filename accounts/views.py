@@ -6,6 +6,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
+from accounting.quotas import quota_standings
+
 from . import registration as registrations
 from . import selectors, services
 from .forms import RegistrationForm, TokenCreateForm
@@ -59,8 +61,6 @@ def token_revoke(request: HttpRequest, token_id: int) -> HttpResponse:
 @login_required
 def account(request: HttpRequest) -> HttpResponse:
     """The user's labs, their limits, and how much of each is used, as bars."""
-    from labs.quotas import quota_standings
-
     standings = [
         account_quota_view(standing, request.user) for standing in quota_standings(request.user)
     ]

@@ -33,10 +33,10 @@ from sqlalchemy.pool import NullPool
 from audit.services import audit_record
 from condor_bridge import BridgeError
 from condor_bridge.submit import HELPER_DIR, METRICS_FILE
-from labs.quotas import QuotaExceeded, quota_check
 from plumbing.tasks import enqueue
 
 from . import parameters
+from .admission import QuotaExceeded, quota_check
 from .bridge import get_bridge
 from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Sweep
 from .parameters import NAME, Distribution, ParameterError

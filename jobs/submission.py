@@ -17,7 +17,6 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from accounts.registration import user_may_submit
 from audit.services import audit_record
 from condor_bridge import (
     BridgeError,
@@ -31,11 +30,10 @@ from condor_bridge.submit import (
 )
 from condor_bridge.types import check_text
 from labs.models import Lab
-from labs.quotas import QuotaExceeded, lock_quota, quota_check
-from operations.drain import drain_state
 from plumbing import metrics
 from plumbing.tasks import enqueue
 
+from .admission import QuotaExceeded, account_approved, quota_check, quota_lock, submissions_paused
 from .archives import (
     is_archive,
 )
@@ -145,10 +143,10 @@ def request_match_summary(request: JobRequest) -> MatchSummary | None:
 def check_may_submit(user, *, script, copy_from: Job | None) -> None:
     """An approved account, and files to run: an upload, or a job of the user's to copy; and
     a portal that is not drained for maintenance."""
-    drain = drain_state()
-    if drain.active:
-        raise SubmissionsPaused("drain", drain.message)
-    if not user_may_submit(user):
+    paused = submissions_paused()
+    if paused is not None:
+        raise SubmissionsPaused("drain", paused)
+    if not account_approved(user):
         raise AccountNotApproved(
             "account", "Your account waits for approval by a lab lead or an administrator; "
             "you can submit jobs once it is approved.",
@@ -220,7 +218,7 @@ def job_submit(
         install_helper(directory)
         with transaction.atomic():
             # Checked again with the quota locked: a racing submission may have used it.
-            lock_quota(user, lab)
+            quota_lock(user, lab)
             _check_quota(user, lab, spec)
             job.save()
             job_event_record(job, "created", staged.origin, actor=user)

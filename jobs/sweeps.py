@@ -27,12 +27,12 @@ from audit.services import audit_record
 from condor_bridge import BridgeError, InvalidJobRequest
 from condor_bridge.submit import description_text
 from condor_bridge.types import check_text
-from labs.quotas import QuotaExceeded, lock_quota, quota_check
 from plumbing import metrics
 from plumbing.db import bulk_update_rows
 from plumbing.tasks import enqueue
 
 from . import parameters
+from .admission import QuotaExceeded, quota_check, quota_lock
 from .archives import ArchiveError, check_archive, extract_archive, is_archive
 from .bridge import get_bridge
 from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Sweep
@@ -279,7 +279,7 @@ def _record_sweep(user, lab, spec: JobSpec, sweep: Sweep, jobs: list[Job], *, or
     submission queued once that commits."""
     with transaction.atomic():
         # Checked again with the quota locked: a racing submission may have used it.
-        lock_quota(user, lab)
+        quota_lock(user, lab)
         _check_sweep_quota(user, lab, spec, len(jobs))
         sweep.save()
         for job in jobs:

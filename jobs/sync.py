@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import SimpleNamespace
+from typing import Protocol
 
 from django.conf import settings
 from django.core.cache import cache
@@ -18,7 +19,6 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from accounting.services import recorded_runs, usage_outdated, usage_record_observations
 from audit.services import audit_record
 from condor_bridge import (
     BridgeError,
@@ -49,6 +49,46 @@ from .submission import (
 from .timeline import job_event_record, log_job_events
 
 logger = logging.getLogger(__name__)
+
+
+class RunLedger(Protocol):
+    """What keeps a record of every run of every job (accounting's usage records). The sync
+    hands it each observation it applies, in the same transaction as the job's new state,
+    so that a crash halfway never counts a run twice or loses it."""
+
+    def runs_outdated(self, observations: Mapping[int, JobObservation]) -> set[int]:
+        """Of these jobs (by pk), those whose ads report a run the records do not hold."""
+        ...
+
+    def record_runs(self, pairs: list[tuple[Job, JobObservation]]) -> set[int]:
+        """Bring the jobs' run records in line with their ads (the caller holds the jobs'
+        row locks); the pks of the jobs whose records changed."""
+        ...
+
+    def evictions_without_progress(self, job: Job, limit: int) -> int:
+        """How many of the job's latest ended runs in a row, up to `limit`, were evicted
+        without saving any work."""
+        ...
+
+
+class _NoRunLedger:
+    def runs_outdated(self, observations: Mapping[int, JobObservation]) -> set[int]:
+        return set()
+
+    def record_runs(self, pairs: list[tuple[Job, JobObservation]]) -> set[int]:
+        return set()
+
+    def evictions_without_progress(self, job: Job, limit: int) -> int:
+        return 0
+
+
+_run_ledger: RunLedger = _NoRunLedger()
+
+
+def run_ledger_register(ledger: RunLedger) -> None:
+    """Called from accounting's AppConfig.ready(): jobs does not import accounting."""
+    global _run_ledger
+    _run_ledger = ledger
 
 
 def portal_state(observation: JobObservation) -> str:
@@ -198,7 +238,7 @@ def _apply_batch(observations: Mapping[int, JobObservation]) -> set[int]:
             .exclude(state__in=FINAL_STATES)
             .order_by("pk")
         )
-        runs_changed = usage_record_observations((job, observations[job.pk]) for job in jobs)
+        runs_changed = _run_ledger.record_runs([(job, observations[job.pk]) for job in jobs])
         timelines = _Timelines.of([
             job.pk for job in jobs
             if portal_state(observations[job.pk]) != job.state
@@ -246,11 +286,7 @@ def _hold_without_progress(job: Job) -> None:
     limit = settings.MAX_EVICTIONS_WITHOUT_PROGRESS
     if not limit or settings.CONDOR_FILE_MODE != "shared":
         return
-    streak = 0
-    for run in job.usage_records.exclude(ended_at=None).order_by("-started_at")[:limit]:
-        if run.ended_by != "evicted" or run.committed_s > 0:
-            break
-        streak += 1
+    streak = _run_ledger.evictions_without_progress(job, limit)
     if streak < limit:
         return
     reason = f"Nightshift held it: evicted {streak} times in a row without saving a checkpoint."
@@ -317,15 +353,18 @@ def _sync_cycle() -> SyncReport:
             finished = {o.job_id: o for o in bridge.finished_jobs(missing)}
             report.finished = len(finished)
             observations.update(finished)
-        runs = recorded_runs(job.pk for job in active)
-        outdated = {}
+        # Compared in memory first: an unchanged job costs no lock and no write.
+        outdated, unchanged = {}, {}
         for job in active:
             observation = observations.get(str(job.public_id))
-            # Compared in memory first: an unchanged job costs no lock and no write.
-            if observation is not None and (
-                observed_changes(job, observation) or usage_outdated(runs.get(job.pk), observation)
-            ):
+            if observation is None:
+                continue
+            if observed_changes(job, observation):
                 outdated[job.pk] = observation
+            else:
+                unchanged[job.pk] = observation
+        for pk in _run_ledger.runs_outdated(unchanged):
+            outdated[pk] = unchanged[pk]
         report.changed = len(jobs_apply_observations(outdated))
     _explain_unmatched_jobs(bridge)
     report.resubmitted = _resubmit_stale_jobs()

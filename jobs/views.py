@@ -4,6 +4,7 @@ import csv
 import dataclasses
 import itertools
 
+from celery import current_app
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -343,9 +344,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
     except Exception as exc:  # noqa: BLE001
         checks["redis"] = {"ok": False, "error": str(exc)}
     try:
-        from portal.celery import app
-
-        replies = app.control.ping(timeout=1.0) or []
+        replies = current_app.control.ping(timeout=1.0) or []
         checks["celery"] = {"ok": bool(replies), "workers": len(replies)}
         if not replies:
             checks["celery"]["error"] = "no Celery worker answered within 1 s"

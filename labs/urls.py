@@ -2,9 +2,8 @@ from django.urls import path
 
 from . import views
 
-app_name = "labs"
+# Included by portal.urls in the "labs" namespace, with accounting's page of a lab.
 urlpatterns = [
-    path("<int:lab_id>/", views.lab_detail, name="detail"),
     path(
         "<int:lab_id>/members/<int:membership_id>/remove/",
         views.member_remove,

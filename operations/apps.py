@@ -7,3 +7,10 @@ class OperationsConfig(AppConfig):
 
     name = "operations"
     verbose_name = "Operations"
+
+    def ready(self) -> None:
+        from jobs.admission import admission_register
+
+        from .drain import submissions_paused
+
+        admission_register(paused=submissions_paused)

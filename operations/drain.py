@@ -34,6 +34,12 @@ def drain_state() -> DrainState:
     return cached
 
 
+def submissions_paused() -> str | None:
+    """The drain's message while the portal is drained (jobs.admission asks), else None."""
+    state = drain_state()
+    return state.message if state.active else None
+
+
 def _from_database() -> DrainState:
     row = Drain.objects.filter(pk=1, active=True).first()
     if row is None:

@@ -11,6 +11,7 @@ import json
 import time
 from collections.abc import Iterable, Iterator
 
+from celery import current_app
 from django.db.models import Count, Max, Sum
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -62,8 +63,7 @@ def _jobs_stalled() -> Metric:
 
 
 def _queue_depth() -> Metric:
-    from portal.celery import app
-
+    app = current_app
     family = GaugeMetricFamily("nightshift_celery_queue_length",
                                "Tasks waiting in the broker for a worker.",
                                labels=["queue"])  # fmt: skip

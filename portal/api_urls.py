@@ -51,7 +51,7 @@ urlpatterns = [
     ),
     path("match/", jobs_api.MatchView.as_view(), name="match"),
     path("pool/", jobs_api.PoolView.as_view(), name="pool"),
-    path("me/", jobs_api.MeView.as_view(), name="me"),
+    path("me/", accounts_api.MeView.as_view(), name="me"),
     path("tokens/", accounts_api.TokenListView.as_view(), name="token-list"),
     path("tokens/<int:token_id>/", accounts_api.TokenDetailView.as_view(), name="token-detail"),
     path("auth/token/", accounts_api.PasswordTokenView.as_view(), name="password-token"),

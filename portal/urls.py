@@ -4,7 +4,9 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from accounting import urls as accounting_urls
 from jobs.views import healthz, pool
+from labs import urls as labs_urls
 from operations.views import metrics
 
 urlpatterns = [
@@ -29,7 +31,7 @@ urlpatterns = [
     ),
     path("accounts/", include("accounts.urls")),
     path("oidc/", include("mozilla_django_oidc.urls")),
-    path("labs/", include("labs.urls")),
+    path("labs/", include((accounting_urls.lab_urlpatterns + labs_urls.urlpatterns, "labs"))),
     path("reports/", include("accounting.urls")),
     path("api/v1/", include("portal.api_urls")),
     path("api/", RedirectView.as_view(url="/api/v1/docs/", permanent=False), name="api-docs"),

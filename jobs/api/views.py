@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 
-from django.conf import settings
 from django.db.models import Count
 from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse
 from django.urls import reverse
@@ -29,7 +28,6 @@ from jobs.lookups import (
     visible_sweep_or_404,
 )
 from jobs.models import EnvironmentPreset, Job, Sweep
-from labs.quotas import quota_standings
 from plumbing.api import ApiError, ErrorSerializer, SubmissionThrottle
 
 from .serializers import (
@@ -51,7 +49,6 @@ from .serializers import (
     SweepSubmitJSONSerializer,
     SweepSubmitSerializer,
     SweepSummarySerializer,
-    UserSummarySerializer,
 )
 
 # The API's field for each service field that it spells differently.
@@ -579,35 +576,3 @@ class MatchView(APIView):
             raise ApiError("The pool is not answering; try again shortly.",
                            code="pool_unavailable", status_code=503)  # fmt: skip
         return Response({**dataclasses.asdict(summary), "can_ever_run": summary.can_ever_run})
-
-
-class MeView(APIView):
-    @extend_schema(summary="You, and your jobs by state",
-                   responses={200: UserSummarySerializer, **_errors(401)})  # fmt: skip
-    def get(self, request: Request) -> Response:
-        user = request.user
-        counts = (
-            selectors.job_list_for_user(user).order_by().values("state").annotate(n=Count("id"))
-        )
-        return Response(
-            {"username": user.get_username(), "email": user.email,
-             "full_name": user.get_full_name(), "is_staff": user.is_staff,
-             "jobs_by_state": {row["state"]: row["n"] for row in counts},
-             "quotas": [_standing(standing) for standing in quota_standings(user)]}
-        )  # fmt: skip
-
-
-def _standing(standing) -> dict:
-    fields = dataclasses.asdict(standing.limits) | {"scope": standing.limits.scope}
-    fields.pop("lab")
-    return {
-        "lab": standing.lab.name if standing.lab else None,
-        "accounting_group": standing.lab.accounting_group
-        if standing.lab
-        else settings.DEFAULT_ACCOUNTING_GROUP,
-        "limits": fields,
-        "gpu_hours_used": round(standing.gpu_hours_used, 3),
-        "gpu_hours_reserved": round(standing.gpu_hours_reserved, 3),
-        "gpus_in_use": standing.gpus_in_use,
-        "jobs_waiting": standing.jobs_waiting,
-    }

@@ -179,13 +179,13 @@ def test_two_submissions_racing_for_the_last_gpu_hour_do_not_both_get_through(
     racers = [MembershipFactory(lab=lab, user=UserFactory(username=f"r{i}")).user for i in (1, 2)]
     ran(racers[0], lab, gpus=1, start_ago=10 * HOUR, end_ago=HOUR)  # 1 GPU-hour left
     both_checked = threading.Barrier(2, timeout=20)
-    real_lock = submission.lock_quota
+    real_lock = submission.quota_lock
 
     def lock_after_both_checked(user, lab):
         both_checked.wait()  # each passed the early check; now they race for the lock
         real_lock(user, lab)
 
-    monkeypatch.setattr(submission, "lock_quota", lock_after_both_checked)
+    monkeypatch.setattr(submission, "quota_lock", lock_after_both_checked)
     outcomes = []
 
     def race(user):

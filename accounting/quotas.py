@@ -1,7 +1,8 @@
 """The one place that decides whether a submission fits its quota.
 
-Every submission path (web form, API, clone, re-run) goes through jobs.services.job_submit,
-which calls quota_check twice: once early, to refuse before files are stored, and again
+Every submission path (web form, API, clone, re-run, sweeps and study trials) asks through
+jobs.admission, to which accounting hands quota_check and lock_quota when Django starts.
+job_submit calls quota_check twice: once early, to refuse before files are stored, and again
 inside the transaction that records the job, with the lab (or the user) locked, so that two
 submissions racing for the last GPU-hour cannot both get through.
 """
@@ -17,22 +18,14 @@ from django.db.models import QuerySet, Sum
 from django.utils import timezone
 from django.utils.formats import date_format
 
-from accounting.models import UsageRecord
-from accounting.selectors import GpuHours, gpu_hours_used
+from jobs.admission import QuotaExceeded
 from jobs.models import FINAL_STATES, Job, JobState
+from labs.models import Lab, Membership, QuotaLimits
 
-from .models import Lab, Membership, QuotaLimits
+from .models import UsageRecord
+from .selectors import GpuHours, gpu_hours_used
 
 WAITING_STATES = (JobState.QUEUED, JobState.IDLE, JobState.HELD, JobState.SUSPENDED)
-
-
-class QuotaExceeded(Exception):
-    """A submission the quota refuses; `field` is the input to change, if one would help."""
-
-    def __init__(self, field: str | None, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
 
 
 @dataclass(frozen=True)
