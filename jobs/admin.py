@@ -9,7 +9,7 @@ from condor_bridge import BridgeError
 
 from . import actions, specs
 from .bridge import get_bridge
-from .models import EnvironmentPreset, Job, JobEvent, Sweep
+from .models import EnvironmentPreset, Job, JobEvent
 
 
 @admin.register(EnvironmentPreset)
@@ -27,20 +27,6 @@ class JobEventInline(admin.TabularInline):
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("actor")
-
-
-@admin.register(Sweep)
-class SweepAdmin(admin.ModelAdmin):
-    """Sweeps are read here; their runs are jobs, acted on one by one or from the portal."""
-
-    list_display = ("name", "owner", "lab", "kind", "cluster_id", "created_at")
-    list_filter = ("kind", "lab", "created_at")
-    list_select_related = ("owner", "lab")
-    search_fields = ("name", "owner__username")
-    readonly_fields = [f.name for f in Sweep._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
 
 @admin.register(Job)

@@ -11,15 +11,15 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import BinaryIO
 
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 from django.utils.timesince import timesince
 
 from condor_bridge import GpuModel, PoolMachine
-from condor_bridge.submit import CHECKPOINT_DIR, HELPER_DIR, METRICS_FILE
+from condor_bridge.submit import CHECKPOINT_DIR, HELPER_DIR
 from labs.models import Membership
 
-from .models import Job, Sweep, Workstation
+from .models import Job, Workstation
 
 LOG_CHUNK_BYTES = 256 * 1024
 
@@ -29,7 +29,7 @@ def job_list_for_user(user) -> QuerySet[Job]:
     return Job.objects.filter(owner=user).select_related("lab")
 
 
-def _visible_to(user, queryset: QuerySet) -> QuerySet:
+def visible_to(user, queryset: QuerySet) -> QuerySet:
     """Rows with an owner and a lab that a user may read: their own, those of the labs they
     lead, all for staff."""
     if user.is_staff:
@@ -42,28 +42,7 @@ def _visible_to(user, queryset: QuerySet) -> QuerySet:
 
 def job_list_visible_to(user) -> QuerySet[Job]:
     """Every job a user may read: their own, those of the labs they lead, all for staff."""
-    return _visible_to(user, Job.objects.select_related("lab", "owner"))
-
-
-def sweep_list_visible_to(user) -> QuerySet[Sweep]:
-    """Every sweep a user may read, by the same rule as jobs."""
-    return _visible_to(user, Sweep.objects.select_related("lab", "owner"))
-
-
-def sweep_get_visible(user, public_id) -> Sweep:
-    """A sweep the user may read; Sweep.DoesNotExist for any other."""
-    return sweep_list_visible_to(user).get(public_id=public_id)
-
-
-def sweep_runs(sweep: Sweep) -> QuerySet[Job]:
-    """A sweep's runs in their order."""
-    return sweep.runs.order_by("sweep_index").select_related("lab", "owner")
-
-
-def sweep_state_counts(sweep: Sweep) -> dict[str, int]:
-    """How many of its runs are in each state."""
-    rows = sweep.runs.values("state").annotate(count=Count("id")).order_by()
-    return {row["state"]: row["count"] for row in rows}
+    return visible_to(user, Job.objects.select_related("lab", "owner"))
 
 
 def job_get_visible(user, public_id) -> Job:
@@ -390,69 +369,6 @@ def downsample(rows: list[dict], limit: int) -> list[dict]:
     stride = len(rows) / limit
     picked = [rows[int(i * stride)] for i in range(limit - 1)]
     return [*picked, rows[-1]]
-
-
-@dataclass(frozen=True)
-class RunResult:
-    """One run of a sweep, as the comparison table shows it."""
-
-    run: Job
-    final: float | None  # the chosen metric at the run's last step that logged it
-    best: float | None  # its best value over the run
-    best_step: float | None
-    gpu_hours: float
-
-
-@dataclass(frozen=True)
-class SweepResults:
-    metrics: list[str]  # every metric any run logged
-    metric: str | None  # the one compared
-    goal: str  # "min" or "max"
-    results: list[RunResult]
-    best: RunResult | None
-
-
-def default_goal(metric: str) -> str:
-    """Losses and errors are minimised; anything else (accuracy, reward) maximised."""
-    lowered = metric.lower()
-    return "min" if any(word in lowered for word in ("loss", "err", "perplexity")) else "max"
-
-
-def sweep_results(
-    sweep: Sweep, runs: list[Job], *, metric: str | None = None, goal: str | None = None
-) -> SweepResults:
-    """Each run's final and best value of one metric (nightshift.log), and its GPU-hours.
-
-    The metric defaults to the first one any run logged; the goal to what its name says.
-    """
-    from accounting.models import UsageRecord
-
-    hours: dict[int, float] = {}
-    for row in (
-        UsageRecord.objects.filter(job__sweep=sweep)
-        .values("job_id")
-        .annotate(gpu_seconds=Sum(F("wall_s") * F("gpus")))
-    ):
-        hours[row["job_id"]] = (row["gpu_seconds"] or 0.0) / 3600
-    logged = {run.pk: job_metrics(run.directory, run.directory / METRICS_FILE) for run in runs}
-    names: dict[str, None] = {}
-    for metrics in logged.values():
-        for name in metrics.names:
-            names.setdefault(name)
-    chosen = metric if metric in names else next(iter(names), None)
-    goal = goal if goal in ("min", "max") else default_goal(chosen or "")
-    better = min if goal == "min" else max
-    results = []
-    for run in runs:
-        series = [(row["step"], row[chosen]) for row in logged[run.pk].rows
-                  if chosen is not None and isinstance(row.get(chosen), int | float)
-                  and not isinstance(row.get(chosen), bool)]  # fmt: skip
-        final = series[-1][1] if series else None
-        best_step, best = better(series, key=lambda item: item[1]) if series else (None, None)
-        results.append(RunResult(run, final, best, best_step, hours.get(run.pk, 0.0)))
-    scored = [result for result in results if result.best is not None]
-    top = better(scored, key=lambda result: result.best) if scored else None
-    return SweepResults(list(names), chosen, goal, results, top)
 
 
 PIP_FREEZE = f"{HELPER_DIR}/pip-freeze.txt"

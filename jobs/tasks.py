@@ -8,8 +8,8 @@ from celery import shared_task
 
 from condor_bridge import BridgeError
 
-from . import notifications, studies, submission, sweeps, sync
-from .models import Job, Sweep
+from . import notifications, submission, sync
+from .models import Job
 
 logger = logging.getLogger(__name__)
 
@@ -31,24 +31,6 @@ def submit_job(self, job_pk: int) -> None:
         submission.job_submit_to_pool(job_pk)
     except Job.DoesNotExist:
         logger.warning("job %s was deleted before it could be submitted", job_pk)
-
-
-@shared_task(**SUBMISSION_RETRIES)
-def submit_sweep(self, sweep_pk: int) -> None:
-    try:
-        sweeps.sweep_submit_to_pool(sweep_pk)
-    except Sweep.DoesNotExist:
-        logger.warning("sweep %s was deleted before it could be submitted", sweep_pk)
-
-
-@shared_task(acks_late=True)
-def advance_study(sweep_pk: int) -> None:
-    studies.study_advance(sweep_pk)
-
-
-@shared_task(acks_late=True)
-def advance_studies() -> int:
-    return studies.studies_advance()
 
 
 @shared_task(acks_late=True)

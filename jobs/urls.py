@@ -2,18 +2,13 @@ from django.urls import path
 
 from . import views
 
-app_name = "jobs"
+# Included by portal.urls in the "jobs" namespace, with experiments' pages.
 urlpatterns = [
     path("", views.job_list, name="list"),
     path("new/", views.job_new, name="new"),
     path("match.json", views.job_match, name="match"),
     path("preview.txt", views.job_preview, name="preview"),
     path("<uuid:public_id>/", views.job_detail, name="detail"),
-    path("sweeps/matrix/new/", views.matrix_new, name="matrix_new"),
-    path("sweeps/study/new/", views.study_new, name="study_new"),
-    path("sweeps/<uuid:public_id>/", views.sweep_detail, name="sweep"),
-    path("sweeps/<uuid:public_id>/cancel/", views.sweep_cancel, name="sweep_cancel"),
-    path("sweeps/<uuid:public_id>/results.csv", views.sweep_results_csv, name="sweep_results_csv"),
     path("<uuid:public_id>/status.json", views.job_status, name="status"),
     path("<uuid:public_id>/cancel/", views.job_cancel, name="cancel"),
     path("<uuid:public_id>/hold/", views.job_hold, name="hold"),

@@ -3,6 +3,8 @@ from __future__ import annotations
 import csv
 import dataclasses
 import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from celery import current_app
 from django.conf import settings
@@ -26,19 +28,16 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from . import actions, readouts, selectors, specs, staging, studies, submission, sweeps
+from . import actions, readouts, selectors, specs, staging, submission
 from .bridge import get_bridge
 from .filters import JobListFilter
-from .forms import JobSubmitForm, MatrixForm, StudyForm
+from .forms import JobSubmitForm
 from .lookups import (
     actionable_job_or_403,
-    actionable_sweep_or_403,
     own_job_or_403,
     visible_job_or_404,
-    visible_sweep_or_404,
 )
-from .models import EnvironmentPreset, Job, JobState, Sweep
-from .parameters import text_of
+from .models import EnvironmentPreset, Job
 
 JOBS_PER_PAGE = 25
 
@@ -69,15 +68,14 @@ FORM_FIELD_FOR = {
     "memory_mb": "memory_gb",
     "max_runtime_s": "max_runtime_minutes",
     "output_paths": "keep_outputs",
-    "parameters": "sweep_grid",
-    "count": "sweep_count",
-    "seed": "sweep_seed",
 }
 
 
-def _show_refusal(form, exc: specs.JobSubmissionError) -> None:
+def show_refusal(
+    form, exc: specs.JobSubmissionError, field_for: Mapping[str, str] = FORM_FIELD_FOR
+) -> None:
     """A service's refusal on the form field it names (or above the form)."""
-    field = FORM_FIELD_FOR.get(exc.field, exc.field)
+    field = field_for.get(exc.field, exc.field)
     form.add_error(field if field in form.fields else None, exc.message)
 
 
@@ -108,19 +106,48 @@ def _initial_from(job: Job) -> dict:
 KEPT_UPLOADS = {"script": "staged_upload", "requirements": "staged_requirements"}
 
 
+def submit_job(request: HttpRequest, form: JobSubmitForm, **files) -> HttpResponse:
+    """Submit the job the valid form describes (files: script, copy_from, requirements) and
+    go to its page; JobSubmissionError when a service refuses it."""
+    job = submission.job_submit(user=request.user, spec=form.to_spec(), **files)
+    messages.success(request, f"“{job.name}” is on its way to the pool.")
+    return redirect("jobs:detail", public_id=job.public_id)
+
+
+@dataclass(frozen=True)
+class JobForm:
+    """The form the new-job page, its live match count and its preview use; how a valid one
+    is submitted (answering with the page to go to); and which form field each service
+    field is. experiments hands in the job form with a sweep's fields from its
+    AppConfig.ready()."""
+
+    form_class: type[JobSubmitForm] = JobSubmitForm
+    submit: Callable[..., HttpResponse] = submit_job
+    field_for: Mapping[str, str] = dataclasses.field(default_factory=lambda: FORM_FIELD_FOR)
+
+
+_job_form = JobForm()
+
+
+def job_form_register(job_form: JobForm) -> None:
+    global _job_form
+    _job_form = job_form
+
+
 @login_required
 def job_new(request: HttpRequest) -> HttpResponse:
+    form_class, submit, field_for = _job_form.form_class, _job_form.submit, _job_form.field_for
     source = None
     staged: dict[str, File] = {}
     if request.method == "GET" and request.GET.get("from"):
         source = own_job_or_403(request.user, request.GET["from"])
-        form = JobSubmitForm(initial=_initial_from(source), user=request.user)
+        form = form_class(initial=_initial_from(source), user=request.user)
     else:
         for field, token_field in KEPT_UPLOADS.items():
             kept = staging.upload_staged(user=request.user, token=request.POST.get(token_field, ""))
             if kept is not None:
                 staged[field] = kept
-        form = JobSubmitForm(
+        form = form_class(
             request.POST or None,
             request.FILES or None,
             user=request.user,
@@ -135,29 +162,15 @@ def job_new(request: HttpRequest) -> HttpResponse:
                 copy_from = None
                 if not upload and data["source_job"]:
                     copy_from = own_job_or_403(request.user, data["source_job"])
-                if form.sweep_plan():
-                    sweep = sweeps.sweep_submit(
-                        user=request.user, spec=form.to_spec(), script=upload,
-                        copy_from=copy_from, requirements=requirements,
-                        plan=sweeps.SweepPlan.from_json(form.sweep_plan()),
-                    )  # fmt: skip
-                else:
-                    job = submission.job_submit(
-                        user=request.user, spec=form.to_spec(), script=upload,
-                        copy_from=copy_from, requirements=requirements,
-                    )  # fmt: skip
+                submitted = submit(
+                    request, form, script=upload, copy_from=copy_from, requirements=requirements
+                )
             except specs.JobSubmissionError as exc:
-                _show_refusal(form, exc)
+                show_refusal(form, exc, field_for)
             else:
                 for token_field in KEPT_UPLOADS.values():
                     staging.upload_discard(user=request.user, token=data.get(token_field, ""))
-                if form.sweep_plan():
-                    runs = sweep.runs.count()
-                    messages.success(request, f"“{sweep.name}”: {runs} runs are on their way "
-                                     "to the pool.")  # fmt: skip
-                    return redirect("jobs:sweep", public_id=sweep.public_id)
-                messages.success(request, f"“{job.name}” is on its way to the pool.")
-                return redirect("jobs:detail", public_id=job.public_id)
+                return submitted
     finally:
         for kept in staged.values():
             kept.close()
@@ -400,7 +413,7 @@ def job_metrics_csv(request: HttpRequest, public_id) -> StreamingHttpResponse:
 
 def _draft(request: HttpRequest) -> tuple[JobSubmitForm, dict[str, list[str]]]:
     """The job form as being filled in: its values, and errors beyond the name and file."""
-    form = JobSubmitForm(request.GET, user=request.user)
+    form = _job_form.form_class(request.GET, user=request.user)
     form.is_valid()
     errors = {
         name: list(messages)
@@ -452,130 +465,3 @@ def job_preview(request: HttpRequest) -> HttpResponse:
     except specs.JobSubmissionError as exc:
         return HttpResponse(f"{exc.field}: {exc.message}", status=400, content_type="text/plain")
     return HttpResponse(text, content_type="text/plain; charset=utf-8")
-
-
-def _sweep_comparison(request: HttpRequest, sweep) -> readouts.SweepComparison:
-    return readouts.sweep_comparison(
-        sweep, metric=request.GET.get("metric"), goal=request.GET.get("goal"),
-        state=request.GET.get("state"), sort=request.GET.get("sort", "index"),
-    )  # fmt: skip
-
-
-@login_required
-@require_GET
-def sweep_detail(request: HttpRequest, public_id) -> HttpResponse:
-    sweep = visible_sweep_or_404(request.user, public_id)
-    names, results, rows = _sweep_comparison(request, sweep)
-    for row in rows:
-        row.run.parameter_values = [text_of(row.run.parameters.get(n, "")) for n in names]
-    counts = selectors.sweep_state_counts(sweep)
-    state_counts = [(state, label, counts[state]) for state, label in JobState.choices
-                    if counts.get(state)]  # fmt: skip
-    can_cancel = (sweep.owner_id == request.user.pk or request.user.is_staff) and (
-        any(not row.run.is_final for row in results.results)
-        or (sweep.is_study and not sweep.stop_reason)
-    )
-    numeric = [
-        n
-        for n in names
-        if all(isinstance(r.run.parameters.get(n), int | float) for r in results.results)
-    ]
-    ranked = sorted((r for r in results.results if r.best is not None),
-                    key=lambda r: r.best, reverse=results.goal == "max")  # fmt: skip
-    chart = {
-        "metric": results.metric, "goal": results.goal, "numeric_parameters": numeric,
-        "runs": [{
-            "index": r.run.sweep_index, "best": r.best, "parameters": r.run.parameters,
-            "metrics_url": reverse("jobs:metrics", args=[r.run.public_id]),
-        } for r in results.results],
-        "compare": [r.run.sweep_index for r in ranked[:5]],
-    }  # fmt: skip
-    query = request.GET.copy()
-    query.pop("sort", None)
-    matrix = None
-    if sweep.kind == Sweep.Kind.MATRIX:
-        by_cell = {(r.run.parameters.get("system"), r.run.parameters.get("dataset")): r
-                   for r in results.results}  # fmt: skip
-        datasets = [d["name"] for d in sweep.definition.get("datasets", [])]
-        matrix = {"datasets": datasets, "rows": [
-            (system["name"], [by_cell.get((system["name"], d)) for d in datasets])
-            for system in sweep.definition.get("systems", [])
-        ]}  # fmt: skip
-    return render(request, "jobs/sweep.html", {
-        "matrix": matrix, "study": studies.plan_of(sweep) if sweep.is_study else None,
-        "sweep": sweep, "rows": rows, "runs_total": len(results.results),
-        "parameter_names": names, "state_counts": state_counts, "can_cancel": can_cancel,
-        "results": results, "chart": chart, "sort": request.GET.get("sort", "index"),
-        "query": query.urlencode(), "states": JobState.choices,
-        "state_filter": request.GET.get("state", ""),
-    })  # fmt: skip
-
-
-@login_required
-@require_GET
-def sweep_results_csv(request: HttpRequest, public_id) -> HttpResponse:
-    sweep = visible_sweep_or_404(request.user, public_id)
-    response = HttpResponse(readouts.sweep_results_csv(_sweep_comparison(request, sweep)),
-                            content_type="text/csv")  # fmt: skip
-    response["Content-Disposition"] = f'attachment; filename="sweep-{sweep.public_id}.csv"'
-    return response
-
-
-@login_required
-@require_POST
-def sweep_cancel(request: HttpRequest, public_id) -> HttpResponse:
-    sweep = actionable_sweep_or_403(request.user, public_id)
-    try:
-        if sweep.is_study:
-            studies.study_cancel(sweep=sweep, user=request.user)
-            messages.success(request, f"“{sweep.name}” asks for no more trials, and its "
-                             "unfinished ones are being removed.")  # fmt: skip
-        else:
-            cancelled = sweeps.sweep_cancel(sweep=sweep, user=request.user)
-            messages.success(request, f"Cancelling {cancelled} run"
-                             f"{'s' if cancelled != 1 else ''} of “{sweep.name}”.")  # fmt: skip
-    except specs.JobActionError as exc:
-        messages.error(request, str(exc))
-    return redirect("jobs:sweep", public_id=sweep.public_id)
-
-
-@login_required
-def matrix_new(request: HttpRequest) -> HttpResponse:
-    form = MatrixForm(request.POST or None, request.FILES or None, user=request.user)
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        try:
-            sweep = sweeps.matrix_submit(
-                user=request.user, spec=form.to_spec(),
-                systems=[sweeps.MatrixSystem(*row) for row in data["systems"]],
-                datasets=[sweeps.MatrixDataset(*row) for row in data["datasets"]],
-            )  # fmt: skip
-        except specs.JobSubmissionError as exc:
-            _show_refusal(form, exc)
-        else:
-            messages.success(request, f"“{sweep.name}”: {sweep.runs.count()} runs are on their "
-                             "way to the pool.")  # fmt: skip
-            return redirect("jobs:sweep", public_id=sweep.public_id)
-    return render(request, "jobs/matrix_new.html", {"form": form},
-                  status=400 if form.errors else 200)  # fmt: skip
-
-
-@login_required
-def study_new(request: HttpRequest) -> HttpResponse:
-    form = StudyForm(request.POST or None, request.FILES or None, user=request.user)
-    if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
-        try:
-            sweep = studies.study_submit(
-                user=request.user, spec=form.to_spec(), script=data["script"],
-                plan=studies.StudyPlan.from_json(form.plan()),
-                requirements=data.get("requirements"),
-            )  # fmt: skip
-        except specs.JobSubmissionError as exc:
-            _show_refusal(form, exc)
-        else:
-            messages.success(request, f"“{sweep.name}” has started: its first trials are on "
-                             "their way to the pool.")  # fmt: skip
-            return redirect("jobs:sweep", public_id=sweep.public_id)
-    return render(request, "jobs/study_new.html", {"form": form},
-                  status=400 if form.errors else 200)  # fmt: skip

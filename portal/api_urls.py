@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from accounting import api as accounting_api
 from accounts import api as accounts_api
+from experiments.api import views as experiments_api
 from jobs.api import views as jobs_api
 from plumbing.api import api_not_found
 
@@ -32,21 +33,25 @@ urlpatterns = [
         name="job-outputs-zip",
     ),
     path("jobs/<uuid:public_id>/metrics/", jobs_api.JobMetricsView.as_view(), name="job-metrics"),
-    path("sweeps/", jobs_api.SweepListView.as_view(), name="sweep-list"),
-    path("sweeps/matrix/", jobs_api.MatrixSubmitView.as_view(), name="sweep-matrix"),
-    path("sweeps/study/", jobs_api.StudySubmitView.as_view(), name="sweep-study"),
-    path("sweeps/<uuid:public_id>/", jobs_api.SweepDetailView.as_view(), name="sweep-detail"),
+    path("sweeps/", experiments_api.SweepListView.as_view(), name="sweep-list"),
+    path("sweeps/matrix/", experiments_api.MatrixSubmitView.as_view(), name="sweep-matrix"),
+    path("sweeps/study/", experiments_api.StudySubmitView.as_view(), name="sweep-study"),
     path(
-        "sweeps/<uuid:public_id>/cancel/", jobs_api.SweepCancelView.as_view(), name="sweep-cancel"
+        "sweeps/<uuid:public_id>/", experiments_api.SweepDetailView.as_view(), name="sweep-detail"
+    ),
+    path(
+        "sweeps/<uuid:public_id>/cancel/",
+        experiments_api.SweepCancelView.as_view(),
+        name="sweep-cancel",
     ),
     path(
         "sweeps/<uuid:public_id>/results/",
-        jobs_api.SweepResultsView.as_view(),
+        experiments_api.SweepResultsView.as_view(),
         name="sweep-results",
     ),
     path(
         "sweeps/<uuid:public_id>/results.csv",
-        jobs_api.SweepResultsCsvView.as_view(),
+        experiments_api.SweepResultsCsvView.as_view(),
         name="sweep-results-csv",
     ),
     path("match/", jobs_api.MatchView.as_view(), name="match"),

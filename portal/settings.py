@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "labs",
     "audit",
     "jobs",
+    "experiments",
     "accounting",
     "operations",
     "portal",
@@ -409,7 +410,7 @@ SPECTACULAR_SETTINGS = {
         "JobStateEnum": "jobs.models.JobState",
         "TokenStatusEnum": ["active", "expired", "revoked"],
         "WorkstationStatusEnum": ["free", "nightshift", "busy", "owner", "offline"],
-        "SweepKindEnum": "jobs.models.Sweep.Kind",
+        "SweepKindEnum": "experiments.models.Sweep.Kind",
     },
 }
 

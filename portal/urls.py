@@ -1,13 +1,22 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
-from django.urls import include, path
+from django.http import HttpRequest, HttpResponsePermanentRedirect
+from django.urls import include, path, re_path, reverse
 from django.views.generic import RedirectView
 
 from accounting import urls as accounting_urls
+from experiments import urls as experiments_urls
+from jobs import urls as jobs_urls
 from jobs.views import healthz, pool
 from labs import urls as labs_urls
 from operations.views import metrics
+
+def sweep_admin_moved(request: HttpRequest, rest: str) -> HttpResponsePermanentRedirect:
+    query = request.META.get("QUERY_STRING")
+    target = f"{reverse('admin:index')}experiments/sweep/{rest}"
+    return HttpResponsePermanentRedirect(f"{target}?{query}" if query else target)
+
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="jobs:list", permanent=False)),
@@ -35,7 +44,8 @@ urlpatterns = [
     path("reports/", include("accounting.urls")),
     path("api/v1/", include("portal.api_urls")),
     path("api/", RedirectView.as_view(url="/api/v1/docs/", permanent=False), name="api-docs"),
-    path("jobs/", include("jobs.urls")),
+    # Experiments (sweeps, matrices, studies) have their pages in the jobs namespace.
+    path("jobs/", include((jobs_urls.urlpatterns + experiments_urls.urlpatterns, "jobs"))),
     path("pool/", pool, name="pool"),
     path("healthz", healthz, name="healthz"),
     # Browsers ask for /favicon.ico on pages that name no icon (the admin's, the API's).
@@ -45,5 +55,8 @@ urlpatterns = [
         name="favicon",
     ),
     path("metrics", metrics, name="metrics"),
+    # Sweeps moved from jobs to experiments, and with them their admin pages: the old
+    # addresses (bookmarks, links in old emails) lead to the new ones.
+    re_path(r"^admin/jobs/sweep/(?P<rest>.*)$", sweep_admin_moved, name="sweep-admin-moved"),
     path("admin/", admin.site.urls),
 ]

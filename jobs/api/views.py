@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from django.db.models import Count
-from django.http import FileResponse, Http404, HttpResponse, StreamingHttpResponse
+from django.http import FileResponse, Http404, StreamingHttpResponse
 from django.urls import reverse
 from django_filters import CharFilter
 from drf_spectacular.types import OpenApiTypes
@@ -18,16 +17,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs import actions, readouts, selectors, specs, staging, studies, submission, sweeps
+from jobs import actions, readouts, selectors, specs, staging, submission
 from jobs.filters import JobListFilter
 from jobs.lookups import (
     actionable_job_or_403,
-    actionable_sweep_or_403,
     own_job_or_403,
     visible_job_or_404,
-    visible_sweep_or_404,
 )
-from jobs.models import EnvironmentPreset, Job, Sweep
+from jobs.models import EnvironmentPreset, Job
 from plumbing.api import ApiError, ErrorSerializer, SubmissionThrottle
 
 from .serializers import (
@@ -40,15 +37,9 @@ from .serializers import (
     JobSubmitSerializer,
     LogChunkSerializer,
     MatchSummarySerializer,
-    MatrixSubmitSerializer,
     MetricsSerializer,
     OutputFileSerializer,
     PoolSerializer,
-    StudySubmitSerializer,
-    SweepSerializer,
-    SweepSubmitJSONSerializer,
-    SweepSubmitSerializer,
-    SweepSummarySerializer,
 )
 
 # The API's field for each service field that it spells differently.
@@ -73,7 +64,7 @@ ERRORS = {
 }
 
 
-def _errors(*codes: int) -> dict:
+def error_responses(*codes: int) -> dict:
     return {code: ERRORS.get(code) or OpenApiResponse(ErrorSerializer) for code in codes}
 
 
@@ -89,7 +80,7 @@ def submission_refused(exc: specs.JobSubmissionError) -> ApiError:
     return ApiError(exc.message, code="invalid", status_code=400, field=field)
 
 
-def _source_job(request: Request, data: dict) -> Job | None:
+def source_job_of(request: Request, data: dict) -> Job | None:
     """The earlier job of the user's whose files a submission copies (`source_job`)."""
     if not data.get("source_job") or data.get("script"):
         return None
@@ -100,7 +91,7 @@ def _source_job(request: Request, data: dict) -> Job | None:
                        field="source_job") from None  # fmt: skip
 
 
-def _name(data: dict, copy_from: Job | None = None) -> str:
+def submitted_name(data: dict, copy_from: Job | None = None) -> str:
     """The name given, else the uploaded file's (set by the serializer) or the source's."""
     return data.get("name") or specs.job_default_name(uploaded_name=None, source=copy_from)
 
@@ -153,7 +144,7 @@ class JobListView(GenericAPIView):
 
     @extend_schema(
         summary="List your jobs",
-        responses={200: JobSerializer(many=True), **_errors(400, 401),
+        responses={200: JobSerializer(many=True), **error_responses(400, 401),
                    404: OpenApiResponse(ErrorSerializer, description="A page past the end.")},
     )  # fmt: skip
     def get(self, request: Request) -> Response:
@@ -166,16 +157,16 @@ class JobListView(GenericAPIView):
         "earlier job with source_job. The job is accepted and queued for the pool at once.",
         request={"multipart/form-data": JobSubmitSerializer,
                  "application/json": JobSubmitJSONSerializer},
-        responses={201: JobSerializer, **_errors(400, 401, 403, 429)},
+        responses={201: JobSerializer, **error_responses(400, 401, 403, 429)},
     )  # fmt: skip
     def post(self, request: Request) -> Response:
         form = JobSubmitSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
-        copy_from = _source_job(request, data)
+        copy_from = source_job_of(request, data)
         try:
             job = submission.job_submit(
-                user=request.user, spec=form.to_spec(_name(data, copy_from)),
+                user=request.user, spec=form.to_spec(submitted_name(data, copy_from)),
                 script=data.get("script"), copy_from=copy_from,
                 requirements=data.get("requirements"),
             )  # fmt: skip
@@ -184,188 +175,8 @@ class JobListView(GenericAPIView):
         return job_response(request, job, status.HTTP_201_CREATED)
 
 
-class SweepPagination(JobPagination):
-    pass
-
-
-class SweepListView(GenericAPIView):
-    parser_classes = [MultiPartParser, JSONParser]
-    serializer_class = SweepSummarySerializer
-    pagination_class = SweepPagination
-    queryset = Sweep.objects.none()  # for the schema; requests use get_queryset
-
-    def get_queryset(self):
-        if getattr(self, "swagger_fake_view", False):
-            return self.queryset
-        return selectors.sweep_list_visible_to(self.request.user).annotate(run_count=Count("runs"))
-
-    def get_throttles(self):
-        return [SubmissionThrottle()] if self.request.method == "POST" else []
-
-    @extend_schema(
-        summary="List your sweeps",
-        responses={200: SweepSummarySerializer(many=True), **_errors(401),
-                   404: OpenApiResponse(ErrorSerializer, description="A page past the end.")},
-    )  # fmt: skip
-    def get(self, request: Request) -> Response:
-        sweeps = self.paginate_queryset(self.get_queryset())
-        return self.get_paginated_response(self.get_serializer(sweeps, many=True).data)
-
-    @extend_schema(
-        summary="Submit a sweep",
-        description="Many runs of one job with different parameters, submitted to HTCondor "
-        "as one cluster. Every run is checked, and the quota for all of them together, "
-        "before any is accepted. Its runs are jobs: the jobs endpoints show each.",
-        request={"multipart/form-data": SweepSubmitSerializer,
-                 "application/json": SweepSubmitJSONSerializer},
-        responses={201: SweepSerializer, **_errors(400, 401, 403, 429)},
-    )  # fmt: skip
-    def post(self, request: Request) -> Response:
-        form = SweepSubmitSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        data = form.validated_data
-        copy_from = _source_job(request, data)
-        try:
-            sweep = sweeps.sweep_submit(
-                user=request.user, spec=form.to_spec(_name(data, copy_from)),
-                plan=sweeps.SweepPlan.from_json(data["parameters"]), script=data.get("script"),
-                copy_from=copy_from, requirements=data.get("requirements"),
-            )  # fmt: skip
-        except specs.JobSubmissionError as exc:
-            raise submission_refused(exc) from None
-        return sweep_response(request, sweep, status.HTTP_201_CREATED)
-
-
-class MatrixSubmitView(APIView):
-    parser_classes = [MultiPartParser]
-    throttle_classes = [SubmissionThrottle]
-
-    @extend_schema(
-        summary="Submit an evaluation matrix",
-        description="Every system (its own script or project and entry command) run on every "
-        "dataset (a path, or an uploaded file or archive), as one sweep submitted to HTCondor "
-        "as one cluster. The sweep's page compares them in a systems-by-datasets table.",
-        request={"multipart/form-data": MatrixSubmitSerializer},
-        responses={201: SweepSerializer, **_errors(400, 401, 403, 429)},
-    )  # fmt: skip
-    def post(self, request: Request) -> Response:
-        form = MatrixSubmitSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        data = form.validated_data
-        try:
-            sweep = sweeps.matrix_submit(
-                user=request.user, spec=form.to_spec(data["name"]),
-                systems=[sweeps.MatrixSystem(s["name"], s["upload"], s.get("entry_command"))
-                         for s in data["systems"]],
-                datasets=[sweeps.MatrixDataset(d["name"], d.get("path"), d["upload"])
-                          for d in data["datasets"]],
-            )  # fmt: skip
-        except specs.JobSubmissionError as exc:
-            raise submission_refused(exc) from None
-        return sweep_response(request, sweep, status.HTTP_201_CREATED)
-
-
-class StudySubmitView(APIView):
-    parser_classes = [MultiPartParser, JSONParser]
-    throttle_classes = [SubmissionThrottle]
-
-    @extend_schema(
-        summary="Start a hyperparameter study",
-        description="An Optuna study whose trials are jobs: up to `parallel` at once, each with "
-        "the values Optuna asks for, until `max_trials`, the GPU-hour budget or the deadline. "
-        "Its runs and their results read like a sweep's.",
-        request={"multipart/form-data": StudySubmitSerializer},
-        responses={201: SweepSerializer, **_errors(400, 401, 403, 429)},
-    )  # fmt: skip
-    def post(self, request: Request) -> Response:
-        form = StudySubmitSerializer(data=request.data)
-        form.is_valid(raise_exception=True)
-        data = form.validated_data
-        try:
-            sweep = studies.study_submit(
-                user=request.user, spec=form.to_spec(_name(data)),
-                plan=studies.StudyPlan.from_json(data["study"]), script=data.get("script"),
-                requirements=data.get("requirements"),
-            )  # fmt: skip
-        except specs.JobSubmissionError as exc:
-            raise submission_refused(exc) from None
-        return sweep_response(request, sweep, status.HTTP_201_CREATED)
-
-
-def sweep_response(request: Request, sweep: Sweep, code: int = 200) -> Response:
-    sweep.ordered_runs = list(selectors.sweep_runs(sweep))
-    sweep.run_count = len(sweep.ordered_runs)
-    return Response(SweepSerializer(sweep, context={"request": request}).data, status=code)
-
-
-class SweepDetailView(APIView):
-    @extend_schema(summary="One sweep, with its runs",
-                   responses={200: SweepSerializer, **_errors(401, 404)})  # fmt: skip
-    def get(self, request: Request, public_id) -> Response:
-        return sweep_response(request, visible_sweep_or_404(request.user, public_id))
-
-
-RESULT_PARAMETERS = [
-    OpenApiParameter("metric", str, description="The metric compared (default: the first one "
-                     "logged, or a study's objective)."),
-    OpenApiParameter("goal", str, enum=["min", "max"], description="Which is best."),
-    OpenApiParameter("state", str, description="Only runs in this state."),
-    OpenApiParameter("sort", str, description="index, state, final, best, gpu_hours or "
-                     "p.<parameter>; a leading - for descending."),
-]  # fmt: skip
-
-
-def _comparison(request: Request, sweep: Sweep) -> readouts.SweepComparison:
-    return readouts.sweep_comparison(
-        sweep, metric=request.query_params.get("metric"), goal=request.query_params.get("goal"),
-        state=request.query_params.get("state"), sort=request.query_params.get("sort", "index"),
-    )  # fmt: skip
-
-
-class SweepResultsView(APIView):
-    @extend_schema(summary="A sweep's runs compared by a metric", parameters=RESULT_PARAMETERS,
-                   responses={200: OpenApiTypes.OBJECT, **_errors(401, 404)})  # fmt: skip
-    def get(self, request: Request, public_id) -> Response:
-        sweep = visible_sweep_or_404(request.user, public_id)
-        return Response(readouts.sweep_results_payload(_comparison(request, sweep)))
-
-
-class SweepResultsCsvView(APIView):
-    @extend_schema(
-        summary="A sweep's runs compared by a metric, as CSV",
-        parameters=RESULT_PARAMETERS,
-        responses={(200, "text/csv"): OpenApiTypes.STR, **_errors(401, 404)},
-    )
-    def get(self, request: Request, public_id) -> HttpResponse:
-        sweep = visible_sweep_or_404(request.user, public_id)
-        response = HttpResponse(readouts.sweep_results_csv(_comparison(request, sweep)),
-                                content_type="text/csv")  # fmt: skip
-        response["Content-Disposition"] = f'attachment; filename="sweep-{sweep.public_id}.csv"'
-        return response
-
-
-class SweepCancelView(APIView):
-    @extend_schema(
-        summary="Cancel every run of a sweep that has not ended",
-        request=None,
-        responses={200: SweepSerializer, **_errors(401, 404),
-                   403: OpenApiResponse(ErrorSerializer, description="Not your sweep."),
-                   409: OpenApiResponse(ErrorSerializer, description="Nothing left to cancel.")},
-    )  # fmt: skip
-    def post(self, request: Request, public_id) -> Response:
-        sweep = actionable_sweep_or_403(request.user, public_id)
-        try:
-            if sweep.is_study:
-                studies.study_cancel(sweep=sweep, user=request.user)
-            else:
-                sweeps.sweep_cancel(sweep=sweep, user=request.user)
-        except specs.JobActionError as exc:
-            raise ApiError(str(exc), code="conflict", status_code=409) from None
-        return sweep_response(request, sweep)
-
-
 class JobDetailView(APIView):
-    @extend_schema(summary="One job", responses={200: JobSerializer, **_errors(401, 404)})
+    @extend_schema(summary="One job", responses={200: JobSerializer, **error_responses(401, 404)})
     def get(self, request: Request, public_id) -> Response:
         job = visible_job_or_404(request.user, public_id)
         return job_response(request, job)
@@ -375,7 +186,7 @@ def _action_view(service, summary: str):
     class JobActionView(APIView):
         @extend_schema(
             summary=summary, request=None,
-            responses={200: JobSerializer, **_errors(401, 404),
+            responses={200: JobSerializer, **error_responses(401, 404),
                        403: OpenApiResponse(ErrorSerializer, description="Not your job to act on."),
                        409: OpenApiResponse(ErrorSerializer, description="Not possible now.")},
         )  # fmt: skip
@@ -402,7 +213,7 @@ class JobRerunView(APIView):
 
     @extend_schema(
         summary="Run a job again with the same files and settings", request=None,
-        responses={201: JobSerializer, **_errors(400, 401, 403, 404, 429)},
+        responses={201: JobSerializer, **error_responses(400, 401, 403, 404, 429)},
     )  # fmt: skip
     def post(self, request: Request, public_id) -> Response:
         job = own_job_or_403(request.user, public_id)
@@ -423,7 +234,7 @@ class JobCloneView(APIView):
         "replaces the original's files.",
         request={"multipart/form-data": JobCloneSerializer,
                  "application/json": JobCloneJSONSerializer},
-        responses={201: JobSerializer, **_errors(400, 401, 403, 404, 429)},
+        responses={201: JobSerializer, **error_responses(400, 401, 403, 404, 429)},
     )  # fmt: skip
     def post(self, request: Request, public_id) -> Response:
         job = own_job_or_403(request.user, public_id)
@@ -444,7 +255,7 @@ class JobCloneView(APIView):
 class JobEventsView(APIView):
     @extend_schema(
         summary="A job's timeline", responses={200: JobEventSerializer(many=True),
-                                              **_errors(401, 404)},
+                                              **error_responses(401, 404)},
     )  # fmt: skip
     def get(self, request: Request, public_id) -> Response:
         job = visible_job_or_404(request.user, public_id)
@@ -463,7 +274,7 @@ class JobLogView(APIView):
                              enum=["stdout", "stderr", "install"]),
             OpenApiParameter("offset", int, description="Byte offset to read from (default 0)."),
         ],
-        responses={200: LogChunkSerializer, **_errors(400, 401, 404)},
+        responses={200: LogChunkSerializer, **error_responses(400, 401, 404)},
     )  # fmt: skip
     def get(self, request: Request, public_id, stream: str) -> Response:
         job = visible_job_or_404(request.user, public_id)
@@ -488,7 +299,7 @@ class JobLogView(APIView):
 class JobOutputsView(APIView):
     @extend_schema(
         summary="List a job's output files",
-        responses={200: OutputFileSerializer(many=True), **_errors(401, 404)},
+        responses={200: OutputFileSerializer(many=True), **error_responses(401, 404)},
     )
     def get(self, request: Request, public_id) -> Response:
         job = visible_job_or_404(request.user, public_id)
@@ -509,7 +320,7 @@ class JobOutputFileView(APIView):
         summary="Download one output file",
         parameters=[OpenApiParameter("path", str, OpenApiParameter.PATH,
                                      description="As listed, e.g. outputs/model.pt.")],
-        responses={**BINARY, **_errors(401, 404)},
+        responses={**BINARY, **error_responses(401, 404)},
     )  # fmt: skip
     def get(self, request: Request, public_id, path: str) -> FileResponse:
         return readouts.output_file_response(visible_job_or_404(request.user, public_id), path)
@@ -518,7 +329,7 @@ class JobOutputFileView(APIView):
 class JobOutputsZipView(APIView):
     @extend_schema(
         summary="Download every output file as one zip",
-        responses={(200, "application/zip"): OpenApiTypes.BINARY, **_errors(401, 404)},
+        responses={(200, "application/zip"): OpenApiTypes.BINARY, **error_responses(401, 404)},
     )
     def get(self, request: Request, public_id) -> StreamingHttpResponse:
         return readouts.outputs_zip_response(visible_job_or_404(request.user, public_id))
@@ -529,7 +340,7 @@ class JobMetricsView(APIView):
         summary="A job's logged metrics (loss, accuracy, ...)",
         parameters=[OpenApiParameter("limit", int, description="At most this many rows, "
                                      "evenly downsampled (default 1000, at most 100000).")],
-        responses={200: MetricsSerializer, **_errors(400, 401, 404)},
+        responses={200: MetricsSerializer, **error_responses(400, 401, 404)},
     )  # fmt: skip
     def get(self, request: Request, public_id) -> Response:
         job = visible_job_or_404(request.user, public_id)
@@ -546,7 +357,7 @@ class JobMetricsView(APIView):
 class PoolView(APIView):
     @extend_schema(
         summary="The pool's workstations, their GPUs, and the software environments",
-        responses={200: PoolSerializer, **_errors(401)},
+        responses={200: PoolSerializer, **error_responses(401)},
     )
     def get(self, request: Request) -> Response:
         overview = selectors.pool_overview()
@@ -562,7 +373,7 @@ class MatchView(APIView):
         summary="What in the pool could run a proposed request, and what is free now",
         description="The same analysis as the live count beside the web form's GPU fields.",
         request=JobMatchSerializer,
-        responses={200: MatchSummarySerializer, **_errors(400, 401),
+        responses={200: MatchSummarySerializer, **error_responses(400, 401),
                    503: OpenApiResponse(ErrorSerializer, description="The pool did not answer.")},
     )  # fmt: skip
     def post(self, request: Request) -> Response:

@@ -5,7 +5,8 @@ import json
 import pytest
 from django.urls import reverse
 
-from jobs.models import Job, JobState, Sweep
+from experiments.models import Sweep
+from jobs.models import Job, JobState
 from tests.conftest import script_upload
 from tests.factories import LabFactory, MembershipFactory
 

@@ -4,8 +4,9 @@ import json
 
 import pytest
 
+from experiments.models import Sweep
 from jobs import sync
-from jobs.models import Job, Sweep
+from jobs.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -95,7 +96,7 @@ def test_an_evaluation_matrix_from_the_command_line(nightshift, logged_in, tmp_p
 
 
 def test_a_study_is_started_from_the_command_line(nightshift, logged_in, tmp_path, monkeypatch):
-    from jobs import studies
+    from experiments import studies
 
     monkeypatch.setattr(studies, "_enqueue_advance", lambda sweep_pk: None)
     (tmp_path / "train.py").write_text("print('hi')\n")

@@ -8,8 +8,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from jobs import studies
-from jobs.models import JobState, Sweep
+from experiments import studies
+from experiments.models import Sweep
+from jobs.models import JobState
 from tests.conftest import client_with_token, script_upload
 from tests.helpers import wait_for
 

@@ -5,7 +5,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from jobs.models import JobState, Sweep
+from experiments.models import Sweep
+from jobs.models import JobState
 from tests.conftest import script_upload
 from tests.helpers import pool_command
 from tests.pipeline import wait_for_state

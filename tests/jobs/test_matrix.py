@@ -8,8 +8,10 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from jobs import specs, sweeps
-from jobs.models import Job, Sweep
+from experiments import sweeps
+from experiments.models import Sweep
+from jobs import specs
+from jobs.models import Job
 from tests.conftest import client_with_token, script_upload
 from tests.jobs.test_projects import project
 

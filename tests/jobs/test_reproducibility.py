@@ -5,7 +5,8 @@ import hashlib
 import pytest
 from django.urls import reverse
 
-from jobs import actions, selectors, specs, submission, sweeps
+from experiments import sweeps
+from jobs import actions, selectors, specs, submission
 from jobs.models import Job
 from tests.conftest import client_with_token, script_upload
 

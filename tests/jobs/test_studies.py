@@ -7,7 +7,8 @@ import optuna
 import pytest
 
 from condor_bridge import JobState as Condor
-from jobs import specs, studies, submission, sync
+from experiments import studies
+from jobs import specs, submission, sync
 from jobs.models import Job, JobState
 from tests.conftest import script_upload
 from tests.factories import LabFactory, MembershipFactory
@@ -172,7 +173,7 @@ def test_the_api_starts_a_study_and_the_page_follows_it(student, student_client,
     body = response.json()
     assert body["kind"] == "study" and body["stop_reason"] == ""
     sweep_id = body["id"]
-    from jobs.models import Sweep
+    from experiments.models import Sweep
 
     sweep = Sweep.objects.get(public_id=sweep_id)
     studies.study_advance(sweep.pk)

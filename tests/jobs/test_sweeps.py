@@ -6,8 +6,10 @@ import json
 import pytest
 
 from condor_bridge import BridgeError
-from jobs import actions, specs, sweeps, sync
-from jobs.models import Job, JobState, Sweep
+from experiments import sweeps
+from experiments.models import Sweep
+from jobs import actions, specs, sync
+from jobs.models import Job, JobState
 from tests.conftest import script_upload
 from tests.factories import LabFactory, MembershipFactory
 
@@ -126,7 +128,7 @@ def test_lost_sweep_submissions_are_sent_again_by_the_reconciler(
     student, fake_bridge, settings, monkeypatch
 ):
     sent = []
-    monkeypatch.setattr("jobs.tasks.submit_sweep.delay", sent.append)
+    monkeypatch.setattr("experiments.tasks.submit_sweep.delay", sent.append)
     monkeypatch.setattr("jobs.tasks.submit_job.delay", lambda pk: pytest.fail("sent singly"))
     sweep = submit_sweep(student)
     settings.RESUBMIT_AFTER_S = 0

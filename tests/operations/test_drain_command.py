@@ -5,7 +5,8 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from audit.models import AuditEntry
-from jobs.models import Job, Sweep
+from experiments.models import Sweep
+from jobs.models import Job
 from tests.conftest import script_upload
 
 pytestmark = pytest.mark.django_db

@@ -2,7 +2,7 @@
 
 import pytest
 
-from jobs.parameters import (
+from experiments.parameters import (
     ParameterError,
     grid,
     listed,

@@ -7,8 +7,9 @@ import json
 import pytest
 from django.urls import reverse
 
-from jobs import sweeps
-from jobs.models import Job, Sweep
+from experiments import sweeps
+from experiments.models import Sweep
+from jobs.models import Job
 from tests.conftest import script_upload
 
 pytestmark = pytest.mark.django_db
@@ -185,7 +186,7 @@ def test_a_half_filled_matrix_row_is_explained(student_client, fake_bridge):
 
 
 def test_a_hyperparameter_study_from_its_form(student_client, fake_bridge, monkeypatch):
-    from jobs import studies
+    from experiments import studies
 
     monkeypatch.setattr(studies, "_enqueue_advance", lambda sweep_pk: None)
     response = student_client.post(reverse("jobs:study_new"), {

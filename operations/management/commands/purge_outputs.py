@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.template.defaultfilters import filesizeformat
 
-from jobs.purge import outputs_due, outputs_purge
+from operations.purge import outputs_due, outputs_purge
 
 
 class Command(BaseCommand):

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandParser
 
-from jobs.reconcile import reconcile
+from operations.reconcile import reconcile
 
 
 class Command(BaseCommand):

@@ -12,10 +12,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from audit.services import audit_record
-
-from .models import FINAL_STATES, Job
-from .selectors import OutputFile, job_output_files, job_output_path
-from .timeline import job_event_record
+from jobs.models import FINAL_STATES, Job
+from jobs.selectors import OutputFile, job_output_files, job_output_path
+from jobs.timeline import job_event_record
+from labs.models import Lab
 
 NO_LAB = "(no lab)"
 
@@ -59,8 +59,6 @@ class PurgeResult:
 def outputs_due(*, default_days: int | None, now: datetime | None = None) -> PurgeResult:
     """Jobs whose outputs are due for removal, by lab: a lab's own retention, else
     `default_days`; jobs under neither are kept."""
-    from labs.models import Lab
-
     now = now or timezone.now()
     ended = Job.objects.filter(state__in=FINAL_STATES, outputs_purged_at__isnull=True,
                                finished_at__isnull=False).order_by("finished_at")  # fmt: skip

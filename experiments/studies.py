@@ -30,20 +30,22 @@ from django.db.models import F, Sum
 from django.utils import timezone
 from sqlalchemy.pool import NullPool
 
+from accounting.models import UsageRecord
 from audit.services import audit_record
 from condor_bridge import BridgeError
 from condor_bridge.submit import HELPER_DIR, METRICS_FILE
+from jobs.admission import QuotaExceeded, quota_check
+from jobs.bridge import get_bridge
+from jobs.models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState
+from jobs.selectors import job_metrics
+from jobs.specs import JobActionError, JobSpec, JobSubmissionError
+from jobs.staging import CONTROL_DIR, StagedFiles, content_hashes, install_helper, stage_files
+from jobs.submission import check_may_submit, job_enqueue_submit, job_validate_request
 from plumbing.tasks import enqueue
 
 from . import parameters
-from .admission import QuotaExceeded, quota_check
-from .bridge import get_bridge
-from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Sweep
+from .models import Sweep
 from .parameters import NAME, Distribution, ParameterError
-from .selectors import job_metrics
-from .specs import JobActionError, JobSpec, JobSubmissionError
-from .staging import CONTROL_DIR, StagedFiles, content_hashes, install_helper, stage_files
-from .submission import check_may_submit, job_enqueue_submit, job_validate_request
 from .sweeps import check_placeholders, check_runs, copy_inputs, fill_run, staged_tree
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -270,8 +272,6 @@ def _objective_series(job: Job, objective: str) -> list[tuple[int, float]]:
 
 
 def _gpu_hours(sweep: Sweep) -> float:
-    from accounting.models import UsageRecord
-
     seconds = UsageRecord.objects.filter(job__sweep=sweep).aggregate(
         total=Sum(F("wall_s") * F("gpus"))
     )["total"]

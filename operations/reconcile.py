@@ -21,12 +21,13 @@ from django.utils import timezone
 from audit.services import audit_record
 from condor_bridge import JobObservation
 from condor_bridge import JobState as CondorState
-
-from .bridge import get_bridge
-from .models import FINAL_STATES, Job, JobOutcome, JobState, Sweep
-from .submission import job_enqueue_submit
-from .sync import SYNC_FIELDS, jobs_apply_observations, observed_changes, portal_state
-from .timeline import job_event_record
+from experiments.models import Sweep
+from experiments.sweeps import sweep_enqueue_submit
+from jobs.bridge import get_bridge
+from jobs.models import FINAL_STATES, Job, JobOutcome, JobState
+from jobs.submission import job_enqueue_submit
+from jobs.sync import SYNC_FIELDS, jobs_apply_observations, observed_changes, portal_state
+from jobs.timeline import job_event_record
 
 # How each kind of drift is repaired.
 REPAIRS = {
@@ -145,8 +146,6 @@ def _repair(bridge, to_remove, to_adopt, outdated, lost, resend) -> None:
                    "with this id")  # fmt: skip
     # A submission that reached the pool but not the portal: the next attempt looks the job
     # up (it is not a first attempt any more) and adopts it.
-    from .sweeps import sweep_enqueue_submit
-
     again = Job.objects.filter(pk__in=to_adopt + resend)
     again.update(submit_attempts=F("submit_attempts") + 1)
     sweeps = set()

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import re
 import shutil
 import uuid
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -27,17 +30,11 @@ from audit.services import audit_record
 from condor_bridge import BridgeError, InvalidJobRequest
 from condor_bridge.submit import description_text
 from condor_bridge.types import check_text
-from plumbing import metrics
-from plumbing.db import bulk_update_rows
-from plumbing.tasks import enqueue
-
-from . import parameters
-from .admission import QuotaExceeded, quota_check, quota_lock
-from .archives import ArchiveError, check_archive, extract_archive, is_archive
-from .bridge import get_bridge
-from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Sweep
-from .parameters import ParameterError
-from .specs import (
+from jobs.admission import QuotaExceeded, quota_check, quota_lock
+from jobs.archives import ArchiveError, check_archive, extract_archive, is_archive
+from jobs.bridge import get_bridge
+from jobs.models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState
+from jobs.specs import (
     PARAMETERS_VARIABLE,
     JobActionError,
     JobSpec,
@@ -48,7 +45,7 @@ from .specs import (
     parse_entry_command,
     request_fields,
 )
-from .staging import (
+from jobs.staging import (
     SOURCE_DIR,
     archive_limits,
     content_hashes,
@@ -57,14 +54,31 @@ from .staging import (
     save_upload,
     stage_files,
 )
-from .submission import (
+from jobs.submission import (
     BatchSubmitter,
     check_may_submit,
     job_validate_request,
     lab_for_submission,
     request_match_summary,
 )
-from .timeline import log_sweep_events
+from plumbing import metrics
+from plumbing.db import bulk_update_rows
+from plumbing.tasks import enqueue
+
+from . import parameters
+from .models import Sweep
+from .parameters import ParameterError
+
+event_log = logging.getLogger("nightshift.jobs")
+
+
+def log_sweep_events(sweep: Sweep, events: Iterable[JobEvent]) -> None:
+    """The same events for a sweep's runs, one line per kind with the sweep's id: a
+    thousand runs make one line, not a thousand; each run's timeline has them all."""
+    kinds = Counter(event.kind for event in events)
+    for kind, count in kinds.items():
+        event_log.info("%s: %s run%s of sweep %s", kind, count, "s" if count != 1 else "",
+                       sweep.public_id, extra={"sweep_id": str(sweep.public_id)})  # fmt: skip
 
 
 @dataclass(frozen=True)

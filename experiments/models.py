@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+
+class Sweep(models.Model):
+    """Many runs of the same job with different parameters, submitted as one cluster."""
+
+    class Kind(models.TextChoices):
+        GRID = "grid", "Grid: every combination"
+        LIST = "list", "List of parameter sets"
+        RANDOM = "random", "Random samples"
+        MATRIX = "matrix", "Evaluation matrix: systems by datasets"
+        STUDY = "study", "Hyperparameter optimisation (Optuna)"
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sweeps"
+    )
+    lab = models.ForeignKey(
+        "labs.Lab", null=True, blank=True, on_delete=models.PROTECT, related_name="sweeps"
+    )
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    # What the user gave: {"grid": {...}}, {"rows": [...]} or {"random": {...}, "count": N,
+    # "seed": S}; the runs' own parameters are on the jobs.
+    definition = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    cluster_id = models.PositiveIntegerField(null=True, blank=True)
+    submitted_at = models.DateTimeField(null=True, blank=True)
+    submit_attempts = models.PositiveIntegerField(default=0)
+    submit_requested_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    # A study: when it stopped asking for trials and why (trials, budget, deadline, cancel).
+    finished_at = models.DateTimeField(null=True, blank=True)
+    stop_reason = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        # The table it had when sweeps lived in jobs: the move changed no table.
+        db_table = "jobs_sweep"
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.public_id})"
+
+    @property
+    def is_study(self) -> bool:
+        return self.kind == self.Kind.STUDY
+
+    @property
+    def is_submitted(self) -> bool:
+        return self.cluster_id is not None
