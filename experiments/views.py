@@ -14,7 +14,7 @@ from jobs import specs
 from jobs.models import JobState
 from jobs.views import FORM_FIELD_FOR, JobForm, show_refusal, submit_job
 
-from . import readouts, selectors, studies, sweeps
+from . import matrices, readouts, selectors, studies, sweeps
 from .forms import JobOrSweepForm, MatrixForm, StudyForm
 from .lookups import actionable_sweep_or_403, visible_sweep_or_404
 from .models import Sweep
@@ -137,10 +137,10 @@ def matrix_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            sweep = sweeps.matrix_submit(
+            sweep = matrices.matrix_submit(
                 user=request.user, spec=form.to_spec(),
-                systems=[sweeps.MatrixSystem(*row) for row in data["systems"]],
-                datasets=[sweeps.MatrixDataset(*row) for row in data["datasets"]],
+                systems=[matrices.MatrixSystem(*row) for row in data["systems"]],
+                datasets=[matrices.MatrixDataset(*row) for row in data["datasets"]],
             )  # fmt: skip
         except specs.JobSubmissionError as exc:
             show_refusal(form, exc, SWEEP_FORM_FIELD_FOR)

@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.templatetags.static import static
 from django.http import HttpRequest, HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.urls import include, path, re_path, reverse
 from django.views.generic import RedirectView
 
@@ -11,6 +11,7 @@ from jobs import urls as jobs_urls
 from jobs.views import healthz, pool
 from labs import urls as labs_urls
 from operations.views import metrics
+
 
 def sweep_admin_moved(request: HttpRequest, rest: str) -> HttpResponsePermanentRedirect:
     query = request.META.get("QUERY_STRING")

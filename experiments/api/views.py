@@ -23,7 +23,7 @@ from jobs.api.views import (
 )
 from plumbing.api import ApiError, ErrorSerializer, SubmissionThrottle
 
-from .. import readouts, selectors, studies, sweeps
+from .. import matrices, readouts, selectors, studies, sweeps
 from ..lookups import actionable_sweep_or_403, visible_sweep_or_404
 from ..models import Sweep
 from .serializers import (
@@ -105,11 +105,11 @@ class MatrixSubmitView(APIView):
         form.is_valid(raise_exception=True)
         data = form.validated_data
         try:
-            sweep = sweeps.matrix_submit(
+            sweep = matrices.matrix_submit(
                 user=request.user, spec=form.to_spec(data["name"]),
-                systems=[sweeps.MatrixSystem(s["name"], s["upload"], s.get("entry_command"))
+                systems=[matrices.MatrixSystem(s["name"], s["upload"], s.get("entry_command"))
                          for s in data["systems"]],
-                datasets=[sweeps.MatrixDataset(d["name"], d.get("path"), d["upload"])
+                datasets=[matrices.MatrixDataset(d["name"], d.get("path"), d["upload"])
                           for d in data["datasets"]],
             )  # fmt: skip
         except specs.JobSubmissionError as exc:

@@ -19,7 +19,7 @@ from django.conf import settings
 
 from accounts import services as account_services
 from nightshift_cli.client import ApiError, Client
-from nightshift_cli.main import POLL_SECONDS
+from nightshift_cli.common import POLL_SECONDS
 from tests.helpers import wait_for
 
 REPO = Path(__file__).resolve().parents[2]

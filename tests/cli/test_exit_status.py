@@ -2,7 +2,7 @@
 
 import pytest
 
-from nightshift_cli.main import EXIT_ERROR, EXIT_HELD, EXIT_REMOVED, _exit_status
+from nightshift_cli.common import EXIT_ERROR, EXIT_HELD, EXIT_REMOVED, exit_status
 
 JOB = {"id": "0123abcd-0000-4000-8000-000000000000", "status_detail": "", "exit_code": None,
        "exit_signal": None, "hold": None}  # fmt: skip
@@ -21,5 +21,5 @@ JOB = {"id": "0123abcd-0000-4000-8000-000000000000", "status_detail": "", "exit_
     ],
 )  # fmt: skip
 def test_the_exit_status_follows_the_job(capsys, fields, status, said):
-    assert _exit_status(JOB | fields) == status
+    assert exit_status(JOB | fields) == status
     assert said in capsys.readouterr().err

@@ -8,7 +8,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from experiments import sweeps
+from experiments import matrices, sweeps
 from experiments.models import Sweep
 from jobs import specs
 from jobs.models import Job
@@ -28,24 +28,24 @@ def archive(members: dict, name: str) -> SimpleUploadedFile:
 
 def systems():
     return [
-        sweeps.MatrixSystem("bert", project({"eval.py": "print('bert')"}, name="bert.zip"),
+        matrices.MatrixSystem("bert", project({"eval.py": "print('bert')"}, name="bert.zip"),
                             "python eval.py --data {dataset}"),
-        sweeps.MatrixSystem("t5", script_upload("print('t5')", name="t5.py")),
+        matrices.MatrixSystem("t5", script_upload("print('t5')", name="t5.py")),
     ]  # fmt: skip
 
 
 def datasets():
     return [
-        sweeps.MatrixDataset("squad", path="/shared/data/squad"),
-        sweeps.MatrixDataset("glue", upload=archive({"dev.tsv": "a\tb\n"}, "glue.zip")),
-        sweeps.MatrixDataset("tiny", upload=SimpleUploadedFile("tiny.csv", b"1,2\n")),
+        matrices.MatrixDataset("squad", path="/shared/data/squad"),
+        matrices.MatrixDataset("glue", upload=archive({"dev.tsv": "a\tb\n"}, "glue.zip")),
+        matrices.MatrixDataset("tiny", upload=SimpleUploadedFile("tiny.csv", b"1,2\n")),
     ]
 
 
 def submit(user, **spec):
     spec.setdefault("name", "eval")
     spec.setdefault("arguments", ["--system", "{system}"])
-    return sweeps.matrix_submit(user=user, spec=specs.JobSpec(**spec), systems=systems(),
+    return matrices.matrix_submit(user=user, spec=specs.JobSpec(**spec), systems=systems(),
                                 datasets=datasets())  # fmt: skip
 
 
@@ -74,17 +74,17 @@ def test_every_system_runs_on_every_dataset_with_its_own_files(student, fake_bri
 @pytest.mark.parametrize("change, field, message", [
     ({"systems": []}, "systems", "at least one system"),
     ({"datasets": []}, "datasets", "at least one dataset"),
-    ({"datasets": [sweeps.MatrixDataset("a", path="/x"), sweeps.MatrixDataset("a", path="/y")]},
+    ({"datasets": [matrices.MatrixDataset("a", path="/x"), matrices.MatrixDataset("a", path="/y")]},
      "datasets", "same name"),
-    ({"datasets": [sweeps.MatrixDataset("a")]}, "datasets", "a path or a file"),
-    ({"datasets": [sweeps.MatrixDataset("a", path="/x\nqueue 1000")]}, "datasets", "line breaks"),
-    ({"systems": [sweeps.MatrixSystem("s", project({"run.py": "1"}, name="s.zip"),
+    ({"datasets": [matrices.MatrixDataset("a")]}, "datasets", "a path or a file"),
+    ({"datasets": [matrices.MatrixDataset("a", path="/x\nqueue 1000")]}, "datasets", "line breaks"),
+    ({"systems": [matrices.MatrixSystem("s", project({"run.py": "1"}, name="s.zip"),
                                       "python eval.py")]}, "entry_command", "no eval.py"),
 ])  # fmt: skip
 def test_a_bad_matrix_is_refused_whole(student, fake_bridge, settings, change, field, message):
     arguments = {"systems": systems(), "datasets": datasets()} | change
     with pytest.raises(specs.JobSubmissionError, match=message) as refused:
-        sweeps.matrix_submit(user=student, spec=specs.JobSpec(name="m"), **arguments)
+        matrices.matrix_submit(user=student, spec=specs.JobSpec(name="m"), **arguments)
     assert refused.value.field == field
     assert not Job.objects.exists()
     left = settings.JOBS_DIR.iterdir() if settings.JOBS_DIR.exists() else []
@@ -146,12 +146,14 @@ def test_the_api_names_a_file_that_was_not_uploaded(student, fake_bridge):
 
 def test_hostile_names_and_file_names_stay_text_and_inside_the_run(student, fake_bridge, settings):
     evil = '$(HOME) "x" +Owner = "root"'
-    sweep = sweeps.matrix_submit(
+    sweep = matrices.matrix_submit(
         user=student, spec=specs.JobSpec(name="m", arguments=["{system}", "{dataset}"]),
-        systems=[sweeps.MatrixSystem(evil, script_upload("1", name="a.py"))],
+        systems=[matrices.MatrixSystem(evil, script_upload("1", name="a.py"))],
         datasets=[
-            sweeps.MatrixDataset("d1", path="/data/$(HOME) 'q'"),
-            sweeps.MatrixDataset("d2", upload=SimpleUploadedFile("../../evil\u202e;rm.csv", b"1")),
+            matrices.MatrixDataset("d1", path="/data/$(HOME) 'q'"),
+            matrices.MatrixDataset(
+                "d2", upload=SimpleUploadedFile("../../evil\u202e;rm.csv", b"1")
+            ),
         ],
     )  # fmt: skip
     runs = {r.parameters["dataset"]: r for r in sweep.runs.all()}
