@@ -270,11 +270,11 @@ def _clock(queued_at: int, before: float, after: float) -> Check:
 
 
 def _gpus(collector: str) -> Check:
-    from .schedd import _MACHINE_PROJECTION, machines_from_slot_ads
+    from .schedd import MACHINE_PROJECTION, machines_from_slot_ads
 
     try:
         ads = htcondor2.Collector(collector).query(
-            htcondor2.AdType.Startd, constraint="true", projection=_MACHINE_PROJECTION
+            htcondor2.AdType.Startd, constraint="true", projection=MACHINE_PROJECTION
         )
     except (HTCondorException, OSError, RuntimeError) as exc:
         return Check("gpus", False, f"The collector's list of workstations cannot be read: {exc}")

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .observe import Observer, timed
-from .states import _STATUS_TO_STATE
+from .states import STATUS_TO_STATE
 from .submit import build_cluster_description, build_submit_description
 from .types import (
     JOB_ID_PATTERN,
@@ -43,7 +43,7 @@ PERSONAL_POOL = (
 _FINAL = (JobState.COMPLETED, JobState.REMOVED)
 _RUN_STATES = (JobState.RUNNING, JobState.TRANSFERRING, JobState.SUSPENDED)
 # HTCondor's JobStatus numbers; a job spooling its input is held (5) in the real queue.
-_STATUS_CODE = {state: code for code, state in _STATUS_TO_STATE.items()}
+_STATUS_CODE = {state: code for code, state in STATUS_TO_STATE.items()}
 
 
 class FakeBridge:

@@ -59,7 +59,7 @@ _TRANSIENT_MARKERS = (
     _STALE_SESSION,
     "failed to fetch ads",
 )
-_MACHINE_PROJECTION = [
+MACHINE_PROJECTION = [
     "Name",
     "Machine",
     "State",
@@ -84,7 +84,7 @@ _config_lock = threading.Lock()
 HISTORY_CLOCK_SLACK_S = 300
 
 
-def _bridge_error(action: str, exc: Exception) -> BridgeError:
+def bridge_error(action: str, exc: Exception) -> BridgeError:
     text = str(exc)
     transient = isinstance(exc, OSError | TimeoutError) or any(
         marker in text.lower() for marker in _TRANSIENT_MARKERS
@@ -92,7 +92,7 @@ def _bridge_error(action: str, exc: Exception) -> BridgeError:
     return BridgeError(f"{action}: {text or type(exc).__name__}", transient=transient)
 
 
-def _again_if_session_stale(call: Callable[[], Any]) -> Any:
+def again_if_session_stale(call: Callable[[], Any]) -> Any:
     """`call`, and once more if the schedd rejected the security session: a restarted schedd
     forgets the sessions it granted, HTCondor then drops ours, and the second call
     negotiates a new one. A rejected session means the command was never carried out."""
@@ -212,7 +212,7 @@ class HTCondorBridge:
                     schedd.act(htcondor2.JobAction.Remove, str(result.cluster()))
                     raise
         except (HTCondorException, OSError, RuntimeError) as exc:
-            raise _bridge_error("submit", exc) from exc
+            raise bridge_error("submit", exc) from exc
         return result
 
     def submit_cluster(
@@ -250,18 +250,18 @@ class HTCondorBridge:
     @_observed("query")
     def _query(self, constraint: str) -> list[Any]:
         try:
-            return _again_if_session_stale(
+            return again_if_session_stale(
                 lambda: list(self._schedd().query(constraint=constraint, projection=PROJECTION))
             )
         except BridgeError:
             raise
         except (HTCondorException, OSError, RuntimeError) as exc:
-            raise _bridge_error("query", exc) from exc
+            raise bridge_error("query", exc) from exc
 
     @_observed("history")
     def _history(self, constraint: str, match: int, since: str | None = None) -> list[Any]:
         try:
-            return _again_if_session_stale(
+            return again_if_session_stale(
                 lambda: list(
                     self._schedd().history(
                         constraint=constraint, projection=PROJECTION, match=match, since=since
@@ -271,7 +271,7 @@ class HTCondorBridge:
         except BridgeError:
             raise
         except (HTCondorException, OSError, RuntimeError) as exc:
-            raise _bridge_error("history", exc) from exc
+            raise bridge_error("history", exc) from exc
 
     def find(
         self, job_id: str, *, submitted_after: datetime | None = None
@@ -307,7 +307,7 @@ class HTCondorBridge:
         except BridgeError:
             raise
         except (HTCondorException, OSError, RuntimeError) as exc:
-            raise _bridge_error("query", exc) from exc
+            raise bridge_error("query", exc) from exc
         if not ads:
             return None
         return {key: _plain(value) for key, value in sorted(ads[0].items())}
@@ -339,14 +339,14 @@ class HTCondorBridge:
             if reason:
                 # htcondor2 drops a plain-string reason; only the (text, code) form
                 # reaches the schedd.
-                _again_if_session_stale(lambda: self._schedd().act(
+                again_if_session_stale(lambda: self._schedd().act(
                     _ACTIONS[action], job_spec, reason=(reason, int(reason_code))))  # fmt: skip
             else:
-                _again_if_session_stale(lambda: self._schedd().act(_ACTIONS[action], job_spec))
+                again_if_session_stale(lambda: self._schedd().act(_ACTIONS[action], job_spec))
         except BridgeError:
             raise
         except (HTCondorException, OSError, RuntimeError) as exc:
-            raise _bridge_error(action, exc) from exc
+            raise bridge_error(action, exc) from exc
 
     @_observed("act")
     def remove_sweep(self, sweep_id: str, reason: str) -> None:
@@ -356,12 +356,12 @@ class HTCondorBridge:
         constraint = (f"{INSTANCE_ATTR} == {classad_string(self.instance)} && "
                       f"{SWEEP_ID_ATTR} == {classad_string(sweep_id)}")  # fmt: skip
         try:
-            _again_if_session_stale(lambda: self._schedd().act(
+            again_if_session_stale(lambda: self._schedd().act(
                 htcondor2.JobAction.Remove, constraint, reason=(reason, 1)))  # fmt: skip
         except BridgeError:
             raise
         except (HTCondorException, OSError, RuntimeError) as exc:
-            raise _bridge_error("remove", exc) from exc
+            raise bridge_error("remove", exc) from exc
 
     @_observed("retrieve")
     def retrieve(self, cluster_id: int, proc_id: int) -> None:
@@ -373,17 +373,17 @@ class HTCondorBridge:
         except BridgeError:
             raise
         except (HTCondorException, OSError, RuntimeError) as exc:
-            raise _bridge_error("retrieve", exc) from exc
+            raise bridge_error("retrieve", exc) from exc
 
     # -- pool ------------------------------------------------------------------------
     @_observed("collector")
     def pool_machines(self) -> list[PoolMachine]:
         try:
             ads = self._collector().query(
-                htcondor2.AdType.Startd, constraint="true", projection=_MACHINE_PROJECTION
+                htcondor2.AdType.Startd, constraint="true", projection=MACHINE_PROJECTION
             )
         except (HTCondorException, OSError, RuntimeError) as exc:
-            raise _bridge_error("pool status", exc) from exc
+            raise bridge_error("pool status", exc) from exc
         return machines_from_slot_ads(ads)
 
     def ping(self) -> None:

@@ -44,7 +44,7 @@ PROJECTION = [
 # A run is in progress in these states; JobCurrentStartDate then dates it.
 _RUN_IN_PROGRESS = frozenset({RUNNING, TRANSFERRING_OUTPUT, SUSPENDED})
 
-_STATUS_TO_STATE = {
+STATUS_TO_STATE = {
     IDLE: JobState.IDLE,
     RUNNING: JobState.RUNNING,
     REMOVED: JobState.REMOVED,
@@ -86,9 +86,9 @@ def map_job_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobObservation:
     # A plain dict: each attribute is converted once, instead of at every lookup.
     ad = dict(ad.items())
     status = _int(ad.get("JobStatus"))
-    if status not in _STATUS_TO_STATE:
+    if status not in STATUS_TO_STATE:
         raise ValueError(f"job ad has an unknown JobStatus {ad.get('JobStatus')!r}")
-    state = _STATUS_TO_STATE[status]
+    state = STATUS_TO_STATE[status]
     hold_code = _int(ad.get("HoldReasonCode"))
     hold_reason = str(ad.get("HoldReason") or "")
     detail = ""

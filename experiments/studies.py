@@ -130,7 +130,7 @@ class StudyPlan:
 _storages: dict[str, optuna.storages.RDBStorage] = {}
 
 
-def _storage() -> optuna.storages.RDBStorage:
+def optuna_storage() -> optuna.storages.RDBStorage:
     """Optuna's RDB storage in the portal's own PostgreSQL database. Its connections are not
     pooled: a study advances every few seconds, and no idle connection should outlive it."""
     db = connection.settings_dict
@@ -167,8 +167,8 @@ def _load(sweep: Sweep) -> optuna.Study:
         "median": optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1),
         "asha": optuna.pruners.SuccessiveHalvingPruner(),
     }[plan.pruner]
-    return optuna.load_study(study_name=_study_name(sweep), storage=_storage(), sampler=sampler,
-                             pruner=pruner)  # fmt: skip
+    return optuna.load_study(study_name=_study_name(sweep), storage=optuna_storage(),
+                             sampler=sampler, pruner=pruner)  # fmt: skip
 
 
 def _distributions(space: dict) -> dict[str, optuna.distributions.BaseDistribution]:
@@ -217,7 +217,7 @@ def study_submit(*, user, spec: JobSpec, plan: StudyPlan, script, requirements=N
             audit_record(action="study.submit", actor=user, target=sweep,
                          detail=f"{plan.max_trials} trials, {plan.parallel} at once; "
                          f"{plan.sampler}, {plan.pruner}; objective {plan.objective}")  # fmt: skip
-            optuna.create_study(study_name=_study_name(sweep), storage=_storage(),
+            optuna.create_study(study_name=_study_name(sweep), storage=optuna_storage(),
                                 direction=plan.direction)  # fmt: skip
             sweep_pk = sweep.pk
             transaction.on_commit(lambda: _enqueue_advance(sweep_pk))

@@ -385,7 +385,7 @@ def job_pip_freeze(job: Job) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
 
-def _comparable_description(job: Job) -> str:
+def comparable_description(job: Job) -> str:
     """The submit description with what names this job (its id and folder) taken out."""
     return job.submit_description.replace(str(job.public_id), "<job id>").replace(
         job.output_dir, "<job folder>"
@@ -427,8 +427,8 @@ def reproduction_of(job: Job) -> Reproduction | None:
     if original.submit_description and job.submit_description:
         compare(
             "submit description",
-            _comparable_description(original),
-            _comparable_description(job),
+            comparable_description(original),
+            comparable_description(job),
             show=lambda text: f"{len(text)} characters",
         )
     before, after = set(job_pip_freeze(original)), set(job_pip_freeze(job))

@@ -49,7 +49,7 @@ def test_a_study_finds_the_optimum_of_a_known_function(transactional_db, live_pi
     assert {trial.state for trial in trials} == {JobState.COMPLETED}
     assert sweep.stop_reason == f"reached {TRIALS} trials"
     study = optuna.load_study(study_name=f"nightshift-{sweep.public_id}",
-                              storage=studies._storage())  # fmt: skip
+                              storage=studies.optuna_storage())  # fmt: skip
     assert {trial.state for trial in study.trials} == {optuna.trial.TrialState.COMPLETE}
     # Optuna was told each trial's last logged value; the best is near x = 2.
     best = study.best_trial

@@ -41,7 +41,7 @@ def test_a_reproduction_has_the_same_files_seed_and_submit_description(student, 
     again = submission.job_submit_to_pool(actions.job_rerun(job=original, user=student).pk)
     assert again.reproduces == original
     assert again.seed == original.seed
-    normalise = selectors._comparable_description
+    normalise = selectors.comparable_description
     assert normalise(again) == normalise(original)
     assert again.submit_description != original.submit_description  # its own id and folder
     reproduction = selectors.reproduction_of(again)

@@ -71,7 +71,7 @@ def test_finished_trials_are_told_to_optuna_and_new_ones_started(student, fake_b
     report = studies.study_advance(sweep.pk)
     assert (report.told, report.started) == (2, 2)
     study = optuna.load_study(study_name=f"nightshift-{sweep.public_id}",
-                              storage=studies._storage())  # fmt: skip
+                              storage=studies.optuna_storage())  # fmt: skip
     states = {t.number: (t.state, t.value) for t in study.trials}
     assert states[0] == (optuna.trial.TrialState.COMPLETE, 2.0)
     assert states[1][0] == optuna.trial.TrialState.FAIL  # it exited with 1
@@ -112,7 +112,7 @@ def test_a_trial_worse_than_the_others_is_asked_to_stop_then_removed(
     assert bad.state == JobState.REMOVED
     studies.study_advance(sweep.pk)
     study = optuna.load_study(study_name=f"nightshift-{sweep.public_id}",
-                              storage=studies._storage())  # fmt: skip
+                              storage=studies.optuna_storage())  # fmt: skip
     assert study.trials[bad.sweep_index].state == optuna.trial.TrialState.PRUNED
 
 

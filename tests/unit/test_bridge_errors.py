@@ -3,7 +3,7 @@
 import pytest
 from htcondor2 import HTCondorException
 
-from condor_bridge.schedd import _bridge_error
+from condor_bridge.schedd import bridge_error
 
 
 @pytest.mark.parametrize(
@@ -15,7 +15,7 @@ from condor_bridge.schedd import _bridge_error
      TimeoutError("timed out")],
 )  # fmt: skip
 def test_an_unreachable_schedd_is_transient(error):
-    assert _bridge_error("submit", error).transient
+    assert bridge_error("submit", error).transient
 
 
 @pytest.mark.parametrize(
@@ -24,13 +24,13 @@ def test_an_unreachable_schedd_is_transient(error):
      ValueError("Invalid submit description")],
 )  # fmt: skip
 def test_a_rejected_description_is_permanent(error):
-    failure = _bridge_error("submit", error)
+    failure = bridge_error("submit", error)
     assert not failure.transient
     assert str(failure).startswith("submit: ")
 
 
 def test_a_read_is_tried_once_more_when_a_restarted_schedd_rejects_the_session():
-    from condor_bridge.schedd import _again_if_session_stale
+    from condor_bridge.schedd import again_if_session_stale
 
     calls = []
 
@@ -42,7 +42,7 @@ def test_a_read_is_tried_once_more_when_a_restarted_schedd_rejects_the_session()
             )
         return ["ad"]
 
-    assert _again_if_session_stale(query) == ["ad"] and len(calls) == 2
+    assert again_if_session_stale(query) == ["ad"] and len(calls) == 2
 
 
 def test_other_failures_are_not_tried_again():
@@ -52,8 +52,8 @@ def test_other_failures_are_not_tried_again():
         calls.append(1)
         raise HTCondorException("Failed to connect to schedd")
 
-    from condor_bridge.schedd import _again_if_session_stale
+    from condor_bridge.schedd import again_if_session_stale
 
     with pytest.raises(HTCondorException):
-        _again_if_session_stale(query)
+        again_if_session_stale(query)
     assert len(calls) == 1

@@ -1,0 +1,148 @@
+"""The code keeps the shape docs/architecture.md describes: apps in one-way layers with no
+import loops (import-linter's contracts in pyproject.toml), no module reaching into another's
+underscore names, and modules short enough to read."""
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+LINT_IMPORTS = str(Path(sys.executable).with_name("lint-imports"))
+PACKAGES = ["portal", "operations", "experiments", "accounts", "accounting", "jobs", "labs",
+            "audit", "plumbing", "condor_bridge", "nightshift_cli"]  # fmt: skip
+MAX_LINES = 600
+
+
+def lint_imports(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [LINT_IMPORTS, "--no-cache"], cwd=root, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )  # fmt: skip
+
+
+def python_files(*roots: str, migrations: bool = False):
+    for root in roots:
+        for path in sorted((REPO / root).rglob("*.py")):
+            if migrations or "migrations" not in path.parts:
+                yield path
+
+
+def test_the_import_contracts_hold():
+    result = lint_imports(REPO)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+@pytest.fixture
+def copy_of_the_code(tmp_path):
+    """The project's packages and its import-linter settings, to break on purpose."""
+    for package in PACKAGES:
+        shutil.copytree(REPO / package, tmp_path / package,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.html", "*.js"))  # fmt: skip
+    shutil.copy(REPO / "pyproject.toml", tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "complaint"),
+    [
+        ("jobs/timeline.py", "from experiments import sweeps",
+         "jobs is not allowed to import experiments"),
+        ("labs/models.py", "from accounting.quotas import quota_check",
+         "labs is not allowed to import accounting"),
+        ("jobs/forms.py", "from jobs import views", "No cycles are allowed in jobs"),
+        ("condor_bridge/states.py", "import django.conf",
+         "condor_bridge imports no Django and nothing of the project BROKEN"),
+        ("portal/settings.py", "import jobs.models", "The settings import no app BROKEN"),
+        ("nightshift_cli/client.py", "import plumbing.api",
+         "The CLI is a client of the API: it imports nothing of the portal BROKEN"),
+    ],
+)  # fmt: skip
+def test_a_deliberate_violation_breaks_its_contract(copy_of_the_code, module, line, complaint):
+    target = copy_of_the_code / module
+    target.write_text(target.read_text() + f"\n{line}  # the violation\n")
+    result = lint_imports(copy_of_the_code)
+    assert result.returncode != 0
+    assert complaint in result.stdout, result.stdout
+
+
+def project_module_of(path: Path) -> str:
+    relative = path.relative_to(REPO).with_suffix("")
+    parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+    return ".".join(parts)
+
+
+def imported_module(node: ast.ImportFrom, importer: str, is_package: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    base = importer.split(".")
+    base = base[: len(base) - node.level + (1 if is_package else 0)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def underscore_imports(path: Path) -> list[str]:
+    """`from other import _name`, and `other._name` where `other` is a project module
+    this file imported, for any module other than the file itself."""
+    importer = project_module_of(path)
+    is_package = path.name == "__init__.py"
+    tree = ast.parse(path.read_text())
+    found, modules = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            source = imported_module(node, importer, is_package)
+            if source.split(".")[0] not in PACKAGES or source == importer:
+                continue
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"line {node.lineno}: from {source} import {alias.name}")
+                modules[alias.asname or alias.name] = f"{source}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in PACKAGES and alias.asname:
+                    modules[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and node.attr != "_meta"  # Django's documented model API
+        ):
+            found.append(f"line {node.lineno}: {modules[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_no_module_imports_another_modules_underscore_names():
+    offenders = {
+        str(path.relative_to(REPO)): found
+        for path in python_files(*PACKAGES, "tests", "bench")
+        if (found := underscore_imports(path))
+    }
+    assert offenders == {}
+
+
+def test_the_underscore_check_sees_both_ways_in(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    (tmp_path / "jobs").mkdir()
+    module = tmp_path / "jobs" / "reach.py"
+    module.write_text("from jobs.sync import _describe\nfrom jobs import sync\nsync._outcome()\n")
+    assert underscore_imports(module) == [
+        "line 1: from jobs.sync import _describe",
+        "line 3: jobs.sync._outcome",
+    ]
+
+
+def test_no_module_is_longer_than_about_600_lines_unless_it_is_declarations():
+    too_long = {}
+    for path in python_files(*PACKAGES):
+        lines = len(path.read_text().splitlines())
+        docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
+        if lines > MAX_LINES and not docstring.startswith("Declarations"):
+            too_long[str(path.relative_to(REPO))] = lines
+    assert too_long == {}
