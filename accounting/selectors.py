@@ -5,15 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import (
-    DurationField,
-    ExpressionWrapper,
-    F,
-    FloatField,
-    QuerySet,
-    Sum,
-    Value,
-)
+from django.db.models import DurationField, ExpressionWrapper, F, FloatField, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, Extract, Greatest, Least
 from django.utils import timezone
 

@@ -17,10 +17,7 @@ from condor_bridge import InvalidJobRequest
 from condor_bridge.types import check_text
 from jobs.archives import ArchiveError, check_archive, extract_archive, is_archive
 from jobs.models import Job
-from jobs.specs import (
-    JobSpec,
-    JobSubmissionError,
-)
+from jobs.specs import JobSpec, JobSubmissionError
 from jobs.staging import (
     archive_limits,
     content_hashes,
@@ -29,10 +26,7 @@ from jobs.staging import (
     save_upload,
     stage_files,
 )
-from jobs.submission import (
-    check_may_submit,
-    job_validate_request,
-)
+from jobs.submission import check_may_submit, job_validate_request
 
 from .models import Sweep
 from .sweeps import (

@@ -41,12 +41,7 @@ from jobs.specs import (
     parse_entry_command,
     request_fields,
 )
-from jobs.staging import (
-    SOURCE_DIR,
-    content_hashes,
-    install_helper,
-    stage_files,
-)
+from jobs.staging import SOURCE_DIR, content_hashes, install_helper, stage_files
 from jobs.submission import (
     BatchSubmitter,
     check_may_submit,

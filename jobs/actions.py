@@ -8,19 +8,12 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.services import audit_record
-from condor_bridge import (
-    BridgeError,
-)
+from condor_bridge import BridgeError
 
 from .bridge import get_bridge
 from .models import Job, JobOutcome, JobState
-from .specs import (
-    JobActionError,
-    job_spec_of,
-)
-from .submission import (
-    job_submit,
-)
+from .specs import JobActionError, job_spec_of
+from .submission import job_submit
 from .timeline import job_event_record
 
 

@@ -135,8 +135,8 @@ class Job(models.Model):
     submit_requested_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
     # A run of a sweep: submitted with the sweep's other runs as one HTCondor cluster.
-    # (experiments.Sweep: named, not imported, so that jobs does not depend on experiments;
-    # nothing in jobs follows it.)
+    # (experiments.Sweep is named, not imported: jobs' code never follows this key, only the
+    # job page's template shows the sweep's name.)
     sweep = models.ForeignKey(
         "experiments.Sweep", null=True, blank=True, on_delete=models.CASCADE, related_name="runs"
     )

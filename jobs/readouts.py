@@ -1,5 +1,5 @@
-"""What a job or a sweep shows, served alike by the web pages and the API: a job's output
-files, one at a time or as a zip, and its logged metrics; a sweep's runs compared."""
+"""What a job shows, served alike by the web pages and the API: its output files, one at a
+time or as a zip, and its logged metrics."""
 
 from __future__ import annotations
 

@@ -10,9 +10,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from condor_bridge import (
-    JobRequest,
-)
+from condor_bridge import JobRequest
 
 from .models import Job
 

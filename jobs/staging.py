@@ -17,13 +17,7 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.uploadedfile import UploadedFile
 
-from condor_bridge.submit import (
-    HELPER_DIR,
-    INSTALL_LOG,
-    METRICS_FILE,
-    STDERR,
-    STDOUT,
-)
+from condor_bridge.submit import HELPER_DIR, INSTALL_LOG, METRICS_FILE, STDERR, STDOUT
 
 from .archives import (
     ARCHIVE_SUFFIXES,
@@ -35,12 +29,7 @@ from .archives import (
 )
 from .models import Job
 from .selectors import open_job_file
-from .specs import (
-    OUTPUTS,
-    JobSpec,
-    JobSubmissionError,
-    parse_entry_command,
-)
+from .specs import OUTPUTS, JobSpec, JobSubmissionError, parse_entry_command
 
 HELPER_MODULE = Path(__file__).resolve().parent / "runtime" / "nightshift.py"
 

@@ -25,18 +25,14 @@ from condor_bridge import (
     MatchSummary,
     summarize_matches,
 )
-from condor_bridge.submit import (
-    description_text,
-)
+from condor_bridge.submit import description_text
 from condor_bridge.types import check_text
 from labs.models import Lab
 from plumbing import metrics
 from plumbing.tasks import enqueue
 
 from .admission import QuotaExceeded, account_approved, quota_check, quota_lock, submissions_paused
-from .archives import (
-    is_archive,
-)
+from .archives import is_archive
 from .bridge import get_bridge
 from .models import Job, JobOutcome, JobState
 from .specs import (
@@ -53,12 +49,7 @@ from .specs import (
     request_fields,
     request_from_json,
 )
-from .staging import (
-    content_hashes,
-    install_helper,
-    safe_script_name,
-    stage_files,
-)
+from .staging import content_hashes, install_helper, safe_script_name, stage_files
 from .timeline import job_event_record
 
 logger = logging.getLogger(__name__)

@@ -20,12 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from audit.services import audit_record
-from condor_bridge import (
-    BridgeError,
-    JobObservation,
-    MatchSummary,
-    summarize_matches,
-)
+from condor_bridge import BridgeError, JobObservation, MatchSummary, summarize_matches
 from condor_bridge import JobState as CondorState
 from condor_bridge.explain import SUBCODE_NIGHTSHIFT_NO_PROGRESS
 from plumbing import metrics
@@ -36,16 +31,9 @@ from .bridge import get_bridge
 from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Workstation
 from .notifications import NOTIFY_STATES, notify_enqueue
 from .selectors import checkpoint_of, job_output_files
-from .specs import (
-    request_from_json,
-)
-from .staging import (
-    uploads_clean_stale,
-)
-from .submission import (
-    batch_submitters,
-    job_enqueue_submit,
-)
+from .specs import request_from_json
+from .staging import uploads_clean_stale
+from .submission import batch_submitters, job_enqueue_submit
 from .timeline import job_event_record, log_job_events
 
 logger = logging.getLogger(__name__)

@@ -32,11 +32,7 @@ from . import actions, readouts, selectors, specs, staging, submission
 from .bridge import get_bridge
 from .filters import JobListFilter
 from .forms import JobSubmitForm
-from .lookups import (
-    actionable_job_or_403,
-    own_job_or_403,
-    visible_job_or_404,
-)
+from .lookups import actionable_job_or_403, own_job_or_403, visible_job_or_404
 from .models import EnvironmentPreset, Job
 
 JOBS_PER_PAGE = 25

@@ -19,11 +19,7 @@ from rest_framework.views import APIView
 
 from jobs import actions, readouts, selectors, specs, staging, submission
 from jobs.filters import JobListFilter
-from jobs.lookups import (
-    actionable_job_or_403,
-    own_job_or_403,
-    visible_job_or_404,
-)
+from jobs.lookups import actionable_job_or_403, own_job_or_403, visible_job_or_404
 from jobs.models import EnvironmentPreset, Job
 from plumbing.api import ApiError, ErrorSerializer, SubmissionThrottle
 
