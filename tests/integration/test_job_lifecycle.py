@@ -199,6 +199,22 @@ def test_a_job_over_its_runtime_limit_is_held_and_the_page_says_why(web, live_pi
     wait_for_state(job, {JobState.REMOVED}, timeout=60)
 
 
+def test_a_script_installs_its_requirements_from_the_package_index(web, live_pipeline):
+    """A real package from the registry, not a bundled wheel: pip on the workstation trusts
+    what the host trusts and uses its index settings, which the pool carries into its root."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    requirements = SimpleUploadedFile("requirements.txt", b"tomli-w==1.2.0\n")
+    job = upload(web, "import tomli_w\nprint('dumped', tomli_w.dumps({'lr': 0.1}).strip())\n",
+                 name="from the index", requirements=requirements)  # fmt: skip
+    wait_for_state(job, {JobState.COMPLETED, JobState.FAILED}, timeout=240)
+    stdout = (job.directory / "stdout.txt").read_text()
+    install_log = (job.directory / ".nightshift" / "install.log").read_text()
+    assert job.state == JobState.COMPLETED, (stdout, install_log)
+    assert "dumped lr = 0.1" in stdout
+    assert "Successfully installed tomli-w-1.2.0" in install_log
+
+
 def test_a_project_with_requirements_installs_them_and_runs(web, live_pipeline):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
