@@ -17,6 +17,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounting.quotas import quota_standings
+from jobs.api.views import error_responses
 from jobs.selectors import job_list_for_user
 from plumbing.api import ApiError, ErrorSerializer, TokenThrottle
 
@@ -79,7 +80,6 @@ def _create(*, user, name: str, expires_in_days: int | None) -> services.NewToke
 
 
 ERROR = OpenApiResponse(ErrorSerializer)
-UNAUTHENTICATED = OpenApiResponse(ErrorSerializer, description="No valid token or session.")
 
 
 class TokenListView(APIView):
@@ -195,7 +195,7 @@ class UserSummarySerializer(serializers.Serializer):
 
 class MeView(APIView):
     @extend_schema(summary="You, and your jobs by state",
-                   responses={200: UserSummarySerializer, 401: UNAUTHENTICATED})  # fmt: skip
+                   responses={200: UserSummarySerializer, **error_responses(401)})  # fmt: skip
     def get(self, request: Request) -> Response:
         user = request.user
         counts = job_list_for_user(user).order_by().values("state").annotate(n=Count("id"))
