@@ -170,7 +170,7 @@ def matrix_submit(
             first_index = s_number * len(datasets)
             first = new_folder(jobs[first_index], made)
             staged = stage_files(first, spec=run_specs[first_index], script=system.upload,
-                                  copy_from=None)  # fmt: skip
+                                  copy_from=None, user=user)  # fmt: skip
             if (first / DATASET_FOLDER).exists():
                 raise JobSubmissionError(
                     "systems", f"{system.name} has a {DATASET_FOLDER} folder of its own; "
@@ -188,7 +188,7 @@ def matrix_submit(
                 fill_run(job, run_specs[first_index + d_number], staged, hashes, user=user,
                           lab=lab, remove_after_s=remove_after_s,
                           extra_inputs=(DATASET_FOLDER,) if uploaded else ())  # fmt: skip
-            install_helper(first)
+            install_helper(first, software=staged.software)
             for d_number in range(1, len(datasets)):
                 install_helper(jobs[first_index + d_number].directory, link_from=first)
         record_sweep(user, lab, spec, sweep, jobs, origin="; ".join(origins))

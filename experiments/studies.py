@@ -208,7 +208,7 @@ def study_submit(*, user, spec: JobSpec, plan: StudyPlan, script, requirements=N
     folder.mkdir(parents=True)
     try:
         staged = stage_files(folder, spec=spec, script=script, copy_from=None,
-                              requirements=requirements)  # fmt: skip
+                              requirements=requirements, user=user)  # fmt: skip
         sweep.definition["staged"] = dataclasses.asdict(staged) | {
             "sha256": content_hashes(folder, staged)
         }
@@ -424,7 +424,7 @@ def _start_trial(sweep: Sweep, plan: StudyPlan, trial: optuna.trial.Trial) -> Jo
     try:
         fill_run(job, run, staged, hashes, user=sweep.owner, lab=sweep.lab,
                   remove_after_s=sweep.definition.get("remove_after_s"))  # fmt: skip
-        install_helper(job.directory)
+        install_helper(job.directory, software=staged.software)
         job.save()
         JobEvent.objects.create(job=job, kind="created", state=job.state,
                                 detail=f"Trial {trial.number} of study “{sweep.name}”: "

@@ -201,14 +201,14 @@ def sweep_submit(
     try:
         first = new_folder(jobs[0], made)
         staged = stage_files(first, spec=run_specs[0], script=script, copy_from=copy_from,
-                              requirements=requirements)  # fmt: skip
+                              requirements=requirements, user=user)  # fmt: skip
         tree, hashes = staged_tree(first), content_hashes(first, staged)
         for job, run in zip(jobs, run_specs, strict=True):
             if job.directory != first:
                 copy_inputs(first, new_folder(job, made, create=False), tree)
             fill_run(job, run, staged, hashes, user=user, lab=lab,
                       remove_after_s=remove_after_s)  # fmt: skip
-        install_helper(first)
+        install_helper(first, software=staged.software)
         for job in jobs[1:]:
             install_helper(job.directory, link_from=first)
         record_sweep(user, lab, spec, sweep, jobs, origin=staged.origin)
@@ -268,7 +268,7 @@ def fill_run(job: Job, run: JobSpec, staged, hashes: dict[str, str], *, user, la
                             environment=environment),
         script_name=staged.script_name, user=user, input_files=inputs,
         install_requirements=staged.install_requirements, lab=lab,
-        remove_after_s=remove_after_s, seed=new_seed(),
+        remove_after_s=remove_after_s, seed=new_seed(), software=staged.software,
     )  # fmt: skip
     try:
         job_request_of(job)

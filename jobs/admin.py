@@ -9,14 +9,7 @@ from condor_bridge import BridgeError
 
 from . import actions, specs
 from .bridge import get_bridge
-from .models import EnvironmentPreset, Job, JobEvent
-
-
-@admin.register(EnvironmentPreset)
-class EnvironmentPresetAdmin(admin.ModelAdmin):
-    list_display = ("name", "kind", "python", "container_image", "is_default", "is_active")
-    list_filter = ("kind", "is_active")
-    search_fields = ("name", "container_image")
+from .models import Job, JobEvent
 
 
 class JobEventInline(admin.TabularInline):

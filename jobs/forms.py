@@ -2,8 +2,9 @@ from django import forms
 
 from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
 from jobs.archives import is_archive
-from jobs.models import EnvironmentPreset, Job
+from jobs.models import Job
 from jobs.selectors import job_list_for_user
+from jobs.software import SoftwareNotFound, software_choices, software_lookup
 from jobs.specs import JobSpec, job_default_name
 from labs.models import Lab
 
@@ -43,10 +44,10 @@ class JobSubmitForm(forms.Form):
         help_text="One argument per line, passed to your script exactly as written, "
         "e.g. --epochs=10.",
     )
-    environment_preset = forms.ModelChoiceField(
-        label="Software environment", queryset=EnvironmentPreset.objects.none(),
-        required=False, empty_label=None,
-        help_text="Set up by the pool's administrators.",
+    software_environment = forms.CharField(
+        label="Software environment", required=False, max_length=120, widget=forms.Select,
+        help_text="Packages installed once on each workstation and reused: the site's, your "
+        "lab's or your own environments. Or leave this as it is and add a requirements.txt.",
     )  # fmt: skip
     keep_outputs = forms.CharField(
         label="Outputs to keep", required=False, initial="outputs", max_length=1000,
@@ -104,11 +105,25 @@ class JobSubmitForm(forms.Form):
             self.fields["lab"].queryset = labs
         # Uploads kept from the last try, by field: their file names, to show.
         self.staged_names = dict(staged_names or {})
-        presets = EnvironmentPreset.objects.filter(is_active=True)
-        field = self.fields["environment_preset"]
-        field.queryset = presets
-        if not self.is_bound and "environment_preset" not in self.initial:
-            self.initial["environment_preset"] = presets.filter(is_default=True).first()
+        self.software = {c.reference: c for c in software_choices(user)} if user else {}
+        options = [("", "The site's default (or my requirements.txt)")] + [
+            (c.reference, c.label + (f" — {c.description}" if c.description else ""))
+            for c in self.software.values()
+        ]
+        # A clone of a job whose version is no longer the latest: offered as it ran.
+        kept = self.data.get("software_environment") or self.initial.get("software_environment")
+        if kept and kept not in self.software:
+            options.append((kept, kept))
+        self.fields["software_environment"].widget.choices = options
+
+    def clean_software_environment(self) -> str:
+        reference = (self.cleaned_data.get("software_environment") or "").strip()
+        if reference:
+            try:
+                self.software[reference] = software_lookup(self.user, reference)
+            except SoftwareNotFound as exc:
+                raise forms.ValidationError(str(exc)) from None
+        return reference
 
     def environment_rows(self) -> list[tuple[str, str]]:
         """The key/value rows to show: what was typed, or the initial (clone) values."""
@@ -171,14 +186,16 @@ class JobSubmitForm(forms.Form):
     def to_spec(self, *, name: str | None = None) -> JobSpec:
         """The plain-terms request the cleaned form describes."""
         data = self.cleaned_data
-        preset = data.get("environment_preset")
+        reference = data.get("software_environment") or None
+        choice = self.software.get(reference) if reference else None
         return JobSpec(
             name=name if name is not None else data["name"],
             arguments=self.arguments_list(),
             entry_command=(data.get("entry_command") or "").strip() or None,
             environment=data.get("environment") or {},
-            python=preset.python if preset else None,
-            container_image=preset.image_or_none if preset else None,
+            software=reference,
+            python=choice.python if choice else None,
+            container_image=choice.container_image if choice else None,
             gpus=data["gpus"],
             gpu_memory_gb=data.get("gpu_memory_gb"),
             gpu_capability=data.get("gpu_capability"),

@@ -36,55 +36,6 @@ class JobOutcome(models.TextChoices):
     REMOVED = "removed", "Removed by HTCondor or an admin"
 
 
-class EnvironmentPreset(models.Model):
-    """A software environment admins offer: the system Python, or a container image."""
-
-    class Kind(models.TextChoices):
-        VANILLA = "vanilla", "Python installed on the workstations"
-        CONTAINER = "container", "Container image (HTCondor container universe)"
-
-    name = models.CharField(max_length=100, unique=True)
-    description = models.CharField(max_length=300, blank=True)
-    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.VANILLA)
-    python = models.CharField(
-        max_length=200, default="/usr/bin/python3",
-        help_text="The Python that runs scripts (inside the image for a container).",
-    )  # fmt: skip
-    container_image = models.CharField(
-        max_length=500, blank=True,
-        help_text="For a container: e.g. docker://pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime "
-        "or a path to an .sif image.",
-    )  # fmt: skip
-    is_default = models.BooleanField(default=False, help_text="Preselected on the job form.")
-    is_active = models.BooleanField(default=True)
-
-    class Meta:
-        ordering = ["-is_default", "name"]
-
-    def __str__(self) -> str:
-        return self.name
-
-    def clean(self) -> None:
-        from django.core.exceptions import ValidationError
-
-        from condor_bridge import InvalidJobRequest, JobRequest
-
-        if self.kind == self.Kind.CONTAINER and not self.container_image:
-            raise ValidationError({"container_image": "A container environment needs an image."})
-        try:
-            JobRequest(
-                job_id="preset-check", job_dir="/check", script_name="check.py",
-                python=self.python, container_image=self.image_or_none,
-            )  # fmt: skip
-        except InvalidJobRequest as exc:
-            field = "container_image" if exc.field == "container_image" else "python"
-            raise ValidationError({field: exc.message}) from None
-
-    @property
-    def image_or_none(self) -> str | None:
-        return self.container_image if self.kind == self.Kind.CONTAINER else None
-
-
 class Job(models.Model):
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     owner = models.ForeignKey(

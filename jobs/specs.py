@@ -19,6 +19,8 @@ OUTPUTS = "outputs"
 
 # A sweep run's parameter values, as JSON, for scripts that read them whole.
 PARAMETERS_VARIABLE = "NIGHTSHIFT_PARAMETERS"
+# The site's package mirror (settings.PACKAGE_INDEX_URL), for the launcher on the workstation.
+INDEX_VARIABLE = "NIGHTSHIFT_PACKAGE_INDEX_URL"
 
 
 # Variables the launcher sets for every job, besides those starting with NIGHTSHIFT_.
@@ -69,9 +71,12 @@ class JobSpec:
     entry_command: str | None = None
     # Files or folders at the top of the job's folder to keep and offer for download.
     output_paths: list[str] = field(default_factory=lambda: [OUTPUTS])
-    # The software environment (from an admin's preset); None: the site default Python.
+    # The Python and container image, when no environment sets them; None: the site's.
     python: str | None = None
     container_image: str | None = None
+    # The software environment by name, NAME or NAME@VERSION (the environments app resolves
+    # it); None: the site's default environment, or the job's own requirements.txt.
+    software: str | None = None
     # The lab to charge (one of the user's); None: their first lab, or none if they have none.
     lab_id: int | None = None
 
@@ -123,13 +128,18 @@ def request_fields(
     lab=None,
     remove_after_s: int | None = None,
     seed: int | None = None,
+    software: dict | None = None,
 ) -> dict:
+    """Job.request for `spec`; `software` (StagedFiles.software) sets the Python and image."""
+    python = (software or {}).get("python") or spec.python or settings.JOB_PYTHON
+    container_image = (software or {}).get("container_image") or spec.container_image
     return {
         "script_name": script_name,
         "input_files": list(input_files or []),
         "install_requirements": install_requirements,
         "arguments": list(spec.arguments),
-        "environment": [[key, value] for key, value in spec.environment.items()],
+        "environment": [[key, value] for key, value in spec.environment.items()]
+        + ([[INDEX_VARIABLE, settings.PACKAGE_INDEX_URL]] if settings.PACKAGE_INDEX_URL else []),
         "gpus": spec.gpus,
         "gpu_memory_gb": spec.gpu_memory_gb,
         "gpu_capability": spec.gpu_capability,
@@ -141,8 +151,8 @@ def request_fields(
         "output_paths": list(spec.output_paths) or [OUTPUTS],
         "accounting_group": lab.accounting_group if lab else settings.DEFAULT_ACCOUNTING_GROUP,
         "accounting_user": accounting_user_for(user),
-        "python": spec.python or settings.JOB_PYTHON,
-        "container_image": spec.container_image,
+        "python": python,
+        "container_image": container_image,
         "vacate_grace_s": settings.CHECKPOINT_GRACE_S,
         "checkpoint_interval_s": settings.CHECKPOINT_INTERVAL_S,
         "max_starts": settings.MAX_JOB_STARTS or None,
@@ -188,6 +198,7 @@ def job_spec_of(job: Job) -> JobSpec:
     # A sweep run's parameters travel as parameters (job_rerun), not as a variable the
     # user set: NIGHTSHIFT_ names are the portal's.
     environment.pop(PARAMETERS_VARIABLE, None)
+    environment.pop(INDEX_VARIABLE, None)
     return JobSpec(
         name=job.name,
         entry_command=entry_command,
@@ -204,5 +215,6 @@ def job_spec_of(job: Job) -> JobSpec:
         notify_by_email=job.notify_by_email,
         python=request.get("python"),
         container_image=request.get("container_image"),
+        software=(job.source.get("environment") or {}).get("reference"),
         lab_id=job.lab_id,
     )

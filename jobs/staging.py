@@ -29,6 +29,7 @@ from .archives import (
 )
 from .models import Job
 from .selectors import open_job_file
+from .software import ENVIRONMENT_FILE, LOCK_FILE, software_install, software_prepare
 from .specs import OUTPUTS, JobSpec, JobSubmissionError, parse_entry_command
 
 HELPER_MODULE = Path(__file__).resolve().parent / "runtime" / "nightshift.py"
@@ -63,11 +64,14 @@ def safe_script_name(uploaded_name: str) -> str:
     return f"{stem or 'train'}.py"
 
 
-def install_helper(directory: Path, *, link_from: Path | None = None) -> None:
+def install_helper(
+    directory: Path, *, link_from: Path | None = None, software: dict | None = None
+) -> None:
     """The outputs folder and the job helper, in a job's folder that the pool may write.
 
     `link_from`, another job's folder with the helper installed, has its helper files
     hard-linked instead of copied (a sweep's runs): they are the portal's, read-only.
+    `software` (StagedFiles.software) adds the lock the launcher installs.
     """
     (directory / OUTPUTS).mkdir(exist_ok=True)
     helper = directory / HELPER_DIR
@@ -81,6 +85,11 @@ def install_helper(directory: Path, *, link_from: Path | None = None) -> None:
             (helper / name).hardlink_to(link_from / HELPER_DIR / name)
         except OSError:
             shutil.copyfile(module, helper / name)
+    if link_from is not None:
+        for name in (LOCK_FILE, ENVIRONMENT_FILE):
+            if (link_from / HELPER_DIR / name).is_file():
+                (helper / name).hardlink_to(link_from / HELPER_DIR / name)
+    software_install(directory, software)
     for path in (directory, directory / OUTPUTS, helper):
         give_to_pool(path)
 
@@ -100,6 +109,8 @@ class StagedFiles:
     install_requirements: bool
     source: dict
     origin: str
+    # The software it runs with (jobs.software.PreparedSoftware as a dict), if prepared.
+    software: dict | None = None
 
 
 def archive_limits() -> ArchiveLimits:
@@ -150,6 +161,31 @@ def _stage_archive(directory: Path, archive: Path, entry_command: str) -> Staged
 
 
 def stage_files(
+    directory: Path, *, spec: JobSpec, script, copy_from, requirements=None, user=None
+) -> StagedFiles:
+    """Put the job's files in `directory`; with `user`, also prepare its software: the
+    environment it names, or a lock made from its requirements.txt."""
+    staged = _stage_user_files(
+        directory, spec=spec, script=script, copy_from=copy_from, requirements=requirements
+    )
+    if user is None:
+        return staged
+    prepared = software_prepare(
+        user=user, spec=spec, directory=directory,
+        has_requirements_file=staged.install_requirements,
+    )  # fmt: skip
+    if prepared is None:
+        return staged
+    return dataclasses.replace(
+        staged,
+        install_requirements=staged.install_requirements or prepared.lock is not None,
+        source={**staged.source, "environment": prepared.record} if prepared.record
+        else staged.source,
+        software=dataclasses.asdict(prepared),
+    )  # fmt: skip
+
+
+def _stage_user_files(
     directory: Path, *, spec: JobSpec, script, copy_from, requirements=None
 ) -> StagedFiles:
     if requirements is not None and script is not None and is_archive(script.name or ""):

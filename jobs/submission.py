@@ -35,6 +35,7 @@ from .admission import QuotaExceeded, account_approved, quota_check, quota_lock,
 from .archives import is_archive
 from .bridge import get_bridge
 from .models import Job, JobOutcome, JobState
+from .software import SoftwareNotFound, software_lookup
 from .specs import (
     PARAMETERS_VARIABLE,
     RESERVED_ENVIRONMENT,
@@ -84,6 +85,15 @@ def job_validate_request(*, user, spec: JobSpec, script_name: str = "train.py") 
             raise JobSubmissionError(
                 "environment", f"{key} is set by Nightshift; choose another name."
             )
+    if spec.software:
+        try:
+            choice = software_lookup(user, spec.software)
+        except SoftwareNotFound as exc:
+            raise JobSubmissionError("software_environment", str(exc)) from None
+        spec = dataclasses.replace(
+            spec, python=choice.python or spec.python,
+            container_image=choice.container_image or spec.container_image,
+        )  # fmt: skip
     try:
         check_text("name", spec.name, max_length=200)
         if spec.entry_command:
@@ -187,9 +197,8 @@ def job_submit(
     directory = job.directory
     directory.mkdir(parents=True, exist_ok=False)
     try:
-        staged = stage_files(
-            directory, spec=spec, script=script, copy_from=copy_from, requirements=requirements
-        )
+        staged = stage_files(directory, spec=spec, script=script, copy_from=copy_from,
+                             requirements=requirements, user=user)  # fmt: skip
         job.source = {**staged.source, "sha256": content_hashes(directory, staged)}
         environment = dict(spec.environment)
         if parameters:
@@ -200,13 +209,13 @@ def job_submit(
             script_name=staged.script_name, user=user,
             input_files=staged.input_files, install_requirements=staged.install_requirements,
             lab=lab, remove_after_s=_check_quota(user, lab, spec),
-            seed=new_seed() if seed is None else seed,
+            seed=new_seed() if seed is None else seed, software=staged.software,
         )  # fmt: skip
         try:
             job_request_of(job)
         except InvalidJobRequest as exc:
             raise JobSubmissionError(exc.field, exc.message) from exc
-        install_helper(directory)
+        install_helper(directory, software=staged.software)
         with transaction.atomic():
             # Checked again with the quota locked: a racing submission may have used it.
             quota_lock(user, lab)

@@ -33,7 +33,7 @@ from .bridge import get_bridge
 from .filters import JobListFilter
 from .forms import JobSubmitForm
 from .lookups import actionable_job_or_403, own_job_or_403, visible_job_or_404
-from .models import EnvironmentPreset, Job
+from .models import Job
 
 JOBS_PER_PAGE = 25
 
@@ -90,9 +90,7 @@ def _initial_from(job: Job) -> dict:
         "memory_gb": round(spec.memory_mb / 1024, 3),
         "max_runtime_minutes": spec.max_runtime_s // 60 if spec.max_runtime_s else None,
         "notify_by_email": spec.notify_by_email,
-        "environment_preset": EnvironmentPreset.objects.filter(
-            is_active=True, python=spec.python or "", container_image=spec.container_image or ""
-        ).first(),
+        "software_environment": spec.software or "",
         "source_job": job.public_id,
         "lab": job.lab_id,
     }

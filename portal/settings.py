@@ -1,5 +1,7 @@
 """Nightshift settings. Everything comes from the environment, through portal.env."""
 
+import re
+import sys
 from datetime import timedelta
 from pathlib import Path
 
@@ -87,6 +89,7 @@ INSTALLED_APPS = [
     "audit",
     "jobs",
     "experiments",
+    "environments",
     "accounting",
     "operations",
     "portal",
@@ -284,6 +287,31 @@ CACHES = {
 }
 # The python3 on the execute workstations that runs a training script.
 JOB_PYTHON = env_str("NIGHTSHIFT_JOB_PYTHON", "/usr/bin/python3")
+
+# -- Software environments -----------------------------------------------------------------
+# The Python version environments are locked for unless they say otherwise: the version of
+# the workstations' JOB_PYTHON (3.13 in the personal pool's Debian trixie root).
+ENVIRONMENT_PYTHON_VERSION = env_str("NIGHTSHIFT_ENVIRONMENT_PYTHON_VERSION", "3.13")
+if not re.fullmatch(r"3\.\d{1,2}", ENVIRONMENT_PYTHON_VERSION):
+    raise ImproperlyConfigured("NIGHTSHIFT_ENVIRONMENT_PYTHON_VERSION must look like 3.13")
+# A campus package mirror (a PEP 503 "simple" index URL); empty: pypi.org. Locks are resolved
+# against it, and jobs install from it (the personal pool passes it to the workstations).
+PACKAGE_INDEX_URL = env_str("NIGHTSHIFT_PACKAGE_INDEX_URL", "")
+if PACKAGE_INDEX_URL:
+    env_url("NIGHTSHIFT_PACKAGE_INDEX_URL", "", schemes=("https", "http"))
+# What a requirements list may reach beyond the index: index (index options and direct
+# URLs), vcs (git+... and -e of them), local (paths and file: URLs). Empty: packages only.
+REQUIREMENTS_ALLOW = env_list("NIGHTSHIFT_REQUIREMENTS_ALLOW", [])
+if set(REQUIREMENTS_ALLOW) - {"index", "vcs", "local"}:
+    raise ImproperlyConfigured("NIGHTSHIFT_REQUIREMENTS_ALLOW takes index, vcs and local")
+# uv resolves requirements into locks on the portal: the one installed beside this Python.
+ENVIRONMENT_UV = env_str(
+    "NIGHTSHIFT_UV",
+    str(Path(sys.executable).with_name("uv")) if Path(sys.executable).with_name("uv").exists()
+    else "uv",
+)  # fmt: skip
+ENVIRONMENT_UV_CACHE_DIR = env_path("NIGHTSHIFT_UV_CACHE_DIR", VAR_DIR / "uv-cache")
+ENVIRONMENT_LOCK_TIMEOUT_S = env_int("NIGHTSHIFT_LOCK_TIMEOUT_S", 120, minimum=5)
 
 # -- Jobs ----------------------------------------------------------------------------------
 JOBS_DIR = env_path("NIGHTSHIFT_JOBS_DIR", VAR_DIR / "jobs")

@@ -7,7 +7,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
-from jobs.models import EnvironmentPreset, Job, JobEvent, JobState
+from jobs.models import Job, JobEvent, JobState
 from jobs.specs import JOB_NAME_MAX_LENGTH, JobSpec, job_default_name
 from labs.models import Lab
 
@@ -36,10 +36,15 @@ class JobRequestSerializer(serializers.Serializer):
         required=False, default=list, max_length=200,
         help_text="Environment variables for the script, each as KEY=VALUE.",
     )  # fmt: skip
+    software_environment = serializers.CharField(
+        required=False, allow_blank=True, max_length=120,
+        help_text="A software environment, NAME (its latest version) or NAME@VERSION: the "
+        "site's, your lab's or your own (see /environments/). Empty: the site's default, or "
+        "the job's own requirements.txt.",
+    )  # fmt: skip
     environment_preset = serializers.CharField(
-        required=False, allow_blank=True, max_length=100,
-        help_text="The name of a software environment the administrators offer "
-        "(see the pool endpoint); empty for the default.",
+        required=False, allow_blank=True, max_length=120,
+        help_text="Deprecated: the same as software_environment.",
     )  # fmt: skip
     lab = serializers.CharField(
         required=False, allow_blank=True, max_length=100,
@@ -86,18 +91,6 @@ class JobRequestSerializer(serializers.Serializer):
             environment[key] = value
         return environment
 
-    def validate_environment_preset(self, name: str) -> EnvironmentPreset | None:
-        presets = EnvironmentPreset.objects.filter(is_active=True)
-        if not name:
-            return presets.filter(is_default=True).first()
-        try:
-            return presets.get(name=name)
-        except EnvironmentPreset.DoesNotExist:
-            offered = ", ".join(presets.values_list("name", flat=True)) or "none"
-            raise serializers.ValidationError(
-                f"No environment is called {name[:100]!r}; offered: {offered}."
-            ) from None
-
     def validate_lab(self, name: str) -> int | None:
         if not name:
             return None
@@ -127,10 +120,11 @@ class JobRequestSerializer(serializers.Serializer):
             changes["output_paths"] = data["keep_outputs"] or ["outputs"]
         if "lab" in data:
             changes["lab_id"] = data["lab"]
-        if "environment_preset" in data or not self.partial:
-            preset = data.get("environment_preset") or self.validate_environment_preset("")
-            changes["python"] = preset.python if preset else None
-            changes["container_image"] = preset.image_or_none if preset else None
+        named = [f for f in ("software_environment", "environment_preset") if f in data]
+        if named or not self.partial:
+            # The environment sets the Python and image (jobs.submission looks them up).
+            reference = (data.get(named[0]) if named else "").strip()
+            changes.update(software=reference or None, python=None, container_image=None)
         return changes
 
     def to_spec(self, name: str) -> JobSpec:
@@ -432,15 +426,16 @@ class WorkstationSerializer(serializers.Serializer):
     )
 
 
-class EnvironmentPresetSerializer(serializers.ModelSerializer):
-    class Meta:
-        model = EnvironmentPreset
-        fields = ["name", "description", "kind", "container_image", "is_default"]
-        extra_kwargs = {
-            "name": {"help_text": "Pass as environment_preset when submitting."},
-            "description": {"help_text": "What it offers."},
-            "kind": {"help_text": "vanilla (the workstations' Python) or container."},
-        }
+class SoftwareChoiceSerializer(serializers.Serializer):
+    reference = serializers.CharField(
+        help_text="NAME@VERSION: pass as software_environment when submitting."
+    )
+    label = serializers.CharField(help_text="How the job form shows it.")
+    description = serializers.CharField(help_text="What it offers.")
+    container_image = serializers.CharField(
+        allow_null=True, help_text="For a container environment: its image; else null."
+    )
+    is_default = serializers.BooleanField(help_text="Used when a job names none.")
 
 
 class PoolSerializer(serializers.Serializer):
@@ -450,4 +445,6 @@ class PoolSerializer(serializers.Serializer):
     offline = serializers.IntegerField(help_text="Workstations seen this week, gone now.")
     error = serializers.CharField(help_text="Why the pool could not be asked; empty if it was.")
     workstations = WorkstationSerializer(many=True, help_text="Every workstation, by name.")
-    environments = EnvironmentPresetSerializer(many=True, help_text="Software environments.")
+    environments = SoftwareChoiceSerializer(
+        many=True, help_text="The software environments you may use (their latest versions)."
+    )

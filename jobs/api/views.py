@@ -20,7 +20,8 @@ from rest_framework.views import APIView
 from jobs import actions, readouts, selectors, specs, staging, submission
 from jobs.filters import JobListFilter
 from jobs.lookups import actionable_job_or_403, own_job_or_403, visible_job_or_404
-from jobs.models import EnvironmentPreset, Job
+from jobs.models import Job
+from jobs.software import software_choices
 from plumbing.api import ApiError, ErrorSerializer, SubmissionThrottle
 
 from .serializers import (
@@ -360,7 +361,7 @@ class PoolView(APIView):
         fields = {
             field.name: getattr(overview, field.name) for field in dataclasses.fields(overview)
         }
-        fields["environments"] = EnvironmentPreset.objects.filter(is_active=True)
+        fields["environments"] = software_choices(request.user)
         return Response(PoolSerializer(fields).data)
 
 

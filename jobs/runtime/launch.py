@@ -1,31 +1,273 @@
-"""Nightshift's launcher: install requirements.txt into a virtual environment, then run.
+"""Nightshift's launcher: put the job's packages in place, then run its script.
 
     python3 .nightshift/launch.py train.py --epochs 10
 
-The virtual environment sees the workstation's own packages too (--system-site-packages),
-so that a preinstalled PyTorch is used rather than downloaded again. pip's output goes
-to .nightshift/install.log, which the job page shows beside stdout and stderr, and what it
-resolved (pip freeze) to .nightshift/pip-freeze.txt, for the job's reproducibility record.
+With a lock (.nightshift/requirements.lock, exact versions and hashes the portal resolved),
+the environment is installed once per workstation into its shared environment cache and
+reused by every later job with the same lock and Python:
+
+    CACHE/envs/KEY/          the virtual environment; complete once it holds COMPLETE
+    CACHE/locks/KEY.lock     flock: exclusive while building, shared while a job uses it
+    CACHE/uv/                uv's package cache (downloads, unpacked wheels)
+
+KEY is the SHA-256 of the lock and this workstation's Python. Jobs that start together wait
+for the one that builds; a build that was killed leaves no COMPLETE, and the next job
+removes what it left before building again. A job keeps a shared lock on its environment
+while it runs, so that making room in the cache never removes an environment in use.
+
+The cache is the execute-node kit's: NIGHTSHIFT_ENV_CACHE, or the workstation's
+NightshiftEnvCache attribute (the machine ad HTCondor puts beside the job). Without one the
+job installs into its own sandbox, as jobs did before, and the install log says why. A job
+with a requirements.txt and no lock (the site let it name other sources) installs that
+with pip into its sandbox. Everything that is installed is logged to .nightshift/install.log,
+which the job page shows. No shell ever runs: only argument lists.
 """
 
+import contextlib
+import fcntl
+import hashlib
+import json
 import os
+import platform
+import shutil
 import subprocess
 import sys
+import time
 
 HELPER_DIR = os.path.dirname(os.path.abspath(__file__))
-VENV = os.path.join(HELPER_DIR, "venv")
 LOG = os.path.join(HELPER_DIR, "install.log")
+LOCK_FILE = os.path.join(HELPER_DIR, "requirements.lock")
+ENVIRONMENT_FILE = os.path.join(HELPER_DIR, "environment.json")
+# Outside the helper folder, which travels back to the portal: a sandbox install must not.
+SANDBOX_VENV = ".nightshift-venv"
+SANDBOX_UV_CACHE = ".nightshift-uv-cache"
+COMPLETE = "COMPLETE"
+LAST_USED = "LAST_USED"
+DEFAULT_CACHE_GB = 50.0
 
 
 def say(message: str) -> None:
     print(f"nightshift: {message}", file=sys.stderr, flush=True)
 
 
-def run_logged(command: list[str], log) -> int:
-    log.write(("$ " + " ".join(command) + "\n").encode())
-    log.flush()
-    # An argument list, never a shell: nothing here is parsed by a shell.
-    return subprocess.call(command, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
+class Log:
+    def __init__(self, path: str) -> None:
+        self.stream = open(path, "ab")  # noqa: SIM115 - open for the launcher's lifetime
+
+    def line(self, message: str) -> None:
+        stamp = time.strftime("%H:%M:%S")
+        self.stream.write(f"[{stamp}] {message}\n".encode())
+        self.stream.flush()
+
+    def run(self, command: list, environment: dict | None = None) -> int:
+        self.stream.write(("$ " + " ".join(command) + "\n").encode())
+        self.stream.flush()
+        # An argument list, never a shell: nothing here is parsed by a shell.
+        return subprocess.call(  # noqa: S603
+            command, stdout=self.stream, stderr=subprocess.STDOUT, env=environment
+        )
+
+
+def machine_attribute(name: str):
+    """A string attribute of this workstation's machine ad, or None."""
+    path = os.environ.get("_CONDOR_MACHINE_AD") or ".machine.ad"
+    try:
+        with open(path, encoding="utf-8", errors="replace") as ad:
+            for line in ad:
+                key, _, value = line.partition("=")
+                if key.strip().lower() == name.lower():
+                    value = value.strip()
+                    if value.startswith('"') and value.endswith('"'):
+                        return value[1:-1]
+                    return value
+    except OSError:
+        return None
+    return None
+
+
+def find_uv():
+    candidates = [os.environ.get("NIGHTSHIFT_UV"), machine_attribute("NightshiftUv"),
+                  shutil.which("uv")]  # fmt: skip
+    for candidate in candidates:
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def installer_environment(uv_cache=None) -> dict:
+    environment = dict(os.environ)
+    environment.pop("PYTHONPATH", None)  # the helper is the job's, not the installer's
+    if uv_cache:
+        environment["UV_CACHE_DIR"] = uv_cache
+    index = os.environ.get("NIGHTSHIFT_PACKAGE_INDEX_URL")
+    if index:
+        environment["UV_INDEX_URL"] = index
+        environment["PIP_INDEX_URL"] = index
+    return environment
+
+
+def install(log: Log, target: str, python: str, uv, uv_cache, *, unlocked: str = "") -> int:
+    """A virtual environment at `target` with the lock (or, unlocked, requirements.txt)."""
+    environment = installer_environment(uv_cache)
+    if uv:
+        status = log.run([uv, "venv", "--quiet", "--python", python, target], environment)
+        if status:
+            return status
+        venv_python = os.path.join(target, "bin", "python")
+        if unlocked:
+            return log.run([uv, "pip", "install", "--python", venv_python, "-r", unlocked],
+                           environment)  # fmt: skip
+        return log.run([uv, "pip", "sync", "--python", venv_python, "--require-hashes",
+                        LOCK_FILE], environment)  # fmt: skip
+    status = log.run([python, "-m", "venv", target], environment)
+    if status:
+        return status
+    venv_python = os.path.join(target, "bin", "python")
+    arguments = ["-r", unlocked] if unlocked else ["--require-hashes", "--no-deps", "-r", LOCK_FILE]
+    return log.run([venv_python, "-m", "pip", "install", "--disable-pip-version-check",
+                    "--no-input", *arguments], environment)  # fmt: skip
+
+
+def environment_key(lock: bytes) -> str:
+    """The lock and the Python it is installed for: another Python is another environment."""
+    identity = f"{sys.executable}\n{platform.python_version()}\n{platform.machine()}\n"
+    return hashlib.sha256(identity.encode() + lock).hexdigest()[:32]
+
+
+def find_cache(log: Log):
+    """The shared environment cache, or None with the reason logged."""
+    folder = os.environ.get("NIGHTSHIFT_ENV_CACHE") or machine_attribute("NightshiftEnvCache")
+    if not folder:
+        log.line(
+            "this workstation has no shared environment cache (the execute-node kit sets "
+            "NightshiftEnvCache): installing into the job's sandbox, for this job only"
+        )
+        return None
+    try:
+        for part in ("envs", "locks", "uv"):
+            os.makedirs(os.path.join(folder, part), exist_ok=True)
+        probe = os.path.join(folder, "locks", f".probe-{os.getpid()}")
+        open(probe, "w").close()  # noqa: SIM115
+        os.remove(probe)
+    except OSError as exc:
+        log.line(f"the shared environment cache {folder} cannot be used ({exc.strerror}): "
+                 "installing into the job's sandbox, for this job only")  # fmt: skip
+        return None
+    return folder
+
+
+def cache_size(folder: str) -> int:
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+    return total
+
+
+def make_room(log: Log, cache: str, keep: str) -> None:
+    """Past the cache's size cap, remove the environments used longest ago that no job is
+    using (a job holds its environment's lock shared; removal needs it exclusive)."""
+    cap_gb = os.environ.get("NIGHTSHIFT_ENV_CACHE_GB") or machine_attribute("NightshiftEnvCacheGb")
+    try:
+        cap = float(cap_gb or DEFAULT_CACHE_GB) * 1024**3
+    except ValueError:
+        cap = DEFAULT_CACHE_GB * 1024**3
+    envs = os.path.join(cache, "envs")
+    size = cache_size(envs)
+    if size <= cap:
+        return
+
+    def last_used(key: str) -> float:
+        try:
+            return os.stat(os.path.join(envs, key, LAST_USED)).st_mtime
+        except OSError:
+            return 0.0
+
+    for key in sorted((k for k in os.listdir(envs) if k != keep), key=last_used):
+        if size <= cap:
+            break
+        with open(os.path.join(cache, "locks", f"{key}.lock"), "a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                continue  # in use
+            freed = cache_size(os.path.join(envs, key))
+            remove_environment(os.path.join(envs, key))
+            size -= freed
+            log.line(f"removed environment {key} from the cache ({freed / 1e6:.0f} MB), "
+                     "to stay under its size cap")  # fmt: skip
+
+
+def remove_environment(folder: str) -> None:
+    # COMPLETE goes first, so that a removal cut short is never taken for complete.
+    with contextlib.suppress(OSError):
+        os.remove(os.path.join(folder, COMPLETE))
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def cached_environment(log: Log, cache: str, python: str, uv, described: str) -> str:
+    """The environment's Python, built here first if no job has; exits when the build fails."""
+    with open(LOCK_FILE, "rb") as stream:
+        key = environment_key(stream.read())
+    folder = os.path.join(cache, "envs", key)
+    handle = open(os.path.join(cache, "locks", f"{key}.lock"), "a")  # noqa: SIM115 - held until exit
+    fcntl.flock(handle, fcntl.LOCK_SH)
+    if os.path.isfile(os.path.join(folder, COMPLETE)):
+        log.line(f"reusing environment {described} (key {key}) from this workstation's cache: "
+                 "nothing to install")  # fmt: skip
+    else:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            log.line(f"another job is building environment {described} (key {key}) here; waiting")
+            say("waiting for another job that is installing the same environment")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        if os.path.isfile(os.path.join(folder, COMPLETE)):
+            log.line(f"reusing environment {described} (key {key}), which another job has just "
+                     "built in this workstation's cache: nothing to install")  # fmt: skip
+        else:
+            if os.path.exists(folder):
+                log.line(f"removing an unfinished build of environment {key} (a job building it "
+                         "was stopped)")  # fmt: skip
+                remove_environment(folder)
+            log.line(f"building environment {described} (key {key}) in this workstation's "
+                     "cache, once for every later job")  # fmt: skip
+            say("installing the environment into this workstation's cache (once)")
+            started = time.monotonic()
+            status = install(log, folder, python, uv, os.path.join(cache, "uv"))
+            if status:
+                remove_environment(folder)
+                log.line(f"installing the environment failed (exit {status})")
+                say(f"installing the environment failed (exit {status}); see the install log")
+                sys.exit(status)
+            with open(os.path.join(folder, "nightshift-environment.json"), "w") as manifest:
+                json.dump({"environment": described, "key": key, "python": python,
+                           "built": time.time()}, manifest)  # fmt: skip
+            with open(os.path.join(folder, COMPLETE + ".tmp"), "w") as marker:
+                marker.write(f"{time.time()}\n")
+            os.replace(os.path.join(folder, COMPLETE + ".tmp"), os.path.join(folder, COMPLETE))
+            log.line(f"environment built in {time.monotonic() - started:.1f} s")
+        fcntl.flock(handle, fcntl.LOCK_SH)  # from building to using: others may use it now
+    with open(os.path.join(folder, LAST_USED), "a"):
+        os.utime(os.path.join(folder, LAST_USED))
+    # Held by the job itself (the descriptor survives exec) until it exits.
+    os.set_inheritable(handle.fileno(), True)
+    make_room(log, cache, keep=key)
+    return os.path.join(folder, "bin", "python")
+
+
+def check_python(log: Log, record: dict) -> None:
+    wanted = record.get("python_version")
+    here = "{}.{}".format(*sys.version_info[:2])
+    if wanted and wanted != here:
+        message = (f"the environment {record.get('reference', '')} was locked for Python "
+                   f"{wanted}, and this workstation's Python is {here}: make a version of the "
+                   f"environment for Python {here}")  # fmt: skip
+        log.line(message)
+        say(message)
+        sys.exit(3)
 
 
 def main() -> None:
@@ -34,29 +276,47 @@ def main() -> None:
         sys.exit(2)
     script, arguments = sys.argv[1], sys.argv[2:]
     python = sys.executable
-    if os.path.isfile("requirements.txt"):
-        say("installing requirements.txt into a virtual environment (see the install log)")
-        venv_python = os.path.join(VENV, "bin", "python")
-        with open(LOG, "ab") as log:
-            if not os.path.exists(venv_python):
-                status = run_logged([python, "-m", "venv", "--system-site-packages", VENV], log)
+    locked = os.path.isfile(LOCK_FILE)
+    if locked or os.path.isfile("requirements.txt"):
+        log = Log(LOG)
+        log.line(f"job started; workstation Python {platform.python_version()} ({python})")
+        uv = find_uv()
+        if locked:
+            record = {}
+            if os.path.isfile(ENVIRONMENT_FILE):
+                with open(ENVIRONMENT_FILE, encoding="utf-8") as stream:
+                    record = json.load(stream)
+            described = record.get("reference") or "from requirements.lock"
+            check_python(log, record)
+            cache = find_cache(log)
+            if cache is not None:
+                python = cached_environment(log, cache, python, uv, described)
+            else:
+                say("installing the environment into the job's sandbox")
+                status = install(log, SANDBOX_VENV, python, uv, SANDBOX_UV_CACHE)
                 if status:
-                    say(f"creating the virtual environment failed (exit {status})")
+                    say(f"installing the environment failed (exit {status}); see the install log")
                     sys.exit(status)
-            status = run_logged(
-                [venv_python, "-m", "pip", "install", "--disable-pip-version-check",
-                 "--no-input", "-r", "requirements.txt"],
-                log,
-            )  # fmt: skip
-        if status:
-            say(f"installing requirements.txt failed (exit {status}); see the install log")
-            sys.exit(status)
-        say("requirements installed")
-        python = venv_python
-        # What pip resolved, for the job's reproducibility record.
+                python = os.path.join(SANDBOX_VENV, "bin", "python")
+        else:
+            log.line("requirements.txt is not locked (it names sources the site allows): "
+                     "installing it into the job's sandbox, for this job only")  # fmt: skip
+            say("installing requirements.txt into a virtual environment (see the install log)")
+            status = install(log, SANDBOX_VENV, python, uv, SANDBOX_UV_CACHE,
+                             unlocked="requirements.txt")  # fmt: skip
+            if status:
+                say(f"installing requirements.txt failed (exit {status}); see the install log")
+                sys.exit(status)
+            python = os.path.join(SANDBOX_VENV, "bin", "python")
+        log.line("starting the script")
+        say("environment ready")
+        # What was installed, for the job's reproducibility record.
         with open(os.path.join(HELPER_DIR, "pip-freeze.txt"), "wb") as frozen:
-            subprocess.call([python, "-m", "pip", "freeze", "--disable-pip-version-check"],  # noqa: S603
-                            stdout=frozen, stderr=subprocess.DEVNULL)  # fmt: skip
+            if uv:
+                command = [uv, "pip", "freeze", "--python", python]
+            else:
+                command = [python, "-m", "pip", "freeze", "--disable-pip-version-check"]
+            subprocess.call(command, stdout=frozen, stderr=subprocess.DEVNULL)  # noqa: S603
     sys.stdout.flush()
     os.execv(python, [python, script, *arguments])  # noqa: S606 - the job itself, as asked
 
