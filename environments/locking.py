@@ -58,10 +58,13 @@ def _lock_body(output: str) -> str:
 
 def explain_failure(output: str, *, python_version: str) -> str:
     """uv's report of a failed resolution or install, in the words a student needs."""
-    names = re.findall(r"Because (?:there is no version of )?([A-Za-z0-9._-]+)", output)
+    names = re.findall(
+        r"Because (?:there is no version of )?([A-Za-z0-9._-]+(?:[=<>!~]=[^\s,]+)?)", output
+    ) or re.findall(r"`([A-Za-z0-9._-]+(?:[=<>!~]=[^\s`]+)?)`", output)
     name = names[0] if names else "a package"
+    bare = re.split(r"[=<>!~]", name)[0]
     if "was not found in the package registry" in output or "not found in the package" in output:
-        return (f"No package called {name} exists on the package index. Check its spelling; "
+        return (f"No package called {bare} exists on the package index. Check its spelling; "
                 "the name to install can differ from the name you import (e.g. scikit-learn "
                 "for sklearn).")  # fmt: skip
     if "there is no version of" in output:
@@ -74,7 +77,7 @@ def explain_failure(output: str, *, python_version: str) -> str:
     ):
         return (f"{name} has no ready-built package for Python {python_version} on Linux: "
                 "that version of it was made for other Pythons, or only as source code that "
-                f"would need a compiler. Pick a version of {name} that supports Python "
+                f"would need a compiler. Pick a version of {bare} that supports Python "
                 f"{python_version}, or choose another Python for the environment.")  # fmt: skip
     if re.search(
         r"Failed to build|command '(gcc|cc|g\+\+|c\+\+)' failed|"

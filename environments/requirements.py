@@ -119,7 +119,10 @@ def requirements_check(text: str, *, allowed: frozenset[str] = frozenset()) -> R
         if _VCS_PREFIX.match(line):
             reaches.append(_refuse(number, "a version-control URL", VCS, allowed))
             continue
-        if line.lower().startswith("file:") or _LOOKS_LOCAL.search(line.split(";")[0].strip()):
+        bare = line.split(";")[0].strip()
+        if line.lower().startswith("file:") or (
+            "@" not in bare and "://" not in bare and _LOOKS_LOCAL.search(bare)
+        ):
             reaches.append(_refuse(number, "a local path or file URL", LOCAL, allowed))
             continue
         try:

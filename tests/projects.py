@@ -1,4 +1,4 @@
-"""Test projects: archives with a requirements.txt that installs without any network."""
+"""Test projects: archives with a requirements.txt."""
 
 import base64
 import hashlib
@@ -37,12 +37,24 @@ def project_zip(members: dict[str, bytes | str]) -> bytes:
 
 
 def project_with_requirements() -> bytes:
-    """src/train.py imports a package that requirements.txt installs from a bundled wheel."""
+    """src/train.py imports a package that requirements.txt asks for from the package index."""
+    return project_zip(
+        {
+            "src/train.py": "import sys, tomli_w\n"
+            "print('hello from', tomli_w.dumps({'epochs': sys.argv[-1]}).strip())\n"
+            "open('outputs/done.txt', 'w').write('ok')\n",
+            "requirements.txt": "tomli-w==1.2.0\n",
+        }
+    )
+
+
+def project_with_bundled_wheel() -> bytes:
+    """requirements.txt installs a wheel the archive carries: a local path, which a site
+    accepts only with NIGHTSHIFT_REQUIREMENTS_ALLOW=local."""
     wheel_name, wheel = tiny_wheel()
     return project_zip(
         {
-            "src/train.py": "import sys, tinypkg\nprint(tinypkg.GREETING, sys.argv[1:])\n"
-            "open('outputs/done.txt', 'w').write('ok')\n",
+            "src/train.py": "import tinypkg\nprint(tinypkg.GREETING)\n",
             f"wheels/{wheel_name}": wheel,
             "requirements.txt": f"./wheels/{wheel_name}\n",
         }

@@ -44,6 +44,8 @@ SANDBOX_UV_CACHE = ".nightshift-uv-cache"
 COMPLETE = "COMPLETE"
 LAST_USED = "LAST_USED"
 DEFAULT_CACHE_GB = 50.0
+# The lock on the environment in use: kept open (not collected) so that the job inherits it.
+HELD = []
 
 
 def say(message: str) -> None:
@@ -254,6 +256,7 @@ def cached_environment(log: Log, cache: str, python: str, uv, described: str) ->
         os.utime(os.path.join(folder, LAST_USED))
     # Held by the job itself (the descriptor survives exec) until it exits.
     os.set_inheritable(handle.fileno(), True)
+    HELD.append(handle)
     make_room(log, cache, keep=key)
     return os.path.join(folder, "bin", "python")
 
@@ -279,7 +282,8 @@ def main() -> None:
     locked = os.path.isfile(LOCK_FILE)
     if locked or os.path.isfile("requirements.txt"):
         log = Log(LOG)
-        log.line(f"job started; workstation Python {platform.python_version()} ({python})")
+        where = machine_attribute("Name") or platform.node()
+        log.line(f"job started on {where}; its Python is {platform.python_version()} ({python})")
         uv = find_uv()
         if locked:
             record = {}

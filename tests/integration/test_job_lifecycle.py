@@ -212,7 +212,7 @@ def test_a_script_installs_its_requirements_from_the_package_index(web, live_pip
     install_log = (job.directory / ".nightshift" / "install.log").read_text()
     assert job.state == JobState.COMPLETED, (stdout, install_log)
     assert "dumped lr = 0.1" in stdout
-    assert "Successfully installed tomli-w-1.2.0" in install_log
+    assert "+ tomli-w==1.2.0" in install_log or "reusing environment" in install_log
 
 
 def test_a_project_with_requirements_installs_them_and_runs(web, live_pipeline):
@@ -227,10 +227,10 @@ def test_a_project_with_requirements_installs_them_and_runs(web, live_pipeline):
     stdout = (job.directory / "stdout.txt").read_text()
     install_log = (job.directory / ".nightshift" / "install.log").read_text()
     assert job.state == JobState.COMPLETED, (stdout, install_log)
-    assert "hello from tinypkg 0.1 ['--epochs', '2']" in stdout
-    assert "Successfully installed tinypkg-0.1" in install_log
+    assert 'hello from epochs = "2"' in stdout
+    assert "environment requirements-" in install_log
     status = json.loads(web.get(reverse("jobs:status", args=[job.public_id])).content)
-    assert "Successfully installed" in status["logs"]["install"]["text"]
-    # What pip resolved is part of the job's reproducibility record.
+    assert "environment requirements-" in status["logs"]["install"]["text"]
+    # What was installed is part of the job's reproducibility record.
     page = web.get(reverse("jobs:detail", args=[job.public_id])).content.decode()
-    assert "tinypkg @ file:" in page and "tinypkg-0.1-py3-none-any.whl" in page
+    assert "tomli-w==1.2.0" in page
