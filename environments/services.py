@@ -314,15 +314,9 @@ class Catalogue:
                     "requirements", exc.message + (f"\n\n{exc.detail}" if exc.detail else "")
                 ) from None
             if version is None:
-                return PreparedSoftware(
-                    record={
-                        "unlocked": True,
-                        "reason": (
-                            "The requirements use an option the site allows "
-                            f"({', '.join(settings.REQUIREMENTS_ALLOW)}); they are installed per job."
-                        ),
-                    }
-                )
+                allowed = ", ".join(settings.REQUIREMENTS_ALLOW)
+                reason = f"It uses sources the site allows ({allowed}): installed per job."
+                return PreparedSoftware(record={"unlocked": True, "reason": reason})
             return _prepared(version)
         default = (
             Environment.objects.filter(visibility="site", is_default=True, is_active=True)

@@ -161,8 +161,8 @@ def test_past_the_size_cap_unused_environments_go_and_the_one_in_use_stays(tmp_p
 
 def test_an_environment_a_running_job_uses_is_never_removed_to_make_room(tmp_path, lock_text):
     cache = tmp_path / "cache"
-    running = launch(sandbox(tmp_path, "running", lock_text, script=SCRIPT + "import time\ntime.sleep(120)\n"),
-                     cache, wait=False)  # fmt: skip
+    sleeper = SCRIPT + "import time\ntime.sleep(120)\n"
+    running = launch(sandbox(tmp_path, "running", lock_text, script=sleeper), cache, wait=False)
     deadline = time.monotonic() + 120
     while not list((cache / "envs").glob("*/COMPLETE")) and time.monotonic() < deadline:
         time.sleep(0.2)
