@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from accounting import api as accounting_api
 from accounts import api as accounts_api
+from environments.api import views as environments_api
 from experiments.api import views as experiments_api
 from jobs.api import views as jobs_api
 from plumbing.api import api_not_found
@@ -53,6 +54,22 @@ urlpatterns = [
         "sweeps/<uuid:public_id>/results.csv",
         experiments_api.SweepResultsCsvView.as_view(),
         name="sweep-results-csv",
+    ),
+    path("environments/", environments_api.EnvironmentListView.as_view(), name="environment-list"),
+    path(
+        "environments/<str:name>/",
+        environments_api.EnvironmentDetailView.as_view(),
+        name="environment-detail",
+    ),
+    path(
+        "environments/<str:name>/versions/",
+        environments_api.EnvironmentVersionsView.as_view(),
+        name="environment-versions",
+    ),
+    path(
+        "environments/<str:name>/versions/<int:number>/lock.txt",
+        environments_api.EnvironmentLockView.as_view(),
+        name="environment-lock",
     ),
     path("match/", jobs_api.MatchView.as_view(), name="match"),
     path("pool/", jobs_api.PoolView.as_view(), name="pool"),

@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from ..models import Environment, EnvironmentVersion
+
+
+class EnvironmentVersionSerializer(serializers.ModelSerializer):
+    reference = serializers.CharField(help_text="NAME@VERSION, as jobs name it.")
+    packages = serializers.SerializerMethodField(
+        help_text="The locked packages, each {name, version}."
+    )
+
+    class Meta:
+        model = EnvironmentVersion
+        fields = ["number", "reference", "python_version", "python", "container_image",
+                  "requirements", "lock", "lock_sha256", "packages", "created_at"]  # fmt: skip
+        extra_kwargs = {
+            "number": {"help_text": "Counts up from 1; a version never changes."},
+            "lock": {"help_text": "Exact versions with their hashes (uv pip compile)."},
+            "lock_sha256": {"help_text": "SHA-256 of the lock; the workstations' cache key."},
+        }
+
+    def get_packages(self, version: EnvironmentVersion) -> list[dict[str, str]]:
+        from ..locking import pinned_packages
+
+        return [{"name": n, "version": v} for n, v in pinned_packages(version.lock)]
+
+
+class EnvironmentSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(
+        source="owner.username", allow_null=True, default=None,
+        help_text="Who keeps it; null for a site environment.",
+    )  # fmt: skip
+    lab = serializers.CharField(source="lab.name", allow_null=True, default=None)
+    versions = EnvironmentVersionSerializer(many=True, help_text="Newest first.")
+
+    class Meta:
+        model = Environment
+        fields = ["name", "owner", "visibility", "lab", "kind", "description", "is_default",
+                  "created_at", "versions"]  # fmt: skip
+
+
+class EnvironmentSummarySerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username", allow_null=True, default=None)
+    lab = serializers.CharField(source="lab.name", allow_null=True, default=None)
+    latest = serializers.SerializerMethodField(help_text="NAME@VERSION of the newest version.")
+
+    class Meta:
+        model = Environment
+        fields = ["name", "owner", "visibility", "lab", "kind", "description", "is_default",
+                  "latest"]  # fmt: skip
+
+    def get_latest(self, environment: Environment) -> str | None:
+        versions = sorted(environment.versions.all(), key=lambda v: -v.number)
+        return f"{environment.name}@{versions[0].number}" if versions else None
+
+
+class VersionInputSerializer(serializers.Serializer):
+    requirements = serializers.CharField(
+        required=False, allow_blank=True, max_length=65536, trim_whitespace=False,
+        help_text="Packages, one per line, as in a requirements.txt; resolved now into a lock.",
+    )  # fmt: skip
+    python_version = serializers.CharField(
+        required=False, allow_blank=True, max_length=5,
+        help_text="e.g. 3.13; empty for the site's (the workstations' Python).",
+    )  # fmt: skip
+    container_image = serializers.CharField(
+        required=False, allow_blank=True, max_length=500,
+        help_text="Instead of packages: a docker:// image or an Apptainer .sif path or URL.",
+    )  # fmt: skip
+    python = serializers.CharField(
+        required=False, allow_blank=True, max_length=200,
+        help_text="For a container: the Python inside the image; empty for the site's.",
+    )  # fmt: skip
+
+
+class EnvironmentCreateSerializer(VersionInputSerializer):
+    name = serializers.CharField(max_length=80)
+    description = serializers.CharField(required=False, allow_blank=True, max_length=500)
+    visibility = serializers.ChoiceField(
+        choices=Environment.Visibility.choices, default=Environment.Visibility.PRIVATE
+    )
+    lab = serializers.CharField(
+        required=False, allow_blank=True, max_length=100,
+        help_text="For lab visibility: the name of your lab to share it with.",
+    )  # fmt: skip

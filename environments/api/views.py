@@ -1,0 +1,138 @@
+"""/api/v1/environments/: list, create, show, add versions to, test-build and delete."""
+
+from __future__ import annotations
+
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.generics import GenericAPIView
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs.api.views import JobPagination, error_responses
+from labs.models import Lab
+from plumbing.api import ApiError
+
+from .. import services
+from ..models import Environment
+from ..selectors import environment_get_usable, environment_list_usable_by, environment_may_change
+from .serializers import (
+    EnvironmentCreateSerializer,
+    EnvironmentSerializer,
+    EnvironmentSummarySerializer,
+    EnvironmentVersionSerializer,
+    VersionInputSerializer,
+)
+
+
+def refused(exc: services.EnvironmentError) -> ApiError:
+    message = exc.message + (f"\n\n{exc.detail}" if exc.detail else "")
+    return ApiError(message, code="invalid", status_code=400, field=exc.field)
+
+
+def environment_or_404(request: Request, name: str) -> Environment:
+    environment = environment_get_usable(request.user, name)
+    if environment is None:
+        raise ApiError(f"No environment called {name[:80]!r} that you may use.",
+                       code="not_found", status_code=404)  # fmt: skip
+    return environment
+
+
+def changeable_or_403(request: Request, name: str) -> Environment:
+    environment = environment_or_404(request, name)
+    if not environment_may_change(request.user, environment):
+        raise ApiError("Only its owner (or an administrator) may change it.",
+                       code="forbidden", status_code=403)  # fmt: skip
+    return environment
+
+
+class EnvironmentListView(GenericAPIView):
+    serializer_class = EnvironmentSummarySerializer
+    pagination_class = JobPagination
+    queryset = Environment.objects.none()
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return self.queryset
+        return environment_list_usable_by(self.request.user).prefetch_related("versions")
+
+    @extend_schema(
+        summary="List the environments you may use: yours, your labs' and the site's",
+        responses={200: EnvironmentSummarySerializer(many=True), **error_responses(401)},
+    )
+    def get(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+    @extend_schema(
+        summary="Create an environment with its first version",
+        description="Its requirements are resolved now, on the portal, into a lock with exact "
+        "versions and hashes; a requirement that cannot be resolved is refused with the "
+        "reason. Only package requirements are accepted.",
+        request=EnvironmentCreateSerializer,
+        responses={201: EnvironmentSerializer, **error_responses(400, 401)},
+    )  # fmt: skip
+    def post(self, request: Request) -> Response:
+        form = EnvironmentCreateSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = dict(form.validated_data)
+        lab_name = data.pop("lab", "")
+        lab = Lab.objects.filter(name=lab_name).first() if lab_name else None
+        try:
+            environment = services.environment_create(user=request.user, lab=lab, **data)
+        except services.EnvironmentError as exc:
+            raise refused(exc) from None
+        return Response(EnvironmentSerializer(environment).data, status=status.HTTP_201_CREATED)
+
+
+class EnvironmentDetailView(APIView):
+    @extend_schema(
+        summary="An environment with every version and its lock",
+        responses={200: EnvironmentSerializer, **error_responses(401, 404)},
+    )
+    def get(self, request: Request, name: str) -> Response:
+        return Response(EnvironmentSerializer(environment_or_404(request, name)).data)
+
+    @extend_schema(
+        summary="Delete an environment you own",
+        description="Jobs that ran with it keep their record of the version and its lock.",
+        responses={204: None, **error_responses(401, 403, 404)},
+    )
+    def delete(self, request: Request, name: str) -> Response:
+        services.environment_delete(user=request.user, environment=changeable_or_403(request, name))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class EnvironmentVersionsView(APIView):
+    @extend_schema(
+        summary="Add a version (versions never change)",
+        request=VersionInputSerializer,
+        responses={201: EnvironmentVersionSerializer, **error_responses(400, 401, 403, 404)},
+    )
+    def post(self, request: Request, name: str) -> Response:
+        environment = changeable_or_403(request, name)
+        form = VersionInputSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        try:
+            version = services.environment_version_add(
+                user=request.user, environment=environment, **form.validated_data
+            )
+        except services.EnvironmentError as exc:
+            raise refused(exc) from None
+        return Response(EnvironmentVersionSerializer(version).data, status=201)
+
+
+class EnvironmentLockView(APIView):
+    @extend_schema(
+        summary="A version's lock, as a requirements file with hashes",
+        responses={(200, "text/plain"): OpenApiResponse(str), **error_responses(401, 404)},
+    )
+    def get(self, request: Request, name: str, number: int) -> HttpResponse:
+        version = environment_or_404(request, name).versions.filter(number=number).first()
+        if version is None or not version.lock:
+            raise ApiError("That version has no lock.", code="not_found", status_code=404)
+        response = HttpResponse(version.lock, content_type="text/plain; charset=utf-8")
+        filename = f"{version.environment.pk}-{version.number}-requirements.lock.txt"
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
+        return response
