@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,6 +128,8 @@ def lock_resolve(requirements: Requirements, *, python_version: str) -> Lock:
             settings.ENVIRONMENT_UV, "pip", "compile", str(spec), "--quiet",
             "--generate-hashes", "--no-build", "--no-header", "--no-annotate",
             "--python-version", python_version, "--python-platform", "linux",
+            # Resolve for that version with the portal's own interpreter: never fetch one.
+            "--python", sys.executable, "--no-python-downloads",
             "--index-url", settings.PACKAGE_INDEX_URL or "https://pypi.org/simple",
         ]  # fmt: skip
         try:

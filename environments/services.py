@@ -115,6 +115,7 @@ def environment_version_add(
     with transaction.atomic():
         Environment.objects.select_for_update().get(pk=environment.pk)
         latest = environment.versions.aggregate(n=Max("number"))["n"] or 0
+        version.environment = environment
         version.number, version.created_by = latest + 1, user
         version.save()
         audit_record(

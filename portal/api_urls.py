@@ -71,6 +71,11 @@ urlpatterns = [
         environments_api.EnvironmentLockView.as_view(),
         name="environment-lock",
     ),
+    path(
+        "environments/<str:name>/versions/<int:number>/build/",
+        environments_api.EnvironmentBuildView.as_view(),
+        name="environment-build",
+    ),
     path("match/", jobs_api.MatchView.as_view(), name="match"),
     path("pool/", jobs_api.PoolView.as_view(), name="pool"),
     path("me/", accounts_api.MeView.as_view(), name="me"),

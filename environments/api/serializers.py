@@ -85,3 +85,14 @@ class EnvironmentCreateSerializer(VersionInputSerializer):
         required=False, allow_blank=True, max_length=100,
         help_text="For lab visibility: the name of your lab to share it with.",
     )  # fmt: skip
+
+
+class BuildReportSerializer(serializers.Serializer):
+    state = serializers.ChoiceField(
+        choices=["queued", "running", "passed", "failed"], help_text="Where the test build is."
+    )
+    job = serializers.UUIDField(
+        source="job_public_id", help_text="The job that builds it: its page shows the log live."
+    )
+    explanation = serializers.CharField(help_text="Why it failed, in plain words; else empty.")
+    log_tail = serializers.CharField(help_text="The end of its install log and output.")

@@ -10,14 +10,16 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs.api.views import JobPagination, error_responses
+from jobs import specs
+from jobs.api.views import JobPagination, error_responses, submission_refused
 from labs.models import Lab
 from plumbing.api import ApiError
 
-from .. import services
+from .. import builds, services
 from ..models import Environment
 from ..selectors import environment_get_usable, environment_list_usable_by, environment_may_change
 from .serializers import (
+    BuildReportSerializer,
     EnvironmentCreateSerializer,
     EnvironmentSerializer,
     EnvironmentSummarySerializer,
@@ -136,3 +138,38 @@ class EnvironmentLockView(APIView):
         filename = f"{version.environment.pk}-{version.number}-requirements.lock.txt"
         response["Content-Disposition"] = f'attachment; filename="{filename}"'
         return response
+
+
+class EnvironmentBuildView(APIView):
+    def version(self, request: Request, name: str, number: int):
+        version = environment_or_404(request, name).versions.filter(number=number).first()
+        if version is None:
+            raise ApiError("No such version.", code="not_found", status_code=404)
+        return version
+
+    @extend_schema(
+        summary="The latest test build of a version",
+        responses={200: BuildReportSerializer, **error_responses(401, 404)},
+    )
+    def get(self, request: Request, name: str, number: int) -> Response:
+        build = builds.latest_build(self.version(request, name, number))
+        if build is None:
+            raise ApiError("This version has not been test-built.", code="not_found",
+                           status_code=404)  # fmt: skip
+        return Response(BuildReportSerializer(builds.build_report(build)).data)
+
+    @extend_schema(
+        summary="Test-build a version: install it on a workstation and import its packages",
+        description="A small job of yours; its page shows the install log live. A failure is "
+        "explained in plain words (no matching distribution, the wrong Python, a package "
+        "that needs a compiler, an import that fails).",
+        request=None,
+        responses={202: BuildReportSerializer, **error_responses(400, 401, 403, 404)},
+    )  # fmt: skip
+    def post(self, request: Request, name: str, number: int) -> Response:
+        version = self.version(request, name, number)
+        try:
+            build = builds.environment_test_build(user=request.user, version=version)
+        except specs.JobSubmissionError as exc:
+            raise submission_refused(exc) from None
+        return Response(BuildReportSerializer(builds.build_report(build)).data, status=202)

@@ -99,6 +99,7 @@ def find_uv():
 def installer_environment(uv_cache=None) -> dict:
     environment = dict(os.environ)
     environment.pop("PYTHONPATH", None)  # the helper is the job's, not the installer's
+    environment["UV_PYTHON_DOWNLOADS"] = "never"  # the workstation's Python, or nothing
     if uv_cache:
         environment["UV_CACHE_DIR"] = uv_cache
     index = os.environ.get("NIGHTSHIFT_PACKAGE_INDEX_URL")
