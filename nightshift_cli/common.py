@@ -156,9 +156,10 @@ def job_options(command):
             ),
             click.option(
                 "--environment",
-                "environment_preset",
-                metavar="NAME",
-                help="A software environment from `nightshift pool`.",
+                "software_environment",
+                metavar="NAME[@VERSION]",
+                help="A software environment (`nightshift env list`): its latest version, "
+                "or NAME@VERSION.",
             ),
             click.option(
                 "--lab", help="The lab to charge, when you are in several (see `whoami`)."

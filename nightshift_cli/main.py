@@ -41,6 +41,7 @@ from .common import (
     wait_until_final,
     when_text,
 )
+from .environment_commands import env
 from .experiment_commands import matrix, study, sweep, sweeps
 
 
@@ -408,7 +409,7 @@ def pool(obj: Context, as_json: bool) -> None:
     out.print(f"{overview['free_gpus']} of {overview['total_gpus']} GPUs free; "
               f"{overview['nightshift_gpus']} running Nightshift jobs.")  # fmt: skip
     environments = ", ".join(
-        e["name"] + (" (default)" if e["is_default"] else "") for e in overview["environments"]
+        e["reference"] + (" (default)" if e["is_default"] else "") for e in overview["environments"]
     )
     out.print(f"Software environments: {environments or 'none'}")
 
@@ -489,7 +490,7 @@ def report(obj: Context, period: str | None, month: str | None, start: str | Non
     out.print(grid)
 
 
-for command in (sweep, matrix, study, sweeps):
+for command in (sweep, matrix, study, sweeps, env):
     cli.add_command(command)
 
 

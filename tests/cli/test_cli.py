@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from jobs.models import EnvironmentPreset, Job
+from environments.models import Environment
+from jobs.models import Job
 from nightshift_cli.client import ApiError, safe_destination
 
 from .conftest import mode_of
@@ -120,11 +121,12 @@ def test_another_users_job_is_not_found(nightshift, logged_in, other_student, fa
 
 
 def test_the_pool_is_a_table_of_workstations(nightshift, logged_in):
-    EnvironmentPreset.objects.create(name="PyTorch [cuda]", is_default=True)
+    site = Environment.objects.create(name="PyTorch [cuda]", visibility="site", is_default=True)
+    site.versions.create(number=1)
     done = nightshift("pool")
     assert done.status == 0, done.stderr
     assert "ws-ampere" in done.stdout
-    assert "Software environments: PyTorch [cuda] (default)" in done.stdout
+    assert "Software environments: PyTorch [cuda]@1 (default)" in done.stdout
 
 
 @pytest.mark.parametrize("path", ["../x", "/etc/passwd", "a/../../x", "", "./.."])

@@ -70,8 +70,9 @@ class ResetsReusedConnections:
         with connection:
             if not self._read_request(connection):
                 return
-            connection.sendall(ANSWER)
+            # Counted before it is sent: the client may read the count as soon as it has it.
             self.answered += 1
+            connection.sendall(ANSWER)
             if self._read_request(connection):
                 # SO_LINGER 0: close with a reset, not a polite end of stream.
                 connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
