@@ -177,15 +177,16 @@ def _version_checked(environment: Environment, *, requirements: str, python_vers
                 "leave the requirements empty.",
             )  # fmt: skip
         return version
-    if version.requirements:
-        _, lock = _lock(version.requirements, python_version)
-        if lock is None:
-            raise EnvironmentError(
-                "requirements", "An environment's requirements must be locked: they may not "
-                "name other indexes, URLs or local paths (a job's own requirements.txt may, "
-                "where the site allows it).",
-            )  # fmt: skip
-        version.lock, version.lock_sha256 = lock.text, lock.sha256
+    if not version.requirements:
+        raise EnvironmentError("requirements", "List some packages, or name a container image.")
+    _, lock = _lock(version.requirements, python_version)
+    if lock is None:
+        raise EnvironmentError(
+            "requirements", "An environment's requirements must be locked: they may not "
+            "name other indexes, URLs or local paths (a job's own requirements.txt may, "
+            "where the site allows it).",
+        )  # fmt: skip
+    version.lock, version.lock_sha256 = lock.text, lock.sha256
     return version
 
 

@@ -18,7 +18,7 @@ def ensure_role_groups(**kwargs) -> None:
                                                      codename="lead_lab"))  # fmt: skip
     admins, _ = Group.objects.get_or_create(name=ADMINS_GROUP)
     admins.permissions.add(*Permission.objects.filter(
-        Q(content_type__app_label__in=["labs", "jobs", "experiments", "accounts"])
+        Q(content_type__app_label__in=["labs", "jobs", "experiments", "environments", "accounts"])
         | Q(content_type__app_label__in=["audit", "accounting"], codename__startswith="view_")
         | Q(content_type__app_label="auth", codename__in=["view_user", "change_user", "add_user"])
     ))  # fmt: skip

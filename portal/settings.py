@@ -439,6 +439,8 @@ SPECTACULAR_SETTINGS = {
         "TokenStatusEnum": ["active", "expired", "revoked"],
         "WorkstationStatusEnum": ["free", "nightshift", "busy", "owner", "offline"],
         "SweepKindEnum": "experiments.models.Sweep.Kind",
+        "EnvironmentKindEnum": "environments.models.Environment.Kind",
+        "EnvironmentVisibilityEnum": "environments.models.Environment.Visibility",
     },
 }
 

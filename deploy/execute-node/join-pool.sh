@@ -54,6 +54,22 @@ CONF
 install -d -m 0700 /etc/condor/tokens.d
 install -m 0600 "$TOKEN" /etc/condor/tokens.d/nightshift-execute.token
 
+# The shared environment cache, and uv to install into it (the launcher uses pip without).
+CACHE=$(condor_config_val NIGHTSHIFT_ENV_CACHE)
+install -d -m 1777 "$CACHE"
+if ! [ -x /usr/local/bin/uv ]; then
+    say "installing uv (from the package index) for the environment cache"
+    scratch=$(mktemp -d)
+    if python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$scratch" uv \
+        && python3 -m zipfile -e "$scratch"/uv-*.whl "$scratch/wheel" \
+        && install -m 0755 "$scratch"/wheel/uv-*.data/scripts/uv /usr/local/bin/uv; then
+        :
+    else
+        say "warning: uv could not be installed; jobs will install environments with pip"
+    fi
+    rm -rf "$scratch"
+fi
+
 say "checking the configuration"
 condor_config_val START >/dev/null || die "HTCondor rejects the configuration"
 systemctl enable --now condor >/dev/null 2>&1 || true

@@ -17,8 +17,13 @@ class EnvironmentVersionSerializer(serializers.ModelSerializer):
                   "requirements", "lock", "lock_sha256", "packages", "created_at"]  # fmt: skip
         extra_kwargs = {
             "number": {"help_text": "Counts up from 1; a version never changes."},
+            "python_version": {"help_text": "The Python it is locked for, e.g. 3.13."},
+            "python": {"help_text": "The Python that runs scripts; empty for the site's."},
+            "container_image": {"help_text": "For a container environment: its image."},
+            "requirements": {"help_text": "The packages as asked for."},
             "lock": {"help_text": "Exact versions with their hashes (uv pip compile)."},
             "lock_sha256": {"help_text": "SHA-256 of the lock; the workstations' cache key."},
+            "created_at": {"help_text": "When it was locked."},
         }
 
     def get_packages(self, version: EnvironmentVersion) -> list[dict[str, str]]:
@@ -32,24 +37,47 @@ class EnvironmentSerializer(serializers.ModelSerializer):
         source="owner.username", allow_null=True, default=None,
         help_text="Who keeps it; null for a site environment.",
     )  # fmt: skip
-    lab = serializers.CharField(source="lab.name", allow_null=True, default=None)
+    lab = serializers.CharField(
+        source="lab.name", allow_null=True, default=None, help_text="For lab visibility: the lab."
+    )
     versions = EnvironmentVersionSerializer(many=True, help_text="Newest first.")
 
     class Meta:
         model = Environment
         fields = ["name", "owner", "visibility", "lab", "kind", "description", "is_default",
                   "created_at", "versions"]  # fmt: skip
+        extra_kwargs = {
+            "name": {"help_text": "Its name; jobs use NAME or NAME@VERSION."},
+            "visibility": {"help_text": "Who may use it: private, lab or site."},
+            "kind": {"help_text": "packages (a lock) or container (an image)."},
+            "description": {"help_text": "What it is for."},
+            "is_default": {"help_text": "Used by jobs that name no environment."},
+            "created_at": {"help_text": "When it was made."},
+        }
 
 
 class EnvironmentSummarySerializer(serializers.ModelSerializer):
-    owner = serializers.CharField(source="owner.username", allow_null=True, default=None)
-    lab = serializers.CharField(source="lab.name", allow_null=True, default=None)
+    owner = serializers.CharField(
+        source="owner.username", allow_null=True, default=None,
+        help_text="Who keeps it; null for a site environment.",
+    )  # fmt: skip
+    lab = serializers.CharField(
+        source="lab.name", allow_null=True, default=None, help_text="For lab visibility: the lab."
+    )
     latest = serializers.SerializerMethodField(help_text="NAME@VERSION of the newest version.")
 
     class Meta:
         model = Environment
         fields = ["name", "owner", "visibility", "lab", "kind", "description", "is_default",
                   "latest"]  # fmt: skip
+        extra_kwargs = {
+            "name": {"help_text": "Its name; jobs use NAME or NAME@VERSION."},
+            "visibility": {"help_text": "Who may use it: private, lab or site."},
+            "kind": {"help_text": "packages (a lock) or container (an image)."},
+            "description": {"help_text": "What it is for."},
+            "is_default": {"help_text": "Used by jobs that name no environment."},
+            "created_at": {"help_text": "When it was made."},
+        }
 
     def get_latest(self, environment: Environment) -> str | None:
         versions = sorted(environment.versions.all(), key=lambda v: -v.number)
@@ -76,11 +104,16 @@ class VersionInputSerializer(serializers.Serializer):
 
 
 class EnvironmentCreateSerializer(VersionInputSerializer):
-    name = serializers.CharField(max_length=80)
-    description = serializers.CharField(required=False, allow_blank=True, max_length=500)
-    visibility = serializers.ChoiceField(
-        choices=Environment.Visibility.choices, default=Environment.Visibility.PRIVATE
+    name = serializers.CharField(
+        max_length=80, help_text="Letters, digits, spaces and . _ - + ( ) [ ]; no '@'."
     )
+    description = serializers.CharField(
+        required=False, allow_blank=True, max_length=500, help_text="What it is for."
+    )
+    visibility = serializers.ChoiceField(
+        choices=Environment.Visibility.choices, default=Environment.Visibility.PRIVATE,
+        help_text="private (you), lab (a lab of yours) or site (administrators only).",
+    )  # fmt: skip
     lab = serializers.CharField(
         required=False, allow_blank=True, max_length=100,
         help_text="For lab visibility: the name of your lab to share it with.",

@@ -13,7 +13,7 @@ from rest_framework.views import APIView
 from jobs import specs
 from jobs.api.views import JobPagination, error_responses, submission_refused
 from labs.models import Lab
-from plumbing.api import ApiError
+from plumbing.api import ApiError, ErrorSerializer
 
 from .. import builds, services
 from ..models import Environment
@@ -61,8 +61,9 @@ class EnvironmentListView(GenericAPIView):
 
     @extend_schema(
         summary="List the environments you may use: yours, your labs' and the site's",
-        responses={200: EnvironmentSummarySerializer(many=True), **error_responses(401)},
-    )
+        responses={200: EnvironmentSummarySerializer(many=True), **error_responses(401),
+                   404: OpenApiResponse(ErrorSerializer, description="A page past the end.")},
+    )  # fmt: skip
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(self.get_serializer(page, many=True).data)

@@ -427,6 +427,7 @@ class WorkstationSerializer(serializers.Serializer):
 
 
 class SoftwareChoiceSerializer(serializers.Serializer):
+    name = serializers.SerializerMethodField(help_text="The environment's name.")
     reference = serializers.CharField(
         help_text="NAME@VERSION: pass as software_environment when submitting."
     )
@@ -436,6 +437,9 @@ class SoftwareChoiceSerializer(serializers.Serializer):
         allow_null=True, help_text="For a container environment: its image; else null."
     )
     is_default = serializers.BooleanField(help_text="Used when a job names none.")
+
+    def get_name(self, choice) -> str:
+        return choice.reference.rsplit("@", 1)[0]
 
 
 class PoolSerializer(serializers.Serializer):

@@ -88,6 +88,8 @@ def machine_attribute(name: str):
 
 
 def find_uv():
+    if os.environ.get("NIGHTSHIFT_UV") == "none":  # pip only (a benchmark's "as before")
+        return None
     candidates = [os.environ.get("NIGHTSHIFT_UV"), machine_attribute("NightshiftUv"),
                   shutil.which("uv")]  # fmt: skip
     for candidate in candidates:
@@ -140,6 +142,10 @@ def environment_key(lock: bytes) -> str:
 def find_cache(log: Log):
     """The shared environment cache, or None with the reason logged."""
     folder = os.environ.get("NIGHTSHIFT_ENV_CACHE") or machine_attribute("NightshiftEnvCache")
+    if folder == "none":
+        log.line("the shared environment cache is turned off for this job: installing into "
+                 "the job's sandbox, for this job only")  # fmt: skip
+        return None
     if not folder:
         log.line(
             "this workstation has no shared environment cache (the execute-node kit sets "
@@ -279,6 +285,8 @@ def main() -> None:
         say("usage: launch.py SCRIPT [ARGUMENTS...]")
         sys.exit(2)
     script, arguments = sys.argv[1], sys.argv[2:]
+    # When the job began here, for scripts (and benchmarks) that report their setup time.
+    os.environ["NIGHTSHIFT_LAUNCHED_AT"] = f"{time.time():.3f}"
     python = sys.executable
     locked = os.path.isfile(LOCK_FILE)
     if locked or os.path.isfile("requirements.txt"):

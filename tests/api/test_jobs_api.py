@@ -83,7 +83,7 @@ def test_a_project_archive_runs_its_entry_command(api, fake_bridge):
         ({"environment": ["NOEQUALS"]}, "environment.0", "KEY=VALUE"),
         ({"environment": ["NIGHTSHIFT_X=1"]}, "environment", "set by Nightshift"),
         ({"environment": ["1BAD=x"]}, "environment", "not a valid variable name"),
-        ({"environment_preset": "Nope"}, "environment_preset", "No environment is called"),
+        ({"software_environment": "Nope"}, "software_environment", "No environment called"),
         ({"keep_outputs": ["../etc"]}, "keep_outputs", ""),
         ({"arguments": ["x" * 5000]}, "arguments.0", "no more than 4096"),
         ({"arguments": ["a\x00b"]}, "arguments.0", "Null characters"),
@@ -263,6 +263,7 @@ def test_the_pool_lists_workstations_gpus_and_environments(api, fake_bridge):
     ampere = next(w for w in body["workstations"] if w["name"] == "ws-ampere")
     assert ampere["gpu"]["name"]
     assert body["total_gpus"] >= 1
+    assert [e["reference"] for e in body["environments"]] == ["System Python@1"]
     assert [e["name"] for e in body["environments"]] == ["System Python"]
 
 

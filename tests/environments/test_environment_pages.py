@@ -73,9 +73,7 @@ def test_the_owner_adds_a_version_and_others_cannot(student_client, student, cli
     assert client.get(url).status_code == 404
 
 
-def test_a_lab_member_sees_a_lab_environment_but_cannot_change_it(
-    student, other_student, client
-):
+def test_a_lab_member_sees_a_lab_environment_but_cannot_change_it(student, other_student, client):
     from tests.factories import LabFactory, MembershipFactory
 
     lab = LabFactory(name="vision")
@@ -97,7 +95,7 @@ def test_the_test_build_button_submits_a_job_and_opens_its_page(student_client, 
     job = Job.objects.get()
     assert response["Location"] == reverse("jobs:detail", args=[job.public_id])
     page = student_client.get(reverse("environments:detail", args=[environment.pk]))
-    assert "Test build: <span class=\"state state-queued\">queued</span>" in page.content.decode()
+    assert 'Test build: <span class="state state-queued">queued</span>' in page.content.decode()
 
 
 def test_the_owner_deletes_an_environment(student_client, student):

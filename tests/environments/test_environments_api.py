@@ -15,8 +15,11 @@ ENVIRONMENTS = reverse("api:environment-list")
 
 
 def create(api, **fields):
-    return api.post(ENVIRONMENTS, {"name": "tomli", "requirements": "tomli-w==1.2.0\n",
-                                   "python_version": "3.13", **fields}, format="json")
+    return api.post(
+        ENVIRONMENTS,
+        {"name": "tomli", "requirements": "tomli-w==1.2.0\n", "python_version": "3.13", **fields},
+        format="json",
+    )
 
 
 def test_a_new_environment_is_locked_with_exact_versions_and_hashes(api):

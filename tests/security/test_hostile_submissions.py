@@ -100,7 +100,8 @@ REFUSED = [
     ("name", "nul\x00byte", "name"),
     ("name", "x" * 300, "name"),
     ("lab", "Vision\nqueue 1000", "lab"),
-    ("environment_preset", "$(HOME)", "environment_preset"),
+    ("software_environment", "$(HOME)", "software_environment"),
+    ("environment_preset", "$(HOME)", "software_environment"),
 ]
 
 

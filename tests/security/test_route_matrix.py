@@ -24,6 +24,7 @@ from django.utils.http import urlsafe_base64_encode
 
 from accounts.models import Registration
 from accounts.services import token_create
+from environments.services import environment_create
 from experiments import sweeps
 from jobs import specs, submission, sync
 from tests.conftest import client_with_token, script_upload
@@ -131,6 +132,21 @@ TABLE = {
     # The owner's lab and membership: its lead and admins manage it.
     "labs:detail": [("get", (LOGIN, 404, 404, 404, 200, 200))],
     "labs:member_remove": [("post", (LOGIN, 404, 404, 404, 302, 302))],
+    # Environments: everyone lists theirs and the site's; the owner's private one is theirs
+    # (and admins') alone, its lab's lead included. Test builds are jobs of whoever asks.
+    "environments:list": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    "environments:new": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    "environments:detail": [("get", (LOGIN, 404, 404, 200, 404, 200))],
+    "environments:lock": [("get", (LOGIN, 404, 404, 200, 404, 200))],
+    "environments:build": [("post", (LOGIN, 404, 404, 302, 404, 302))],
+    "environments:delete": [("post", (LOGIN, 404, 404, 302, 404, 302))],
+    "api:environment-list": [("get", (401, 200, 200, 200, 200, 200))],
+    "api:environment-detail": [("get", (401, 404, 404, 200, 404, 200)),
+                               ("delete", (401, 404, 404, 204, 404, 204))],
+    # An empty version: refused as invalid, for those who may add one.
+    "api:environment-versions": [("post", (401, 404, 404, 400, 404, 400))],
+    "api:environment-lock": [("get", (401, 404, 404, 200, 404, 200))],
+    "api:environment-build": [("post", (401, 404, 404, 202, 404, 202))],
 }
 # fmt: on
 
@@ -144,6 +160,7 @@ class World:
     lab_id: int
     membership_id: int
     registration_id: int
+    environment: object
 
 
 @pytest.fixture
@@ -171,12 +188,13 @@ def world(fake_bridge):
         user=owner, spec=specs.JobSpec(name="vision sweep", arguments=["{lr}"]),
         plan=sweeps.SweepPlan.from_json({"grid": {"lr": [1, 2]}}), script=script_upload(),
     )  # fmt: skip
+    environment = environment_create(user=owner, name="owner-env", requirements="tomli-w==1.2.0")
     applicant = UserFactory(username="applicant")
     registration = Registration.objects.create(user=applicant, lab=vision)
     return World(
         users=users, job=job, sweep=sweep,
         token_id=token_create(user=owner, name="laptop").token.pk, lab_id=vision.pk,
-        membership_id=membership.pk, registration_id=registration.pk,
+        membership_id=membership.pk, registration_id=registration.pk, environment=environment,
     )  # fmt: skip
 
 
@@ -201,6 +219,7 @@ def url_of(key, pattern, name, world):
         "membership_id": world.membership_id,
         "uidb64": urlsafe_base64_encode(force_bytes(world.users["owner"].pk)),
         "token": "set-password-1a2b3c", "rest": "",
+        "pk": world.environment.pk, "name": world.environment.name, "number": 1,
     }  # fmt: skip
     if name is None:
         return "/" + re.sub(r"\^\(\?P<path>.*\)\$$", "nothing-here/", pattern)
