@@ -193,7 +193,7 @@ def main() -> None:
             ("warm (reuse)", {}),
         ]
         for name, environment in variants:
-            rows.append(run(bridge, proxy, name, lock, environment))
+            rows.append(run(bridge, proxy, name, lock.text, environment))
         for row in rows:
             print(f"  {row['name']}: first line after {row['first_line_s']:.2f} s "
                   f"(job {row['wall_s']:.0f} s from submission)")  # fmt: skip

@@ -257,6 +257,11 @@ class ReproducibilitySerializer(serializers.Serializer):
         help_text="The image, if any.",
     )  # fmt: skip
     image_digest = serializers.CharField(help_text="The image's digest, when named by one.")
+    environment = serializers.JSONField(
+        source="source.environment", default=None,
+        help_text="The software environment it ran with: reference (NAME@VERSION), "
+        "python_version, lock_sha256 (of the exact packages and hashes); null for none.",
+    )  # fmt: skip
     submit_description = serializers.CharField(help_text="As sent to HTCondor.")
     reproduces = serializers.UUIDField(
         source="reproduces.public_id", allow_null=True, default=None,

@@ -107,7 +107,20 @@ def test_a_job_names_an_environment_and_gets_its_lock(api, fake_bridge):
     job = Job.objects.get()
     assert job.request["install_requirements"] is True
     lock = (job.directory / ".nightshift" / "requirements.lock").read_text()
-    assert lock == Environment.objects.get(name="tomli").versions.get().lock
+    version = Environment.objects.get(name="tomli").versions.get()
+    assert lock == version.lock
+    # The reproducibility record names the version and the hash of its exact packages.
+    record = response.json()["reproducibility"]["environment"]
+    assert (record["reference"], record["lock_sha256"]) == ("tomli@1", version.lock_sha256)
+
+
+def test_the_job_page_names_the_environment_it_ran_with(api, student, client, fake_bridge):
+    create(api)
+    api.post(reverse("api:job-list"), {"name": "j", "gpus": 0, "script": script_upload(),
+                                       "software_environment": "tomli"}, format="multipart")
+    client.force_login(student)
+    page = client.get(reverse("jobs:detail", args=[Job.objects.get().public_id]))
+    assert '<dd data-role="environment"><code>tomli@1</code>' in page.content.decode()
 
 
 def test_an_unknown_environment_is_refused_with_those_there_are(api, fake_bridge):

@@ -7,6 +7,7 @@ the job starts. Real uv, real packages from the index."""
 import os
 import shutil
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -199,3 +200,39 @@ def test_an_environment_for_another_python_stops_the_job_with_the_reason(web):
     stderr = (job.directory / "stderr.txt").read_text()
     assert "was locked for Python 3.11, and this workstation's Python is 3.13" in stderr
     assert EnvironmentVersion.objects.get(environment__name="old-python").python_version == "3.11"
+
+
+RESUMABLE = """
+import json, os, time
+import nightshift, tomli_w
+
+state = os.path.join(nightshift.checkpoint_dir(), "state.json")
+step = json.load(open(state))["step"] if os.path.exists(state) else 0
+print("resumed at", step, flush=True)
+while step < 40:
+    step += 1
+    time.sleep(0.5)
+    nightshift.log(step=step, loss=1 / step)
+    if nightshift.should_checkpoint():
+        def save(folder):
+            json.dump({"step": step}, open(os.path.join(folder, "state.json"), "w"))
+        nightshift.checkpoint_and_exit(save)
+print("finished", tomli_w.dumps({"steps": step}), flush=True)
+"""
+
+
+def test_an_evicted_job_resumes_on_another_workstation_with_the_same_environment(web, desks):
+    only_on(desks, "ws-volta")
+    job = submit(web, b"tomli-w==1.2.0\n", script=RESUMABLE)
+    log_path = job.directory / ".nightshift" / "install.log"
+    wait_for(lambda: log_path.exists() and "starting the script" in log_path.read_text(),
+             timeout=240, what="the job to start on ws-volta")  # fmt: skip
+    time.sleep(3)  # a few steps of training
+    only_on(desks, "ws-fermi")  # volta's owner is back; fermi is free
+    stdout, log = finished(job)
+    reference = job.source["environment"]["reference"]
+    runs = [line for line in log.splitlines() if "job started on" in line]
+    assert len(runs) >= 2 and "@ws-volta@" in runs[0] and "@ws-fermi@" in runs[-1], log
+    # The same lock on both workstations: each installs (or reuses) the same environment.
+    assert log.count(f"environment {reference}") >= 2
+    assert "finished steps = 40" in stdout

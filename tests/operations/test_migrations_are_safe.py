@@ -7,8 +7,16 @@ from django_migration_linter import MigrationLinter
 
 pytestmark = pytest.mark.django_db
 
-OUR_APPS = ["accounts", "labs", "audit", "jobs", "accounting", "operations", "experiments",
-            "environments"]
+OUR_APPS = [
+    "accounts",
+    "labs",
+    "audit",
+    "jobs",
+    "accounting",
+    "operations",
+    "experiments",
+    "environments",
+]
 # Made before the first release, when no old version was serving: each adds a NOT NULL
 # column with a Python-side default, which an old version's INSERT would not fill. New
 # columns use db_default (or null=True) instead; this list never grows.
