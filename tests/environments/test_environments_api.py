@@ -116,8 +116,11 @@ def test_a_job_names_an_environment_and_gets_its_lock(api, fake_bridge):
 
 def test_the_job_page_names_the_environment_it_ran_with(api, student, client, fake_bridge):
     create(api)
-    api.post(reverse("api:job-list"), {"name": "j", "gpus": 0, "script": script_upload(),
-                                       "software_environment": "tomli"}, format="multipart")
+    api.post(
+        reverse("api:job-list"),
+        {"name": "j", "gpus": 0, "script": script_upload(), "software_environment": "tomli"},
+        format="multipart",
+    )
     client.force_login(student)
     page = client.get(reverse("jobs:detail", args=[Job.objects.get().public_id]))
     assert '<dd data-role="environment"><code>tomli@1</code>' in page.content.decode()

@@ -210,10 +210,13 @@ def test_a_full_quota_holds_new_trials_back_until_it_has_room(student, fake_brid
     first, second = submitted(sweep)
     finish(fake_bridge, first, [1.0])
     sync.jobs_sync()
+    first.refresh_from_db()
+    assert first.state == JobState.COMPLETED, (first.state, first.status_detail)
     # One trial ended, and another job of the student's took its place in the quota.
     submission.job_submit(user=student, spec=specs.JobSpec(name="other"),
                         script=script_upload())  # fmt: skip
-    studies.study_advance(sweep.pk)
+    report = studies.study_advance(sweep.pk)
+    assert report.told == 1, report  # the step ran (the study's row was not locked elsewhere)
     sweep.refresh_from_db()
     assert sweep.runs.count() == 2
     assert sweep.last_error.startswith("Waiting for quota:")
