@@ -74,7 +74,8 @@ def environment_create(
     ):
         raise EnvironmentError("lab", "Choose one of your labs to share it with.")
     environment = Environment(
-        name=name, owner=None if site else user, lab=lab, visibility=visibility,
+        name=name, owner=None if site else user,
+        lab=lab if visibility == Environment.Visibility.LAB else None, visibility=visibility,
         description=description,
         kind=Environment.Kind.CONTAINER if container_image else Environment.Kind.PACKAGES,
     )  # fmt: skip

@@ -4,7 +4,7 @@ jobs knows only what a job needs on the workstation: a Python (or a container im
 optionally, a lock of exact packages with their hashes that the launcher installs (once per
 workstation, into the shared environment cache). Which environments exist, who may use
 them, and how a requirements.txt becomes a lock belong to the `environments` app, which
-registers its preparer here at startup.
+registers its catalogue here at startup (`software_catalogue_register`).
 """
 
 from __future__ import annotations

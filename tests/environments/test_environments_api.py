@@ -172,3 +172,21 @@ def test_a_test_build_is_a_job_of_the_owner_that_imports_the_environment(api, fa
     assert build.job.source["environment"]["reference"] == "tomli@1"
     assert str(build.job.public_id) == response.json()["job"]
     assert api.get(url).json()["state"] == "queued"
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [(b"--extra-index-url https://evil.example/simple\nnumpy\n",
+      "Line 1: --extra-index-url (another package index or source) is not accepted"),
+     (b"numpy\n" + b"# padding\n" * 8000, "larger than 64 KB"),
+     (b"\xff\xfe not text", "not UTF-8 text")],
+)  # fmt: skip
+def test_a_jobs_refused_requirements_file_is_a_400_naming_it(api, fake_bridge, text, message):
+    response = api.post(reverse("api:job-list"), {
+        "name": "j", "gpus": 0, "script": script_upload(),
+        "requirements": SimpleUploadedFile("requirements.txt", text),
+    }, format="multipart")  # fmt: skip
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert "requirements" in error["fields"] and message in error["message"]
+    assert not Job.objects.exists()
