@@ -32,7 +32,9 @@ class EnvironmentVersionSerializer(serializers.ModelSerializer):
         return [{"name": n, "version": v} for n, v in pinned_packages(version.lock)]
 
 
-class EnvironmentSerializer(serializers.ModelSerializer):
+# The fields an environment shows in a list and on its own (a comment, not a docstring:
+# drf-spectacular would copy a docstring into each schema component).
+class EnvironmentBaseSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(
         source="owner.username", allow_null=True, default=None,
         help_text="Who keeps it; null for a site environment.",
@@ -40,44 +42,32 @@ class EnvironmentSerializer(serializers.ModelSerializer):
     lab = serializers.CharField(
         source="lab.name", allow_null=True, default=None, help_text="For lab visibility: the lab."
     )
+
+    class Meta:
+        model = Environment
+        fields = ["name", "owner", "visibility", "lab", "kind", "description", "is_default"]
+        extra_kwargs = {
+            "name": {"help_text": "Its name; jobs use NAME or NAME@VERSION."},
+            "visibility": {"help_text": "Who may use it: private, lab or site."},
+            "kind": {"help_text": "packages (a lock) or container (an image)."},
+            "description": {"help_text": "What it is for."},
+            "is_default": {"help_text": "Used by jobs that name no environment."},
+            "created_at": {"help_text": "When it was made."},
+        }
+
+
+class EnvironmentSerializer(EnvironmentBaseSerializer):
     versions = EnvironmentVersionSerializer(many=True, help_text="Newest first.")
 
-    class Meta:
-        model = Environment
-        fields = ["name", "owner", "visibility", "lab", "kind", "description", "is_default",
-                  "created_at", "versions"]  # fmt: skip
-        extra_kwargs = {
-            "name": {"help_text": "Its name; jobs use NAME or NAME@VERSION."},
-            "visibility": {"help_text": "Who may use it: private, lab or site."},
-            "kind": {"help_text": "packages (a lock) or container (an image)."},
-            "description": {"help_text": "What it is for."},
-            "is_default": {"help_text": "Used by jobs that name no environment."},
-            "created_at": {"help_text": "When it was made."},
-        }
+    class Meta(EnvironmentBaseSerializer.Meta):
+        fields = [*EnvironmentBaseSerializer.Meta.fields, "created_at", "versions"]
 
 
-class EnvironmentSummarySerializer(serializers.ModelSerializer):
-    owner = serializers.CharField(
-        source="owner.username", allow_null=True, default=None,
-        help_text="Who keeps it; null for a site environment.",
-    )  # fmt: skip
-    lab = serializers.CharField(
-        source="lab.name", allow_null=True, default=None, help_text="For lab visibility: the lab."
-    )
+class EnvironmentSummarySerializer(EnvironmentBaseSerializer):
     latest = serializers.SerializerMethodField(help_text="NAME@VERSION of the newest version.")
 
-    class Meta:
-        model = Environment
-        fields = ["name", "owner", "visibility", "lab", "kind", "description", "is_default",
-                  "latest"]  # fmt: skip
-        extra_kwargs = {
-            "name": {"help_text": "Its name; jobs use NAME or NAME@VERSION."},
-            "visibility": {"help_text": "Who may use it: private, lab or site."},
-            "kind": {"help_text": "packages (a lock) or container (an image)."},
-            "description": {"help_text": "What it is for."},
-            "is_default": {"help_text": "Used by jobs that name no environment."},
-            "created_at": {"help_text": "When it was made."},
-        }
+    class Meta(EnvironmentBaseSerializer.Meta):
+        fields = [*EnvironmentBaseSerializer.Meta.fields, "latest"]
 
     def get_latest(self, environment: Environment) -> str | None:
         versions = sorted(environment.versions.all(), key=lambda v: -v.number)
