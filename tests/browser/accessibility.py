@@ -23,6 +23,9 @@ FAILING_IMPACTS = ("serious", "critical")
 _RUNNER = """
 (() => {
   if (window.top !== window) return;
+  // A text file or an image the browser shows in a document of its own making is not a
+  // page of the portal's.
+  if (document.contentType !== "text/html") return;
   const once = () => axe.run(document, {
       runOnly: {type: "tag", values: %(tags)s}, resultTypes: ["violations"],
       // No fetching of stylesheets: axe resolves an @import against the page, not the
