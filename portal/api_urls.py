@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from accounting import api as accounting_api
 from accounts import api as accounts_api
+from datasets.api import views as datasets_api
 from environments.api import views as environments_api
 from experiments.api import views as experiments_api
 from jobs.api import views as jobs_api
@@ -75,6 +76,13 @@ urlpatterns = [
         "environments/<str:name>/versions/<int:number>/build/",
         environments_api.EnvironmentBuildView.as_view(),
         name="environment-build",
+    ),
+    path("datasets/", datasets_api.DatasetListView.as_view(), name="dataset-list"),
+    path("datasets/<str:name>/", datasets_api.DatasetDetailView.as_view(), name="dataset-detail"),
+    path(
+        "dataset-imports/<uuid:public_id>/",
+        datasets_api.DatasetImportDetailView.as_view(),
+        name="dataset-import",
     ),
     path("match/", jobs_api.MatchView.as_view(), name="match"),
     path("pool/", jobs_api.PoolView.as_view(), name="pool"),

@@ -90,6 +90,7 @@ INSTALLED_APPS = [
     "jobs",
     "experiments",
     "environments",
+    "datasets",
     "accounting",
     "operations",
     "portal",
@@ -312,6 +313,18 @@ ENVIRONMENT_UV = env_str(
 )  # fmt: skip
 ENVIRONMENT_UV_CACHE_DIR = env_path("NIGHTSHIFT_UV_CACHE_DIR", VAR_DIR / "uv-cache")
 ENVIRONMENT_LOCK_TIMEOUT_S = env_int("NIGHTSHIFT_LOCK_TIMEOUT_S", 120, minimum=5)
+
+# -- Datasets ------------------------------------------------------------------------------
+# Each dataset version is kept once, as one content-addressed archive under this folder.
+DATASETS_DIR = env_path("NIGHTSHIFT_DATASETS_DIR", VAR_DIR / "datasets")
+DATASET_MAX_FILES = env_int("NIGHTSHIFT_DATASET_MAX_FILES", 200_000, minimum=1)
+DATASET_MAX_GB = env_float("NIGHTSHIFT_DATASET_MAX_GB", 200.0, minimum=0.001)
+# Folders on a shared file system that every workstation mounts at the same path; a dataset
+# may be registered from inside one of them (and is linked into jobs, never copied).
+DATASET_ROOTS = [Path(root) for root in env_list("NIGHTSHIFT_DATASET_ROOTS", [])]
+for _root in DATASET_ROOTS:
+    if not _root.is_absolute():
+        raise ImproperlyConfigured(f"NIGHTSHIFT_DATASET_ROOTS: {_root} is not an absolute path")
 
 # -- Jobs ----------------------------------------------------------------------------------
 JOBS_DIR = env_path("NIGHTSHIFT_JOBS_DIR", VAR_DIR / "jobs")

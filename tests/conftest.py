@@ -49,6 +49,13 @@ def script_upload(body: str = "print('hello')\n", name: str = "train.py") -> Sim
 
 
 @pytest.fixture(autouse=True)
+def datasets_in_tmp(settings, tmp_path):
+    """Datasets a test imports are kept in its own folder, never in the checkout's var/."""
+    settings.DATASETS_DIR = tmp_path / "datasets"
+    settings.DATASET_ROOTS = []
+
+
+@pytest.fixture(autouse=True)
 def no_drain_left_over():
     """Every test starts with a portal that accepts submissions: a drain one test left in
     the shared cache would refuse the next test's."""

@@ -1,0 +1,50 @@
+from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
+
+from .models import Dataset, DatasetImport, DatasetVersion
+
+
+class DatasetVersionInline(admin.TabularInline):
+    """Versions never change; new ones come from imports on the datasets page or the API,
+    where their files are checked and checksummed."""
+
+    model = DatasetVersion
+    extra = 0
+    can_delete = False
+    fields = ("number", "sha256", "size_bytes", "file_count", "source", "origin", "created_by",
+              "created_at")  # fmt: skip
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Dataset)
+class DatasetAdmin(admin.ModelAdmin):
+    list_display = ("name", "visibility", "owner", "lab", "created_at", "page")
+    list_filter = ("visibility",)
+    search_fields = ("name", "description", "owner__username")
+    list_select_related = ("owner", "lab")
+    fields = ("name", "description", "visibility", "lab", "owner")
+    readonly_fields = ("name", "owner")
+    inlines = [DatasetVersionInline]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # imported on the datasets page, where the files are checked
+
+    @admin.display(description="Preview")
+    def page(self, dataset: Dataset) -> str:
+        return format_html('<a href="{}">open</a>', reverse("datasets:detail", args=[dataset.pk]))
+
+
+@admin.register(DatasetImport)
+class DatasetImportAdmin(admin.ModelAdmin):
+    list_display = ("name", "owner", "source", "state", "created_at", "finished_at")
+    list_filter = ("state", "source")
+    search_fields = ("name", "owner__username", "origin")
+    list_select_related = ("owner",)
+    readonly_fields = [field.name for field in DatasetImport._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False

@@ -1,0 +1,114 @@
+"""/api/v1/datasets/: list, import (upload or shared path), show and delete."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.generics import GenericAPIView
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs.api.views import JobPagination, error_responses
+from labs.models import Lab
+from plumbing.api import ApiError, ErrorSerializer
+
+from .. import services
+from ..models import Dataset, DatasetImport
+from ..selectors import dataset_get_visible, dataset_list_visible_to, dataset_may_change
+from .serializers import (
+    DatasetImportInputSerializer,
+    DatasetImportSerializer,
+    DatasetSerializer,
+    DatasetSummarySerializer,
+)
+
+
+def dataset_or_404(request: Request, name: str) -> Dataset:
+    dataset = dataset_get_visible(request.user, name)
+    if dataset is None:
+        raise ApiError(f"No dataset called {name[:80]!r} that you may use.",
+                       code="not_found", status_code=404)  # fmt: skip
+    return dataset
+
+
+class DatasetListView(GenericAPIView):
+    serializer_class = DatasetSummarySerializer
+    pagination_class = JobPagination
+    queryset = Dataset.objects.none()
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return self.queryset
+        return dataset_list_visible_to(self.request.user).prefetch_related("versions")
+
+    @extend_schema(
+        summary="List the datasets you may use: yours, your labs' and the site's",
+        responses={200: DatasetSummarySerializer(many=True), **error_responses(401),
+                   404: OpenApiResponse(ErrorSerializer, description="A page past the end.")},
+    )  # fmt: skip
+    def get(self, request: Request) -> Response:
+        page = self.paginate_queryset(self.get_queryset())
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+    @extend_schema(
+        summary="Import a dataset, or a new version of one of yours",
+        description="An uploaded file (a .zip or .tar.gz of a folder, or one file), or a folder "
+        "on the shared file system. The files are checked, packed and checksummed in the "
+        "background: follow the import at /api/v1/dataset-imports/ID/. Nothing is visible "
+        "until it has succeeded; the same content as the latest version makes no new one.",
+        request={"multipart/form-data": DatasetImportInputSerializer,
+                 "application/json": DatasetImportInputSerializer},
+        responses={202: DatasetImportSerializer, **error_responses(400, 401)},
+    )  # fmt: skip
+    def post(self, request: Request) -> Response:
+        form = DatasetImportInputSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = dict(form.validated_data)
+        lab_name = data.pop("lab", "")
+        lab = Lab.objects.filter(name=lab_name).first() if lab_name else None
+        common = {"user": request.user, "name": data["name"], "visibility": data["visibility"],
+                  "description": data["description"], "lab": lab}  # fmt: skip
+        try:
+            if data.get("file"):
+                imported = services.dataset_import_from_upload(upload=data["file"], **common)
+            else:
+                imported = services.dataset_import_from_path(path=data["path"], **common)
+        except services.DatasetError as exc:
+            raise ApiError(exc.message, code="invalid", status_code=400, field=exc.field) from None
+        return Response(DatasetImportSerializer(imported).data, status=status.HTTP_202_ACCEPTED)
+
+
+class DatasetDetailView(APIView):
+    @extend_schema(
+        summary="A dataset with every version and its preview",
+        responses={200: DatasetSerializer, **error_responses(401, 404)},
+    )
+    def get(self, request: Request, name: str) -> Response:
+        return Response(DatasetSerializer(dataset_or_404(request, name)).data)
+
+    @extend_schema(
+        summary="Delete a dataset you own, with all its versions",
+        responses={204: None, **error_responses(401, 403, 404)},
+    )
+    def delete(self, request: Request, name: str) -> Response:
+        dataset = dataset_or_404(request, name)
+        if not dataset_may_change(request.user, dataset):
+            raise ApiError("Only its owner (or an administrator) may delete it.",
+                           code="forbidden", status_code=403)  # fmt: skip
+        services.dataset_delete(user=request.user, dataset=dataset)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class DatasetImportDetailView(APIView):
+    @extend_schema(
+        summary="How an import of yours is going",
+        responses={200: DatasetImportSerializer, **error_responses(401, 404)},
+    )
+    def get(self, request: Request, public_id) -> Response:
+        imported = DatasetImport.objects.filter(public_id=public_id, owner=request.user).first()
+        if imported is None:
+            raise ApiError("No such import of yours.", code="not_found", status_code=404)
+        return Response(DatasetImportSerializer(imported).data)

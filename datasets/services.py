@@ -1,0 +1,272 @@
+"""Datasets: imported (an upload, a shared path), checked, packed once, versioned, deleted."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import uuid
+from pathlib import Path, PurePosixPath
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.files.uploadedfile import UploadedFile
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from audit.services import audit_record
+from jobs.archives import ArchiveError, ArchiveLimits, extract_archive, is_archive
+from plumbing.tasks import enqueue
+
+from . import content, storage
+from .models import Dataset, DatasetImport, DatasetVersion
+
+logger = logging.getLogger(__name__)
+
+PROGRESS_EVERY_BYTES = 64 * 2**20
+
+
+class DatasetError(ValueError):
+    """A request about datasets that cannot be done; `field` names the input at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def limits() -> content.Limits:
+    return content.Limits(
+        max_files=settings.DATASET_MAX_FILES, max_bytes=int(settings.DATASET_MAX_GB * 2**30)
+    )
+
+
+def _checked_import(
+    *, user, name: str, visibility: str, lab, description: str, source: str, origin: str
+) -> DatasetImport:
+    existing = Dataset.objects.filter(owner=user, name=name).first()
+    if existing is None:
+        if visibility == Dataset.Visibility.SITE and not user.is_staff:
+            raise DatasetError("visibility", "Only administrators share datasets with everyone.")
+        if visibility == Dataset.Visibility.LAB and (
+            lab is None or not lab.members.filter(pk=user.pk).exists()
+        ):
+            raise DatasetError("lab", "Choose one of your labs to share it with.")
+    imported = DatasetImport(
+        owner=user, name=name, visibility=visibility, description=description[:500],
+        lab=lab if visibility == Dataset.Visibility.LAB else None, source=source, origin=origin,
+    )  # fmt: skip
+    try:
+        imported.full_clean(exclude=["owner", "lab", "version"])
+    except ValidationError as exc:
+        field, messages = next(iter(exc.message_dict.items()))
+        raise DatasetError(field, " ".join(messages)) from None
+    return imported
+
+
+def _upload_name(raw: str) -> str:
+    """The uploaded file's own name, without any folder a browser or a client sent."""
+    name = PurePosixPath(raw.replace("\\", "/")).name
+    if not content.NAME_PART.fullmatch(name) or name in (".", ".."):
+        raise DatasetError("file", "That file's name cannot be used; rename it.")
+    return name
+
+
+def dataset_import_from_upload(
+    *, user, name: str, upload: UploadedFile, visibility: str = Dataset.Visibility.PRIVATE,
+    lab=None, description: str = "",
+) -> DatasetImport:  # fmt: skip
+    """Keeps the upload aside and queues its check: a version appears once it has passed."""
+    filename = _upload_name(upload.name or "")
+    imported = _checked_import(
+        user=user, name=name, visibility=visibility, lab=lab, description=description,
+        source=DatasetVersion.Source.UPLOAD, origin=filename,
+    )  # fmt: skip
+    if upload.size > limits().max_bytes:
+        raise DatasetError("file", f"The file is larger than {settings.DATASET_MAX_GB:g} GB, "
+                           "the limit for a dataset.")  # fmt: skip
+    folder = storage.incoming_dir(imported.public_id) / "upload"
+    folder.mkdir(parents=True)
+    try:
+        with open(folder / filename, "xb") as out:
+            for chunk in upload.chunks():
+                out.write(chunk)
+        return _queue(imported, bytes_total=upload.size)
+    except BaseException:
+        shutil.rmtree(folder.parent, ignore_errors=True)
+        raise
+
+
+def _inside_allowed_roots(raw: str) -> Path:
+    if not settings.DATASET_ROOTS:
+        raise DatasetError("path", "This site has no shared file system for datasets.")
+    if not raw.startswith("/") or "\x00" in raw:
+        raise DatasetError("path", "Give an absolute path, such as /shared/data/imagenet.")
+    try:
+        resolved = Path(raw).resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise DatasetError("path", f"{raw} does not exist or cannot be read.") from None
+    for root in settings.DATASET_ROOTS:
+        root = root.resolve()
+        if resolved == root or root in resolved.parents:
+            return resolved
+    allowed = ", ".join(str(root) for root in settings.DATASET_ROOTS)
+    raise DatasetError("path", f"{raw} is outside the shared folders datasets may come from "
+                       f"({allowed}).")  # fmt: skip
+
+
+def dataset_import_from_path(
+    *, user, name: str, path: str, visibility: str = Dataset.Visibility.PRIVATE, lab=None,
+    description: str = "",
+) -> DatasetImport:  # fmt: skip
+    """Registers a folder on the shared file system: it is read and hashed once, never copied."""
+    resolved = _inside_allowed_roots(path)
+    if not resolved.is_dir():
+        raise DatasetError("path", f"{path} is not a folder.")
+    imported = _checked_import(
+        user=user, name=name, visibility=visibility, lab=lab, description=description,
+        source=DatasetVersion.Source.PATH, origin=str(resolved),
+    )  # fmt: skip
+    return _queue(imported)
+
+
+def _queue(imported: DatasetImport, *, bytes_total: int | None = None) -> DatasetImport:
+    imported.bytes_total = bytes_total
+    with transaction.atomic():
+        imported.save()
+        audit_record(action="dataset.import.start", actor=imported.owner, target=imported,
+                     detail=f"{imported.source} {imported.origin}")  # fmt: skip
+        pk = imported.pk
+        transaction.on_commit(lambda: dataset_enqueue_import(pk))
+    return imported
+
+
+def dataset_enqueue_import(import_pk: int) -> None:
+    enqueue("datasets.tasks.import_dataset", import_pk)
+
+
+def _materialise(imported: DatasetImport, work: Path) -> Path:
+    """The folder whose files become the version."""
+    if imported.source == DatasetVersion.Source.PATH:
+        return _inside_allowed_roots(imported.origin)
+    upload = work / "upload" / imported.origin
+    tree = work / "tree"
+    tree.mkdir()
+    if is_archive(upload.name):
+        checked = limits()
+        try:
+            extract_archive(upload, tree, ArchiveLimits(checked.max_files, checked.max_bytes))
+        except ArchiveError as exc:
+            raise content.DatasetContentError(str(exc)) from None
+        upload.unlink()
+    else:
+        os.replace(upload, tree / upload.name)
+    return tree
+
+
+def dataset_import_run(import_pk: int) -> DatasetImport:
+    """Checks, packs and hashes an import's files, then makes the version (or finds that the
+    dataset's latest version already has exactly this content)."""
+    with transaction.atomic():
+        imported = DatasetImport.objects.select_for_update().get(pk=import_pk)
+        if imported.state != DatasetImport.State.WAITING:
+            return imported
+        imported.state = DatasetImport.State.RUNNING
+        imported.save(update_fields=["state"])
+    work = storage.incoming_dir(imported.public_id)
+    work.mkdir(parents=True, exist_ok=True)
+    partial = settings.DATASETS_DIR / "objects" / f".partial-{uuid.uuid4().hex}.tar"
+    try:
+        tree = _materialise(imported, work)
+        files = content.dataset_files(tree, limits())
+        total = sum(file.size for file in files)
+        DatasetImport.objects.filter(pk=imported.pk).update(bytes_total=total, bytes_done=0)
+        digest = _pack(imported, tree, files, partial, total)
+        summary = content.preview(tree, files, storage.thumbnails_dir(digest.sha256))
+        _finish(imported, digest, summary)
+    except (content.DatasetContentError, DatasetError) as exc:
+        _fail(imported, str(exc))
+    except OSError as exc:
+        logger.exception("dataset import %s failed", imported.public_id)
+        _fail(imported, f"The files could not be read or stored ({exc.strerror or exc}).")
+    finally:
+        partial.unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+    imported.refresh_from_db()
+    return imported
+
+
+def _pack(imported: DatasetImport, tree: Path, files, partial: Path, total: int):
+    last = [0]
+
+    def progress(done: int) -> None:
+        if done - last[0] >= PROGRESS_EVERY_BYTES or done == total:
+            last[0] = done
+            DatasetImport.objects.filter(pk=imported.pk).update(bytes_done=done)
+
+    if imported.source == DatasetVersion.Source.PATH:
+        return content.pack(tree, files, None, progress)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    with open(partial, "xb") as out:
+        digest = content.pack(tree, files, out, progress)
+        out.flush()
+        os.fsync(out.fileno())
+    final = storage.archive_path(digest.sha256)
+    if final.exists():  # the same content is stored already (another dataset, or a re-upload)
+        partial.unlink()
+    else:
+        os.chmod(partial, 0o644)
+        os.replace(partial, final)
+    return digest
+
+
+def _finish(imported: DatasetImport, digest: content.Digest, summary: dict) -> None:
+    with transaction.atomic():
+        dataset, created = Dataset.objects.select_for_update().get_or_create(
+            owner=imported.owner, name=imported.name,
+            defaults={"visibility": imported.visibility, "lab": imported.lab,
+                      "description": imported.description},
+        )  # fmt: skip
+        latest = dataset.latest_version
+        if latest is not None and latest.sha256 == digest.sha256:
+            version, message = latest, f"The content is the same as version {latest.number}."
+        else:
+            number = (dataset.versions.aggregate(n=Max("number"))["n"] or 0) + 1
+            version = DatasetVersion.objects.create(
+                dataset=dataset, number=number, sha256=digest.sha256,
+                size_bytes=digest.size_bytes, file_count=digest.file_count,
+                source=imported.source, origin=imported.origin,
+                shared_path=imported.origin if imported.source == DatasetVersion.Source.PATH
+                else "",
+                preview=summary, created_by=imported.owner,
+            )  # fmt: skip
+            message = f"Version {number}: {digest.file_count:,} files, sha256 {digest.sha256}."
+            audit_record(action="dataset.version.create", actor=imported.owner, target=dataset,
+                         detail=f"{version.reference} sha256:{digest.sha256}")  # fmt: skip
+        DatasetImport.objects.filter(pk=imported.pk).update(
+            state=DatasetImport.State.DONE, version=version, message=message,
+            finished_at=timezone.now(),
+        )  # fmt: skip
+
+
+def _fail(imported: DatasetImport, message: str) -> None:
+    DatasetImport.objects.filter(pk=imported.pk).update(
+        state=DatasetImport.State.FAILED, message=message, finished_at=timezone.now()
+    )
+    audit_record(action="dataset.import.fail", actor=imported.owner, target=imported,
+                 detail=message[:500])  # fmt: skip
+
+
+def dataset_delete(*, user, dataset: Dataset) -> None:
+    """The dataset and its versions; stored content no other version holds is removed."""
+    hashes = set(dataset.versions.values_list("sha256", flat=True))
+    with transaction.atomic():
+        audit_record(action="dataset.delete", actor=user, target=dataset, detail=dataset.name)
+        dataset.delete()
+        still_used = set(
+            DatasetVersion.objects.filter(sha256__in=hashes).values_list("sha256", flat=True)
+        )
+    for sha256 in hashes - still_used:
+        storage.archive_path(sha256).unlink(missing_ok=True)
+        shutil.rmtree(storage.thumbnails_dir(sha256), ignore_errors=True)
