@@ -454,6 +454,9 @@ SPECTACULAR_SETTINGS = {
         "SweepKindEnum": "experiments.models.Sweep.Kind",
         "EnvironmentKindEnum": "environments.models.Environment.Kind",
         "EnvironmentVisibilityEnum": "environments.models.Environment.Visibility",
+        "DatasetVisibilityEnum": "datasets.models.Dataset.Visibility",
+        "DatasetSourceEnum": "datasets.models.DatasetVersion.Source",
+        "DatasetImportStateEnum": "datasets.models.DatasetImport.State",
     },
 }
 

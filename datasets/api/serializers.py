@@ -73,8 +73,15 @@ class DatasetImportSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "source", "origin", "state", "message", "bytes_done",
                   "bytes_total", "percent", "version", "created_at", "finished_at"]  # fmt: skip
         extra_kwargs = {
+            "name": {"help_text": "The dataset it makes, or adds a version to."},
+            "source": {"help_text": "upload, path (a shared file system) or url."},
+            "origin": {"help_text": "The uploaded file's name, the path or the URL."},
             "state": {"help_text": "waiting, running, done or failed."},
             "message": {"help_text": "Why it failed, or what it made."},
+            "bytes_done": {"help_text": "Bytes read and checksummed so far."},
+            "bytes_total": {"help_text": "Bytes to read, once known."},
+            "created_at": {"help_text": "When it was asked for."},
+            "finished_at": {"help_text": "When it ended, done or failed."},
         }
 
 
@@ -84,10 +91,11 @@ class DatasetImportInputSerializer(serializers.Serializer):
         help_text="The dataset's name; one of yours gets a new version.",
     )  # fmt: skip
     description = serializers.CharField(required=False, default="", max_length=500,
-                                        allow_blank=True)  # fmt: skip
+                                        allow_blank=True, help_text="What is in it.")  # fmt: skip
     visibility = serializers.ChoiceField(
-        choices=Dataset.Visibility.choices, default=Dataset.Visibility.PRIVATE
-    )
+        choices=Dataset.Visibility.choices, default=Dataset.Visibility.PRIVATE,
+        help_text="Who may use it: private, lab or site (site: administrators only).",
+    )  # fmt: skip
     lab = serializers.CharField(required=False, default="", allow_blank=True, max_length=100,
                                 help_text="For lab visibility: the lab's name.")  # fmt: skip
     file = serializers.FileField(

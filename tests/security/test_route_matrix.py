@@ -24,10 +24,12 @@ from django.utils.http import urlsafe_base64_encode
 
 from accounts.models import Registration
 from accounts.services import token_create
+from datasets import services as dataset_services
 from environments.services import environment_create
 from experiments import sweeps
 from jobs import specs, submission, sync
 from tests.conftest import client_with_token, script_upload
+from tests.datasets.files import SAMPLE, upload, zip_of
 from tests.factories import LabFactory, MembershipFactory, UserFactory
 
 pytestmark = pytest.mark.django_db
@@ -147,6 +149,19 @@ TABLE = {
     "api:environment-versions": [("post", (401, 404, 404, 400, 404, 400))],
     "api:environment-lock": [("get", (401, 404, 404, 200, 404, 200))],
     "api:environment-build": [("post", (401, 404, 404, 202, 404, 202))],
+    # The owner's private dataset; an import is its owner's alone (done: on to the dataset).
+    "datasets:list": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    "datasets:new": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    "datasets:import": [("get", (LOGIN, 404, 404, 302, 404, 404))],
+    "datasets:detail": [("get", (LOGIN, 404, 404, 200, 404, 200))],
+    "datasets:thumbnail": [("get", (LOGIN, 404, 404, 200, 404, 200))],
+    "datasets:delete": [("post", (LOGIN, 404, 404, 302, 404, 302))],
+    # An empty import: refused as invalid.
+    "api:dataset-list": [("get", (401, 200, 200, 200, 200, 200)),
+                         ("post", (401, 400, 400, 400, 400, 400))],
+    "api:dataset-detail": [("get", (401, 404, 404, 200, 404, 200)),
+                           ("delete", (401, 404, 404, 204, 404, 204))],
+    "api:dataset-import": [("get", (401, 404, 404, 200, 404, 404))],
 }
 # fmt: on
 
@@ -161,6 +176,7 @@ class World:
     membership_id: int
     registration_id: int
     environment: object
+    dataset_import: object
 
 
 @pytest.fixture
@@ -189,12 +205,17 @@ def world(fake_bridge):
         plan=sweeps.SweepPlan.from_json({"grid": {"lr": [1, 2]}}), script=script_upload(),
     )  # fmt: skip
     environment = environment_create(user=owner, name="owner-env", requirements="tomli-w==1.2.0")
+    started = dataset_services.dataset_import_from_upload(
+        user=owner, name="owner-data", upload=upload(zip_of(SAMPLE))
+    )
+    dataset_import = dataset_services.dataset_import_run(started.pk)
     applicant = UserFactory(username="applicant")
     registration = Registration.objects.create(user=applicant, lab=vision)
     return World(
         users=users, job=job, sweep=sweep,
         token_id=token_create(user=owner, name="laptop").token.pk, lab_id=vision.pk,
         membership_id=membership.pk, registration_id=registration.pk, environment=environment,
+        dataset_import=dataset_import,
     )  # fmt: skip
 
 
@@ -225,6 +246,10 @@ def url_of(key, pattern, name, world):
         return "/" + re.sub(r"\^\(\?P<path>.*\)\$$", "nothing-here/", pattern)
     if name and "sweep" in name:
         values["public_id"] = world.sweep.public_id
+    if name and ("datasets:" in name or "api:dataset" in name):
+        dataset = world.dataset_import.version.dataset
+        values.update(pk=dataset.pk, name=dataset.name, public_id=world.dataset_import.public_id,
+                      index=0)  # fmt: skip
     wanted = re.findall(r"<(?:\w+:)?(\w+)>", pattern)
     return reverse(name, kwargs={param: values[param] for param in wanted})
 
