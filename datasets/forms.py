@@ -26,6 +26,15 @@ class DatasetForm(forms.Form):
         label="Files", required=False,
         help_text="A .zip or .tar.gz of a folder (unpacked and checked), or a single file.",
     )  # fmt: skip
+    url = forms.URLField(
+        label="…or an https URL", required=False, max_length=2000, assume_scheme="https",
+        help_text="Fetched once by the portal and checksummed: a file, or a .zip or .tar.gz.",
+    )  # fmt: skip
+    sha256 = forms.RegexField(
+        label="Its SHA-256 (optional)", required=False, regex=r"^\s*[0-9a-fA-F]{64}\s*$",
+        error_messages={"invalid": "A SHA-256 is 64 hexadecimal digits."},
+        help_text="If the URL's publisher gives one: a download that differs is refused.",
+    )  # fmt: skip
     path = forms.CharField(
         label="…or a folder on the shared file system", required=False, max_length=1000,
         help_text="Read and checksummed once, then linked into jobs, never copied.",
@@ -46,7 +55,8 @@ class DatasetForm(forms.Form):
 
     def clean(self) -> dict:
         data = super().clean()
-        if bool(data.get("file")) == bool(data.get("path")):
-            field = "file" if "path" not in self.fields else None
-            self.add_error(field, "Upload a file, or give a shared folder (one of the two).")
+        given = [key for key in ("file", "url", "path") if data.get(key)]
+        if len(given) != 1 and not self.errors:
+            ways = "a file, an https URL" + (" or a shared folder" if "path" in self.fields else "")
+            self.add_error(None, f"Give one of {ways}.")
         return data

@@ -120,6 +120,8 @@ class DatasetImport(models.Model):
     description = models.CharField(max_length=500, blank=True)
     source = models.CharField(max_length=10, choices=DatasetVersion.Source.choices)
     origin = models.CharField(max_length=2000)
+    # For a URL: the SHA-256 the fetched file must have, when the user gave one.
+    expected_sha256 = models.CharField(max_length=64, blank=True)
     state = models.CharField(max_length=10, choices=State.choices, default=State.WAITING)
     message = models.TextField(blank=True)
     bytes_done = models.BigIntegerField(default=0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import uuid
 from pathlib import Path, PurePosixPath
@@ -19,7 +20,7 @@ from audit.services import audit_record
 from jobs.archives import ArchiveError, ArchiveLimits, extract_archive, is_archive
 from plumbing.tasks import enqueue
 
-from . import content, storage
+from . import content, fetching, storage
 from .models import Dataset, DatasetImport, DatasetVersion
 
 logger = logging.getLogger(__name__)
@@ -146,11 +147,66 @@ def dataset_enqueue_import(import_pk: int) -> None:
     enqueue("datasets.tasks.import_dataset", import_pk)
 
 
+def dataset_import_from_url(
+    *, user, name: str, url: str, sha256: str = "",
+    visibility: str = Dataset.Visibility.PRIVATE, lab=None, description: str = "",
+) -> DatasetImport:  # fmt: skip
+    """Queues a download by the portal: the address is checked when it is fetched, and the
+    file, when `sha256` is given, must have that SHA-256."""
+    try:
+        url = fetching.checked_url(url)
+    except fetching.FetchError as exc:
+        raise DatasetError("url", str(exc)) from None
+    sha256 = sha256.strip().lower()
+    if sha256 and not re.fullmatch(r"[0-9a-f]{64}", sha256):
+        raise DatasetError("sha256", "A SHA-256 is 64 hexadecimal digits.")
+    imported = _checked_import(
+        user=user, name=name, visibility=visibility, lab=lab, description=description,
+        source=DatasetVersion.Source.URL, origin=url,
+    )  # fmt: skip
+    imported.expected_sha256 = sha256
+    return _queue(imported)
+
+
+def _fetched(imported: DatasetImport, work: Path) -> Path:
+    last = [-PROGRESS_EVERY_BYTES]
+
+    def progress(done: int, total: int | None) -> None:
+        if done - last[0] >= PROGRESS_EVERY_BYTES or done == total:
+            last[0] = done
+            DatasetImport.objects.filter(pk=imported.pk).update(bytes_done=done, bytes_total=total)
+
+    try:
+        fetched = fetching.fetch(imported.origin, work / "download", max_bytes=limits().max_bytes,
+                                 progress=progress)  # fmt: skip
+    except fetching.FetchError as exc:
+        raise content.DatasetContentError(str(exc)) from None
+    if imported.expected_sha256 and fetched.sha256 != imported.expected_sha256:
+        raise content.DatasetContentError(
+            f"Checksum mismatch: the file's SHA-256 is {fetched.sha256}, not the "
+            f"{imported.expected_sha256} given. Nothing was kept."
+        )
+    named = work / "upload" / _safe_download_name(fetched.path.name)
+    named.parent.mkdir()
+    os.replace(fetched.path, named)
+    return named
+
+
+def _safe_download_name(name: str) -> str:
+    try:
+        return _upload_name(name)
+    except DatasetError:
+        return "download"
+
+
 def _materialise(imported: DatasetImport, work: Path) -> Path:
     """The folder whose files become the version."""
     if imported.source == DatasetVersion.Source.PATH:
         return _inside_allowed_roots(imported.origin)
-    upload = work / "upload" / imported.origin
+    if imported.source == DatasetVersion.Source.URL:
+        upload = _fetched(imported, work)
+    else:
+        upload = work / "upload" / imported.origin
     tree = work / "tree"
     tree.mkdir()
     if is_archive(upload.name):

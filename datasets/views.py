@@ -38,6 +38,10 @@ def dataset_new(request: HttpRequest) -> HttpResponse:
         try:
             if data.get("file"):
                 imported = services.dataset_import_from_upload(upload=data["file"], **common)
+            elif data.get("url"):
+                imported = services.dataset_import_from_url(
+                    url=data["url"], sha256=data.get("sha256") or "", **common
+                )
             else:
                 imported = services.dataset_import_from_path(path=data["path"], **common)
         except services.DatasetError as exc:

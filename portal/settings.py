@@ -322,6 +322,9 @@ DATASET_MAX_GB = env_float("NIGHTSHIFT_DATASET_MAX_GB", 200.0, minimum=0.001)
 # Folders on a shared file system that every workstation mounts at the same path; a dataset
 # may be registered from inside one of them (and is linked into jobs, never copied).
 DATASET_ROOTS = [Path(root) for root in env_list("NIGHTSHIFT_DATASET_ROOTS", [])]
+# Networks a dataset URL may point into beyond the public internet (a campus file server,
+# say); plain http:// is accepted only for these. Empty: public addresses, over https, only.
+DATASET_URL_ALLOW = env_networks("NIGHTSHIFT_DATASET_URL_ALLOW", [])
 for _root in DATASET_ROOTS:
     if not _root.is_absolute():
         raise ImproperlyConfigured(f"NIGHTSHIFT_DATASET_ROOTS: {_root} is not an absolute path")

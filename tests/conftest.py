@@ -53,6 +53,7 @@ def datasets_in_tmp(settings, tmp_path):
     """Datasets a test imports are kept in its own folder, never in the checkout's var/."""
     settings.DATASETS_DIR = tmp_path / "datasets"
     settings.DATASET_ROOTS = []
+    settings.DATASET_URL_ALLOW = []
 
 
 @pytest.fixture(autouse=True)

@@ -101,6 +101,14 @@ class DatasetImportInputSerializer(serializers.Serializer):
     file = serializers.FileField(
         required=False, help_text="A .zip or .tar.gz of a folder, or a single file."
     )
+    url = serializers.CharField(
+        required=False, max_length=2000,
+        help_text="Instead of a file: an https URL the portal fetches once and checksums.",
+    )  # fmt: skip
+    sha256 = serializers.RegexField(
+        r"^[0-9a-fA-F]{64}$", required=False, default="",
+        help_text="With url: the SHA-256 the fetched file must have.",
+    )  # fmt: skip
     path = serializers.CharField(
         required=False, max_length=1000,
         help_text="Instead of a file: a folder on the shared file system, inside the roots "
@@ -108,6 +116,6 @@ class DatasetImportInputSerializer(serializers.Serializer):
     )  # fmt: skip
 
     def validate(self, data: dict) -> dict:
-        if bool(data.get("file")) == bool(data.get("path")):
-            raise serializers.ValidationError("Send a file, or a shared folder's path (one).")
+        if len([key for key in ("file", "url", "path") if data.get(key)]) != 1:
+            raise serializers.ValidationError("Send one of a file, a url or a shared path.")
         return data

@@ -55,10 +55,11 @@ class DatasetListView(GenericAPIView):
 
     @extend_schema(
         summary="Import a dataset, or a new version of one of yours",
-        description="An uploaded file (a .zip or .tar.gz of a folder, or one file), or a folder "
-        "on the shared file system. The files are checked, packed and checksummed in the "
-        "background: follow the import at /api/v1/dataset-imports/ID/. Nothing is visible "
-        "until it has succeeded; the same content as the latest version makes no new one.",
+        description="An uploaded file (a .zip or .tar.gz of a folder, or one file), an https "
+        "URL the portal fetches, or a folder on the shared file system. The files are checked, "
+        "packed and checksummed in the background: follow the import at "
+        "/api/v1/dataset-imports/ID/. Nothing is visible until it has succeeded; the same "
+        "content as the latest version makes no new one.",
         request={"multipart/form-data": DatasetImportInputSerializer,
                  "application/json": DatasetImportInputSerializer},
         responses={202: DatasetImportSerializer, **error_responses(400, 401)},
@@ -74,6 +75,10 @@ class DatasetListView(GenericAPIView):
         try:
             if data.get("file"):
                 imported = services.dataset_import_from_upload(upload=data["file"], **common)
+            elif data.get("url"):
+                imported = services.dataset_import_from_url(
+                    url=data["url"], sha256=data.get("sha256", ""), **common
+                )
             else:
                 imported = services.dataset_import_from_path(path=data["path"], **common)
         except services.DatasetError as exc:
