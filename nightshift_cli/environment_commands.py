@@ -93,7 +93,7 @@ def env_show(obj: Context, reference: str, lock_only: bool, as_json: bool) -> No
     if lock_only:
         click.echo(version["lock"], nl=False)
         return
-    out.print(f"[bold]{environment['name']}[/bold] ({environment['visibility']}): "
+    out.print(f"{environment['name']} ({environment['visibility']}): "
               f"{environment['description'] or 'no description'}")  # fmt: skip
     out.print(f"Versions: {', '.join(str(v['number']) for v in versions)}; showing "
               f"{version['reference']}")  # fmt: skip

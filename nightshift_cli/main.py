@@ -41,6 +41,7 @@ from .common import (
     wait_until_final,
     when_text,
 )
+from .data_commands import data
 from .environment_commands import env
 from .experiment_commands import matrix, study, sweep, sweeps
 
@@ -490,7 +491,7 @@ def report(obj: Context, period: str | None, month: str | None, start: str | Non
     out.print(grid)
 
 
-for command in (sweep, matrix, study, sweeps, env):
+for command in (sweep, matrix, study, sweeps, env, data):
     cli.add_command(command)
 
 

@@ -80,6 +80,11 @@ urlpatterns = [
     path("datasets/", datasets_api.DatasetListView.as_view(), name="dataset-list"),
     path("datasets/<str:name>/", datasets_api.DatasetDetailView.as_view(), name="dataset-detail"),
     path(
+        "datasets/<str:name>/versions/<int:number>/archive.tar",
+        datasets_api.DatasetArchiveView.as_view(),
+        name="dataset-archive",
+    ),
+    path(
         "dataset-imports/<uuid:public_id>/",
         datasets_api.DatasetImportDetailView.as_view(),
         name="dataset-import",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.http import FileResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
@@ -14,7 +15,7 @@ from jobs.api.views import JobPagination, error_responses
 from labs.models import Lab
 from plumbing.api import ApiError, ErrorSerializer
 
-from .. import services
+from .. import services, storage
 from ..models import Dataset, DatasetImport
 from ..selectors import dataset_get_visible, dataset_list_visible_to, dataset_may_change
 from .serializers import (
@@ -105,6 +106,30 @@ class DatasetDetailView(APIView):
                            code="forbidden", status_code=403)  # fmt: skip
         services.dataset_delete(user=request.user, dataset=dataset)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class DatasetArchiveView(APIView):
+    @extend_schema(
+        summary="A version's files as its canonical archive (an uncompressed tar)",
+        description="The archive's SHA-256 is the version's. A version registered from a "
+        "shared folder is not kept by the portal: read it where it is.",
+        responses={(200, "application/x-tar"): bytes, **error_responses(401, 404, 409)},
+    )  # fmt: skip
+    def get(self, request: Request, name: str, number: int) -> FileResponse:
+        dataset = dataset_or_404(request, name)
+        version = dataset.versions.filter(number=number).first()
+        if version is None:
+            raise ApiError(f"{dataset.name} has no version {number}.", code="not_found",
+                           status_code=404)  # fmt: skip
+        if version.is_shared_path:
+            raise ApiError(f"{version.reference} is on the shared file system at "
+                           f"{version.shared_path}; read it there.", code="conflict",
+                           status_code=409)  # fmt: skip
+        response = FileResponse(open(storage.archive_path(version.sha256), "rb"),  # noqa: SIM115 - FileResponse closes it
+                                as_attachment=True, content_type="application/x-tar",
+                                filename=f"{dataset.name}-{number}.tar")  # fmt: skip
+        response["X-Checksum-Sha256"] = version.sha256
+        return response
 
 
 class DatasetImportDetailView(APIView):

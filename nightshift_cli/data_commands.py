@@ -1,0 +1,198 @@
+"""nightshift data: datasets (push, pull, list, show, rm)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import tarfile
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from urllib.parse import quote
+
+import click
+from rich.table import Table
+
+from .common import (
+    EPILOG,
+    Context,
+    archive_folder,
+    err,
+    out,
+    pass_context,
+    print_json,
+    progress_file,
+    transfer_progress,
+)
+
+POLL_S = 1.0
+
+
+def _path(name: str, *rest: str) -> str:
+    return "/datasets/" + "/".join([quote(name, safe=""), *rest]) + "/"
+
+
+def _split(reference: str) -> tuple[str, int | None]:
+    name, _, number = reference.partition("@")
+    if number and not number.isdigit():
+        raise click.BadParameter(f"{number!r} is not a version number (NAME@3).")
+    return name, int(number) if number else None
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if count < 1024 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} TB"
+
+
+@click.group(epilog=EPILOG)
+def data() -> None:
+    """Datasets: uploaded or registered once, used by name in any job."""
+
+
+@data.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
+@pass_context
+def data_list(obj: Context, as_json: bool) -> None:
+    """The datasets you may use: yours, your labs' and the site's."""
+    datasets = obj.client.get("/datasets/", page_size=200)["results"]
+    if as_json:
+        print_json(datasets)
+        return
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("NAME", "LATEST", "FILES", "SIZE", "FOR", "OWNER", "DESCRIPTION"):
+        table.add_column(column)
+    for d in datasets:
+        latest = d["latest_version"] or {}
+        table.add_row(d["name"], latest.get("reference", "-"), str(latest.get("file_count", "-")),
+                      _size(latest["size_bytes"]) if latest else "-",
+                      d["visibility"] + (f" ({d['lab']})" if d["lab"] else ""), d["owner"],
+                      d["description"] or "")  # fmt: skip
+    out.print(table)
+
+
+@data.command("show")
+@click.argument("reference", metavar="NAME[@VERSION]")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
+@pass_context
+def data_show(obj: Context, reference: str, as_json: bool) -> None:
+    """A dataset's versions, and the files and first rows of one (the latest, or @VERSION)."""
+    name, number = _split(reference)
+    dataset = obj.client.get(_path(name))
+    version = _version(dataset, number)
+    if as_json:
+        print_json(dataset)
+        return
+    out.print(f"{dataset['name']} ({dataset['visibility']}, {dataset['owner']}): "
+              f"{dataset['description'] or 'no description'}")  # fmt: skip
+    out.print(f"Versions: {', '.join(str(v['number']) for v in dataset['versions'])}; showing "
+              f"{version['reference']}")  # fmt: skip
+    out.print(f"{version['file_count']} files, {_size(version['size_bytes'])}, sha256 "
+              f"{version['sha256']}")  # fmt: skip
+    if version["shared_path"]:
+        out.print(f"On the shared file system at {version['shared_path']}")
+    preview = version["preview"]
+    for file in preview.get("files", [])[:20]:
+        out.print(f"  {file['path']}  {_size(file['size'])}")
+    more = len(preview.get("files", [])) - 20 + preview.get("more_files", 0)
+    if more > 0:
+        out.print(f"  … and {more} more")
+    for table in preview.get("tables", []):
+        out.print(f"{table['path']}, the first rows:")
+        for row in table["rows"]:
+            out.print("  " + " | ".join(row))
+
+
+def _version(dataset: dict, number: int | None) -> dict:
+    chosen = [v for v in dataset["versions"] if number is None or v["number"] == number][:1]
+    if not chosen:
+        raise click.ClickException(f"{dataset['name']} has no version {number}.")
+    return chosen[0]
+
+
+@data.command("push", epilog=EPILOG)
+@click.argument("source", type=click.Path(exists=True, path_type=Path))
+@click.option("--name", required=True, help="The dataset's name (one of yours: a new version).")
+@click.option("--description", default="", help="What is in it, in a sentence.")
+@click.option("--share", type=click.Choice(["private", "lab", "site"]), default="private",
+              show_default=True, help="Who may use it (site: administrators only).")  # fmt: skip
+@click.option("--lab", help="With --share lab: the lab to share it with.")
+@click.option("--no-wait", is_flag=True, help="Return once uploaded, before it is checked.")
+@pass_context
+def data_push(obj: Context, source: Path, name: str, description: str, share: str,
+              lab: str | None, no_wait: bool) -> None:  # fmt: skip
+    """Upload a folder (archived on the way), an archive or a file as a dataset."""
+    fields = {"name": name, "description": description, "visibility": share, "lab": lab or ""}
+    with ExitStack() as stack:
+        upload = archive_folder(source, stack) if source.is_dir() else source
+        files = {"file": progress_file(upload, stack, label=f"Uploading {source.name}")}
+        started = obj.client.upload("/datasets/", fields, files)
+    out.print(f"Uploaded; checking and checksumming it (import {started['id']}).")
+    if no_wait:
+        return
+    done = _wait(obj, started)
+    if done["state"] == "failed":
+        err.print(f"The import failed: {done['message']}")
+        raise SystemExit(1)
+    out.print(f"{done['version']}: {done['message']}")
+
+
+def _wait(obj: Context, started: dict) -> dict:
+    path = f"/dataset-imports/{started['id']}/"
+    current = started
+    while current["state"] not in ("done", "failed"):
+        time.sleep(POLL_S)
+        current = obj.client.get(path)
+    return current
+
+
+@data.command("pull")
+@click.argument("reference", metavar="NAME[@VERSION]")
+@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
+              help="The folder to unpack into (default: ./NAME).")  # fmt: skip
+@pass_context
+def data_pull(obj: Context, reference: str, output: Path | None) -> None:
+    """Download a version and unpack it, after checking its SHA-256."""
+    name, number = _split(reference)
+    version = _version(obj.client.get(_path(name)), number)
+    target = output or Path(name)
+    if target.exists() and any(target.iterdir()):
+        raise click.ClickException(f"{target} exists and is not empty.")
+    with tempfile.TemporaryDirectory(prefix="nightshift-") as temporary:
+        archive = Path(temporary) / "dataset.tar"
+        digest = hashlib.sha256()
+        path = _path(name, "versions", str(version["number"]), "archive.tar").rstrip("/")
+        with open(archive, "wb") as sink, transfer_progress() as progress:
+            for total, chunks in obj.client.stream(path):
+                task = progress.add_task(f"Downloading {version['reference']}", total=total)
+                for chunk in chunks:
+                    digest.update(chunk)
+                    sink.write(chunk)
+                    progress.advance(task, len(chunk))
+        if digest.hexdigest() != version["sha256"]:
+            raise click.ClickException(f"The download's SHA-256 is {digest.hexdigest()}, not "
+                                       f"{version['sha256']}: nothing was unpacked.")  # fmt: skip
+        partial = Path(temporary) / "unpacked"
+        with tarfile.open(archive) as tar:
+            tar.extractall(partial, filter="data")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            target.rmdir()
+        shutil.move(str(partial), target)
+    out.print(f"{version['reference']}: {version['file_count']} files in {target}/ "
+              f"(sha256 checked).")  # fmt: skip
+
+
+@data.command("rm")
+@click.argument("name")
+@click.option("--yes", is_flag=True, help="Do not ask.")
+@pass_context
+def data_rm(obj: Context, name: str, yes: bool) -> None:
+    """Delete a dataset you own, with all its versions."""
+    if not yes:
+        click.confirm(f"Delete {name} and all its versions?", abort=True)
+    obj.client.delete(_path(name))
+    out.print(f"Deleted {name}.")
