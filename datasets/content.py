@@ -125,18 +125,27 @@ def pack(
     """Writes the canonical archive of `files` to `out` (None: only hashes it). A file that
     changes size while it is read is an error: the version would not be what was checked."""
     writer = _HashingWriter(out)
-    done = 0
+    counted = _Counter(progress)
     with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as archive:
         for file in files:
             source = root / file.path
             with open(source, "rb", opener=_no_follow) as data:
                 if os.fstat(data.fileno()).st_size != file.size:
                     raise DatasetContentError(f"{file.path}: changed while it was being read.")
-                archive.addfile(_tar_info(file.path, file.size), _Exactly(data, file.path))
-            done += file.size
-            if progress is not None:
-                progress(done)
+                archive.addfile(_tar_info(file.path, file.size), _Exactly(data, file.path, counted))
     return Digest(writer.digest.hexdigest(), sum(f.size for f in files), len(files))
+
+
+class _Counter:
+    """Bytes read so far, told to `progress` as they go (large files included)."""
+
+    def __init__(self, progress: Callable[[int], None] | None) -> None:
+        self.done, self.progress = 0, progress
+
+    def add(self, count: int) -> None:
+        self.done += count
+        if self.progress is not None:
+            self.progress(self.done)
 
 
 def _no_follow(path: str, flags: int) -> int:
@@ -146,13 +155,14 @@ def _no_follow(path: str, flags: int) -> int:
 class _Exactly(io.RawIOBase):
     """A file that must give exactly the bytes it was measured to have."""
 
-    def __init__(self, data: IO[bytes], name: str) -> None:
-        self.data, self.name = data, name
+    def __init__(self, data: IO[bytes], name: str, counter: _Counter) -> None:
+        self.data, self.name, self.counter = data, name, counter
 
     def read(self, size: int = -1) -> bytes:
         chunk = self.data.read(size)
         if size and size > 0 and len(chunk) < size:
             raise DatasetContentError(f"{self.name}: shrank while it was being read.")
+        self.counter.add(len(chunk))
         return chunk
 
 

@@ -125,6 +125,9 @@ class DatasetImport(models.Model):
     state = models.CharField(max_length=10, choices=State.choices, default=State.WAITING)
     message = models.TextField(blank=True)
     bytes_done = models.BigIntegerField(default=0)
+    # Moves on with the work; an import running with a heartbeat long gone lost its worker.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
     bytes_total = models.BigIntegerField(null=True, blank=True)
     version = models.ForeignKey(
         DatasetVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import uuid
+from datetime import timedelta
 from pathlib import Path, PurePosixPath
 
 from django.conf import settings
@@ -26,6 +27,11 @@ from .models import Dataset, DatasetImport, DatasetVersion
 logger = logging.getLogger(__name__)
 
 PROGRESS_EVERY_BYTES = 64 * 2**20
+# An import still waiting after this lost its task; one whose heartbeat is this old, its worker.
+LOST_AFTER = timedelta(minutes=10)
+STALLED_AFTER = timedelta(minutes=30)
+MOST_ATTEMPTS = 3
+LEFTOVER_AFTER = timedelta(days=1)
 
 
 class DatasetError(ValueError):
@@ -168,17 +174,27 @@ def dataset_import_from_url(
     return _queue(imported)
 
 
+class _Progress:
+    """Records how far an import has got (and that its worker is alive), every 64 MB."""
+
+    def __init__(self, imported: DatasetImport, total: int | None = None) -> None:
+        self.pk, self.total, self.last = imported.pk, total, -PROGRESS_EVERY_BYTES
+
+    def __call__(self, done: int, total: int | None = None) -> None:
+        total = total if total is not None else self.total
+        if done - self.last >= PROGRESS_EVERY_BYTES or done == total:
+            self.last = done
+            DatasetImport.objects.filter(pk=self.pk).update(
+                bytes_done=done, bytes_total=total, heartbeat_at=timezone.now()
+            )
+
+
 def _fetched(imported: DatasetImport, work: Path) -> Path:
-    last = [-PROGRESS_EVERY_BYTES]
-
-    def progress(done: int, total: int | None) -> None:
-        if done - last[0] >= PROGRESS_EVERY_BYTES or done == total:
-            last[0] = done
-            DatasetImport.objects.filter(pk=imported.pk).update(bytes_done=done, bytes_total=total)
-
+    for leftover in (work / "download", work / "upload"):  # from an interrupted attempt
+        shutil.rmtree(leftover, ignore_errors=True)
     try:
         fetched = fetching.fetch(imported.origin, work / "download", max_bytes=limits().max_bytes,
-                                 progress=progress)  # fmt: skip
+                                 progress=_Progress(imported))  # fmt: skip
     except fetching.FetchError as exc:
         raise content.DatasetContentError(str(exc)) from None
     if imported.expected_sha256 and fetched.sha256 != imported.expected_sha256:
@@ -208,16 +224,17 @@ def _materialise(imported: DatasetImport, work: Path) -> Path:
     else:
         upload = work / "upload" / imported.origin
     tree = work / "tree"
+    shutil.rmtree(tree, ignore_errors=True)  # an interrupted attempt's
     tree.mkdir()
+    # The upload stays where it is until the import ends, so that a retry finds it.
     if is_archive(upload.name):
         checked = limits()
         try:
             extract_archive(upload, tree, ArchiveLimits(checked.max_files, checked.max_bytes))
         except ArchiveError as exc:
             raise content.DatasetContentError(str(exc)) from None
-        upload.unlink()
     else:
-        os.replace(upload, tree / upload.name)
+        os.link(upload, tree / upload.name)
     return tree
 
 
@@ -229,7 +246,9 @@ def dataset_import_run(import_pk: int) -> DatasetImport:
         if imported.state != DatasetImport.State.WAITING:
             return imported
         imported.state = DatasetImport.State.RUNNING
-        imported.save(update_fields=["state"])
+        imported.heartbeat_at = timezone.now()
+        imported.attempts += 1
+        imported.save(update_fields=["state", "heartbeat_at", "attempts"])
     work = storage.incoming_dir(imported.public_id)
     work.mkdir(parents=True, exist_ok=True)
     partial = settings.DATASETS_DIR / "objects" / f".partial-{uuid.uuid4().hex}.tar"
@@ -254,13 +273,7 @@ def dataset_import_run(import_pk: int) -> DatasetImport:
 
 
 def _pack(imported: DatasetImport, tree: Path, files, partial: Path, total: int):
-    last = [0]
-
-    def progress(done: int) -> None:
-        if done - last[0] >= PROGRESS_EVERY_BYTES or done == total:
-            last[0] = done
-            DatasetImport.objects.filter(pk=imported.pk).update(bytes_done=done)
-
+    progress = _Progress(imported, total)
     if imported.source == DatasetVersion.Source.PATH:
         return content.pack(tree, files, None, progress)
     partial.parent.mkdir(parents=True, exist_ok=True)
@@ -312,6 +325,56 @@ def _fail(imported: DatasetImport, message: str) -> None:
     )
     audit_record(action="dataset.import.fail", actor=imported.owner, target=imported,
                  detail=message[:500])  # fmt: skip
+
+
+def dataset_imports_recover(*, now=None) -> dict[str, int]:
+    """Imports whose task was lost (the broker restarted) are queued again; those whose
+    worker died mid-way start again, up to MOST_ATTEMPTS; folders left by either are removed."""
+    now = now or timezone.now()
+    report = {"queued": 0, "restarted": 0, "failed": 0, "removed": 0}
+    lost = DatasetImport.objects.filter(state=DatasetImport.State.WAITING,
+                                        created_at__lt=now - LOST_AFTER)  # fmt: skip
+    for pk in lost.values_list("pk", flat=True):
+        dataset_enqueue_import(pk)
+        report["queued"] += 1
+    stalled = DatasetImport.objects.filter(state=DatasetImport.State.RUNNING,
+                                           heartbeat_at__lt=now - STALLED_AFTER)  # fmt: skip
+    for imported in stalled:
+        if imported.attempts >= MOST_ATTEMPTS:
+            _fail(imported, f"The import was interrupted {imported.attempts} times; try again.")
+            shutil.rmtree(storage.incoming_dir(imported.public_id), ignore_errors=True)
+            report["failed"] += 1
+            continue
+        DatasetImport.objects.filter(pk=imported.pk, state=DatasetImport.State.RUNNING).update(
+            state=DatasetImport.State.WAITING
+        )
+        dataset_enqueue_import(imported.pk)
+        report["restarted"] += 1
+    report["removed"] = _remove_leftovers(now)
+    return report
+
+
+def _remove_leftovers(now) -> int:
+    """Folders of imports that have ended, or that no import owns, and partial archives."""
+    removed = 0
+    unfinished = {
+        str(public_id) for public_id in DatasetImport.objects.exclude(
+            state__in=(DatasetImport.State.DONE, DatasetImport.State.FAILED)
+        ).values_list("public_id", flat=True)
+    }  # fmt: skip
+    old = (now - LEFTOVER_AFTER).timestamp()
+    incoming = settings.DATASETS_DIR / "incoming"
+    candidates = [*(incoming.iterdir() if incoming.is_dir() else ()),
+                  *(settings.DATASETS_DIR / "objects").glob(".partial-*")]  # fmt: skip
+    for path in candidates:
+        if path.name in unfinished or path.lstat().st_mtime > old:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed += 1
+    return removed
 
 
 def dataset_delete(*, user, dataset: Dataset) -> None:

@@ -10,3 +10,8 @@ from . import services
 @shared_task(acks_late=True)
 def import_dataset(import_pk: int) -> str:
     return services.dataset_import_run(import_pk).state
+
+
+@shared_task(acks_late=True)
+def recover_imports() -> dict[str, int]:
+    return services.dataset_imports_recover()

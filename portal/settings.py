@@ -263,6 +263,8 @@ CELERY_BEAT_SCHEDULE = {
         "task": "accounting.tasks.sample_capacity",
         "schedule": CAPACITY_SAMPLE_INTERVAL_S,
     },
+    # Dataset imports whose task or worker was lost start again; their leftovers go.
+    "recover-dataset-imports": {"task": "datasets.tasks.recover_imports", "schedule": 300.0},
     # Each lab lead's summary of the month that just ended, on the 1st at 07:00.
     "monthly-usage-reports": {
         "task": "accounting.tasks.send_monthly_reports",
