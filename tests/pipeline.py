@@ -35,7 +35,10 @@ def _database_url() -> str:
 class CeleryProcesses:
     def __init__(self, log_dir: Path) -> None:
         self.log_dir = log_dir
+        # Where the worker keeps datasets; a test whose web side imports them must agree.
+        self.datasets_dir = log_dir / "datasets"
         self.env = os.environ | {
+            "NIGHTSHIFT_DATASETS_DIR": str(self.datasets_dir),
             "DATABASE_URL": _database_url(),
             "NIGHTSHIFT_SYNC_INTERVAL": "1",
             "NIGHTSHIFT_RESUBMIT_AFTER_S": "10",
