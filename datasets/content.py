@@ -27,6 +27,7 @@ PREVIEW_TABLES = 3
 PREVIEW_IMAGES = 4
 PREVIEW_READ_BYTES = 64 * 1024
 THUMBNAIL_PIXELS = 160
+MOST_PREVIEW_PIXELS = 40_000_000
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp")
 # Each part of a path inside a dataset: printable, no separators, not a dot name.
 NAME_PART = re.compile(r"[^\x00-\x1f\x7f/\\]{1,255}")
@@ -191,7 +192,10 @@ def _thumbnail(path: Path, out: Path) -> bool:
 
     try:
         with Image.open(path) as image:
-            # A decompression bomb raises rather than filling the portal's memory.
+            # Only the header is read so far: a huge image (or a decompression bomb) is
+            # passed over before its pixels could fill the portal's memory.
+            if image.width * image.height > MOST_PREVIEW_PIXELS:
+                return False
             image.thumbnail((THUMBNAIL_PIXELS, THUMBNAIL_PIXELS))
             image.convert("RGB").save(out, format="PNG")
         return True

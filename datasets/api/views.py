@@ -125,8 +125,12 @@ class DatasetArchiveView(APIView):
             raise ApiError(f"{version.reference} is on the shared file system at "
                            f"{version.shared_path}; read it there.", code="conflict",
                            status_code=409)  # fmt: skip
-        response = FileResponse(open(storage.archive_path(version.sha256), "rb"),  # noqa: SIM115 - FileResponse closes it
-                                as_attachment=True, content_type="application/x-tar",
+        try:
+            archive = open(storage.archive_path(version.sha256), "rb")  # noqa: SIM115 - FileResponse closes it
+        except FileNotFoundError:
+            raise ApiError(f"{version.reference} is no longer stored.", code="not_found",
+                           status_code=404) from None  # fmt: skip
+        response = FileResponse(archive, as_attachment=True, content_type="application/x-tar",
                                 filename=f"{dataset.name}-{number}.tar")  # fmt: skip
         response["X-Checksum-Sha256"] = version.sha256
         return response

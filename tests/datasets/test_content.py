@@ -112,3 +112,10 @@ def test_a_file_that_only_pretends_to_be_an_image_gets_no_thumbnail(tmp_path):
     root = write_tree(tmp_path / "a", {"fake.png": "not an image", "real.txt": "x"})
     summary = content.preview(root, content.dataset_files(root, LIMITS), tmp_path / "thumbs")
     assert summary["images"] == []
+
+
+def test_an_image_too_large_to_decode_safely_gets_no_thumbnail(tmp_path, monkeypatch):
+    monkeypatch.setattr(content, "MOST_PREVIEW_PIXELS", 1000)  # the sample images have 1200
+    root = write_tree(tmp_path / "a", SAMPLE)
+    summary = content.preview(root, content.dataset_files(root, LIMITS), tmp_path / "thumbs")
+    assert summary["images"] == [] and not list((tmp_path / "thumbs").glob("*.png"))

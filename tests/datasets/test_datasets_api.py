@@ -104,3 +104,18 @@ def test_only_the_owner_or_an_admin_deletes(api, student):
     assert member.delete(detail).status_code == 403
     assert api.delete(detail).status_code == 204
     assert api.get(detail).status_code == 404
+
+
+def test_a_versions_archive_downloads_with_its_checksum_and_a_lost_one_is_a_404(api):
+    push(api)
+    archive = reverse("api:dataset-archive", args=["cats", 1])
+    response = api.get(archive)
+    body = b"".join(response.streaming_content)
+    import hashlib
+
+    assert response["X-Checksum-Sha256"] == hashlib.sha256(body).hexdigest()
+    from datasets import storage
+
+    storage.archive_path(response["X-Checksum-Sha256"]).unlink()
+    gone = api.get(archive)
+    assert gone.status_code == 404 and "no longer stored" in gone.json()["error"]["message"]
