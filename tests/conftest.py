@@ -11,6 +11,16 @@ from tests.helpers import pool_command, pool_restarts_cleanly, schedd_answers, w
 pytest_plugins = ["tests.pipeline", "tests.campus"]
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """The tests that start the real Celery worker and beat run last, in their usual order.
+    Those processes live until the session ends and act on every row in the database: a
+    study that a later test on the fake bridge commits would be advanced by the real beat
+    behind the test's back (it once took the study's lock, and the test's own step
+    skipped)."""
+    items.sort(key=lambda item: "celery_processes" in getattr(item, "fixturenames", ()))
+
+
 @pytest.fixture
 def fake_bridge(settings, tmp_path):
     """Services and views talk to an in-memory bridge; job folders live in tmp_path."""
