@@ -64,18 +64,19 @@ def dataset_files(root: Path, limits: Limits) -> list[DatasetFile]:
     for directory, subdirectories, names in os.walk(root, followlinks=False):
         subdirectories.sort()
         relative_dir = Path(directory).relative_to(root)
+        folders = set(subdirectories)
         for name in [*subdirectories, *names]:
             relative = (relative_dir / name).as_posix()
             if not NAME_PART.fullmatch(name) or name in (".", ".."):
                 raise DatasetContentError(f"{relative!r}: this name cannot be used in a dataset.")
-            mode = os.lstat(Path(directory) / name).st_mode
-            if stat.S_ISLNK(mode):
+            status = os.lstat(Path(directory) / name)
+            if stat.S_ISLNK(status.st_mode):
                 raise DatasetContentError(f"{relative}: links are not allowed in a dataset.")
-            if name in subdirectories:
+            if name in folders:
                 continue
-            if not stat.S_ISREG(mode):
+            if not stat.S_ISREG(status.st_mode):
                 raise DatasetContentError(f"{relative}: only files and folders are allowed.")
-            size = os.lstat(Path(directory) / name).st_size
+            size = status.st_size
             files.append(DatasetFile(relative, size))
             total += size
             if len(files) > limits.max_files:
