@@ -150,3 +150,28 @@ class DatasetImport(models.Model):
         if not self.bytes_total:
             return None
         return min(100, round(100 * self.bytes_done / self.bytes_total))
+
+
+class DatasetDelivery(models.Model):
+    """The portal sent a version's archive to a job on a workstation: what moved, and where.
+
+    Jobs fetch a version once per workstation (later jobs there reuse its copy), so these
+    rows are the bytes datasets cost the network, and which jobs read which data."""
+
+    version = models.ForeignKey(
+        DatasetVersion, null=True, on_delete=models.SET_NULL, related_name="deliveries"
+    )
+    sha256 = models.CharField(max_length=64)
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="+")
+    # As the launcher names its workstation (the machine ad's Name), and the address it
+    # came from.
+    workstation = models.CharField(max_length=200, blank=True)
+    remote_address = models.GenericIPAddressField(null=True, blank=True)
+    size_bytes = models.BigIntegerField()
+    delivered_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-delivered_at"]
+
+    def __str__(self) -> str:
+        return f"{self.sha256[:12]} to {self.workstation or self.remote_address}"

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from jobs.archives import ArchiveError, ArchiveLimits, extract_archive, is_archive
+from jobs.inputs import jobs_using_versions
 from plumbing.tasks import enqueue
 
 from . import content, fetching, storage
@@ -378,7 +379,18 @@ def _remove_leftovers(now) -> int:
 
 
 def dataset_delete(*, user, dataset: Dataset) -> None:
-    """The dataset and its versions; stored content no other version holds is removed."""
+    """The dataset and its versions; stored content no other version holds is removed.
+    Refused (DatasetError) while a job that has not ended uses any of its versions."""
+    in_use = jobs_using_versions(dataset.versions.values_list("pk", flat=True), active_only=True)
+    count = in_use.count()
+    if count:
+        names = ", ".join(f"“{job.name}”" for job in in_use.order_by("created_at")[:3])
+        raise DatasetError(
+            "dataset", f"{dataset.name} is used by {count} job{'s' if count != 1 else ''} "
+            f"that {'have' if count != 1 else 'has'} not ended ({names}); delete it once "
+            f"{'they have' if count != 1 else 'it has'} ended, or cancel "
+            f"{'them' if count != 1 else 'it'}.",
+        )  # fmt: skip
     hashes = set(dataset.versions.values_list("sha256", flat=True))
     with transaction.atomic():
         audit_record(action="dataset.delete", actor=user, target=dataset, detail=dataset.name)

@@ -27,3 +27,7 @@ def thumbnails_dir(sha256: str) -> Path:
 
 def incoming_dir(import_id: str) -> Path:
     return settings.DATASETS_DIR / "incoming" / str(import_id)
+
+
+def shared_folder_exists(path: str) -> bool:
+    return Path(path).is_dir()

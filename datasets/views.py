@@ -89,6 +89,10 @@ def dataset_delete(request: HttpRequest, pk: int) -> HttpResponse:
     dataset = _visible_or_404(request, pk)
     if not dataset_may_change(request.user, dataset):
         return HttpResponse("Only its owner may delete it.", status=403)
-    services.dataset_delete(user=request.user, dataset=dataset)
+    try:
+        services.dataset_delete(user=request.user, dataset=dataset)
+    except services.DatasetError as exc:
+        messages.error(request, exc.message)
+        return redirect("datasets:detail", pk=dataset.pk)
     messages.success(request, f"{dataset.name} is deleted.")
     return redirect("datasets:list")

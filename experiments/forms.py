@@ -154,7 +154,8 @@ class MatrixForm(JobSubmitForm):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         for name in ("script", "requirements", "entry_command", "source_job",
-                     "staged_upload", "staged_requirements", "notify_by_email"):  # fmt: skip
+                     "staged_upload", "staged_requirements", "notify_by_email",
+                     "datasets"):  # fmt: skip
             del self.fields[name]
         self.fields["name"].label = "Evaluation name"
         self.fields["arguments"].help_text = (

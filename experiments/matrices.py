@@ -188,7 +188,7 @@ def matrix_submit(
                 fill_run(job, run_specs[first_index + d_number], staged, hashes, user=user,
                           lab=lab, remove_after_s=remove_after_s,
                           extra_inputs=(DATASET_FOLDER,) if uploaded else ())  # fmt: skip
-            install_helper(first, software=staged.software)
+            install_helper(first, software=staged.software, datasets=staged.datasets)
             for d_number in range(1, len(datasets)):
                 install_helper(jobs[first_index + d_number].directory, link_from=first)
         record_sweep(user, lab, spec, sweep, jobs, origin="; ".join(origins))

@@ -424,7 +424,7 @@ def _start_trial(sweep: Sweep, plan: StudyPlan, trial: optuna.trial.Trial) -> Jo
     try:
         fill_run(job, run, staged, hashes, user=sweep.owner, lab=sweep.lab,
                   remove_after_s=sweep.definition.get("remove_after_s"))  # fmt: skip
-        install_helper(job.directory, software=staged.software)
+        install_helper(job.directory, software=staged.software, datasets=staged.datasets)
         job.save()
         JobEvent.objects.create(job=job, kind="created", state=job.state,
                                 detail=f"Trial {trial.number} of study “{sweep.name}”: "

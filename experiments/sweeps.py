@@ -208,7 +208,7 @@ def sweep_submit(
                 copy_inputs(first, new_folder(job, made, create=False), tree)
             fill_run(job, run, staged, hashes, user=user, lab=lab,
                       remove_after_s=remove_after_s)  # fmt: skip
-        install_helper(first, software=staged.software)
+        install_helper(first, software=staged.software, datasets=staged.datasets)
         for job in jobs[1:]:
             install_helper(job.directory, link_from=first)
         record_sweep(user, lab, spec, sweep, jobs, origin=staged.origin)

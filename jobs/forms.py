@@ -2,6 +2,7 @@ from django import forms
 
 from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
 from jobs.archives import is_archive
+from jobs.inputs import data_choices
 from jobs.models import Job
 from jobs.selectors import job_list_for_user
 from jobs.software import SoftwareNotFound, software_choices, software_lookup
@@ -48,6 +49,12 @@ class JobSubmitForm(forms.Form):
         label="Software environment", required=False, max_length=120, widget=forms.Select,
         help_text="Packages installed once on each workstation and reused: the site's, your "
         "lab's or your own environments. Or leave this as it is and add a requirements.txt.",
+    )  # fmt: skip
+    datasets = forms.MultipleChoiceField(
+        label="Datasets", required=False, widget=forms.CheckboxSelectMultiple,
+        help_text="Each appears read-only in the job at datasets/NAME/ "
+        "(nightshift.dataset_path(\"NAME\")). It is fetched once per workstation and reused "
+        "by every later job there.",
     )  # fmt: skip
     keep_outputs = forms.CharField(
         label="Outputs to keep", required=False, initial="outputs", max_length=1000,
@@ -115,6 +122,12 @@ class JobSubmitForm(forms.Form):
         if kept and kept not in self.software:
             options.append((kept, kept))
         self.fields["software_environment"].widget.choices = options
+        datasets = [(c.reference, c.label) for c in data_choices(user)] if user else []
+        # A clone's datasets as it ran them (NAME@VERSION), each offered beside the latest.
+        for kept_reference in self.initial.get("datasets") or []:
+            if kept_reference not in dict(datasets):
+                datasets.append((kept_reference, f"{kept_reference} (as the cloned job used it)"))
+        self.fields["datasets"].choices = datasets
 
     def clean_software_environment(self) -> str:
         reference = (self.cleaned_data.get("software_environment") or "").strip()
@@ -205,6 +218,7 @@ class JobSubmitForm(forms.Form):
             output_paths=data.get("keep_outputs") or ["outputs"],
             notify_by_email=bool(data.get("notify_by_email")),
             lab_id=data["lab"].pk if data.get("lab") else None,
+            datasets=list(data.get("datasets") or []) if "datasets" in self.fields else [],
         )
 
     def arguments_list(self) -> list[str]:

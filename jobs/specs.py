@@ -79,6 +79,9 @@ class JobSpec:
     software: str | None = None
     # The lab to charge (one of the user's); None: their first lab, or none if they have none.
     lab_id: int | None = None
+    # Datasets by name, NAME or NAME@VERSION (the datasets app resolves them); each appears
+    # read-only at datasets/<name>/ in the job.
+    datasets: list[str] = field(default_factory=list)
 
 
 JOB_NAME_MAX_LENGTH = 200
@@ -217,4 +220,5 @@ def job_spec_of(job: Job) -> JobSpec:
         container_image=request.get("container_image"),
         software=(job.source.get("environment") or {}).get("reference"),
         lab_id=job.lab_id,
+        datasets=[dataset["reference"] for dataset in job.source.get("datasets") or []],
     )

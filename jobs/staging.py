@@ -27,6 +27,7 @@ from .archives import (
     extract_archive,
     is_archive,
 )
+from .inputs import DATASETS_FOLDER, data_install, data_prepare
 from .models import Job
 from .selectors import open_job_file
 from .software import ENVIRONMENT_FILE, LOCK_FILE, software_install, software_prepare
@@ -35,6 +36,14 @@ from .specs import OUTPUTS, JobSpec, JobSubmissionError, parse_entry_command
 HELPER_MODULE = Path(__file__).resolve().parent / "runtime" / "nightshift.py"
 
 LAUNCHER_MODULE = Path(__file__).resolve().parent / "runtime" / "launch.py"
+
+# What every job's helper folder holds: the module jobs import, the launcher, and the
+# launcher's dataset delivery.
+HELPER_FILES = (
+    (HELPER_MODULE, "nightshift.py"),
+    (LAUNCHER_MODULE, "launch.py"),
+    (LAUNCHER_MODULE.with_name("nightshift_data.py"), "nightshift_data.py"),
+)
 
 
 # Where a project's original archive is kept, for clone and re-run. Never sent to the pool.
@@ -65,20 +74,25 @@ def safe_script_name(uploaded_name: str) -> str:
 
 
 def install_helper(
-    directory: Path, *, link_from: Path | None = None, software: dict | None = None
+    directory: Path,
+    *,
+    link_from: Path | None = None,
+    software: dict | None = None,
+    datasets: list[dict] | None = None,
 ) -> None:
     """The outputs folder and the job helper, in a job's folder that the pool may write.
 
     `link_from`, another job's folder with the helper installed, has its helper files
     hard-linked instead of copied (a sweep's runs): they are the portal's, read-only.
-    `software` (StagedFiles.software) adds the lock the launcher installs.
+    `software` (StagedFiles.software) adds the lock the launcher installs, and `datasets`
+    (StagedFiles.datasets) the datasets it puts in place, with the job's credential.
     """
     (directory / OUTPUTS).mkdir(exist_ok=True)
     helper = directory / HELPER_DIR
     helper.mkdir()
     # The portal's to write, the job's to read: how a study asks a trial to stop.
     (helper / CONTROL_DIR).mkdir(mode=0o755)
-    for module, name in ((HELPER_MODULE, "nightshift.py"), (LAUNCHER_MODULE, "launch.py")):
+    for module, name in HELPER_FILES:
         try:
             if link_from is None:
                 raise OSError("nothing to link from")
@@ -90,6 +104,7 @@ def install_helper(
             if (link_from / HELPER_DIR / name).is_file():
                 (helper / name).hardlink_to(link_from / HELPER_DIR / name)
     software_install(directory, software)
+    data_install(directory, datasets, link_from=link_from)
     for path in (directory, directory / OUTPUTS, helper):
         give_to_pool(path)
 
@@ -111,6 +126,8 @@ class StagedFiles:
     origin: str
     # The software it runs with (jobs.software.PreparedSoftware as a dict), if prepared.
     software: dict | None = None
+    # The datasets it reads (jobs.inputs records), which the launcher puts in place.
+    datasets: list[dict] | None = None
 
 
 def archive_limits() -> ArchiveLimits:
@@ -174,14 +191,27 @@ def stage_files(
         user=user, spec=spec, directory=directory,
         has_requirements_file=staged.install_requirements,
     )  # fmt: skip
-    if prepared is None:
+    if prepared is not None:
+        staged = dataclasses.replace(
+            staged,
+            install_requirements=staged.install_requirements or prepared.lock is not None,
+            source={**staged.source, "environment": prepared.record} if prepared.record
+            else staged.source,
+            software=dataclasses.asdict(prepared),
+        )  # fmt: skip
+    datasets = data_prepare(user=user, references=list(spec.datasets))
+    if not datasets:
         return staged
+    for dataset in datasets:
+        if os.path.lexists(directory / DATASETS_FOLDER / dataset["name"]):
+            raise JobSubmissionError(
+                "datasets", f"The project has its own {DATASETS_FOLDER}/{dataset['name']}, "
+                f"where the dataset {dataset['name']} goes: rename that folder.",
+            )  # fmt: skip
+    # The launcher puts the datasets in place, so it runs even with nothing to install.
     return dataclasses.replace(
-        staged,
-        install_requirements=staged.install_requirements or prepared.lock is not None,
-        source={**staged.source, "environment": prepared.record} if prepared.record
-        else staged.source,
-        software=dataclasses.asdict(prepared),
+        staged, install_requirements=True, datasets=datasets,
+        source={**staged.source, "datasets": datasets},
     )  # fmt: skip
 
 

@@ -215,7 +215,7 @@ def job_submit(
             job_request_of(job)
         except InvalidJobRequest as exc:
             raise JobSubmissionError(exc.field, exc.message) from exc
-        install_helper(directory, software=staged.software)
+        install_helper(directory, software=staged.software, datasets=staged.datasets)
         with transaction.atomic():
             # Checked again with the quota locked: a racing submission may have used it.
             quota_lock(user, lab)

@@ -91,6 +91,7 @@ def _initial_from(job: Job) -> dict:
         "max_runtime_minutes": spec.max_runtime_s // 60 if spec.max_runtime_s else None,
         "notify_by_email": spec.notify_by_email,
         "software_environment": spec.software or "",
+        "datasets": list(spec.datasets),
         "source_job": job.public_id,
         "lab": job.lab_id,
     }

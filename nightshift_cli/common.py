@@ -162,6 +162,14 @@ def job_options(command):
                 "or NAME@VERSION.",
             ),
             click.option(
+                "--dataset",
+                "datasets",
+                multiple=True,
+                metavar="NAME[@VERSION]",
+                help="A dataset (`nightshift data list`), read-only at datasets/NAME/ in the "
+                "job; repeat for more.",
+            ),
+            click.option(
                 "--lab", help="The lab to charge, when you are in several (see `whoami`)."
             ),
         ]

@@ -85,6 +85,11 @@ urlpatterns = [
         name="dataset-archive",
     ),
     path(
+        "dataset-delivery/<str:sha256>.tar",
+        datasets_api.DatasetDeliveryView.as_view(),
+        name="dataset-delivery",
+    ),
+    path(
         "dataset-imports/<uuid:public_id>/",
         datasets_api.DatasetImportDetailView.as_view(),
         name="dataset-import",

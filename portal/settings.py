@@ -327,6 +327,25 @@ DATASET_ROOTS = [Path(root) for root in env_list("NIGHTSHIFT_DATASET_ROOTS", [])
 # Networks a dataset URL may point into beyond the public internet (a campus file server,
 # say); plain http:// is accepted only for these. Empty: public addresses, over https, only.
 DATASET_URL_ALLOW = env_networks("NIGHTSHIFT_DATASET_URL_ALLOW", [])
+# Where workstations fetch datasets from (the portal as they reach it); empty: PORTAL_URL.
+DATASET_DELIVERY_URL = env_str("NIGHTSHIFT_DATASET_DELIVERY_URL", "")
+if DATASET_DELIVERY_URL:
+    env_url("NIGHTSHIFT_DATASET_DELIVERY_URL", "", schemes=("http", "https"))
+# Behind nginx, dataset archives are sent by nginx from this internal location, which maps
+# to DATASETS_DIR/objects/ (X-Accel-Redirect, as for outputs). Empty: the portal sends them.
+DATASET_ACCEL_REDIRECT_PREFIX = env_str("NIGHTSHIFT_DATASET_ACCEL_REDIRECT_PREFIX", "")
+if DATASET_ACCEL_REDIRECT_PREFIX and not (
+    DATASET_ACCEL_REDIRECT_PREFIX.startswith("/") and DATASET_ACCEL_REDIRECT_PREFIX.endswith("/")
+):
+    raise ImproperlyConfigured(
+        "NIGHTSHIFT_DATASET_ACCEL_REDIRECT_PREFIX must start and end with a slash, like "
+        "/_nightshift_datasets/"
+    )
+# A job's credential for its datasets is good while the job has not ended, and at most this
+# long after it was submitted.
+DATASET_CREDENTIAL_MAX_AGE_S = env_int(
+    "NIGHTSHIFT_DATASET_CREDENTIAL_MAX_AGE_S", 14 * 24 * 3600, minimum=60
+)
 for _root in DATASET_ROOTS:
     if not _root.is_absolute():
         raise ImproperlyConfigured(f"NIGHTSHIFT_DATASET_ROOTS: {_root} is not an absolute path")

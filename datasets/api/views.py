@@ -15,7 +15,7 @@ from jobs.api.views import JobPagination, error_responses
 from labs.models import Lab
 from plumbing.api import ApiError, ErrorSerializer
 
-from .. import services, storage
+from .. import delivery, services, storage
 from ..models import Dataset, DatasetImport
 from ..selectors import dataset_get_visible, dataset_list_visible_to, dataset_may_change
 from .serializers import (
@@ -97,14 +97,18 @@ class DatasetDetailView(APIView):
 
     @extend_schema(
         summary="Delete a dataset you own, with all its versions",
-        responses={204: None, **error_responses(401, 403, 404)},
+        description="Refused (409) while a job that has not ended uses any of its versions.",
+        responses={204: None, **error_responses(401, 403, 404, 409)},
     )
     def delete(self, request: Request, name: str) -> Response:
         dataset = dataset_or_404(request, name)
         if not dataset_may_change(request.user, dataset):
             raise ApiError("Only its owner (or an administrator) may delete it.",
                            code="forbidden", status_code=403)  # fmt: skip
-        services.dataset_delete(user=request.user, dataset=dataset)
+        try:
+            services.dataset_delete(user=request.user, dataset=dataset)
+        except services.DatasetError as exc:
+            raise ApiError(exc.message, code="conflict", status_code=409) from None
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -146,3 +150,35 @@ class DatasetImportDetailView(APIView):
         if imported is None:
             raise ApiError("No such import of yours.", code="not_found", status_code=404)
         return Response(DatasetImportSerializer(imported).data)
+
+
+class DatasetDeliveryView(APIView):
+    """For workstations: the launcher of a job fetches its datasets here with the job's own
+    credential (not a user's token), which is good while the job has not ended."""
+
+    authentication_classes = ()
+    permission_classes = ()
+
+    @extend_schema(
+        summary="A dataset archive for a job's launcher (a job's credential, not a user's)",
+        description="Send `Authorization: Bearer <the job's .nightshift/credential>`; the "
+        "archive is sent only if the job was given that dataset and has not ended. Its SHA-256 "
+        "is in `X-Checksum-Sha256`. Each delivery is recorded.",
+        auth=[],
+        responses={(200, "application/x-tar"): bytes, **error_responses(401, 404)},
+    )  # fmt: skip
+    def get(self, request: Request, sha256: str):
+        scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
+        try:
+            storage.archive_path(sha256)
+        except ValueError:
+            raise ApiError("Not a dataset archive.", code="not_found", status_code=404) from None
+        try:
+            return delivery.dataset_delivery(
+                credential=credential.strip() if scheme.lower() == "bearer" else "",
+                sha256=sha256, workstation=request.headers.get("X-Nightshift-Workstation", ""),
+                remote_address=request.META.get("REMOTE_ADDR") or None,
+            )  # fmt: skip
+        except delivery.DeliveryRefused as exc:
+            code = "not_authenticated" if exc.status == 401 else "not_found"
+            raise ApiError(exc.message, code=code, status_code=exc.status) from None

@@ -7,6 +7,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
+from jobs.inputs import MAX_DATASETS_PER_JOB, job_datasets
 from jobs.models import Job, JobEvent, JobState
 from jobs.specs import JOB_NAME_MAX_LENGTH, JobSpec, job_default_name
 from labs.models import Lab
@@ -49,6 +50,13 @@ class JobRequestSerializer(serializers.Serializer):
     lab = serializers.CharField(
         required=False, allow_blank=True, max_length=100,
         help_text="The name of your lab to charge (see /me/); empty for your first lab.",
+    )  # fmt: skip
+    datasets = serializers.ListField(
+        child=serializers.CharField(max_length=100), required=False,
+        max_length=MAX_DATASETS_PER_JOB,
+        help_text="Datasets, each NAME (its latest version) or NAME@VERSION (see "
+        "/datasets/). Each appears read-only at datasets/NAME/ in the job, fetched once per "
+        "workstation.",
     )  # fmt: skip
     entry_command = serializers.CharField(
         required=False, allow_blank=True, max_length=4096,
@@ -133,7 +141,7 @@ class JobRequestSerializer(serializers.Serializer):
 
 # Input fields that JobSpec names and holds the same way.
 SAME_IN_SPEC = ("name", "arguments", "environment", "gpus", "gpu_memory_gb", "gpu_capability",
-                "cpus", "notify_by_email")  # fmt: skip
+                "cpus", "notify_by_email", "datasets")  # fmt: skip
 
 
 class JobSubmitSerializer(JobRequestSerializer):
@@ -262,11 +270,24 @@ class ReproducibilitySerializer(serializers.Serializer):
         help_text="The software environment it ran with: reference (NAME@VERSION), "
         "python_version, lock_sha256 (of the exact packages and hashes); null for none.",
     )  # fmt: skip
+    datasets = serializers.SerializerMethodField(
+        help_text="The dataset versions it read: reference (NAME@VERSION), sha256 (of the "
+        "version's canonical archive), size_bytes, file_count, and kind (archive, or shared "
+        "for a folder on a shared file system)."
+    )
     submit_description = serializers.CharField(help_text="As sent to HTCondor.")
     reproduces = serializers.UUIDField(
         source="reproduces.public_id", allow_null=True, default=None,
         help_text="The job this one re-runs.",
     )  # fmt: skip
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_datasets(self, job: Job) -> list[dict]:
+        return [{key: dataset[key] for key in LINEAGE_FIELDS if key in dataset}
+                for dataset in job_datasets(job)]  # fmt: skip
+
+
+LINEAGE_FIELDS = ("reference", "sha256", "size_bytes", "file_count", "kind")
 
 
 class JobSerializer(serializers.ModelSerializer):

@@ -34,6 +34,8 @@ import subprocess
 import sys
 import time
 
+import nightshift_data
+
 HELPER_DIR = os.path.dirname(os.path.abspath(__file__))
 LOG = os.path.join(HELPER_DIR, "install.log")
 LOCK_FILE = os.path.join(HELPER_DIR, "requirements.lock")
@@ -289,10 +291,20 @@ def main() -> None:
     os.environ["NIGHTSHIFT_LAUNCHED_AT"] = f"{time.time():.3f}"
     python = sys.executable
     locked = os.path.isfile(LOCK_FILE)
-    if locked or os.path.isfile("requirements.txt"):
+    has_datasets = os.path.isfile(nightshift_data.MANIFEST)
+    log = None
+    if locked or has_datasets or os.path.isfile("requirements.txt"):
         log = Log(LOG)
         where = machine_attribute("Name") or platform.node()
         log.line(f"job started on {where}; its Python is {platform.python_version()} ({python})")
+    if has_datasets:
+        try:
+            nightshift_data.deliver(machine_attribute, log.line, say)
+        except nightshift_data.DeliveryError as exc:
+            log.line(f"datasets: {exc}")
+            say(f"the job's datasets could not be put in place: {exc}")
+            sys.exit(4)
+    if locked or os.path.isfile("requirements.txt"):
         uv = find_uv()
         if locked:
             record = {}

@@ -10,6 +10,8 @@ file named by NIGHTSHIFT_METRICS_FILE. Nightshift puts this module on PYTHONPATH
 (NIGHTSHIFT_HELPER_DIR) of every job. It needs nothing but the standard library, and it
 works outside Nightshift too (it then writes ./metrics.jsonl).
 
+Datasets attached to the job are read-only folders: `nightshift.dataset_path("mnist")`.
+
 Workstations belong to people who come back. When one does, HTCondor sends the job SIGTERM
 and, after a grace period, kills it; the job then starts again on another workstation. A
 job that saves its state to `checkpoint_dir()` resumes from there instead of from zero:
@@ -44,6 +46,7 @@ __all__ = [
     "checkpoint_and_exit",
     "stop_requested",
     "should_stop",
+    "dataset_path",
 ]
 
 _path = os.path.abspath(os.environ.get("NIGHTSHIFT_METRICS_FILE", "metrics.jsonl"))
@@ -101,6 +104,22 @@ def _install_handler() -> None:
         _previous_handler = signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread: SIGTERM keeps its default meaning
         _previous_handler = signal.SIG_DFL
+
+
+def dataset_path(name: str) -> str:
+    """The read-only folder of the dataset `name` that the job was given (datasets/<name>/).
+
+    Raises LookupError, naming the datasets the job has, for a name it was not given.
+    """
+    folder = os.environ.get("NIGHTSHIFT_DATASETS_DIR") or os.path.abspath("datasets")
+    path = os.path.join(folder, name)
+    if "/" in name or name in ("", ".", "..") or not os.path.isdir(path):
+        given = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+        raise LookupError(
+            f"this job has no dataset {name!r}; it has {', '.join(given) or 'none'}"
+            " (attach datasets when submitting the job)"
+        )
+    return path
 
 
 def checkpoint_dir() -> str:

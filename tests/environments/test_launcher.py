@@ -17,8 +17,8 @@ from django.conf import settings
 
 from environments.locking import lock_resolve
 from environments.requirements import requirements_check
+from jobs.staging import HELPER_FILES
 
-LAUNCHER = Path(settings.BASE_DIR) / "jobs" / "runtime" / "launch.py"
 SCRIPT = "import tomli_w, sys\nprint('first line', tomli_w.dumps({'ok': True}).strip())\n"
 PYTHON_VERSION = "{}.{}".format(*sys.version_info[:2])
 
@@ -35,7 +35,8 @@ def sandbox(
     folder = root / name
     helper = folder / ".nightshift"
     helper.mkdir(parents=True)
-    shutil.copy(LAUNCHER, helper / "launch.py")
+    for module, name in HELPER_FILES:
+        shutil.copy(module, helper / name)
     (helper / "requirements.lock").write_text(lock)
     (helper / "environment.json").write_text(json.dumps(
         {"reference": "tomli@1", "python_version": python_version}))  # fmt: skip

@@ -92,6 +92,10 @@ def test_gunicorn_nginx_and_the_settings_agree():
     site = (PRODUCTION / "nginx" / "nightshift.conf").read_text()
     outputs = site.split(f"location {env['NIGHTSHIFT_ACCEL_REDIRECT_PREFIX']} {{", 1)[1]
     assert re.search(r"alias ([^;]+);", outputs).group(1) == env["NIGHTSHIFT_JOBS_DIR"] + "/"
+    datasets = site.split(f"location {env['NIGHTSHIFT_DATASET_ACCEL_REDIRECT_PREFIX']} {{", 1)[1]
+    assert re.search(r"alias ([^;]+);", datasets).group(1) == (
+        env["NIGHTSHIFT_DATASETS_DIR"] + "/objects/"
+    )
     static = site.split("location /static/ {", 1)[1]
     assert re.search(r"alias ([^;]+);", static).group(1) == (
         env["NIGHTSHIFT_VAR_DIR"] + "/staticfiles/"
