@@ -95,7 +95,7 @@ def _version(dataset: Dataset, number: str | None) -> DatasetVersion:
     version = versions.filter(number=int(number)).first() if number else versions.first()
     if version is None:
         known = ", ".join(str(n) for n in versions.values_list("number", flat=True)) or "none"
-        wanted = f"a version {number}" if number else "a version yet"
+        wanted = f"version {number}" if number else "version yet"
         raise JobSubmissionError(
             "datasets", f"{dataset.name} has no {wanted}; its versions: {known}."
         )

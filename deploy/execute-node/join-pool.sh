@@ -57,6 +57,8 @@ install -m 0600 "$TOKEN" /etc/condor/tokens.d/nightshift-execute.token
 # The shared environment cache, and uv to install into it (the launcher uses pip without).
 CACHE=$(condor_config_val NIGHTSHIFT_ENV_CACHE)
 install -d -m 1777 "$CACHE"
+# The dataset cache: each version fetched once from the portal, reused by later jobs.
+install -d -m 1777 "$(condor_config_val NIGHTSHIFT_DATA_CACHE)"
 if ! [ -x /usr/local/bin/uv ]; then
     say "installing uv (from the package index) for the environment cache"
     scratch=$(mktemp -d)

@@ -14,6 +14,7 @@ import pytest
 import requests
 from django.urls import reverse
 
+from accounts import services as account_services
 from datasets import content
 from datasets.models import DatasetDelivery
 from jobs.inputs import CREDENTIAL_FILE, DATASETS_MANIFEST
@@ -224,9 +225,8 @@ def test_only_a_running_jobs_own_credential_fetches_only_its_own_datasets(api, p
     assert fetch("..%2F..%2Fetc%2Fpasswd", credential).status_code == 404
     assert fetch(cats["sha256"].upper(), credential).status_code == 404
     # A user's own API token is not a job's credential.
-    assert (
-        fetch(cats["sha256"], api._credentials["HTTP_AUTHORIZATION"].split()[1]).status_code == 401
-    )
+    token = account_services.token_create(user=job.owner, name="not a job's").secret
+    assert fetch(cats["sha256"], token).status_code == 401
     Job.objects.filter(pk=job.pk).update(state=JobState.COMPLETED)
     refused = fetch(cats["sha256"], credential)
     assert refused.status_code == 401 and "its job has ended" in refused.json()["error"]["message"]

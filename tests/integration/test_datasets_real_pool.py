@@ -1,0 +1,152 @@
+"""On the personal pool: a 1 GiB dataset used by 8 jobs spread over the workstations moves
+at most once to each workstation (the portal's delivery records and the launchers' own);
+later jobs on a workstation start without a transfer; the job reads it read-only at
+datasets/<name>/; a damaged copy in a workstation's cache is found and fetched again. Jobs
+fetch from the portal (a real HTTP server) with their own credentials."""
+
+import hashlib
+import json
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from datasets import content, storage
+from datasets.models import Dataset, DatasetDelivery, DatasetVersion
+from jobs.models import Job, JobState
+from tests.conftest import script_upload
+from tests.helpers import POOL_ROOT, OwnerAtDesk, pool_command, wait_for
+from tests.pipeline import wait_for_state
+
+pytestmark = [pytest.mark.condor, pytest.mark.timeout(900)]
+
+WORKSTATIONS = ("ws-ampere", "ws-volta", "ws-fermi", "ws-office")
+GIB = 1024**3
+READER = """
+import hashlib, os, time, nightshift
+folder = nightshift.dataset_path("big")
+path = os.path.join(folder, "blob.bin")
+with open(path, "rb") as blob:
+    head = hashlib.sha256(blob.read(1 << 20)).hexdigest()
+print("size", os.path.getsize(path), "head", head)
+try:
+    open(path, "ab")
+except PermissionError:
+    print("write refused")
+time.sleep(3)
+"""
+
+
+@pytest.fixture
+def web(client, live_pipeline, live_server, settings):
+    settings.PORTAL_URL = live_server.url
+    user = get_user_model().objects.create_user("ada", password="a-long-test-password")
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def big(web, tmp_path):
+    """A 1 GiB version, packed and stored as an import would leave it."""
+    folder = tmp_path / "big"
+    folder.mkdir()
+    block = os.urandom(1 << 20)
+    with open(folder / "blob.bin", "wb") as out:
+        for index in range(1024):
+            out.write(hashlib.sha256(block + index.to_bytes(4)).digest() * (1 << 15))
+    (folder / "README").write_text("a big dataset\n")
+    files = content.dataset_files(folder, content.Limits(10, 2 * GIB))
+    archive = storage.archive_path("0" * 64).parent
+    archive.mkdir(parents=True, exist_ok=True)
+    partial = archive / "partial.tar"
+    with open(partial, "wb") as out:
+        digest = content.pack(folder, files, out)
+    partial.rename(storage.archive_path(digest.sha256))
+    shutil.rmtree(folder)
+    owner = get_user_model().objects.get(username="ada")
+    dataset = Dataset.objects.create(name="big", owner=owner)
+    version = DatasetVersion.objects.create(
+        dataset=dataset, number=1, sha256=digest.sha256, size_bytes=digest.size_bytes,
+        file_count=digest.file_count, source=DatasetVersion.Source.UPLOAD, origin="big.tar",
+    )  # fmt: skip
+    yield version
+    for workstation in WORKSTATIONS:
+        shutil.rmtree(cache(workstation) / "objects" / digest.sha256, ignore_errors=True)
+
+
+def cache(workstation: str) -> Path:
+    return POOL_ROOT / "var/lib/condor" / f"data-cache-{workstation}"
+
+
+@pytest.fixture
+def desks():
+    owner = OwnerAtDesk()
+    yield owner
+    owner.leave_all()
+    wait_for(lambda: not owners_present(), timeout=60, what="owners gone from every desk")
+
+
+def owners_present() -> set[str]:
+    ads = pool_command("condor_status", "-af", "Machine", "Name", "OwnerGpuActive").stdout
+    return {line.split()[1].split("@")[1] for line in ads.splitlines() if line.endswith("true")}
+
+
+def submit(web) -> Job:
+    response = web.post(reverse("jobs:new"), {
+        "name": "reads big", "gpus": 0, "cpus": 1, "memory_gb": 0.25, "arguments": "",
+        "script": script_upload(READER), "datasets": ["big"],
+    })  # fmt: skip
+    assert response.status_code == 302, response.content.decode()[:3000]
+    return Job.objects.latest("created_at")
+
+
+def finished(job: Job) -> dict:
+    wait_for_state(job, {JobState.COMPLETED, JobState.FAILED, JobState.HELD}, timeout=600)
+    stdout = (job.directory / "stdout.txt").read_text()
+    log = (job.directory / ".nightshift" / "install.log").read_text()
+    assert job.state == JobState.COMPLETED, (job.status_detail, stdout, log)
+    assert f"size {GIB}" in stdout and "write refused" in stdout, stdout
+    [record] = json.loads((job.directory / ".nightshift/datasets-delivered.json").read_text())
+    return {**record, "log": log}
+
+
+def test_eight_jobs_move_a_gigabyte_once_per_workstation_and_a_damaged_copy_is_fetched_again(
+    web, big, desks
+):
+    for workstation in WORKSTATIONS:
+        assert not (cache(workstation) / "objects" / big.sha256).exists()
+    jobs = [submit(web) for _ in range(8)]
+    records = [finished(job) for job in jobs]
+    used = Counter(record["workstation"].split("@")[1] for record in records)
+    fetched = Counter(r["workstation"].split("@")[1] for r in records if r["how"] == "fetched")
+    # Each workstation that ran a job fetched the version once; every other job reused it.
+    assert fetched == Counter(set(used.elements())), (used, fetched)
+    assert sum(r["how"] == "reused" and r["bytes_received"] == 0 for r in records) == 8 - len(used)
+    archive_size = storage.archive_path(big.sha256).stat().st_size
+    served = DatasetDelivery.objects.filter(sha256=big.sha256)
+    assert served.count() == len(used)
+    assert sum(served.values_list("size_bytes", flat=True)) == len(used) * archive_size
+    assert {d.workstation.split("@")[1] for d in served} == set(used)
+    reused = next(r for r in records if r["how"] == "reused")
+    assert "reusing this workstation's copy, nothing fetched" in reused["log"]
+
+    # A damaged copy: the next job there finds it, fetches it again, and reads it whole.
+    workstation = next(iter(used))
+    blob = cache(workstation) / "objects" / big.sha256 / "files" / "blob.bin"
+    os.chmod(blob, 0o644)
+    os.truncate(blob, GIB // 2)
+    desks.leaves(workstation)
+    for other in set(WORKSTATIONS) - {workstation}:
+        desks.returns_to(other)
+    wait_for(lambda: owners_present() == set(WORKSTATIONS) - {workstation}, timeout=60,
+             what=f"only {workstation} free")  # fmt: skip
+    record = finished(submit(web))
+    assert record["workstation"].split("@")[1] == workstation
+    assert record["how"] == "fetched"
+    assert "this workstation's copy is damaged (1 of its files changed" in record["log"]
+    assert DatasetDelivery.objects.filter(sha256=big.sha256).count() == len(used) + 1
+    assert blob.stat().st_size == GIB
