@@ -149,7 +149,8 @@ def test_the_form_offers_the_datasets_one_may_use_and_submits_with_them(client, 
     client.force_login(student)
     page = client.get(reverse("jobs:new")).content.decode()
     assert 'name="datasets" value="cats"' in page and "cats (version 1," in page
-    response = client.post(reverse("jobs:new"), {"name": "reader", "gpus": 0, "cpus": 1,
-                           "memory_gb": 1, "script": script_upload(), "datasets": ["cats"]})  # fmt: skip
+    form = {"name": "reader", "gpus": 0, "cpus": 1, "memory_gb": 1, "script": script_upload(),
+            "datasets": ["cats"]}  # fmt: skip
+    response = client.post(reverse("jobs:new"), form)
     assert response.status_code == 302, response.content.decode()[:3000]
     assert Job.objects.get().source["datasets"][0]["reference"] == "cats@1"
