@@ -10,7 +10,7 @@ export CONDOR_TOKEN_DIR ?= $(CURDIR)/var/condor-tokens
 TEST_DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test lint format venv bench-venv pool-start pool-stop pool-status db-start db-stop bench bench-sync bench-api bench-list bench-load bench-reports bench-goodput bench-environments clean
+.PHONY: run test lint format venv bench-venv pool-start pool-stop pool-status db-start db-stop bench bench-sync bench-api bench-list bench-load bench-reports bench-goodput bench-environments bench-datasets clean
 
 venv: $(VENV)/.installed
 
@@ -98,6 +98,9 @@ bench-goodput: bench-venv
 bench-environments: bench-venv
 	deploy/personal-pool/pool start
 	$(BIN)/python bench/environments.py
+
+bench-datasets: bench-venv
+	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python bench/datasets.py
 
 clean:
 	rm -rf $(VENV) var/staticfiles

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from django.db.models import Q, QuerySet
+from dataclasses import dataclass
 
+from django.db.models import Count, Q, QuerySet, Sum
+
+from jobs.inputs import jobs_using_versions
+from jobs.models import Job
+from jobs.selectors import job_list_visible_to
 from labs.models import Membership
 
-from .models import Dataset, DatasetImport
+from .models import Dataset, DatasetDelivery, DatasetImport
 
 
 def dataset_list_visible_to(user) -> QuerySet[Dataset]:
@@ -42,3 +47,51 @@ def dataset_imports_unfinished(user) -> QuerySet[DatasetImport]:
     return DatasetImport.objects.filter(owner=user).exclude(
         state__in=(DatasetImport.State.DONE, DatasetImport.State.FAILED)
     )
+
+
+@dataclass(frozen=True)
+class DatasetUse:
+    """One job that read a version of the dataset, as its page lists it."""
+
+    job: Job
+    reference: str
+
+
+@dataclass(frozen=True)
+class DatasetLineage:
+    """Who read a dataset: the jobs the viewer may see (with their sweeps and studies), how
+    many other jobs did, and what moving it to workstations cost."""
+
+    uses: list[DatasetUse]
+    other_jobs: int
+    workstations: int
+    bytes_moved: int
+
+    @property
+    def groups(self) -> list:
+        """The sweeps and studies among the jobs listed, once each."""
+        return list({use.job.sweep_id: use.job.sweep for use in self.uses if use.job.sweep_id
+                     }.values())  # fmt: skip
+
+
+LINEAGE_JOBS = 50
+
+
+def dataset_lineage(user, dataset: Dataset) -> DatasetLineage:
+    version_ids = list(dataset.versions.values_list("pk", flat=True))
+    using = jobs_using_versions(version_ids)
+    visible = job_list_visible_to(user).filter(pk__in=using.values("pk"))
+    jobs = list(visible.select_related("sweep").order_by("-created_at")[:LINEAGE_JOBS])
+    references = {v: r for v, r in dataset.versions.values_list("pk", "number")}
+    uses = []
+    for job in jobs:
+        numbers = [references[d["version_id"]] for d in job.source.get("datasets") or []
+                   if d.get("version_id") in references]  # fmt: skip
+        uses.append(DatasetUse(job, ", ".join(f"{dataset.name}@{n}" for n in numbers)))
+    moved = DatasetDelivery.objects.filter(version__in=version_ids).aggregate(
+        count=Count("workstation", distinct=True), total=Sum("size_bytes")
+    )
+    return DatasetLineage(
+        uses=uses, other_jobs=using.count() - visible.count(),
+        workstations=moved["count"] or 0, bytes_moved=moved["total"] or 0,
+    )  # fmt: skip

@@ -9,7 +9,12 @@ from django.views.decorators.http import require_POST
 from . import services, storage
 from .forms import DatasetForm
 from .models import Dataset, DatasetImport
-from .selectors import dataset_imports_unfinished, dataset_list_visible_to, dataset_may_change
+from .selectors import (
+    dataset_imports_unfinished,
+    dataset_lineage,
+    dataset_list_visible_to,
+    dataset_may_change,
+)
 
 
 def _visible_or_404(request: HttpRequest, pk: int) -> Dataset:
@@ -68,6 +73,7 @@ def dataset_detail(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "datasets/detail.html", {
         "dataset": dataset, "versions": versions,
         "may_change": dataset_may_change(request.user, dataset),
+        "lineage": dataset_lineage(request.user, dataset),
     })  # fmt: skip
 
 

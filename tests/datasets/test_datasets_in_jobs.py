@@ -154,3 +154,17 @@ def test_the_form_offers_the_datasets_one_may_use_and_submits_with_them(client, 
     response = client.post(reverse("jobs:new"), form)
     assert response.status_code == 302, response.content.decode()[:3000]
     assert Job.objects.get().source["datasets"][0]["reference"] == "cats@1"
+
+
+def test_the_datasets_page_lists_the_jobs_and_sweeps_that_used_it_and_the_job_page_the_version(
+    client, student, other_student
+):
+    push(client_with_token(student), visibility="private")
+    api = client_with_token(student)
+    job = Job.objects.get(public_id=submit(api, ["cats"]).json()["id"])
+    client.force_login(student)
+    dataset = Dataset.objects.get(name="cats")
+    page = client.get(reverse("datasets:detail", args=[dataset.pk])).content.decode()
+    assert 'data-role="use"' in page and "reader" in page and "cats@1" in page
+    job_page = client.get(reverse("jobs:detail", args=[job.public_id])).content.decode()
+    assert "datasets/cats/" in job_page and dataset.versions.get().sha256 in job_page
