@@ -18,6 +18,7 @@ The last line reads `warm start overhead: X s; bytes moved for N jobs: B`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -62,10 +63,8 @@ def timed(action) -> float:
 def drop_page_cache() -> None:
     """So that both the copy and the import read from the disk, not memory, where allowed."""
     subprocess.run(["sync"], check=False)
-    try:
+    with contextlib.suppress(OSError):
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
-    except OSError:
-        pass
 
 
 def launch(job, cache: Path | None) -> float:
@@ -75,9 +74,9 @@ def launch(job, cache: Path | None) -> float:
     if cache is not None:
         environment["NIGHTSHIFT_DATA_CACHE"] = str(cache)
     started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, ".nightshift/launch.py", job.request["script_name"]],
-                               cwd=job.directory, env=environment, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    command = [sys.executable, ".nightshift/launch.py", job.request["script_name"]]
+    process = subprocess.Popen(command, cwd=job.directory, env=environment, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     line = process.stdout.readline()
     elapsed = time.perf_counter() - started
     _, errors = process.communicate(timeout=600)
@@ -108,8 +107,9 @@ def main() -> None:
     copies = []
     for attempt in range(REPEATS):
         drop_page_cache()
-        copies.append(timed(lambda: shutil.copyfile(source, work / f"copy-{attempt}")))
-        (work / f"copy-{attempt}").unlink()
+        copy = work / f"copy-{attempt}"
+        copies.append(timed(lambda copy=copy: shutil.copyfile(source, copy)))
+        copy.unlink()
     user = get_user_model().objects.create_user("bench", password="a-long-bench-password")
     imports = []
     for attempt in range(REPEATS):
