@@ -163,6 +163,9 @@ TABLE = {
                            ("delete", (401, 404, 404, 204, 404, 204))],
     "api:dataset-archive": [("get", (401, 404, 404, 200, 404, 200))],
     "api:dataset-import": [("get", (401, 404, 404, 200, 404, 404))],
+    # For a job's launcher, with the job's own credential: no person's session or token opens
+    # it, the owner's and an admin's included (tests/datasets/test_delivery.py has the job's).
+    "api:dataset-delivery": [("get", (401, 401, 401, 401, 401, 401))],
 }
 # fmt: on
 
@@ -250,7 +253,7 @@ def url_of(key, pattern, name, world):
     if name and ("datasets:" in name or "api:dataset" in name):
         dataset = world.dataset_import.version.dataset
         values.update(pk=dataset.pk, name=dataset.name, public_id=world.dataset_import.public_id,
-                      index=0)  # fmt: skip
+                      index=0, sha256=world.dataset_import.version.sha256)  # fmt: skip
     wanted = re.findall(r"<(?:\w+:)?(\w+)>", pattern)
     return reverse(name, kwargs={param: values[param] for param in wanted})
 
