@@ -31,6 +31,7 @@ class SweepSubmitJSONSerializer(SweepSubmitSerializer):
 
 
 class MatrixSubmitSerializer(JobRequestSerializer):
+    datasets_attach = False  # its datasets are the matrix's rows
     name = serializers.CharField(max_length=200, help_text="A name you will recognise.")
     systems = serializers.JSONField(
         help_text='The systems: [{"name": "bert", "file": "bert.zip", "entry_command": '

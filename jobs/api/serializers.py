@@ -27,6 +27,10 @@ class EnvironmentVariableField(serializers.CharField):
 class JobRequestSerializer(serializers.Serializer):
     """What to run and on what: the same fields as the web form's."""
 
+    # `datasets` names registered datasets to attach (False where a subclass's own field of
+    # that name means something else: an evaluation matrix's rows).
+    datasets_attach = True
+
     arguments = serializers.ListField(
         child=serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=4096),
         required=False, default=list, max_length=1000,
@@ -128,6 +132,8 @@ class JobRequestSerializer(serializers.Serializer):
             changes["output_paths"] = data["keep_outputs"] or ["outputs"]
         if "lab" in data:
             changes["lab_id"] = data["lab"]
+        if "datasets" in data and self.datasets_attach:
+            changes["datasets"] = data["datasets"]
         named = [f for f in ("software_environment", "environment_preset") if f in data]
         if named or not self.partial:
             # The environment sets the Python and image (jobs.submission looks them up).
@@ -141,7 +147,7 @@ class JobRequestSerializer(serializers.Serializer):
 
 # Input fields that JobSpec names and holds the same way.
 SAME_IN_SPEC = ("name", "arguments", "environment", "gpus", "gpu_memory_gb", "gpu_capability",
-                "cpus", "notify_by_email", "datasets")  # fmt: skip
+                "cpus", "notify_by_email")  # fmt: skip
 
 
 class JobSubmitSerializer(JobRequestSerializer):
