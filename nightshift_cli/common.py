@@ -91,8 +91,9 @@ class Context:
 pass_context = click.make_pass_decorator(Context)
 
 
-def job_options(command):
-    """The options that describe what to run and on what: `submit` and `sweep` share them."""
+def job_options(command, *, attach_datasets: bool = True):
+    """The options that describe what to run and on what: `submit` and `sweep` share them
+    (`matrix` too, without --dataset, which there names its own rows)."""
     for option in reversed(
         [
             click.option(
@@ -161,13 +162,19 @@ def job_options(command):
                 help="A software environment (`nightshift env list`): its latest version, "
                 "or NAME@VERSION.",
             ),
-            click.option(
-                "--dataset",
-                "datasets",
-                multiple=True,
-                metavar="NAME[@VERSION]",
-                help="A dataset (`nightshift data list`), read-only at datasets/NAME/ in the "
-                "job; repeat for more.",
+            *(
+                [
+                    click.option(
+                        "--dataset",
+                        "datasets",
+                        multiple=True,
+                        metavar="NAME[@VERSION]",
+                        help="A dataset (`nightshift data list`), read-only at datasets/NAME/ "
+                        "in the job; repeat for more.",
+                    )
+                ]
+                if attach_datasets
+                else []
             ),
             click.option(
                 "--lab", help="The lab to charge, when you are in several (see `whoami`)."

@@ -28,6 +28,10 @@ from .common import (
 )
 
 
+def matrix_job_options(command):
+    return job_options(command, attach_datasets=False)
+
+
 @click.command(epilog=EPILOG)
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @job_options
@@ -72,7 +76,7 @@ def sweep(obj: Context, path: Path, name: str | None, requirements: Path | None,
 
 
 @click.command(epilog=EPILOG)
-@job_options
+@matrix_job_options
 @click.option(
     "--system",
     "systems",
