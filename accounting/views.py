@@ -20,6 +20,7 @@ from django.utils.text import slugify
 
 from labs.selectors import lab_managed_or_404
 from labs.services import MembershipError, lab_member_add
+from plumbing.panels import panels_for
 
 from . import reports
 from .forms import ReportForm
@@ -181,5 +182,6 @@ def lab_detail(request: HttpRequest, lab_id: int) -> HttpResponse:
         else:
             messages.success(request, f"Added {membership.user.get_username()} to {lab.name}.")
         return redirect("labs:detail", lab_id=lab.pk)
-    return render(request, "labs/detail.html",
-                  {"lab": lab, "members": lab_member_usage(lab)})  # fmt: skip
+    return render(request, "labs/detail.html", {
+        "lab": lab, "members": lab_member_usage(lab), "panels": panels_for("lab", lab=lab),
+    })  # fmt: skip

@@ -7,6 +7,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from accounting.quotas import quota_standings
+from plumbing.panels import panels_for
 
 from . import registration as registrations
 from . import selectors, services
@@ -68,6 +69,7 @@ def account(request: HttpRequest) -> HttpResponse:
         "standings": standings,
         "pending": not registrations.user_may_submit(request.user),
         "approvals": registrations.registrations_to_approve(request.user).count(),
+        "panels": panels_for("account", user=request.user),
     }
     return render(request, "accounts/account.html", context)
 

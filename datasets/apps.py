@@ -9,8 +9,11 @@ class DatasetsConfig(AppConfig):
 
     def ready(self) -> None:
         from jobs.inputs import data_catalogue_register
+        from plumbing.panels import panel_register
 
-        from . import tasks  # noqa: F401 - registers the tasks services queue by name
+        from . import quotas, tasks  # noqa: F401 - tasks: registers the tasks services queue by name
         from .delivery import CATALOGUE
 
         data_catalogue_register(CATALOGUE)
+        panel_register("account", quotas.account_storage_panel)
+        panel_register("lab", quotas.lab_storage_panel)

@@ -5,6 +5,7 @@ import uuid
 from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
+from rest_framework_tus.models import AbstractUpload
 
 # A dataset's name is a folder in every job that uses it (datasets/<name>/) and is typed in
 # CLIs and URLs (NAME@VERSION): letters, digits and . _ - only.
@@ -175,3 +176,22 @@ class DatasetDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.sha256[:12]} to {self.workstation or self.remote_address}"
+
+
+class DatasetUpload(AbstractUpload):
+    """A resumable (tus) upload of a dataset's file, its owner's alone; once every byte has
+    arrived it becomes an import. Its bytes wait in DATASETS_DIR/uploads/ until then."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="dataset_uploads"
+    )
+    dataset_import = models.ForeignKey(
+        DatasetImport, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"upload {self.guid} ({self.upload_offset} of {self.upload_length} bytes)"

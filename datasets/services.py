@@ -20,10 +20,12 @@ from django.utils import timezone
 from audit.services import audit_record
 from jobs.archives import ArchiveError, ArchiveLimits, extract_archive, is_archive
 from jobs.inputs import jobs_using_versions
+from labs.models import Lab
 from plumbing.tasks import enqueue
 
 from . import content, fetching, storage
-from .models import Dataset, DatasetImport, DatasetVersion
+from .models import Dataset, DatasetImport, DatasetUpload, DatasetVersion
+from .quotas import StorageQuotaExceeded, storage_quota_check
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +75,7 @@ def _checked_import(
     return imported
 
 
-def _upload_name(raw: str) -> str:
+def upload_name(raw: str) -> str:
     """The uploaded file's own name, without any folder a browser or a client sent."""
     name = PurePosixPath(raw.replace("\\", "/")).name
     if not content.NAME_PART.fullmatch(name) or name in (".", ".."):
@@ -81,12 +83,58 @@ def _upload_name(raw: str) -> str:
     return name
 
 
+def lab_named(name: str):
+    """The lab a client names for lab visibility, or None for none."""
+    if not name:
+        return None
+    lab = Lab.objects.filter(name=name).first()
+    if lab is None:
+        raise DatasetError("lab", f"No lab is called {name[:100]!r}.")
+    return lab
+
+
+def dataset_upload_check(
+    *, user, name: str, filename: str, size: int, visibility: str = Dataset.Visibility.PRIVATE,
+    lab=None, description: str = "",
+) -> None:  # fmt: skip
+    """Refuses (DatasetError) an upload before its bytes are sent: its name, its file's name,
+    its size, and the storage quota it would need."""
+    upload_name(filename)
+    _checked_import(user=user, name=name, visibility=visibility, lab=lab,
+                    description=description, source=DatasetVersion.Source.UPLOAD,
+                    origin=filename)  # fmt: skip
+    if size > limits().max_bytes:
+        raise DatasetError("file", f"The file is larger than {settings.DATASET_MAX_GB:g} GB, "
+                           "the limit for a dataset.")  # fmt: skip
+    try:
+        storage_quota_check(user=user, lab=lab if visibility == Dataset.Visibility.LAB else None,
+                            adding_bytes=size)  # fmt: skip
+    except StorageQuotaExceeded as exc:
+        raise DatasetError("quota", str(exc)) from None
+
+
+def dataset_import_from_file(
+    *, user, name: str, filename: str, path: str, visibility: str = Dataset.Visibility.PRIVATE,
+    lab=None, description: str = "",
+) -> DatasetImport:  # fmt: skip
+    """A file that arrived whole (a resumable upload) becomes an import; the file is moved."""
+    filename = upload_name(filename)
+    imported = _checked_import(
+        user=user, name=name, visibility=visibility, lab=lab, description=description,
+        source=DatasetVersion.Source.UPLOAD, origin=filename,
+    )  # fmt: skip
+    folder = storage.incoming_dir(imported.public_id) / "upload"
+    folder.mkdir(parents=True)
+    os.replace(path, folder / filename)
+    return _queue(imported, bytes_total=(folder / filename).stat().st_size)
+
+
 def dataset_import_from_upload(
     *, user, name: str, upload: UploadedFile, visibility: str = Dataset.Visibility.PRIVATE,
     lab=None, description: str = "",
 ) -> DatasetImport:  # fmt: skip
     """Keeps the upload aside and queues its check: a version appears once it has passed."""
-    filename = _upload_name(upload.name or "")
+    filename = upload_name(upload.name or "")
     imported = _checked_import(
         user=user, name=name, visibility=visibility, lab=lab, description=description,
         source=DatasetVersion.Source.UPLOAD, origin=filename,
@@ -94,6 +142,11 @@ def dataset_import_from_upload(
     if upload.size > limits().max_bytes:
         raise DatasetError("file", f"The file is larger than {settings.DATASET_MAX_GB:g} GB, "
                            "the limit for a dataset.")  # fmt: skip
+    try:
+        storage_quota_check(user=user, lab=lab if visibility == Dataset.Visibility.LAB else None,
+                            adding_bytes=upload.size)  # fmt: skip
+    except StorageQuotaExceeded as exc:
+        raise DatasetError("quota", str(exc)) from None
     folder = storage.incoming_dir(imported.public_id) / "upload"
     folder.mkdir(parents=True)
     try:
@@ -211,7 +264,7 @@ def _fetched(imported: DatasetImport, work: Path) -> Path:
 
 def _safe_download_name(name: str) -> str:
     try:
-        return _upload_name(name)
+        return upload_name(name)
     except DatasetError:
         return "download"
 
@@ -259,6 +312,7 @@ def dataset_import_run(import_pk: int) -> DatasetImport:
         total = sum(file.size for file in files)
         DatasetImport.objects.filter(pk=imported.pk).update(bytes_total=total, bytes_done=0)
         digest = _pack(imported, tree, files, partial, total)
+        _check_room(imported, digest)
         summary = content.preview(tree, files, storage.thumbnails_dir(digest.sha256))
         _finish(imported, digest, summary)
     except (content.DatasetContentError, DatasetError) as exc:
@@ -271,6 +325,22 @@ def dataset_import_run(import_pk: int) -> DatasetImport:
         shutil.rmtree(work, ignore_errors=True)
     imported.refresh_from_db()
     return imported
+
+
+def _check_room(imported: DatasetImport, digest: content.Digest) -> None:
+    """The storage quota, once the size is known (a URL's, say); content the owner keeps
+    already adds nothing. A refused archive no version holds is removed."""
+    if imported.source == DatasetVersion.Source.PATH:
+        return
+    if DatasetVersion.objects.filter(dataset__owner=imported.owner, sha256=digest.sha256).exists():
+        return
+    lab = imported.lab if imported.visibility == Dataset.Visibility.LAB else None
+    try:
+        storage_quota_check(user=imported.owner, lab=lab, adding_bytes=digest.size_bytes)
+    except StorageQuotaExceeded as exc:
+        if not DatasetVersion.objects.filter(sha256=digest.sha256).exists():
+            storage.archive_path(digest.sha256).unlink(missing_ok=True)
+        raise DatasetError("quota", str(exc)) from None
 
 
 def _pack(imported: DatasetImport, tree: Path, files, partial: Path, total: int):
@@ -332,7 +402,7 @@ def dataset_imports_recover(*, now=None) -> dict[str, int]:
     """Imports whose task was lost (the broker restarted) are queued again; those whose
     worker died mid-way start again, up to MOST_ATTEMPTS; folders left by either are removed."""
     now = now or timezone.now()
-    report = {"queued": 0, "restarted": 0, "failed": 0, "removed": 0}
+    report = {"queued": 0, "restarted": 0, "failed": 0, "removed": 0, "uploads_removed": 0}
     lost = DatasetImport.objects.filter(state=DatasetImport.State.WAITING,
                                         created_at__lt=now - LOST_AFTER)  # fmt: skip
     for pk in lost.values_list("pk", flat=True):
@@ -352,7 +422,19 @@ def dataset_imports_recover(*, now=None) -> dict[str, int]:
         dataset_enqueue_import(imported.pk)
         report["restarted"] += 1
     report["removed"] = _remove_leftovers(now)
+    report["uploads_removed"] = uploads_remove_expired(now=now)
     return report
+
+
+def uploads_remove_expired(*, now=None) -> int:
+    """Resumable uploads never finished whose expiry has passed, with the bytes they kept."""
+    removed = 0
+    expired = DatasetUpload.objects.filter(expires__lt=now or timezone.now(),
+                                           dataset_import__isnull=True)  # fmt: skip
+    for upload in expired:
+        upload.delete()  # drf-tus removes its file too
+        removed += 1
+    return removed
 
 
 def _remove_leftovers(now) -> int:

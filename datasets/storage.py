@@ -31,3 +31,8 @@ def incoming_dir(import_id: str) -> Path:
 
 def shared_folder_exists(path: str) -> bool:
     return Path(path).is_dir()
+
+
+def uploads_dir() -> Path:
+    """Where resumable uploads keep their bytes until the last one arrives."""
+    return settings.DATASETS_DIR / "uploads"

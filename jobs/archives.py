@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO
 
-ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz")
+ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
 # Names the job sandbox uses itself; an archive may not bring its own.
 RESERVED_TOP_LEVEL = {".nightshift", ".source", "stdout.txt", "stderr.txt", "condor.log"}
 _TOP_LEVEL = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=@-]{0,99}")
@@ -70,7 +70,7 @@ def _clean_name(raw: str) -> str:
 
 @contextmanager
 def _open(path: Path) -> Iterator[tuple[list[Member], Callable[[Member], IO[bytes]]]]:
-    """(members, opener) for a .zip or .tar.gz, with every member already checked."""
+    """(members, opener) for a .zip, .tar.gz or .tar, with every member already checked."""
     name = path.name.lower()
     if name.endswith(".zip"):
         try:
@@ -95,16 +95,17 @@ def _open(path: Path) -> Iterator[tuple[list[Member], Callable[[Member], IO[byte
                 infos[clean] = info
             yield members, lambda member: archive.open(infos[member.name])
         return
+    kind = ".tar" if name.endswith(".tar") else ".tar.gz"
     try:
-        archive = tarfile.open(path, mode="r:gz")  # noqa: SIM115 - closed by the with below
+        archive = tarfile.open(path, mode="r:" if kind == ".tar" else "r:gz")  # noqa: SIM115 - closed by the with below
     except (tarfile.TarError, OSError, EOFError) as exc:
-        raise ArchiveError(f"This is not a readable .tar.gz file ({exc}).") from None
+        raise ArchiveError(f"This is not a readable {kind} file ({exc}).") from None
     with archive:
         members, infos = [], {}
         try:
             entries = archive.getmembers()
         except (tarfile.TarError, OSError, EOFError) as exc:
-            raise ArchiveError(f"This .tar.gz file is damaged ({exc}).") from None
+            raise ArchiveError(f"This {kind} file is damaged ({exc}).") from None
         for info in entries:
             if info.issym() or info.islnk():
                 raise ArchiveError(f"{info.name}: symbolic and hard links are not allowed.")

@@ -54,7 +54,14 @@ class LabAdmin(AuditedMembershipChanges, admin.ModelAdmin):
         (None, {"fields": ("name", "accounting_group", "ldap_group", "output_retention_days")}),
         (
             "Quota (empty: no limit)",
-            {"fields": ("gpu_hours", "gpu_hours_period_days", *QUOTA_FIELDS[1:])},
+            {
+                "fields": (
+                    "gpu_hours",
+                    "gpu_hours_period_days",
+                    *QUOTA_FIELDS[1:],
+                    "dataset_storage_gb",
+                )
+            },
         ),  # fmt: skip
     ]
 

@@ -74,6 +74,11 @@ class Lab(QuotaLimits):
         help_text="With LDAP sign-in: the DN of a group whose members join this lab when they "
         "sign in (and leave it when they are no longer in the group).",
     )  # fmt: skip
+    dataset_storage_gb = models.FloatField(
+        "Dataset storage (GB)", null=True, blank=True,
+        help_text="What the datasets shared with this lab may keep on the portal; empty: no "
+        "limit. Each user's own datasets have the site's limit (NIGHTSHIFT_DATASET_QUOTA_GB).",
+    )  # fmt: skip
     gpu_hours_period_days = models.PositiveIntegerField(
         "Period (days)", default=7, help_text="The rolling period of the GPU-hours limit."
     )

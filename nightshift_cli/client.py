@@ -60,6 +60,11 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
+    def auth_headers(self) -> dict[str, str]:
+        """What another HTTP client (the resumable uploader's) sends to sign in."""
+        token = self._http.headers.get("Authorization")
+        return {"Authorization": token, "User-Agent": USER_AGENT} if token else {}
+
     def _request(self, request: httpx.Request, *, stream: bool = False) -> httpx.Response:
         """Sends it; an idempotent request whose kept-alive connection was dropped under it
         is sent once more, on a new connection."""

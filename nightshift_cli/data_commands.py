@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
 import tarfile
 import tempfile
@@ -14,15 +15,15 @@ from urllib.parse import quote
 import click
 from rich.table import Table
 
+from . import config
 from .common import (
     EPILOG,
+    SKIPPED_DIRS,
     Context,
-    archive_folder,
     err,
     out,
     pass_context,
     print_json,
-    progress_file,
     transfer_progress,
 )
 
@@ -124,20 +125,106 @@ def _version(dataset: dict, number: int | None) -> dict:
 @pass_context
 def data_push(obj: Context, source: Path, name: str, description: str, share: str,
               lab: str | None, no_wait: bool) -> None:  # fmt: skip
-    """Upload a folder (archived on the way), an archive or a file as a dataset."""
-    fields = {"name": name, "description": description, "visibility": share, "lab": lab or ""}
+    """Upload a folder (archived on the way), an archive or a file as a dataset.
+
+    The upload is resumable: if the connection drops, it continues where it stopped, and
+    running the same push again later continues the same upload.
+    """
+    metadata = {"name": name, "description": description, "visibility": share,
+                "lab": lab or ""}  # fmt: skip
     with ExitStack() as stack:
-        upload = archive_folder(source, stack) if source.is_dir() else source
-        files = {"file": progress_file(upload, stack, label=f"Uploading {source.name}")}
-        started = obj.client.upload("/datasets/", fields, files)
-    out.print(f"Uploaded; checking and checksumming it (import {started['id']}).")
+        if source.is_dir():
+            upload, metadata["filename"] = _folder_tar(source), f"{source.resolve().name}.tar"
+        else:
+            upload, metadata["filename"] = source, source.name
+        upload_id = resumable_upload(obj, upload, metadata, label=f"Uploading {source.name}")
+        if source.is_dir():
+            stack.callback(upload.unlink, missing_ok=True)
+    started = obj.client.get(f"/dataset-uploads/{upload_id}/")
+    out.print(f"Uploaded; checking and checksumming it (import {started['dataset_import']}).")
     if no_wait:
         return
-    done = _wait(obj, started)
+    done = _wait(obj, {"id": started["dataset_import"], "state": "waiting"})
     if done["state"] == "failed":
         err.print(f"The import failed: {done['message']}")
         raise SystemExit(1)
     out.print(f"{done['version']}: {done['message']}")
+
+
+CHUNK_BYTES = 8 * 2**20
+
+
+def _pushes_dir() -> Path:
+    """Where pushes keep what resuming needs: a folder's archive, and each upload's address."""
+    folder = config.config_path().parent / "pushes"
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return folder
+
+
+def _folder_tar(folder: Path) -> Path:
+    """The folder as an uncompressed tar, built the same way each time from the same files,
+    so that a push run again resumes the same upload. Kept until the upload completes."""
+    key = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:16]
+    target = _pushes_dir() / f"{key}.tar"
+    partial = target.with_suffix(".partial")
+    with tarfile.open(partial, "w", format=tarfile.PAX_FORMAT) as archive:
+        for item in sorted(folder.rglob("*")):
+            if any(part in SKIPPED_DIRS for part in item.relative_to(folder).parts):
+                continue
+            if item.is_file() and not item.is_symlink():
+                info = archive.gettarinfo(item, arcname=str(item.relative_to(folder)))
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                with open(item, "rb") as stream:
+                    archive.addfile(info, stream)
+    partial.replace(target)
+    return target
+
+
+def resumable_upload(obj: Context, path: Path, metadata: dict, *, label: str) -> str:
+    """Sends `path` with the tus protocol; returns the upload's id. A dropped connection is
+    retried from the portal's offset, and an upload of the same file begun before resumes."""
+    from tusclient import client as tus
+    from tusclient.exceptions import TusCommunicationError, TusUploadFailed
+    from tusclient.storage.filestorage import FileStorage
+
+    client = obj.client
+    tus_client = tus.TusClient(f"{client.server}/api/v1/dataset-uploads/",
+                               headers=client.auth_headers())  # fmt: skip
+    resumes = FileStorage(str(_pushes_dir() / "uploads.json"))
+    try:
+        uploader = tus_client.uploader(
+            str(path), chunk_size=CHUNK_BYTES, metadata=metadata, retries=10, retry_delay=2,
+            store_url=True, url_storage=resumes,
+        )  # fmt: skip
+        size = uploader.get_file_size()
+        if uploader.offset:
+            err.print(f"Resuming the upload at {_size(uploader.offset)} of {_size(size)}.")
+        with transfer_progress() as progress:
+            task = progress.add_task(label, total=size, completed=uploader.offset)
+            while uploader.offset < size:
+                uploader.upload_chunk()
+                progress.update(task, completed=uploader.offset)
+    except (TusCommunicationError, TusUploadFailed) as exc:
+        raise click.ClickException(f"The upload was refused: {_tus_message(exc)}") from None
+    finally:
+        resumes.close()
+    resumes = FileStorage(str(_pushes_dir() / "uploads.json"))
+    resumes.remove_item(uploader.fingerprinter.get_fingerprint(uploader.get_file_stream()))
+    resumes.close()
+    return uploader.url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _tus_message(exc) -> str:
+    body = getattr(exc, "response_content", None) or b""
+    try:
+        error = json.loads(body)["error"]
+        fields = error.get("fields") or {}
+        return "; ".join(f"{field}: {' '.join(messages)}" for field, messages in fields.items()
+                         ) or error["message"]  # fmt: skip
+    except (ValueError, KeyError, TypeError, AttributeError):
+        text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
+        return text.strip() or str(exc)
 
 
 def _wait(obj: Context, started: dict) -> dict:

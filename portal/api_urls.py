@@ -6,6 +6,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from accounting import api as accounting_api
 from accounts import api as accounts_api
+from datasets import uploads
 from datasets.api import views as datasets_api
 from environments.api import views as environments_api
 from experiments.api import views as experiments_api
@@ -84,6 +85,18 @@ urlpatterns = [
         datasets_api.DatasetArchiveView.as_view(),
         name="dataset-archive",
     ),
+    path(
+        "dataset-uploads/",
+        uploads.DatasetUploadViewSet.as_view({"post": "create"}),
+        name="dataset-upload-list",
+    ),
+    path(
+        "dataset-uploads/<uuid:guid>/",
+        uploads.DatasetUploadViewSet.as_view(
+            {"get": "retrieve", "head": "info", "patch": "partial_update", "delete": "destroy"}
+        ),
+        name="dataset-upload-detail",
+    ),  # fmt: skip
     path(
         "dataset-delivery/<str:sha256>.tar",
         datasets_api.DatasetDeliveryView.as_view(),

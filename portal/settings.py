@@ -84,6 +84,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    # Resumable dataset uploads (tus 1.0); its own Upload table stays empty (datasets').
+    "rest_framework_tus",
     "accounts",
     "labs",
     "audit",
@@ -107,6 +109,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "audit.middleware.AuditOriginMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # Reads the tus headers of resumable uploads (datasets.uploads) into the request.
+    "datasets.middleware.TusHeadersMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Last, as django-axes asks: it turns a locked-out sign-in into its own answer.
     "axes.middleware.AxesMiddleware",
@@ -341,6 +345,18 @@ if DATASET_ACCEL_REDIRECT_PREFIX and not (
         "NIGHTSHIFT_DATASET_ACCEL_REDIRECT_PREFIX must start and end with a slash, like "
         "/_nightshift_datasets/"
     )
+# What each user's own datasets may keep on the portal, in GB; empty: no limit. A lab's limit
+# for the datasets shared with it is set on the lab, in the admin.
+DATASET_QUOTA_GB = env_float("NIGHTSHIFT_DATASET_QUOTA_GB", None, minimum=0.0)
+# A resumable upload not finished this long after it began is removed with its bytes.
+DATASET_UPLOAD_EXPIRES_HOURS = env_int("NIGHTSHIFT_DATASET_UPLOAD_EXPIRES_HOURS", 24, minimum=1)
+REST_FRAMEWORK_TUS = {
+    "UPLOAD_MODEL": "datasets.DatasetUpload",
+    "UPLOAD_EXPIRES": timedelta(hours=DATASET_UPLOAD_EXPIRES_HOURS),
+    "SAVE_HANDLER_CLASS": "datasets.uploads.ImportWhenComplete",
+    "MAX_FILE_SIZE": int(DATASET_MAX_GB * 2**30),
+    "FILENAME_METADATA_FIELD": "filename",
+}
 # A job's credential for its datasets is good while the job has not ended, and at most this
 # long after it was submitted.
 DATASET_CREDENTIAL_MAX_AGE_S = env_int(

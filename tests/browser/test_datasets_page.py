@@ -54,3 +54,34 @@ def test_a_hostile_archive_ends_on_a_page_that_says_why(
     error = page.locator("[data-role=import-error]")
     error.wait_for(timeout=60_000)
     assert "would reach outside" in error.inner_text()
+
+
+def test_an_upload_cut_off_halfway_continues_where_it_stopped(
+    logged_in, datasets_beside_the_worker, tmp_path
+):
+    """The connection drops twice once more than half has arrived; the page's tus client
+    asks the portal where it stopped and sends only the rest."""
+    page = logged_in
+    size = 40 * 2**20
+    blob = tmp_path / "frames.bin"
+    blob.write_bytes(bytes(range(256)) * (size // 256))
+    sent = {"accepted": 0, "dropped": 0, "heads_after_drop": 0}
+
+    def route(route, request):
+        if request.method == "PATCH":
+            offset = int(request.headers["upload-offset"])
+            if offset >= size // 2 and sent["dropped"] < 2:
+                sent["dropped"] += 1
+                return route.abort("connectionreset")
+            sent["accepted"] += len(request.post_data_buffer or b"")
+        elif request.method == "HEAD" and sent["dropped"]:
+            sent["heads_after_drop"] += 1
+        return route.continue_()
+
+    page.route("**/api/v1/dataset-uploads/**", route)
+    import_through_the_form(page, blob, "frames")
+    page.get_by_role("heading", name="frames").wait_for(timeout=120_000)
+    page.get_by_text("Version 1: 1 file").wait_for()
+    assert sent["dropped"] == 2 and sent["heads_after_drop"] >= 1
+    # Every byte crossed once: the chunks before the drop were not sent again.
+    assert sent["accepted"] == size

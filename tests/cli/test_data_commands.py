@@ -44,3 +44,37 @@ def test_pulling_into_a_folder_that_is_not_empty_is_refused(nightshift, logged_i
     nightshift("data", "push", "pets", "--name", "pets")
     done = nightshift("data", "pull", "pets")  # ./pets holds the originals
     assert done.status == 1 and "exists and is not empty" in done.stderr
+
+
+def test_a_push_stopped_halfway_continues_where_it_stopped_when_run_again(
+    logged_in, cli_env, tmp_path
+):
+    import subprocess
+    import time
+
+    from datasets.models import Dataset, DatasetUpload
+    from tests.cli.conftest import NIGHTSHIFT
+
+    size = 48 * 2**20
+    (tmp_path / "frames").mkdir()
+    (tmp_path / "frames" / "frames.bin").write_bytes(bytes(range(256)) * (size // 256))
+    command = [NIGHTSHIFT, "data", "push", "frames", "--name", "frames"]
+    first = subprocess.Popen(command, env=cli_env, cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:  # until some chunks have arrived, then it is killed
+        upload = DatasetUpload.objects.first()
+        if upload is not None and upload.upload_offset >= 16 * 2**20:
+            break
+        time.sleep(0.02)
+    first.kill()
+    first.communicate()
+    stopped_at = DatasetUpload.objects.get().upload_offset
+    assert 0 < stopped_at < DatasetUpload.objects.get().upload_length
+    again = subprocess.run(command, env=cli_env, cwd=tmp_path, capture_output=True, text=True,
+                           timeout=120)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert "Resuming the upload at" in again.stderr
+    assert "frames@1: Version 1: 1 files" in again.stdout
+    assert DatasetUpload.objects.count() == 1  # the same upload, continued
+    assert Dataset.objects.get(name="frames").versions.get().size_bytes == size

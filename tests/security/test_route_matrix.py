@@ -25,6 +25,7 @@ from django.utils.http import urlsafe_base64_encode
 from accounts.models import Registration
 from accounts.services import token_create
 from datasets import services as dataset_services
+from datasets.models import DatasetUpload
 from environments.services import environment_create
 from experiments import sweeps
 from jobs import specs, submission, sync
@@ -166,6 +167,11 @@ TABLE = {
     # For a job's launcher, with the job's own credential: no person's session or token opens
     # it, the owner's and an admin's included (tests/datasets/test_delivery.py has the job's).
     "api:dataset-delivery": [("get", (401, 401, 401, 401, 401, 401))],
+    # A resumable upload is its owner's alone, admins' included: nobody else learns it exists.
+    # Without tus headers, a request to start one is refused as malformed.
+    "api:dataset-upload-list": [("post", (401, 400, 400, 400, 400, 400))],
+    "api:dataset-upload-detail": [("get", (401, 404, 404, 200, 404, 404)),
+                                  ("delete", (401, 404, 404, 204, 404, 404))],
 }
 # fmt: on
 
@@ -181,6 +187,7 @@ class World:
     registration_id: int
     environment: object
     dataset_import: object
+    dataset_upload: object
 
 
 @pytest.fixture
@@ -220,6 +227,8 @@ def world(fake_bridge):
         token_id=token_create(user=owner, name="laptop").token.pk, lab_id=vision.pk,
         membership_id=membership.pk, registration_id=registration.pk, environment=environment,
         dataset_import=dataset_import,
+        dataset_upload=DatasetUpload.objects.create(owner=owner, upload_length=10,
+                                                    upload_metadata="{}"),
     )  # fmt: skip
 
 
@@ -253,7 +262,8 @@ def url_of(key, pattern, name, world):
     if name and ("datasets:" in name or "api:dataset" in name):
         dataset = world.dataset_import.version.dataset
         values.update(pk=dataset.pk, name=dataset.name, public_id=world.dataset_import.public_id,
-                      index=0, sha256=world.dataset_import.version.sha256)  # fmt: skip
+                      index=0, sha256=world.dataset_import.version.sha256,
+                      guid=world.dataset_upload.guid)  # fmt: skip
     wanted = re.findall(r"<(?:\w+:)?(\w+)>", pattern)
     return reverse(name, kwargs={param: values[param] for param in wanted})
 

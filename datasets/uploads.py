@@ -1,0 +1,174 @@
+"""Resumable uploads (the tus 1.0 protocol, served by drf-tus): a dataset's file arrives in
+chunks, survives a dropped connection, and continues from the last byte the portal kept.
+
+    POST   /api/v1/dataset-uploads/         Upload-Length, Upload-Metadata (name, filename,
+                                            visibility, lab, description): 201 and Location
+    HEAD   /api/v1/dataset-uploads/<id>/    Upload-Offset: where to continue
+    PATCH  /api/v1/dataset-uploads/<id>/    the next chunk at Upload-Offset
+    GET    /api/v1/dataset-uploads/<id>/    its progress and, once complete, its import
+    DELETE /api/v1/dataset-uploads/<id>/    give it up
+
+The metadata is checked when the upload is created (a bad name or an upload over the storage
+quota is refused before a byte is sent). When the last byte arrives, the file becomes a
+dataset import, checked like any other. An upload left unfinished past its expiry
+(DATASET_UPLOAD_EXPIRES_HOURS) is removed with its bytes by the import recovery.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema, extend_schema_view
+from rest_framework import serializers
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import BaseParser, DataAndFiles
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework_tus.storage import AbstractUploadSaveHandler
+from rest_framework_tus.views import UploadViewSet
+
+from jobs.api.views import error_responses
+from plumbing.api import ApiError
+
+from . import services, storage
+from .models import DatasetUpload
+
+# One PATCH holds at most this much; clients send smaller chunks (the CLI and the page: 8 MiB).
+MAX_CHUNK_BYTES = 64 * 2**20
+
+
+class ChunkParser(BaseParser):
+    """A tus chunk, read from the request's stream with a bound (not Django's request.body,
+    which holds at most DATA_UPLOAD_MAX_MEMORY_SIZE)."""
+
+    media_type = "application/offset+octet-stream"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        chunk = stream.read(MAX_CHUNK_BYTES + 1) if stream is not None else b""
+        if len(chunk) > MAX_CHUNK_BYTES:
+            raise ParseError(f"Send at most {MAX_CHUNK_BYTES // 2**20} MiB in one PATCH.")
+        return DataAndFiles({"chunk": chunk}, {})
+
+
+class DatasetUploadSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = DatasetUpload
+        fields = ["guid", "upload_length", "upload_metadata", "filename"]
+
+
+class UploadStatusSerializer(serializers.Serializer):
+    id = serializers.UUIDField(help_text="The upload's id.")
+    offset = serializers.IntegerField(help_text="Bytes the portal has kept.")
+    length = serializers.IntegerField(help_text="Bytes in the whole file.")
+    expires = serializers.DateTimeField(allow_null=True, help_text="When an unfinished upload "
+                                        "is removed.")  # fmt: skip
+    complete = serializers.BooleanField(help_text="Every byte arrived.")
+    dataset_import = serializers.UUIDField(
+        allow_null=True, help_text="The import it became (follow /dataset-imports/<id>/)."
+    )
+
+
+def upload_metadata(upload: DatasetUpload) -> dict:
+    try:
+        metadata = json.loads(upload.upload_metadata or "{}")
+    except ValueError:
+        return {}
+    return metadata if isinstance(metadata, dict) else {}
+
+
+class ImportWhenComplete(AbstractUploadSaveHandler):
+    """drf-tus calls this when the last byte arrived: the file becomes a dataset import."""
+
+    def handle_save(self) -> None:
+        metadata = upload_metadata(self.upload)
+        imported = services.dataset_import_from_file(
+            user=self.upload.owner, name=metadata.get("name", ""),
+            filename=metadata.get("filename", ""), path=self.upload.temporary_file_path,
+            visibility=metadata.get("visibility") or "private",
+            lab=services.lab_named(metadata.get("lab") or ""),
+            description=metadata.get("description", ""),
+        )  # fmt: skip
+        self.upload.dataset_import = imported
+        self.upload.temporary_file_path = None
+        self.upload.save()
+        self.finish()
+
+
+TUS = (
+    "The tus 1.0 resumable upload protocol (https://tus.io), with the creation, "
+    "expiration, checksum and termination extensions. HEAD on the upload's address gives "
+    "Upload-Offset, where to continue after a dropped connection."
+)
+
+
+@extend_schema_view(
+    create=extend_schema(
+        summary="Start a resumable upload of a dataset file (tus: Upload-Length, "
+        "Upload-Metadata with name, filename and optionally visibility, lab, description)",
+        description=TUS, request=None, responses={201: None, **error_responses(400, 401, 403)},
+    ),
+    retrieve=extend_schema(summary="An upload's progress, and the import it became",
+                           responses={200: UploadStatusSerializer, **error_responses(401, 404)}),
+    partial_update=extend_schema(
+        summary="Send the next chunk at Upload-Offset (tus)", description=TUS, request=bytes,
+        responses={204: None, **error_responses(400, 401, 404, 409)},
+    ),
+    destroy=extend_schema(summary="Give up an upload; its bytes are removed",
+                          responses={204: None, **error_responses(401, 404)}),
+)  # fmt: skip
+class DatasetUploadViewSet(UploadViewSet):
+    """drf-tus's views, for the signed-in user's own uploads, into the datasets folder."""
+
+    serializer_class = DatasetUploadSerializer
+    parser_classes = [ChunkParser]
+
+    @property
+    def max_file_size(self) -> int:
+        return int(settings.DATASET_MAX_GB * 2**30)
+
+    def get_chunk(self, request: Request) -> bytes:
+        return request.data.get("chunk", b"")
+
+    def get_queryset(self):
+        return DatasetUpload.objects.filter(owner=self.request.user)
+
+    def perform_create(self, serializer) -> None:
+        metadata = json.loads(serializer.validated_data.get("upload_metadata") or "{}")
+        length = serializer.validated_data["upload_length"]
+        try:
+            services.dataset_upload_check(
+                user=self.request.user, name=metadata.get("name", ""),
+                filename=metadata.get("filename", ""), size=length,
+                visibility=metadata.get("visibility") or "private",
+                lab=services.lab_named(metadata.get("lab") or ""),
+                description=metadata.get("description", ""),
+            )  # fmt: skip
+        except services.DatasetError as exc:
+            status = 403 if exc.field == "quota" else 400
+            raise ApiError(exc.message, code="quota_exceeded" if status == 403 else "invalid",
+                           status_code=status, field=exc.field) from None  # fmt: skip
+        upload = serializer.save(owner=self.request.user)
+        folder = storage.uploads_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        upload.temporary_file_path = str(folder / f"{upload.guid}.part")
+        open(upload.temporary_file_path, "xb").close()  # noqa: SIM115
+        upload.save()
+
+    def validate_filename(self, filename: str) -> str:
+        try:
+            return services.upload_name(filename) if filename else ""
+        except services.DatasetError as exc:
+            raise ApiError(exc.message, code="invalid", status_code=400, field="filename") from None
+
+    def get_success_headers(self, data) -> dict:
+        return {"Location": reverse("api:dataset-upload-detail", kwargs={"guid": data["guid"]})}
+
+    def retrieve(self, request: Request, *args, **kwargs) -> Response:
+        upload = self.get_object()
+        return Response(UploadStatusSerializer({
+            "id": upload.guid, "offset": upload.upload_offset, "length": upload.upload_length,
+            "expires": upload.expires, "complete": upload.is_complete(),
+            "dataset_import": upload.dataset_import.public_id if upload.dataset_import else None,
+        }).data)  # fmt: skip
