@@ -15,6 +15,8 @@ from tests.datasets.files import SAMPLE, upload, write_tree, zip_of
 from tests.factories import LabFactory, MembershipFactory
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
 def noise(seed: int) -> bytes:
     """Bytes that do not compress (a well-compressing zip is refused as a bomb)."""
     return random.Random(seed).randbytes(600_000)
@@ -57,9 +59,7 @@ def test_a_lab_shared_dataset_counts_against_the_labs_limit(api, student):
     assert push(api, "mine", {"x.bin": noise(3)}).status_code == 202
 
 
-def test_an_import_whose_size_shows_only_at_the_end_fails_and_stores_nothing(
-    student, settings
-):
+def test_an_import_whose_size_shows_only_at_the_end_fails_and_stores_nothing(student, settings):
     from datasets import services
 
     settings.DATASET_QUOTA_GB = 0.0001  # 100 kB
