@@ -30,11 +30,12 @@ from rest_framework_tus.storage import AbstractUploadSaveHandler
 from rest_framework_tus.views import UploadViewSet
 
 from jobs.api.views import error_responses
-from plumbing.api import ApiError
+from plumbing.api import ApiError, error_body
 
 from . import services, storage
 from .models import DatasetUpload
 
+TUS_ERROR_CODES = {404: "not_found", 409: "conflict", 413: "too_large", 460: "checksum_mismatch"}
 # One PATCH holds at most this much; clients send smaller chunks (the CLI and the page: 8 MiB).
 MAX_CHUNK_BYTES = 64 * 2**20
 
@@ -107,14 +108,13 @@ TUS = (
     create=extend_schema(
         summary="Start a resumable upload of a dataset file (tus: Upload-Length, "
         "Upload-Metadata with name, filename and optionally visibility, lab, description)",
-        description=TUS, request=None, responses={201: None, **error_responses(400, 401, 403)},
+        description=TUS, request=None,
+        responses={201: None, **error_responses(400, 401, 403, 413)},
     ),
     retrieve=extend_schema(summary="An upload's progress, and the import it became",
                            responses={200: UploadStatusSerializer, **error_responses(401, 404)}),
-    partial_update=extend_schema(
-        summary="Send the next chunk at Upload-Offset (tus)", description=TUS, request=bytes,
-        responses={204: None, **error_responses(400, 401, 404, 409)},
-    ),
+    # A PATCH carries application/offset+octet-stream, which is tus's, not OpenAPI's to say.
+    partial_update=extend_schema(exclude=True),
     destroy=extend_schema(summary="Give up an upload; its bytes are removed",
                           responses={204: None, **error_responses(401, 404)}),
 )  # fmt: skip
@@ -127,6 +127,13 @@ class DatasetUploadViewSet(UploadViewSet):
     @property
     def max_file_size(self) -> int:
         return int(settings.DATASET_MAX_GB * 2**30)
+
+    def finalize_response(self, request: Request, response, *args, **kwargs):
+        """drf-tus answers its refusals with a bare string: here, the API's error shape."""
+        if response.status_code >= 400 and isinstance(getattr(response, "data", None), str):
+            code = TUS_ERROR_CODES.get(response.status_code, "invalid")
+            response.data = error_body(code, response.data)
+        return super().finalize_response(request, response, *args, **kwargs)
 
     def get_chunk(self, request: Request) -> bytes:
         return request.data.get("chunk", b"")

@@ -76,6 +76,7 @@ def big(web, tmp_path):
     yield version
     for workstation in WORKSTATIONS:
         shutil.rmtree(cache(workstation) / "objects" / digest.sha256, ignore_errors=True)
+    storage.archive_path(digest.sha256).unlink(missing_ok=True)
 
 
 def cache(workstation: str) -> Path:
