@@ -135,7 +135,7 @@ def job_folder(lock: str | None) -> tuple[str, Path]:
     helper.mkdir(parents=True)
     (folder / "outputs").mkdir()
     (folder / "train.py").write_text(SCRIPT)
-    for name in ("nightshift.py", "launch.py"):
+    for name in ("nightshift.py", "launch.py", "nightshift_data.py"):
         shutil.copy(REPO / "jobs/runtime" / name, helper / name)
     if lock is not None:
         (helper / "requirements.lock").write_text(lock)

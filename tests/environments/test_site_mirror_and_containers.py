@@ -8,10 +8,8 @@ import os
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from condor_bridge.submit import build_submit_description
 from condor_bridge.types import FileMode
@@ -22,9 +20,8 @@ from environments.requirements import requirements_check
 from environments.services import environment_create
 from jobs import specs, submission
 from jobs.models import Job, JobState
+from jobs.staging import HELPER_FILES
 from tests.projects import tiny_wheel
-
-LAUNCHER = Path(settings.BASE_DIR) / "jobs" / "runtime" / "launch.py"
 
 
 @pytest.fixture
@@ -62,7 +59,8 @@ def test_jobs_are_told_the_mirror_and_the_launcher_installs_from_it(settings, mi
     assert [specs.INDEX_VARIABLE, mirror] in stored["environment"]
     folder = tmp_path / "job"
     (folder / ".nightshift").mkdir(parents=True)
-    (folder / ".nightshift" / "launch.py").write_bytes(LAUNCHER.read_bytes())
+    for module, name in HELPER_FILES:
+        (folder / ".nightshift" / name).write_bytes(module.read_bytes())
     (folder / ".nightshift" / "requirements.lock").write_text(lock)
     (folder / "train.py").write_text("import tinypkg\nprint(tinypkg.GREETING)\n")
     done = subprocess.run(
