@@ -65,6 +65,12 @@ class OwnerAtDesk:
             self.leaves(workstation)
 
 
+def owners_present() -> set[str]:
+    """The workstations whose owner-GPU probe says the owner is back."""
+    ads = pool_command("condor_status", "-af", "Machine", "Name", "OwnerGpuActive").stdout
+    return {line.split()[1].split("@")[1] for line in ads.splitlines() if line.endswith("true")}
+
+
 def pool_config(text: str | None, name: str = "60-test.conf") -> None:
     """Write (or with None remove) a config file in the personal pool and reconfigure it."""
 

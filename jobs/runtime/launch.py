@@ -167,15 +167,6 @@ def find_cache(log: Log):
     return folder
 
 
-def cache_size(folder: str) -> int:
-    total = 0
-    for root, _, files in os.walk(folder):
-        for name in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, name)).st_blocks * 512
-    return total
-
-
 def make_room(log: Log, cache: str, keep: str) -> None:
     """Past the cache's size cap, remove the environments used longest ago that no job is
     using (a job holds its environment's lock shared; removal needs it exclusive)."""
@@ -185,7 +176,7 @@ def make_room(log: Log, cache: str, keep: str) -> None:
     except ValueError:
         cap = DEFAULT_CACHE_GB * 1024**3
     envs = os.path.join(cache, "envs")
-    size = cache_size(envs)
+    size = nightshift_data.tree_size(envs)
     if size <= cap:
         return
 
@@ -203,7 +194,7 @@ def make_room(log: Log, cache: str, keep: str) -> None:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 continue  # in use
-            freed = cache_size(os.path.join(envs, key))
+            freed = nightshift_data.tree_size(os.path.join(envs, key))
             remove_environment(os.path.join(envs, key))
             size -= freed
             log.line(f"removed environment {key} from the cache ({freed / 1e6:.0f} MB), "

@@ -341,6 +341,7 @@ def cached(cache, dataset, credential, log, verify_hours):
 
 
 def tree_size(folder):
+    """Bytes a folder takes on disk (the launcher's environment cache counts the same way)."""
     total = 0
     for root, _, files in os.walk(folder):
         for name in files:

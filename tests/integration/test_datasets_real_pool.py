@@ -19,7 +19,7 @@ from datasets import content, storage
 from datasets.models import Dataset, DatasetDelivery, DatasetVersion
 from jobs.models import Job, JobState
 from tests.conftest import script_upload
-from tests.helpers import POOL_ROOT, OwnerAtDesk, pool_command, wait_for
+from tests.helpers import POOL_ROOT, owners_present, wait_for
 from tests.pipeline import wait_for_state
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(900)]
@@ -81,19 +81,6 @@ def big(web, tmp_path):
 
 def cache(workstation: str) -> Path:
     return POOL_ROOT / "var/lib/condor" / f"data-cache-{workstation}"
-
-
-@pytest.fixture
-def desks():
-    owner = OwnerAtDesk()
-    yield owner
-    owner.leave_all()
-    wait_for(lambda: not owners_present(), timeout=60, what="owners gone from every desk")
-
-
-def owners_present() -> set[str]:
-    ads = pool_command("condor_status", "-af", "Machine", "Name", "OwnerGpuActive").stdout
-    return {line.split()[1].split("@")[1] for line in ads.splitlines() if line.endswith("true")}
 
 
 def submit(web) -> Job:

@@ -19,7 +19,7 @@ from environments.models import EnvironmentVersion
 from environments.services import environment_create
 from jobs.models import Job, JobState
 from tests.conftest import script_upload
-from tests.helpers import POOL_ROOT, OwnerAtDesk, pool_command, wait_for
+from tests.helpers import POOL_ROOT, OwnerAtDesk, owners_present, wait_for
 from tests.pipeline import wait_for_state
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(600)]
@@ -33,19 +33,6 @@ def web(client, live_pipeline):
     user = get_user_model().objects.create_user("ada", password="a-long-test-password")
     client.force_login(user)
     return client
-
-
-@pytest.fixture
-def desks():
-    owner = OwnerAtDesk()
-    yield owner
-    owner.leave_all()
-    wait_for(lambda: not owners_present(), timeout=60, what="owners gone from every desk")
-
-
-def owners_present() -> set[str]:
-    ads = pool_command("condor_status", "-af", "Machine", "Name", "OwnerGpuActive").stdout
-    return {line.split()[1].split("@")[1] for line in ads.splitlines() if line.endswith("true")}
 
 
 def only_on(desks: OwnerAtDesk, workstation: str) -> None:
