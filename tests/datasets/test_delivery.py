@@ -247,3 +247,24 @@ def test_the_manifest_names_each_dataset_for_the_launcher(api, portal):
     assert record["url"].startswith(portal.url + "/api/v1/dataset-delivery/")
     assert (record["name"], record["kind"], record["file_count"]) == ("cats", "archive", 4)
     assert job.request["install_requirements"] is True
+
+
+@pytest.mark.parametrize("member", ["../outside.txt", "/etc/passwd", "a/../../b", "link"])
+def test_a_hostile_archive_member_is_refused_by_the_launcher_and_nothing_is_left(tmp_path, member):
+    import io
+    import tarfile
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as archive:
+        info = tarfile.TarInfo(member)
+        if member == "link":
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            archive.addfile(info)
+        else:
+            info.size = 1
+            archive.addfile(info, io.BytesIO(b"x"))
+    expected = {"reference": "evil@1", "sha256": "0" * 64, "file_count": 1, "size_bytes": 1}
+    target = tmp_path / "entry" / "files"
+    with pytest.raises(nightshift_data.DeliveryError, match="not a plain file inside it"):
+        nightshift_data.unpack(io.BytesIO(out.getvalue()), str(target), expected)
+    assert not (tmp_path / "outside.txt").exists() and not (tmp_path / "b").exists()
