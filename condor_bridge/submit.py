@@ -36,6 +36,11 @@ CHECKPOINT_DIR = f"{HELPER_DIR}/checkpoint"
 # One JSON line per checkpoint the helper saved, {"time": ...}: what the portal's accounting
 # reads to know how much of an evicted run was kept.
 CHECKPOINT_LOG = f"{HELPER_DIR}/checkpoints.jsonl"
+# A job's datasets, where HTCondor moves its files (spool mode): nightshift://PORTAL/SHA256
+# URLs, which this plugin (the launcher's delivery module, which every such job brings)
+# puts in place; where the execute-node kit installed it, it hands over to the kit's copy.
+DATA_TRANSFER_SCHEME = "nightshift"
+DATA_PLUGIN = f"{HELPER_DIR}/nightshift_dataset_plugin.py"
 # HTCondor's self-checkpointing: a job that exits with this code has saved its state and is
 # started again at once, on the same workstation, with its checkpoint.
 CHECKPOINT_EXIT_CODE = 85
@@ -207,8 +212,12 @@ def build_submit_description(
         # Only the outputs folder, which the portal makes, exists before the job runs.
         made_by_portal = [p for p in request.output_paths if p == DEFAULT_OUTPUT_DIR]
         description["transfer_input_files"] = ", ".join(
-            dict.fromkeys((*inputs, HELPER_DIR, *made_by_portal))
+            dict.fromkeys((*inputs, HELPER_DIR, *made_by_portal, *request.dataset_urls))
         )
+        if request.dataset_urls:
+            # The job brings the plugin, so no workstation needs one to match; HTCondor
+            # runs it after the other inputs (the job's manifest and credential) are in.
+            description["transfer_plugins"] = f"{DATA_TRANSFER_SCHEME}={DATA_PLUGIN}"
         description["transfer_output_files"] = ", ".join((*request.output_paths, HELPER_DIR))
         description["transfer_checkpoint_files"] = HELPER_DIR
         # A finished spooled job waits in the queue until its outputs are retrieved

@@ -26,6 +26,11 @@ _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:@+-]{0,499}")
 _INPUT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=@-]{0,99}")
 _ACCOUNTING_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _OUTPUT_PATH = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
+# nightshift://HOST[:PORT]/SHA256: nothing that could end an item of transfer_input_files.
+_DATASET_URL = re.compile(
+    r"nightshift://(?:[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?/[0-9a-f]{64}"
+)
+MAX_DATASET_URLS = 8
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -143,6 +148,9 @@ class JobRequest:
     # Given to the job as NIGHTSHIFT_SEED, for scripts that seed their random generators
     # with it: a reproduction runs with the same seed.
     seed: int | None = None
+    # The dataset versions HTCondor's file transfer brings (spool mode), as
+    # nightshift://PORTAL/SHA256 URLs; without a transfer (shared mode) the launcher does.
+    dataset_urls: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _JOB_ID.fullmatch(str(self.job_id)):
@@ -200,6 +208,13 @@ class JobRequest:
             _check_int("max_starts", self.max_starts, 1, 1000)
         if self.seed is not None:
             _check_int("seed", self.seed, 0, 2**31 - 1)
+        if len(self.dataset_urls) > MAX_DATASET_URLS:
+            raise InvalidJobRequest("dataset_urls", f"at most {MAX_DATASET_URLS} datasets")
+        for url in self.dataset_urls:
+            if not isinstance(url, str) or not _DATASET_URL.fullmatch(url):
+                raise InvalidJobRequest(
+                    "dataset_urls", f"{url!r} is not a nightshift://PORTAL/SHA256 URL"
+                )
         for path in self.output_paths:
             if not _OUTPUT_PATH.fullmatch(path) or path in (".", ".."):
                 raise InvalidJobRequest("output_paths", f"{path!r} is not a plain file name")

@@ -269,6 +269,7 @@ def fill_run(job: Job, run: JobSpec, staged, hashes: dict[str, str], *, user, la
         script_name=staged.script_name, user=user, input_files=inputs,
         install_requirements=staged.install_requirements, lab=lab,
         remove_after_s=remove_after_s, seed=new_seed(), software=staged.software,
+        datasets=staged.datasets,
     )  # fmt: skip
     try:
         job_request_of(job)

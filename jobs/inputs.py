@@ -17,13 +17,15 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core import signing
 from django.db.models import Q, QuerySet
 
-from condor_bridge.submit import HELPER_DIR
+from condor_bridge.submit import DATA_TRANSFER_SCHEME, HELPER_DIR
 
+from .errors import JobSubmissionError
 from .models import FINAL_STATES, Job
 
 # In the helper folder: the datasets the launcher puts in place, and the job's credential.
@@ -65,8 +67,6 @@ def data_choices(user) -> list[DataChoice]:
 
 
 def data_prepare(*, user, references: list[str]) -> list[dict]:
-    from .specs import JobSubmissionError
-
     if not references:
         return []
     if not _catalogues:
@@ -78,9 +78,12 @@ def data_prepare(*, user, references: list[str]) -> list[dict]:
     return _catalogues[0].prepare(user=user, references=list(references))
 
 
-def data_install(directory: Path, datasets: list[dict] | None, *, link_from: Path | None = None):
-    """The launcher's list of datasets and the job's own credential, in its helper folder.
-    `link_from`, another run's folder of the same sweep, shares its list (a hard link)."""
+def data_install(
+    directory: Path, datasets: list[dict] | None, *, link_from: Path | None = None
+) -> bool:
+    """The launcher's list of datasets and the job's own credential, in its helper folder;
+    whether there were any. `link_from`, another run's folder of the same sweep, shares its
+    list (a hard link)."""
     helper = directory / HELPER_DIR
     shared = link_from / HELPER_DIR / DATASETS_MANIFEST if link_from is not None else None
     if shared is not None and shared.is_file():
@@ -88,7 +91,7 @@ def data_install(directory: Path, datasets: list[dict] | None, *, link_from: Pat
     elif datasets:
         (helper / DATASETS_MANIFEST).write_text(json.dumps({"datasets": datasets}, indent=1))
     else:
-        return
+        return False
     credential = helper / CREDENTIAL_FILE
     descriptor = os.open(credential, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as stream:
@@ -96,6 +99,19 @@ def data_install(directory: Path, datasets: list[dict] | None, *, link_from: Pat
     for path in (helper / DATASETS_MANIFEST, credential):
         if settings.JOB_DIR_UID is not None:
             os.chown(path, settings.JOB_DIR_UID, -1)
+    return True
+
+
+def data_transfer_urls(datasets: list[dict] | None) -> list[str]:
+    """The nightshift:// URLs through which HTCondor's file transfer brings the datasets the
+    portal stores (spool mode), one per version: nightshift://PORTAL/SHA256. They name no
+    secret: the plugin fetches with the job's credential, from the job's own folder."""
+    urls = []
+    for dataset in datasets or []:
+        if dataset["kind"] == "archive":
+            portal = urlsplit(dataset["url"]).netloc
+            urls.append(f"{DATA_TRANSFER_SCHEME}://{portal}/{dataset['sha256']}")
+    return urls
 
 
 def data_credential(job_id: str) -> str:

@@ -12,6 +12,8 @@ from django.conf import settings
 
 from condor_bridge import JobRequest
 
+from .errors import JobSubmissionError
+from .inputs import data_transfer_urls
 from .models import Job
 
 OUTPUTS = "outputs"
@@ -25,15 +27,6 @@ INDEX_VARIABLE = "NIGHTSHIFT_PACKAGE_INDEX_URL"
 
 # Variables the launcher sets for every job, besides those starting with NIGHTSHIFT_.
 RESERVED_ENVIRONMENT = frozenset({"PYTHONPATH", "PYTHONUNBUFFERED"})
-
-
-class JobSubmissionError(Exception):
-    """A submission refused before anything reached HTCondor. `field` names the input."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 class QuotaRefusal(JobSubmissionError):
@@ -113,6 +106,7 @@ def request_from_json(stored: dict, *, job_id: str, job_dir: str) -> JobRequest:
     fields["environment"] = tuple(tuple(pair) for pair in fields.get("environment", ()))
     fields["output_paths"] = tuple(fields.get("output_paths", (OUTPUTS,)))
     fields["input_files"] = tuple(fields.get("input_files", ()))
+    fields["dataset_urls"] = tuple(fields.get("dataset_urls", ()))
     fields.setdefault("python", settings.JOB_PYTHON)
     return JobRequest(job_id=job_id, job_dir=job_dir, **fields)
 
@@ -132,11 +126,13 @@ def request_fields(
     remove_after_s: int | None = None,
     seed: int | None = None,
     software: dict | None = None,
+    datasets: list[dict] | None = None,
 ) -> dict:
-    """Job.request for `spec`; `software` (StagedFiles.software) sets the Python and image."""
+    """Job.request for `spec`; `software` (StagedFiles.software) sets the Python and image,
+    `datasets` (StagedFiles.datasets) what HTCondor's file transfer brings in spool mode."""
     python = (software or {}).get("python") or spec.python or settings.JOB_PYTHON
     container_image = (software or {}).get("container_image") or spec.container_image
-    return {
+    stored = {
         "script_name": script_name,
         "input_files": list(input_files or []),
         "install_requirements": install_requirements,
@@ -162,6 +158,10 @@ def request_fields(
         "job_lease_s": settings.JOB_LEASE_S,
         "seed": seed,
     }
+    urls = data_transfer_urls(datasets)
+    if urls:
+        stored["dataset_urls"] = urls
+    return stored
 
 
 def parse_entry_command(command: str) -> tuple[str, list[str]]:

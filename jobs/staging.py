@@ -17,7 +17,14 @@ from django.conf import settings
 from django.core.files import File
 from django.core.files.uploadedfile import UploadedFile
 
-from condor_bridge.submit import HELPER_DIR, INSTALL_LOG, METRICS_FILE, STDERR, STDOUT
+from condor_bridge.submit import (
+    DATA_PLUGIN,
+    HELPER_DIR,
+    INSTALL_LOG,
+    METRICS_FILE,
+    STDERR,
+    STDOUT,
+)
 
 from .archives import (
     ARCHIVE_SUFFIXES,
@@ -104,7 +111,12 @@ def install_helper(
             if (link_from / HELPER_DIR / name).is_file():
                 (helper / name).hardlink_to(link_from / HELPER_DIR / name)
     software_install(directory, software)
-    data_install(directory, datasets, link_from=link_from)
+    if data_install(directory, datasets, link_from=link_from):
+        # HTCondor's file-transfer plugin for the job's datasets, where HTCondor moves its
+        # files (spool mode): the launcher's delivery module, run as a plugin.
+        plugin = directory / DATA_PLUGIN
+        shutil.copyfile(HELPER_FILES[2][0], plugin)
+        plugin.chmod(0o755)  # noqa: S103 - HTCondor runs it as the job, read-only for all
     for path in (directory, directory / OUTPUTS, helper):
         give_to_pool(path)
 

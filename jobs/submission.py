@@ -210,6 +210,7 @@ def job_submit(
             input_files=staged.input_files, install_requirements=staged.install_requirements,
             lab=lab, remove_after_s=_check_quota(user, lab, spec),
             seed=new_seed() if seed is None else seed, software=staged.software,
+            datasets=staged.datasets,
         )  # fmt: skip
         try:
             job_request_of(job)

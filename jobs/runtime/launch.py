@@ -72,21 +72,7 @@ class Log:
         )
 
 
-def machine_attribute(name: str):
-    """A string attribute of this workstation's machine ad, or None."""
-    path = os.environ.get("_CONDOR_MACHINE_AD") or ".machine.ad"
-    try:
-        with open(path, encoding="utf-8", errors="replace") as ad:
-            for line in ad:
-                key, _, value = line.partition("=")
-                if key.strip().lower() == name.lower():
-                    value = value.strip()
-                    if value.startswith('"') and value.endswith('"'):
-                        return value[1:-1]
-                    return value
-    except OSError:
-        return None
-    return None
+machine_attribute = nightshift_data.machine_attribute
 
 
 def find_uv():

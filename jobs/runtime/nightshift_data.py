@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """Datasets for a job: fetched from the portal once per workstation, then linked in.
 
 The launcher calls `deliver()` before the job's script starts. Each dataset the job was
@@ -23,6 +24,17 @@ for NIGHTSHIFT_DATA_VERIFY_HOURS is hashed again in full; a damaged entry is fet
 Past the cache's size cap the entries used longest ago that no job holds are removed.
 Without a cache the job fetches into its own sandbox, for itself only.
 
+The same file is HTCondor's file-transfer plugin for nightshift://PORTAL/SHA256 URLs (spool
+mode, where HTCondor moves a job's files): `nightshift_data.py -infile IN -outfile OUT`. The
+starter runs it after the job's other input files have arrived, so the job's manifest and
+credential are already in the sandbox; it puts each dataset in place as the launcher would,
+writes a receipt at the URL's local file name (for the launcher) and reports the bytes it
+fetched to HTCondor, which keeps them in the job's TransferInputStats. A failure is reported
+to HTCondor with its reason, and HTCondor holds the job with that reason. The execute-node kit
+installs this file as a workstation plugin; every job also brings its own copy, which hands
+over to the workstation's (the machine attribute NightshiftDataPlugin names it) and does the
+work itself where a workstation has none.
+
 Standard library only: it runs with whatever Python the workstation has.
 """
 
@@ -32,9 +44,11 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import socket
 import stat
+import sys
 import tarfile
 import time
 import urllib.error
@@ -59,6 +73,39 @@ CHUNK = 1024 * 1024
 WORKSTATION = [socket.gethostname()]
 # The locks on the entries in use: kept open (not collected) so that the job inherits them.
 HELD = []
+
+
+# HTCondor's URL scheme for a dataset version: nightshift://PORTAL/SHA256.
+SCHEME = "nightshift"
+PLUGIN_URL = re.compile(r"nightshift://[A-Za-z0-9.:\[\]-]+/([0-9a-f]{64})")
+# The receipt the plugin leaves at a URL's local file name, which the launcher reads.
+RECEIPT_KEY = "nightshift-dataset-receipt"
+
+
+def use_helper_dir(folder):
+    """Points the module at a job's helper folder (the plugin runs from the sandbox's top)."""
+    global HELPER_DIR, MANIFEST, CREDENTIAL, REPORT
+    HELPER_DIR = folder
+    MANIFEST = os.path.join(folder, "datasets.json")
+    CREDENTIAL = os.path.join(folder, "credential")
+    REPORT = os.path.join(folder, "datasets-delivered.json")
+
+
+def machine_attribute(name):
+    """A string attribute of this workstation's machine ad, or None."""
+    path = os.environ.get("_CONDOR_MACHINE_AD") or ".machine.ad"
+    try:
+        with open(path, encoding="utf-8", errors="replace") as ad:
+            for line in ad:
+                key, _, value = line.partition("=")
+                if key.strip().lower() == name.lower():
+                    value = value.strip()
+                    if value.startswith('"') and value.endswith('"'):
+                        return value[1:-1]
+                    return value
+    except OSError:
+        return None
+    return None
 
 
 class DeliveryError(Exception):
@@ -391,46 +438,84 @@ def link(name, target):
     os.symlink(target, path)
 
 
-def deliver(machine_attribute, log, say):
-    """Puts every dataset of the job in place; returns what each delivery did."""
-    if not os.path.isfile(MANIFEST):
-        return []
+def read_manifest():
     with open(MANIFEST, encoding="utf-8") as stream:
         datasets = json.load(stream)["datasets"]
     credential = ""
     if os.path.isfile(CREDENTIAL):
         with open(CREDENTIAL, encoding="ascii") as stream:
             credential = stream.read().strip()
-    workstation = machine_attribute("Name") or socket.gethostname()
-    WORKSTATION[0] = workstation
+    return datasets, credential
+
+
+def put_in_place(dataset, cache, credential, log, say, verify_hours, receipt=None):
+    """One dataset at datasets/<name>; what it took. With the plugin's `receipt` the
+    dataset is already here: it is only locked (in the cache) for the job and linked."""
+    started = time.monotonic()
+    if dataset["kind"] == "shared":
+        path = dataset["path"]
+        if not os.path.isdir(path):
+            raise DeliveryError(f"{dataset['reference']} is on the shared file system at "
+                                f"{path}, which {WORKSTATION[0]} does not mount")  # fmt: skip
+        target, received, how = path, 0, "linked"
+        log(f"{dataset['reference']}: linked from the shared file system at {path}")
+    elif cache is not None:
+        if receipt is None:
+            say(f"getting dataset {dataset['reference']}")
+        target, received = cached(cache, dataset, credential, log, verify_hours)
+        how = "fetched" if received else "reused"
+    else:
+        target = os.path.join(os.path.abspath(SANDBOX_CACHE), dataset["sha256"])
+        if receipt is not None and os.path.isdir(target):
+            received, how = 0, receipt["how"]
+        else:
+            say(f"fetching dataset {dataset['reference']} into the job's sandbox")
+            remove_tree(target)
+            received, how = fetch(dataset, target, credential, log), "fetched into the sandbox"
+    link(dataset["name"], target)
+    record = {"name": dataset["name"], "reference": dataset["reference"],
+              "sha256": dataset["sha256"], "how": how, "bytes_received": received,
+              "seconds": round(time.monotonic() - started, 3), "workstation": WORKSTATION[0],
+              "job": os.environ.get("NIGHTSHIFT_JOB_ID", ""), "time": time.time(),
+              "by": "launcher"}  # fmt: skip
+    if receipt is not None:
+        # What the plugin did before the job started counts; the launcher's own pass
+        # normally only reuses what it put there.
+        record["by"] = receipt["by"]
+        record["seconds"] = round(receipt["seconds"] + record["seconds"], 3)
+        if not received:
+            record["how"] = receipt["how"]
+        record["bytes_received"] = receipt["bytes_received"] + received
+    return record
+
+
+def read_receipt(sha):
+    """The plugin's receipt for a version (removed once read), or None."""
+    try:
+        with open(sha, encoding="utf-8") as stream:
+            receipt = json.load(stream)
+    except (OSError, ValueError):
+        return None
+    os.remove(sha)
+    if not isinstance(receipt, dict) or receipt.get(RECEIPT_KEY) != sha:
+        return None
+    return receipt
+
+
+def deliver(machine_attribute, log, say):
+    """Puts every dataset of the job in place; returns what each delivery did."""
+    if not os.path.isfile(MANIFEST):
+        return []
+    datasets, credential = read_manifest()
+    WORKSTATION[0] = machine_attribute("Name") or socket.gethostname()
     cache = None
     if any(d["kind"] == "archive" for d in datasets):
         cache = find_cache(machine_attribute, log)
     verify_hours = number(setting("verify_hours", machine_attribute), DEFAULT_VERIFY_HOURS)
     report = []
     for dataset in datasets:
-        started = time.monotonic()
-        if dataset["kind"] == "shared":
-            path = dataset["path"]
-            if not os.path.isdir(path):
-                raise DeliveryError(f"{dataset['reference']} is on the shared file system at "
-                                    f"{path}, which {workstation} does not mount")  # fmt: skip
-            target, received, how = path, 0, "linked"
-            log(f"{dataset['reference']}: linked from the shared file system at {path}")
-        elif cache is not None:
-            say(f"getting dataset {dataset['reference']}")
-            target, received = cached(cache, dataset, credential, log, verify_hours)
-            how = "fetched" if received else "reused"
-        else:
-            say(f"fetching dataset {dataset['reference']} into the job's sandbox")
-            target = os.path.join(os.path.abspath(SANDBOX_CACHE), dataset["sha256"])
-            remove_tree(target)
-            received, how = fetch(dataset, target, credential, log), "fetched into the sandbox"
-        link(dataset["name"], target)
-        record = {"name": dataset["name"], "reference": dataset["reference"],
-                  "sha256": dataset["sha256"], "how": how, "bytes_received": received,
-                  "seconds": round(time.monotonic() - started, 3), "workstation": workstation,
-                  "job": os.environ.get("NIGHTSHIFT_JOB_ID", ""), "time": time.time()}  # fmt: skip
+        receipt = read_receipt(dataset["sha256"]) if dataset["kind"] == "archive" else None
+        record = put_in_place(dataset, cache, credential, log, say, verify_hours, receipt)
         report.append(record)
         if cache is not None and dataset["kind"] == "archive":
             with open(os.path.join(cache, "deliveries.jsonl"), "a", encoding="utf-8") as stream:
@@ -440,5 +525,140 @@ def deliver(machine_attribute, log, say):
         make_room(cache, {d["sha256"] for d in datasets}, cap, log)
     with open(REPORT, "w", encoding="utf-8") as stream:
         json.dump(report, stream)
+    remove_plugin_copy()
     os.environ["NIGHTSHIFT_DATASETS_DIR"] = os.path.abspath(LINKS)
     return report
+
+
+def remove_plugin_copy():
+    """HTCondor leaves the job's copy of the plugin at the top of its sandbox: not the job's."""
+    ours = os.path.join(HELPER_DIR, PLUGIN_NAME)
+    with contextlib.suppress(OSError):
+        with open(PLUGIN_NAME, "rb") as left, open(ours, "rb") as kept:
+            same = left.read() == kept.read()
+        if same:
+            os.remove(PLUGIN_NAME)
+
+
+# -- HTCondor file-transfer plugin ------------------------------------------------------------
+# The name a job's own copy has (staging writes it into the helper folder; HTCondor puts it at
+# the top of the sandbox), and the one the execute-node kit installs.
+PLUGIN_NAME = "nightshift_dataset_plugin.py"
+PLUGIN_AD = f"""MultipleFileSupport = true
+PluginVersion = "1.0"
+PluginType = "FileTransfer"
+SupportedMethods = "{SCHEME}"
+"""
+_CLASSAD_STRING = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def classad_string(text):
+    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ") + '"'
+
+
+def plugin_requests(text):
+    """(URL, local file name) for each ad in the starter's -infile."""
+    requests = []
+    for block in re.findall(r"\[(.*?)\]", text, re.S):
+        fields = {k.lower(): re.sub(r"\\(.)", r"\1", v) for k, v in _CLASSAD_STRING.findall(block)}
+        if "url" in fields and "localfilename" in fields:
+            requests.append((fields["url"], fields["localfilename"]))
+    return requests
+
+
+def plugin_result(url, local, success, received=0, error=None, started=None):
+    now = time.time()
+    fields = {"TransferUrl": classad_string(url),
+              "TransferFileName": classad_string(os.path.basename(local)),
+              "TransferProtocol": classad_string(SCHEME), "TransferType": '"download"',
+              "TransferSuccess": "true" if success else "false",
+              "TransferTotalBytes": str(int(received)),
+              "TransferStartTime": str(int(started or now)),
+              "TransferEndTime": str(int(now))}  # fmt: skip
+    if error:
+        fields["TransferError"] = classad_string(error)
+    return "[ " + "; ".join(f"{key} = {value}" for key, value in fields.items()) + "; ]\n"
+
+
+def plugin_entry(arguments):
+    """As HTCondor runs it: the workstation's plugin (the kit's, which the machine attribute
+    NightshiftDataPlugin names), or the job's own copy, which hands over to the workstation's
+    where there is one."""
+    installed = machine_attribute("NightshiftDataPlugin")
+    if installed and os.path.realpath(installed) == os.path.realpath(sys.argv[0]):
+        return plugin_main(arguments)
+    if installed and os.path.isfile(installed) and os.access(installed, os.X_OK):
+        os.execv(installed, [installed, *arguments])  # noqa: S606 - the kit's own plugin
+    return plugin_main(arguments, by="the job's own plugin")
+
+
+def plugin_main(arguments, by="the workstation's plugin"):
+    """HTCondor's multi-file plugin protocol: -classad, or -infile IN -outfile OUT."""
+    if arguments[:1] == ["-classad"]:
+        sys.stdout.write(PLUGIN_AD)
+        return 0
+    try:
+        infile = arguments[arguments.index("-infile") + 1]
+        outfile = arguments[arguments.index("-outfile") + 1]
+    except (ValueError, IndexError):
+        sys.stderr.write("usage: nightshift_data.py -classad | -infile IN -outfile OUT\n")
+        return 1
+    if "-upload" in arguments:
+        with open(outfile, "w", encoding="utf-8") as out:
+            out.write("")
+        sys.stderr.write("nightshift:// URLs are for input only\n")
+        return 1
+    with open(infile, encoding="utf-8") as stream:
+        requests = plugin_requests(stream.read())
+    results, failed = [], False
+    for url, local in requests:
+        started = time.time()
+        try:
+            received = plugin_transfer(url, local, by)
+            results.append(plugin_result(url, local, True, received, started=started))
+        except (DeliveryError, OSError, ValueError, KeyError) as exc:
+            failed = True
+            message = str(exc) if isinstance(exc, DeliveryError) else f"{type(exc).__name__}: {exc}"
+            error = f"Nightshift could not put a dataset in place: {message}"
+            results.append(plugin_result(url, local, False, error=error, started=started))
+    with open(outfile, "w", encoding="utf-8") as out:
+        out.write("".join(results))
+    return 1 if failed else 0
+
+
+def plugin_transfer(url, local, by):
+    """One nightshift:// URL: the dataset put in place in the sandbox; the bytes fetched."""
+    match = PLUGIN_URL.fullmatch(url)
+    if not match:
+        raise DeliveryError(f"{url} is not a nightshift://PORTAL/SHA256 dataset URL")
+    sha = match.group(1)
+    sandbox = os.path.dirname(os.path.abspath(local))
+    os.chdir(sandbox)
+    use_helper_dir(os.path.join(sandbox, ".nightshift"))
+    datasets, credential = read_manifest()
+    [dataset] = [d for d in datasets if d["sha256"] == sha and d["kind"] == "archive"] or [None]
+    if dataset is None:
+        raise DeliveryError(f"the job was not given the dataset version {sha}")
+    with open(os.path.join(HELPER_DIR, "install.log"), "ab") as stream:
+
+        def log(message):
+            stamp = time.strftime("%H:%M:%S")
+            stream.write(f"[{stamp}] HTCondor's file transfer ({by}): {message}\n".encode())
+            stream.flush()
+
+        WORKSTATION[0] = machine_attribute("Name") or socket.gethostname()
+        cache = find_cache(machine_attribute, log)
+        verify_hours = number(setting("verify_hours", machine_attribute), DEFAULT_VERIFY_HOURS)
+        record = put_in_place(dataset, cache, credential, log, lambda _: None, verify_hours)
+        for handle in HELD:
+            handle.close()
+        HELD.clear()
+    receipt = {RECEIPT_KEY: sha, "how": record["how"], "bytes_received": record["bytes_received"],
+               "seconds": record["seconds"], "by": f"HTCondor's file transfer ({by})"}  # fmt: skip
+    with open(local, "w", encoding="utf-8") as out:
+        json.dump(receipt, out)
+    return record["bytes_received"]
+
+
+if __name__ == "__main__":
+    sys.exit(plugin_entry(sys.argv[1:]))

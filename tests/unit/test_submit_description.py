@@ -269,3 +269,44 @@ def test_a_seed_reaches_the_job_as_nightshift_seed():
     for bad in (-1, 2**31, True, "1"):
         with pytest.raises(InvalidJobRequest, match="seed"):
             JobRequest(job_id="j", job_dir="/jobs/j", script_name="train.py", seed=bad)
+
+
+SHA = "ab" * 32
+
+
+def test_in_spool_mode_htcondor_brings_each_dataset_through_the_plugin_the_job_carries():
+    urls = (f"nightshift://portal.campus.example/{SHA}", f"nightshift://10.0.0.5:8000/{'c' * 64}")
+    spool = build_submit_description(request(dataset_urls=urls), mode=FileMode.SPOOL)
+    inputs = [item.strip() for item in spool["transfer_input_files"].split(",")]
+    assert inputs == ["train.py", ".nightshift", "outputs", *urls]
+    assert spool["transfer_plugins"] == "nightshift=.nightshift/nightshift_dataset_plugin.py"
+    # Without a transfer (a shared file system) the launcher fetches them instead.
+    shared = build_submit_description(request(dataset_urls=urls), mode=FileMode.SHARED)
+    assert "transfer_plugins" not in shared and "transfer_input_files" not in shared
+    assert "transfer_plugins" not in build_submit_description(request(), mode=FileMode.SPOOL)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"https://portal.example/{SHA}",
+        f"nightshift://portal.example/{SHA}, /etc/passwd",
+        f"nightshift://portal.example/{SHA}\nrequirements = true",
+        f"nightshift://$(HOSTNAME)/{SHA}",
+        f"nightshift://portal.example/{SHA.upper()}",
+        f"nightshift://portal.example/../{SHA}",
+        f"nightshift://user@portal.example/{SHA}",
+        "nightshift://portal.example/abc",
+        f"nightshift://portal example/{SHA}",
+    ],
+)
+def test_a_dataset_url_is_only_ever_a_portal_and_a_sha256(url):
+    with pytest.raises(InvalidJobRequest) as caught:
+        request(dataset_urls=(url,))
+    assert caught.value.field == "dataset_urls"
+
+
+def test_a_job_brings_at_most_eight_dataset_urls():
+    urls = tuple(f"nightshift://portal.example/{index:064x}" for index in range(9))
+    with pytest.raises(InvalidJobRequest, match="at most 8"):
+        request(dataset_urls=urls)
