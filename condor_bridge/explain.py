@@ -44,6 +44,8 @@ SUBCODE_NIGHTSHIFT_TOO_MANY_STARTS = 2
 # (HoldReasonCode USER_REQUEST with this subcode; jobs/services.py).
 SUBCODE_NIGHTSHIFT_NO_PROGRESS = 2
 
+# How the dataset plugin (jobs/runtime/nightshift_data.py) begins the error it gives HTCondor.
+DATASET_TRANSFER_FAILED = "Nightshift could not put a dataset in place"
 _MISSING_FILE = re.compile(r"no such file or directory|does not exist|failed to send file", re.I)
 
 _RUNTIME = HoldExplanation(
@@ -151,6 +153,13 @@ def explain_hold(code: int | None, subcode: int | None, reason: str) -> HoldExpl
         return HoldExplanation(
             "Its outputs could not be copied back.",
             "Usually a network or disk problem. Release the job to try the copy again.",
+        )
+    if code == TRANSFER_INPUT_ERROR and DATASET_TRANSFER_FAILED in (reason or ""):
+        return HoldExplanation(
+            "One of its datasets could not be brought to the workstation.",
+            "The portal's reason is in HTCondor's message below. A dataset that has been "
+            "deleted, or that you may no longer use, cannot be fetched: submit again without "
+            "it. Otherwise release the job to try again.",
         )
     if code == JOB_POLICY:
         return HoldExplanation(

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from condor_bridge.explain import DATASET_TRANSFER_FAILED
 from condor_bridge.submit import DATA_PLUGIN
 from datasets.models import DatasetDelivery
 from jobs.models import Job, JobState
@@ -150,8 +151,8 @@ def test_a_refused_fetch_goes_back_to_htcondor_with_the_portals_reason(api, port
     ran, [result] = transfer(job, machine_ad(tmp_path, NightshiftDataCache=tmp_path / "cache"))
     assert ran.returncode == 1
     assert result["TransferSuccess"] == "false"
-    assert "Nightshift could not put a dataset in place: the portal refused cats@1" in (
-        result["TransferError"])  # fmt: skip
+    # The words the portal's hold explanation looks for.
+    assert f"{DATASET_TRANSFER_FAILED}: the portal refused cats@1" in result["TransferError"]
     assert "its job has ended" in result["TransferError"]
     assert not (job.directory / "datasets").exists()
     assert not list((tmp_path / "cache" / "objects").iterdir())
