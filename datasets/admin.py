@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
-from .models import Dataset, DatasetImport, DatasetVersion
+from .models import Dataset, DatasetDelivery, DatasetImport, DatasetUpload, DatasetVersion
 
 
 class DatasetVersionInline(admin.TabularInline):
@@ -47,4 +47,36 @@ class DatasetImportAdmin(admin.ModelAdmin):
     readonly_fields = [field.name for field in DatasetImport._meta.fields]
 
     def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(DatasetUpload)
+class DatasetUploadAdmin(admin.ModelAdmin):
+    """Resumable uploads under way, finished or abandoned (removed once they expire)."""
+
+    list_display = ("filename", "owner", "state", "upload_offset", "upload_length", "expires",
+                    "created_at")  # fmt: skip
+    list_filter = ("state",)
+    search_fields = ("filename", "owner__username", "guid")
+    list_select_related = ("owner",)
+    readonly_fields = [field.name for field in DatasetUpload._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+
+@admin.register(DatasetDelivery)
+class DatasetDeliveryAdmin(admin.ModelAdmin):
+    """Each archive sent to a job's workstation: what datasets cost the network."""
+
+    list_display = ("sha256", "version", "job", "workstation", "size_bytes", "delivered_at")
+    search_fields = ("sha256", "workstation")
+    list_select_related = ("version__dataset", "job")
+    date_hierarchy = "delivered_at"
+    readonly_fields = [field.name for field in DatasetDelivery._meta.fields]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
         return False

@@ -148,3 +148,27 @@ def test_an_admin_moves_a_running_job_off_its_workstation(admin_client, fake_bri
     job.refresh_from_db()
     assert job.state == JobState.IDLE
     assert AuditEntry.objects.filter(action="job.vacate", target_id=str(job.public_id)).exists()
+
+
+def test_admins_see_each_dataset_delivery_and_cannot_edit_one(admin_client):
+    from datasets.models import Dataset, DatasetDelivery, DatasetVersion
+
+    owner = UserFactory(username="ada")
+    dataset = Dataset.objects.create(name="cats", owner=owner)
+    version = DatasetVersion.objects.create(dataset=dataset, number=1, sha256="ab" * 32,
+                                            size_bytes=2048, file_count=2)  # fmt: skip
+    job = Job.objects.create(owner=owner, name="reader", output_dir="/x")
+    delivery = DatasetDelivery.objects.create(
+        version=version, sha256=version.sha256, job=job, workstation="slot1@ws-volta",
+        size_bytes=2560,
+    )  # fmt: skip
+    page = admin_client.get(reverse("admin:datasets_datasetdelivery_changelist")).content.decode()
+    assert "slot1@ws-volta" in page and "ab" * 32 in page
+    change = reverse("admin:datasets_datasetdelivery_change", args=[delivery.pk])
+    assert admin_client.get(change).status_code == 200
+    admin_client.post(change, {"workstation": "elsewhere"})
+    delivery.refresh_from_db()
+    assert delivery.workstation == "slot1@ws-volta"
+    assert admin_client.get(reverse("admin:datasets_datasetdelivery_add")).status_code == 403
+    uploads = admin_client.get(reverse("admin:datasets_datasetupload_changelist"))
+    assert uploads.status_code == 200
