@@ -115,8 +115,13 @@ def install_helper(
         # HTCondor's file-transfer plugin for the job's datasets, where HTCondor moves its
         # files (spool mode): the launcher's delivery module, run as a plugin.
         plugin = directory / DATA_PLUGIN
-        shutil.copyfile(HELPER_FILES[2][0], plugin)
-        plugin.chmod(0o755)  # noqa: S103 - HTCondor runs it as the job, read-only for all
+        try:
+            if link_from is None:
+                raise OSError("nothing to link from")
+            plugin.hardlink_to(link_from / DATA_PLUGIN)
+        except OSError:
+            shutil.copyfile(HELPER_FILES[2][0], plugin)
+            plugin.chmod(0o755)  # noqa: S103 - HTCondor runs it as the job, read-only for all
     for path in (directory, directory / OUTPUTS, helper):
         give_to_pool(path)
 

@@ -7,6 +7,7 @@ import json
 import pytest
 from django.urls import reverse
 
+from condor_bridge.submit import DATA_PLUGIN
 from datasets.models import Dataset
 from experiments.models import Sweep
 from jobs.inputs import DATASETS_MANIFEST
@@ -139,6 +140,10 @@ def test_a_sweeps_runs_share_the_list_and_each_has_its_own_credential(api):
     runs = list(Sweep.objects.get().runs.order_by("sweep_index"))
     manifests = [(run.directory / ".nightshift" / DATASETS_MANIFEST) for run in runs]
     assert manifests[0].stat().st_ino == manifests[1].stat().st_ino
+    # And the transfer plugin each brings, with the same nightshift:// URL for HTCondor.
+    plugins = [(run.directory / DATA_PLUGIN).stat() for run in runs]
+    assert plugins[0].st_ino == plugins[1].st_ino and plugins[0].st_mode & 0o777 == 0o755
+    assert runs[0].request["dataset_urls"] == runs[1].request["dataset_urls"] != []
     credentials = {(run.directory / ".nightshift/credential").read_text() for run in runs}
     assert len(credentials) == 2
     assert all(run.source["datasets"][0]["reference"] == "cats@1" for run in runs)
