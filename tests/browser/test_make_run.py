@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -83,8 +84,8 @@ def make_run(pool_is_up):
     log = var / "make-run.out"
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [str(REPO / "deploy/dev/run")], cwd=REPO, env=environment, stdout=out,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            [sys.executable, "-c", AS_FROM_A_TERMINAL, str(REPO / "deploy/dev/run")], cwd=REPO,
+            env=environment, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
 
     def started() -> bool:
@@ -102,10 +103,35 @@ def make_run(pool_is_up):
             process.wait(timeout=90)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
+            stop_what_it_started(var, environment)
             raise
     assert "stopping Nightshift" in log.read_text()
     assert not (var / "postgres/data/postmaster.pid").exists(), "its database was left running"
     shutil.rmtree(var, ignore_errors=True)
+
+
+# A shell started by a program that ignores SIGINT (a CI runner started in the background
+# does) inherits that, and may not trap it again: Ctrl-C would do nothing. So deploy/dev/run
+# starts with SIGINT as a terminal gives it.
+AS_FROM_A_TERMINAL = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "os.execv(sys.argv[1], sys.argv[1:])"
+)
+
+
+def stop_what_it_started(var: Path, environment: dict) -> None:
+    """The stack's processes (each in a session of its own) and its database, after
+    deploy/dev/run failed to stop them: the rest of the tests must not share the machine
+    with them."""
+    marker = f"NIGHTSHIFT_VAR_DIR={var}".encode()
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker in (entry / "environ").read_bytes().split(b"\0"):
+                os.kill(int(entry.name), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue
+    subprocess.run([str(REPO / "deploy/dev/database"), "stop"], env=environment, timeout=60,
+                   check=False)  # fmt: skip
 
 
 def sign_in(page, stack: Stack, username: str) -> None:
