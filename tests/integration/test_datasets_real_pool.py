@@ -196,7 +196,8 @@ def test_in_spool_mode_htcondor_brings_the_dataset_through_the_kits_plugin_or_th
             stdout = (job.directory / "stdout.txt").read_text()
             assert f"size {16 << 20}" in stdout, stdout
             # Neither the plugin's receipt nor its copy is among the job's files.
-            assert version.sha256 not in stdout and "nightshift_dataset_plugin.py" not in stdout
+            assert f"'{version.sha256}'" not in stdout, stdout
+            assert "'nightshift_dataset_plugin.py'" not in stdout, stdout
             [record] = json.loads(
                 (job.directory / ".nightshift/datasets-delivered.json").read_text()
             )
