@@ -43,13 +43,15 @@ from .specs import OUTPUTS, JobSpec, JobSubmissionError, parse_entry_command
 HELPER_MODULE = Path(__file__).resolve().parent / "runtime" / "nightshift.py"
 
 LAUNCHER_MODULE = Path(__file__).resolve().parent / "runtime" / "launch.py"
+# The launcher's dataset delivery, which is also HTCondor's file-transfer plugin for them.
+DATA_MODULE = LAUNCHER_MODULE.with_name("nightshift_data.py")
 
 # What every job's helper folder holds: the module jobs import, the launcher, and the
 # launcher's dataset delivery.
 HELPER_FILES = (
     (HELPER_MODULE, "nightshift.py"),
     (LAUNCHER_MODULE, "launch.py"),
-    (LAUNCHER_MODULE.with_name("nightshift_data.py"), "nightshift_data.py"),
+    (DATA_MODULE, "nightshift_data.py"),
 )
 
 
@@ -120,7 +122,7 @@ def install_helper(
                 raise OSError("nothing to link from")
             plugin.hardlink_to(link_from / DATA_PLUGIN)
         except OSError:
-            shutil.copyfile(HELPER_FILES[2][0], plugin)
+            shutil.copyfile(DATA_MODULE, plugin)
             plugin.chmod(0o755)  # noqa: S103 - HTCondor runs it as the job, read-only for all
     for path in (directory, directory / OUTPUTS, helper):
         give_to_pool(path)
