@@ -111,7 +111,7 @@ def data_transfer_urls(datasets: list[dict] | None) -> list[str]:
         if dataset["kind"] == "archive":
             portal = urlsplit(dataset["url"]).netloc
             urls.append(f"{DATA_TRANSFER_SCHEME}://{portal}/{dataset['sha256']}")
-    return urls
+    return list(dict.fromkeys(urls))  # two datasets with the same content: one transfer
 
 
 def data_credential(job_id: str) -> str:

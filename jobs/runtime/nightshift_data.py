@@ -636,8 +636,9 @@ def plugin_transfer(url, local, by):
     os.chdir(sandbox)
     use_helper_dir(os.path.join(sandbox, ".nightshift"))
     datasets, credential = read_manifest()
-    [dataset] = [d for d in datasets if d["sha256"] == sha and d["kind"] == "archive"] or [None]
-    if dataset is None:
+    # Two of the job's datasets may hold the same content: one URL, one fetch, two links.
+    given = [d for d in datasets if d["sha256"] == sha and d["kind"] == "archive"]
+    if not given:
         raise DeliveryError(f"the job was not given the dataset version {sha}")
     with open(os.path.join(HELPER_DIR, "install.log"), "ab") as stream:
 
@@ -649,15 +650,18 @@ def plugin_transfer(url, local, by):
         WORKSTATION[0] = machine_attribute("Name") or socket.gethostname()
         cache = find_cache(machine_attribute, log)
         verify_hours = number(setting("verify_hours", machine_attribute), DEFAULT_VERIFY_HOURS)
-        record = put_in_place(dataset, cache, credential, log, lambda _: None, verify_hours)
+        records = [put_in_place(dataset, cache, credential, log, lambda _: None, verify_hours)
+                   for dataset in given]  # fmt: skip
         for handle in HELD:
             handle.close()
         HELD.clear()
-    receipt = {RECEIPT_KEY: sha, "how": record["how"], "bytes_received": record["bytes_received"],
-               "seconds": record["seconds"], "by": f"HTCondor's file transfer ({by})"}  # fmt: skip
+    received = sum(record["bytes_received"] for record in records)
+    receipt = {RECEIPT_KEY: sha, "how": records[0]["how"], "bytes_received": received,
+               "seconds": sum(record["seconds"] for record in records),
+               "by": f"HTCondor's file transfer ({by})"}  # fmt: skip
     with open(local, "w", encoding="utf-8") as out:
         json.dump(receipt, out)
-    return record["bytes_received"]
+    return received
 
 
 if __name__ == "__main__":

@@ -177,3 +177,21 @@ def test_htcondor_learns_what_the_plugin_handles_from_its_classad():
     assert 'SupportedMethods = "nightshift"' in ran.stdout
     assert "MultipleFileSupport = true" in ran.stdout
     assert 'PluginType = "FileTransfer"' in ran.stdout
+
+
+def test_two_datasets_with_the_same_content_travel_once_and_appear_under_both_names(
+    api, portal, tmp_path
+):
+    push(api)
+    push(api, name="kittens")
+    job = submit(api, datasets=["cats", "kittens"])
+    assert len(job.request["dataset_urls"]) == 1
+    cache = tmp_path / "cache"
+    ran, [result] = transfer(job, machine_ad(tmp_path, NightshiftDataCache=cache))
+    assert result["TransferSuccess"] == "true", ran.stdout + ran.stderr
+    assert result["TransferTotalBytes"] == str(content_archive_size(job))
+    assert launch(job, cache).returncode == 0
+    assert [record["name"] for record in delivered(job)] == ["cats", "kittens"]
+    for name in ("cats", "kittens"):
+        assert (job.directory / "datasets" / name / "train.csv").is_file()
+    assert DatasetDelivery.objects.count() == 1
