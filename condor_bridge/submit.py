@@ -37,8 +37,8 @@ CHECKPOINT_DIR = f"{HELPER_DIR}/checkpoint"
 # reads to know how much of an evicted run was kept.
 CHECKPOINT_LOG = f"{HELPER_DIR}/checkpoints.jsonl"
 # A job's datasets, where HTCondor moves its files (spool mode): nightshift://PORTAL/SHA256
-# URLs, which this plugin (the launcher's delivery module, which every such job brings)
-# puts in place; where the execute-node kit installed it, it hands over to the kit's copy.
+# URLs, which this plugin (jobs/runtime/dataset_plugin.py, which every such job brings) puts
+# in place; where the execute-node kit installed it, it hands over to the kit's copy.
 DATA_TRANSFER_SCHEME = "nightshift"
 DATA_PLUGIN = f"{HELPER_DIR}/nightshift_dataset_plugin.py"
 # HTCondor's self-checkpointing: a job that exits with this code has saved its state and is

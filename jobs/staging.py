@@ -43,8 +43,9 @@ from .specs import OUTPUTS, JobSpec, JobSubmissionError, parse_entry_command
 HELPER_MODULE = Path(__file__).resolve().parent / "runtime" / "nightshift.py"
 
 LAUNCHER_MODULE = Path(__file__).resolve().parent / "runtime" / "launch.py"
-# The launcher's dataset delivery, which is also HTCondor's file-transfer plugin for them.
+# The launcher's dataset delivery, and HTCondor's file-transfer plugin that runs it.
 DATA_MODULE = LAUNCHER_MODULE.with_name("nightshift_data.py")
+DATA_PLUGIN_MODULE = LAUNCHER_MODULE.with_name("dataset_plugin.py")
 
 # What every job's helper folder holds: the module jobs import, the launcher, and the
 # launcher's dataset delivery.
@@ -115,14 +116,14 @@ def install_helper(
     software_install(directory, software)
     if data_install(directory, datasets, link_from=link_from):
         # HTCondor's file-transfer plugin for the job's datasets, where HTCondor moves its
-        # files (spool mode): the launcher's delivery module, run as a plugin.
+        # files (spool mode); it runs the launcher's delivery module beside it.
         plugin = directory / DATA_PLUGIN
         try:
             if link_from is None:
                 raise OSError("nothing to link from")
             plugin.hardlink_to(link_from / DATA_PLUGIN)
         except OSError:
-            shutil.copyfile(DATA_MODULE, plugin)
+            shutil.copyfile(DATA_PLUGIN_MODULE, plugin)
             plugin.chmod(0o755)  # noqa: S103 - HTCondor runs it as the job, read-only for all
     for path in (directory, directory / OUTPUTS, helper):
         give_to_pool(path)

@@ -42,9 +42,10 @@ CONFIG_DIR=/etc/condor/config.d
 LIBEXEC=$(condor_config_val LIBEXEC)
 install -m 0644 "$HERE/nightshift-execute.conf" "$CONFIG_DIR/40-nightshift-execute.conf"
 install -m 0755 "$HERE/owner-gpu-probe" "$LIBEXEC/nightshift-owner-gpu-probe"
-# HTCondor's file-transfer plugin for the jobs' datasets (the kit's link to the launcher's
-# delivery module; install copies what it points at).
+# HTCondor's file-transfer plugin for the jobs' datasets and the delivery module it runs
+# (the kit's links to the portal's copies; install copies what they point at).
 install -m 0755 "$HERE/nightshift_data_plugin.py" "$LIBEXEC/nightshift_data_plugin.py"
+install -m 0644 "$HERE/nightshift_data.py" "$LIBEXEC/nightshift_data.py"
 cat >"$CONFIG_DIR/45-nightshift-join.conf" <<CONF
 # Written by join-pool.sh: this workstation's place in the campus pool.
 CONDOR_HOST = $CM

@@ -1,1 +1,1 @@
-../../jobs/runtime/nightshift_data.py
+../../jobs/runtime/dataset_plugin.py

@@ -70,7 +70,7 @@ def test_a_job_carries_its_plugin_and_names_each_dataset_by_portal_and_sha256(ap
         f"nightshift://{urlsplit(portal.url).netloc}/{dataset['sha256']}"
     ]
     plugin = job.directory / DATA_PLUGIN
-    assert plugin.read_bytes() == Path(nightshift_data.__file__).read_bytes()
+    assert plugin.read_bytes() == Path("jobs/runtime/dataset_plugin.py").read_bytes()
     assert plugin.stat().st_mode & 0o777 == 0o755
     # A job with no dataset brings no plugin and names no URL.
     plain = submit(api, datasets=[], script="print('ok')\n")
@@ -130,9 +130,11 @@ def test_the_jobs_copy_hands_over_to_the_plugin_the_execute_node_kit_installed(
 ):
     push(api)
     job = submit(api)
+    # As join-pool.sh installs them: the plugin and the delivery module beside it.
     installed = tmp_path / "libexec" / "nightshift_data_plugin.py"
     installed.parent.mkdir()
     shutil.copy(Path("deploy/execute-node/nightshift_data_plugin.py"), installed)
+    shutil.copy(Path("deploy/execute-node/nightshift_data.py"), installed.parent)
     installed.chmod(0o755)
     cache = tmp_path / "cache"
     ad = machine_ad(tmp_path, NightshiftDataCache=cache, NightshiftDataPlugin=installed)

@@ -1,0 +1,1 @@
+../../jobs/runtime/nightshift_data.py
