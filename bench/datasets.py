@@ -11,6 +11,8 @@ With one file of NIGHTSHIFT_BENCH_DATASET_GB (default 2) GiB, in a throw-away da
   delivery (a live server on 127.0.0.1), for a job with no dataset (the floor), the first job
   on a workstation (cold: fetched, checked, unpacked into its cache), and the next job there
   (warm: the cached copy checked and linked);
+- the same, cold and warm, in spool mode: HTCondor's starter running the job's dataset plugin
+  (as the starter calls it: -infile, -outfile, the machine ad) and then the launcher;
 - bytes moved for N jobs (default 8) spread over 2 workstations (two caches), from the
   portal's own delivery records, against N copies for a per-job transfer.
 
@@ -41,6 +43,9 @@ from django.core.files.uploadedfile import UploadedFile  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.testcases import LiveServerThread  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
+
+from condor_bridge.submit import DATA_PLUGIN  # noqa: E402
+from jobs.runtime.nightshift_data import PLUGIN_NAME  # noqa: E402
 
 GIB = 1024**3
 SIZE_GB = float(os.environ.get("NIGHTSHIFT_BENCH_DATASET_GB", "2"))
@@ -85,6 +90,24 @@ def launch(job, cache: Path | None) -> float:
     if line.strip() != "first line" or process.returncode:
         raise SystemExit(f"the job failed: {line!r} {errors}")
     return elapsed
+
+
+def through_the_plugin(job, cache: Path) -> float:
+    """Spool mode: seconds from HTCondor's starter running the job's dataset plugin (its
+    multi-file protocol, as the starter calls it) to the script's first line."""
+    sandbox = job.directory
+    shutil.copy(sandbox / DATA_PLUGIN, sandbox / PLUGIN_NAME)
+    ad = sandbox.parent / f"{sandbox.name}.machine.ad"
+    ad.write_text(f'Name = "slot1@bench"\nNightshiftDataCache = "{cache}"\n')
+    infile = sandbox / ".plugin.in"
+    infile.write_text("".join(f'[ Url = "{url}"; LocalFileName = "{sandbox / url[-64:]}" ]\n'
+                              for url in job.request["dataset_urls"]))  # fmt: skip
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("NIGHTSHIFT_")}
+    environment["_CONDOR_MACHINE_AD"] = str(ad)
+    started = time.perf_counter()
+    subprocess.run([f"./{PLUGIN_NAME}", "-infile", str(infile), "-outfile", str(infile) + ".out"],
+                   cwd=sandbox, env=environment, check=True, timeout=600)  # fmt: skip
+    return time.perf_counter() - started + launch(job, cache)
 
 
 def resumable_upload(user, source: Path, portal: str, attempt: int) -> float:
@@ -184,6 +207,14 @@ def main() -> None:
     print(f"cold (first job on a workstation): {cold:7.2f} s ({size / 1e6 / (cold - floor):.0f} "
           "MB/s fetched, checked and unpacked)")  # fmt: skip
     print(f"warm (next job there):             {warm:7.2f} s")
+    plugin_colds, plugin_warms = [], []
+    for attempt in range(REPEATS):
+        cache = work / f"cache-plugin-{attempt}"
+        plugin_colds.append(through_the_plugin(job(["blob0"]), cache))
+        plugin_warms.append(through_the_plugin(job(["blob0"]), cache))
+        shutil.rmtree(cache, ignore_errors=True)
+    print(f"spool mode, through HTCondor's plugin: cold {statistics.median(plugin_colds):7.2f} s,"
+          f" warm {statistics.median(plugin_warms):7.2f} s")  # fmt: skip
 
     last = DatasetDelivery.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
     caches = [work / "cache-ws-a", work / "cache-ws-b"]

@@ -106,7 +106,7 @@ def plugin_main(arguments, by="the workstation's plugin"):
         infile = arguments[arguments.index("-infile") + 1]
         outfile = arguments[arguments.index("-outfile") + 1]
     except (ValueError, IndexError):
-        sys.stderr.write("usage: nightshift_data.py -classad | -infile IN -outfile OUT\n")
+        sys.stderr.write("usage: dataset_plugin.py -classad | -infile IN -outfile OUT\n")
         return 1
     if "-upload" in arguments:
         with open(outfile, "w", encoding="utf-8") as out:

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from condor_bridge.explain import DATASET_TRANSFER_FAILED
-from condor_bridge.submit import DATA_PLUGIN
+from condor_bridge.submit import DATA_PLUGIN, DATA_TRANSFER_SCHEME
 from datasets.models import DatasetDelivery
 from jobs.models import Job, JobState
 from jobs.runtime import nightshift_data
@@ -176,7 +176,7 @@ def test_the_plugin_brings_only_the_versions_the_job_was_given(api, portal, tmp_
 def test_htcondor_learns_what_the_plugin_handles_from_its_classad():
     ran = subprocess.run([sys.executable, "deploy/execute-node/nightshift_data_plugin.py",
                           "-classad"], capture_output=True, text=True, check=True)  # fmt: skip
-    assert 'SupportedMethods = "nightshift"' in ran.stdout
+    assert f'SupportedMethods = "{DATA_TRANSFER_SCHEME}"' in ran.stdout
     assert "MultipleFileSupport = true" in ran.stdout
     assert 'PluginType = "FileTransfer"' in ran.stdout
 
