@@ -35,8 +35,12 @@ def test_a_student_uploads_a_dataset_and_sees_its_preview(
     page.get_by_text("Version 1: 4 files, sha256").wait_for()
     thumbnails = page.locator("[data-role=thumbnails] img")
     assert thumbnails.count() == 2
-    assert all(thumbnails.nth(i).evaluate("img => img.complete && img.naturalWidth > 0")
-               for i in range(2))  # fmt: skip
+    # Each thumbnail is a request of its own, which may still be loading.
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-role=thumbnails] img')]"
+        ".every((img) => img.complete && img.naturalWidth > 0)",
+        timeout=30_000,
+    )
     page.get_by_text("train.csv: the first rows").click()
     assert "x" in page.locator("[data-role=table-preview]").nth(1).inner_text()
     page.get_by_text("Files", exact=True).click()

@@ -33,7 +33,9 @@ HOSTILE_ENV = {"EVIL": '$(HOME) $ENV(PATH) "double" \'single\' +Owner = "root" \
 
 
 # Set by HTCondor's daemons while a job runs, on some runs and not others.
-RUNTIME_BOOKKEEPING = {"WantFTOnCheckpoint"}
+# Set by HTCondor according to how long a job ran (CpusUsage only once the starter has sent
+# an update while it ran), not by anything the job was given.
+RUNTIME_BOOKKEEPING = {"WantFTOnCheckpoint", "CpusUsage"}
 
 
 def job_ad(job: Job) -> classad2.ClassAd:
