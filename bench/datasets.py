@@ -196,25 +196,25 @@ def main() -> None:
 
     (work / "train.py").write_text(SCRIPT)
     floor = statistics.median(launch(job([]), None) for _ in range(REPEATS))
-    colds, warms = [], []
-    for attempt in range(REPEATS):
-        cache = work / f"cache-cold-{attempt}"
-        colds.append(launch(job(["blob0"]), cache))
-        warms.append(launch(job(["blob0"]), cache))
-        shutil.rmtree(cache, ignore_errors=True)
-    cold, warm = statistics.median(colds), statistics.median(warms)
+
+    def cold_and_warm(start, name: str) -> tuple[float, float]:
+        """Medians of a first job on an empty cache and of the next job there."""
+        colds, warms = [], []
+        for attempt in range(REPEATS):
+            cache = work / f"cache-{name}-{attempt}"
+            colds.append(start(job(["blob0"]), cache))
+            warms.append(start(job(["blob0"]), cache))
+            shutil.rmtree(cache, ignore_errors=True)
+        return statistics.median(colds), statistics.median(warms)
+
+    cold, warm = cold_and_warm(launch, "cold")
     print(f"job with no dataset: {floor:7.2f} s to its first line (the floor)")
     print(f"cold (first job on a workstation): {cold:7.2f} s ({size / 1e6 / (cold - floor):.0f} "
           "MB/s fetched, checked and unpacked)")  # fmt: skip
     print(f"warm (next job there):             {warm:7.2f} s")
-    plugin_colds, plugin_warms = [], []
-    for attempt in range(REPEATS):
-        cache = work / f"cache-plugin-{attempt}"
-        plugin_colds.append(through_the_plugin(job(["blob0"]), cache))
-        plugin_warms.append(through_the_plugin(job(["blob0"]), cache))
-        shutil.rmtree(cache, ignore_errors=True)
-    print(f"spool mode, through HTCondor's plugin: cold {statistics.median(plugin_colds):7.2f} s,"
-          f" warm {statistics.median(plugin_warms):7.2f} s")  # fmt: skip
+    plugin_cold, plugin_warm = cold_and_warm(through_the_plugin, "plugin")
+    print(f"spool mode, through HTCondor's plugin: cold {plugin_cold:7.2f} s,"
+          f" warm {plugin_warm:7.2f} s")  # fmt: skip
 
     last = DatasetDelivery.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
     caches = [work / "cache-ws-a", work / "cache-ws-b"]
