@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 export NIGHTSHIFT_JOB_DIR_UID ?= 2000
 export NIGHTSHIFT_JOBS_DIR ?= $(CURDIR)/var/jobs
 export CONDOR_TOKEN_DIR ?= $(CURDIR)/var/condor-tokens
+export NIGHTSHIFT_LIVE_TUNNEL_DIR ?= $(CURDIR)/var/live-tunnels
 
 TEST_DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15

@@ -44,6 +44,11 @@ DATA_PLUGIN = f"{HELPER_DIR}/nightshift_dataset_plugin.py"
 # HTCondor's self-checkpointing: a job that exits with this code has saved its state and is
 # started again at once, on the same workstation, with its checkpoint.
 CHECKPOINT_EXIT_CODE = 85
+# The live services a job runs, "tensorboard,serve": what the job page offers to open.
+LIVE_ATTR = "NightshiftLive"
+# The path each service is served under, through the portal's live proxy: the launcher
+# gives it to Jupyter's base_url and TensorBoard's --path_prefix.
+LIVE_PATH = "/live/{job_id}/"
 
 
 def quote_item(text: str) -> str:
@@ -134,6 +139,14 @@ def build_submit_description(
         ("NIGHTSHIFT_CHECKPOINT_INTERVAL_S", str(request.checkpoint_interval_s)),
         ("PYTHONPATH", HELPER_DIR),
         *((("NIGHTSHIFT_SEED", str(request.seed)),) if request.seed is not None else ()),
+        *(
+            (
+                ("NIGHTSHIFT_LIVE", ",".join(request.live_services)),
+                ("NIGHTSHIFT_LIVE_PATH", LIVE_PATH.format(job_id=request.job_id)),
+            )
+            if request.live_services
+            else ()
+        ),
         *request.environment,
     )
     description = {
@@ -141,7 +154,8 @@ def build_submit_description(
         "executable": request.python,
         "transfer_executable": "false",
         "arguments": quote_arguments(
-            (LAUNCHER,) * request.install_requirements + (request.script_name, *request.arguments)
+            (LAUNCHER,) * bool(request.install_requirements or request.live_services)
+            + (request.script_name, *request.arguments)
         ),
         "environment": quote_environment(environment),
         "initialdir": request.job_dir,
@@ -159,6 +173,8 @@ def build_submit_description(
         f"My.{JOB_ID_ATTR}": classad_string(request.job_id),
         f"My.{INSTANCE_ATTR}": classad_string(instance),
     }
+    if request.live_services:
+        description[f"My.{LIVE_ATTR}"] = classad_string(",".join(request.live_services))
     if request.job_lease_s:
         description["job_lease_duration"] = str(request.job_lease_s)
     if request.container_image:

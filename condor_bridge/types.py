@@ -31,6 +31,7 @@ _DATASET_URL = re.compile(
     r"nightshift://(?:[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?/[0-9a-f]{64}"
 )
 MAX_DATASET_URLS = 8
+LIVE_SERVICES = ("tensorboard", "serve")
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -151,6 +152,9 @@ class JobRequest:
     # The dataset versions HTCondor's file transfer brings (spool mode), as
     # nightshift://PORTAL/SHA256 URLs; without a transfer (shared mode) the launcher does.
     dataset_urls: tuple[str, ...] = ()
+    # Web services the launcher starts beside the job (or gives it a port for), which the
+    # portal's live proxy reaches through condor_ssh_to_job: see condor_bridge.live.
+    live_services: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _JOB_ID.fullmatch(str(self.job_id)):
@@ -215,6 +219,13 @@ class JobRequest:
                 raise InvalidJobRequest(
                     "dataset_urls", f"{url!r} is not a nightshift://PORTAL/SHA256 URL"
                 )
+        for service in self.live_services:
+            if service not in LIVE_SERVICES:
+                raise InvalidJobRequest(
+                    "live_services", f"{service!r} is not one of {', '.join(LIVE_SERVICES)}"
+                )
+        if len(set(self.live_services)) != len(self.live_services):
+            raise InvalidJobRequest("live_services", "names a service twice")
         for path in self.output_paths:
             if not _OUTPUT_PATH.fullmatch(path) or path in (".", ".."):
                 raise InvalidJobRequest("output_paths", f"{path!r} is not a plain file name")

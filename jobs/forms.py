@@ -6,7 +6,7 @@ from jobs.inputs import data_choices
 from jobs.models import Job
 from jobs.selectors import job_list_for_user
 from jobs.software import SoftwareNotFound, software_choices, software_lookup
-from jobs.specs import JobSpec, job_default_name
+from jobs.specs import LIVE_SERVICE_CHOICES, JobSpec, job_default_name
 from labs.models import Lab
 
 
@@ -95,6 +95,13 @@ class JobSubmitForm(forms.Form):
         help_text="HTCondor holds the job if it runs longer. Leave empty for no limit.",
     )  # fmt: skip
 
+    live_services = forms.MultipleChoiceField(
+        label="While it runs", required=False, widget=forms.CheckboxSelectMultiple,
+        choices=LIVE_SERVICE_CHOICES,
+        help_text="Reached through the portal, by you alone unless you share it. TensorBoard "
+        "needs tensorboard in the job's environment and reads nightshift.tensorboard_dir(); "
+        "a served endpoint binds 127.0.0.1:$NIGHTSHIFT_SERVE_PORT (nightshift.serve_port()).",
+    )  # fmt: skip
     notify_by_email = forms.BooleanField(
         label="Email me when it completes, fails or is held", required=False,
         help_text="Sent to the address on your account.",
@@ -219,6 +226,7 @@ class JobSubmitForm(forms.Form):
             notify_by_email=bool(data.get("notify_by_email")),
             lab_id=data["lab"].pk if data.get("lab") else None,
             datasets=list(data.get("datasets") or []) if "datasets" in self.fields else [],
+            live_services=list(data.get("live_services") or []),
         )
 
     def arguments_list(self) -> list[str]:

@@ -186,6 +186,11 @@ class Job(models.Model):
         return image.split("@", 1)[1] if "@sha256:" in image else ""
 
     @property
+    def live_services(self) -> tuple[str, ...]:
+        """The web services its owner may open while it runs ("tensorboard", "serve")."""
+        return tuple(self.request.get("live_services") or ())
+
+    @property
     def gpu_summary(self) -> str:
         gpus = self.request.get("gpus") or 0
         if not gpus:

@@ -75,9 +75,18 @@ class JobSpec:
     # Datasets by name, NAME or NAME@VERSION (the datasets app resolves them); each appears
     # read-only at datasets/<name>/ in the job.
     datasets: list[str] = field(default_factory=list)
+    # Web services to reach through the portal while the job runs: "tensorboard" (the
+    # launcher starts it on nightshift.tensorboard_dir()) and "serve" (the job's own HTTP
+    # endpoint on NIGHTSHIFT_SERVE_PORT).
+    live_services: list[str] = field(default_factory=list)
 
 
 JOB_NAME_MAX_LENGTH = 200
+# What a job may run for its owner to open while it runs (condor_bridge.types.LIVE_SERVICES).
+LIVE_SERVICE_CHOICES = [
+    ("tensorboard", "TensorBoard, on the job's event files"),
+    ("serve", "Serve HTTP: the job's own endpoint, e.g. a model's API"),
+]
 
 _CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -107,6 +116,7 @@ def request_from_json(stored: dict, *, job_id: str, job_dir: str) -> JobRequest:
     fields["output_paths"] = tuple(fields.get("output_paths", (OUTPUTS,)))
     fields["input_files"] = tuple(fields.get("input_files", ()))
     fields["dataset_urls"] = tuple(fields.get("dataset_urls", ()))
+    fields["live_services"] = tuple(fields.get("live_services", ()))
     fields.setdefault("python", settings.JOB_PYTHON)
     return JobRequest(job_id=job_id, job_dir=job_dir, **fields)
 
@@ -161,6 +171,8 @@ def request_fields(
     urls = data_transfer_urls(datasets)
     if urls:
         stored["dataset_urls"] = urls
+    if spec.live_services:
+        stored["live_services"] = list(spec.live_services)
     return stored
 
 
@@ -221,4 +233,5 @@ def job_spec_of(job: Job) -> JobSpec:
         software=(job.source.get("environment") or {}).get("reference"),
         lab_id=job.lab_id,
         datasets=[dataset["reference"] for dataset in job.source.get("datasets") or []],
+        live_services=list(request.get("live_services") or []),
     )

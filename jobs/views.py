@@ -92,6 +92,7 @@ def _initial_from(job: Job) -> dict:
         "notify_by_email": spec.notify_by_email,
         "software_environment": spec.software or "",
         "datasets": list(spec.datasets),
+        "live_services": list(spec.live_services),
         "source_job": job.public_id,
         "lab": job.lab_id,
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
+import shlex
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -86,6 +87,18 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise ImproperlyConfigured(f"{name} must be one of {', '.join(choices)}, not {value!r}")
     return value
+
+
+def env_command(name: str, default: str) -> list[str]:
+    """A command and its arguments, split as a shell would split them (nothing runs one)."""
+    value = env_str(name, default)
+    try:
+        words = shlex.split(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not a command line: {exc}") from None
+    if not words:
+        raise ImproperlyConfigured(f"{name} must name a command")
+    return words
 
 
 def env_list(name: str, default: list[str]) -> list[str]:

@@ -13,6 +13,7 @@ from portal.env import (
     development_database_url,
     env_bool,
     env_choice,
+    env_command,
     env_database,
     env_float,
     env_int,
@@ -93,6 +94,7 @@ INSTALLED_APPS = [
     "experiments",
     "environments",
     "datasets",
+    "live_sessions",
     "accounting",
     "operations",
     "portal",
@@ -444,6 +446,24 @@ EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Nightshift <nightshift@localhost>")
 # Where the portal is reached, for links in emails.
 PORTAL_URL = env_url("NIGHTSHIFT_PORTAL_URL", "http://127.0.0.1:8000", schemes=("http", "https"))
+
+# -- Live sessions: a running job's TensorBoard or served endpoint, through the portal -----
+# Where browsers reach the live proxy (uvicorn portal.asgi_live): its own origin, so that
+# nothing a job serves runs in the portal's pages. Production puts it behind nginx, on its
+# own host name or (simpler, less isolated) under the portal's /live/.
+LIVE_URL = env_url("NIGHTSHIFT_LIVE_URL", "http://127.0.0.1:8001", schemes=("http", "https"))
+# condor_ssh_to_job, as the account that owns the portal's jobs; the personal pool's runs
+# it inside the pool's root.
+LIVE_SSH_TO_JOB = env_command(
+    "NIGHTSHIFT_LIVE_SSH_TO_JOB", f"{BASE_DIR}/deploy/personal-pool/pool ssh-to-job"
+)
+# The tunnels' Unix sockets; the personal pool bind-mounts it into its root.
+LIVE_TUNNEL_DIR = env_path("NIGHTSHIFT_LIVE_TUNNEL_DIR", VAR_DIR / "live-tunnels")
+# A tunnel nobody used for this long closes (the next request opens it again, in a second).
+LIVE_IDLE_S = env_int("NIGHTSHIFT_LIVE_IDLE_S", 900, minimum=10)
+# How often the proxy closes the tunnels of jobs that left Running, and idle ones.
+LIVE_REAP_S = env_float("NIGHTSHIFT_LIVE_REAP_S", 15.0, minimum=0.5)
+LIVE_COOKIE_MAX_AGE_S = env_int("NIGHTSHIFT_LIVE_COOKIE_MAX_AGE_S", 12 * 3600, minimum=60)
 
 # -- API ----------------------------------------------------------------------------------
 REST_FRAMEWORK = {

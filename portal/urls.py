@@ -48,6 +48,7 @@ urlpatterns = [
     path("api/v1/", include("portal.api_urls")),
     path("api/", RedirectView.as_view(url="/api/v1/docs/", permanent=False), name="api-docs"),
     # Experiments (sweeps, matrices, studies) have their pages in the jobs namespace.
+    path("jobs/<uuid:public_id>/live/", include("live_sessions.urls")),
     path("jobs/", include((jobs_urls.urlpatterns + experiments_urls.urlpatterns, "jobs"))),
     path("pool/", pool, name="pool"),
     path("healthz", healthz, name="healthz"),

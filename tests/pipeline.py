@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 CELERY = str(Path(sys.executable).with_name("celery"))
 
 
-def _database_url() -> str:
+def database_url() -> str:
     db = settings.DATABASES["default"]
     assert "postgresql" in db["ENGINE"], "integration tests run against PostgreSQL"
     user = db.get("USER") or "postgres"
@@ -39,7 +39,7 @@ class CeleryProcesses:
         self.datasets_dir = log_dir / "datasets"
         self.env = os.environ | {
             "NIGHTSHIFT_DATASETS_DIR": str(self.datasets_dir),
-            "DATABASE_URL": _database_url(),
+            "DATABASE_URL": database_url(),
             "NIGHTSHIFT_SYNC_INTERVAL": "1",
             "NIGHTSHIFT_RESUBMIT_AFTER_S": "10",
             "NIGHTSHIFT_STUDY_INTERVAL_S": "2",
@@ -190,3 +190,61 @@ def flush_retries_a_deadlock_with_the_live_worker():
     TransactionTestCase._fixture_teardown = teardown_with_retries
     yield
     TransactionTestCase._fixture_teardown = original
+
+
+class LiveProxyProcess:
+    """The live proxy as `make run` starts it (uvicorn portal.asgi_live), against the test
+    database, reaching jobs through the personal pool's condor_ssh_to_job."""
+
+    def __init__(self, log_dir: Path) -> None:
+        from tests.live_sessions.harness import free_port
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = log_dir / "live-proxy.log"
+        env = os.environ | {"DATABASE_URL": database_url(), "NIGHTSHIFT_LIVE_REAP_S": "1",
+                            "PYTHONUNBUFFERED": "1"}  # fmt: skip
+        self.process = subprocess.Popen(
+            [str(Path(sys.executable).with_name("uvicorn")), "portal.asgi_live:application",
+             "--host", "127.0.0.1", "--port", str(self.port), "--ws", "websockets-sansio",
+             "--lifespan", "on", "--log-level", "info"],
+            cwd=REPO, env=env, stdout=open(self.log_path, "wb"),  # noqa: SIM115
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+
+        def answers() -> bool:
+            import httpx
+
+            try:
+                return httpx.get(f"{self.url}/live/", timeout=2).status_code == 404
+            except httpx.HTTPError:
+                return False
+
+        wait_for(answers, timeout=60, what="the live proxy")
+
+    def log(self, tail: int | None = 6000) -> str:
+        text = self.log_path.read_text(errors="replace")
+        return text[-tail:] if tail else text
+
+    def stop(self) -> None:
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="session")
+def live_proxy_process(django_db_setup, tmp_path_factory, pool_is_up):
+    proxy = LiveProxyProcess(tmp_path_factory.mktemp("live"))
+    yield proxy
+    proxy.stop()
+
+
+@pytest.fixture
+def live_proxy(live_proxy_process, live_pipeline, settings, request):
+    """The live proxy and the pipeline; the portal's links point at this proxy."""
+    settings.LIVE_URL = live_proxy_process.url
+    yield live_proxy_process
+    if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
+        print(live_proxy_process.log())

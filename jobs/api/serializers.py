@@ -9,7 +9,7 @@ from rest_framework import serializers
 from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
 from jobs.inputs import MAX_DATASETS_PER_JOB, job_datasets
 from jobs.models import Job, JobEvent, JobState
-from jobs.specs import JOB_NAME_MAX_LENGTH, JobSpec, job_default_name
+from jobs.specs import JOB_NAME_MAX_LENGTH, LIVE_SERVICE_CHOICES, JobSpec, job_default_name
 from labs.models import Lab
 
 
@@ -94,6 +94,13 @@ class JobRequestSerializer(serializers.Serializer):
     notify_by_email = serializers.BooleanField(
         default=False, help_text="Email the account's address when the job ends or is held."
     )
+    live_services = serializers.ListField(
+        child=serializers.ChoiceField(choices=[name for name, _ in LIVE_SERVICE_CHOICES]),
+        required=False, max_length=len(LIVE_SERVICE_CHOICES),
+        help_text="Web services to reach through the portal while the job runs: "
+        "`tensorboard` (on nightshift.tensorboard_dir()) and `serve` (the job's own HTTP "
+        "endpoint on 127.0.0.1:$NIGHTSHIFT_SERVE_PORT, reached with a live token).",
+    )  # fmt: skip
 
     def validate_environment(self, pairs: list[tuple[str, str]]) -> dict[str, str]:
         environment: dict[str, str] = {}
@@ -147,7 +154,7 @@ class JobRequestSerializer(serializers.Serializer):
 
 # Input fields that JobSpec names and holds the same way.
 SAME_IN_SPEC = ("name", "arguments", "environment", "gpus", "gpu_memory_gb", "gpu_capability",
-                "cpus", "notify_by_email")  # fmt: skip
+                "cpus", "notify_by_email", "live_services")  # fmt: skip
 
 
 class JobSubmitSerializer(JobRequestSerializer):

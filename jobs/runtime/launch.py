@@ -30,6 +30,7 @@ import json
 import os
 import platform
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -259,6 +260,54 @@ def check_python(log: Log, record: dict) -> None:
         sys.exit(3)
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def tensorboard_dir() -> str:
+    # The same folder as nightshift.tensorboard_dir(): inside the outputs, so that it is
+    # kept, and a finished job's TensorBoard reads it.
+    default = os.path.join(os.environ.get("NIGHTSHIFT_OUTPUT_DIR") or "outputs", "tensorboard")
+    return os.environ.get("NIGHTSHIFT_TENSORBOARD_DIR") or default
+
+
+def start_live_services(python: str) -> None:
+    """The web services the job asked for, each on a free port of 127.0.0.1, which the
+    portal's probe finds by the NIGHTSHIFT_LIVE_* variables in their environments."""
+    services = [s for s in os.environ.get("NIGHTSHIFT_LIVE", "").split(",") if s]
+    path = os.environ.get("NIGHTSHIFT_LIVE_PATH", "/live/job/")
+    if "tensorboard" in services:
+        folder = tensorboard_dir()
+        os.makedirs(folder, exist_ok=True)
+        candidates = [os.path.join(os.path.dirname(python), "tensorboard"),
+                      shutil.which("tensorboard")]  # fmt: skip
+        program = next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+        if program is None:
+            say("TensorBoard is not installed in the job's environment: add tensorboard to "
+                "it to see the job's event files live")  # fmt: skip
+        else:
+            port = free_port()
+            environment = dict(os.environ, NIGHTSHIFT_LIVE_SERVICE="tensorboard",
+                               NIGHTSHIFT_LIVE_PORT=str(port))  # fmt: skip
+            with open(os.path.join(HELPER_DIR, "tensorboard.log"), "ab") as log:
+                # An argument list, never a shell. It stops with the job: HTCondor ends
+                # every process the job started.
+                subprocess.Popen(  # noqa: S603
+                    [program, "--logdir", folder, "--host", "127.0.0.1", "--port", str(port),
+                     "--path_prefix", f"{path}tensorboard", "--reload_interval", "5"],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    env=environment,
+                )  # fmt: skip
+            say(f"TensorBoard serves {folder} on 127.0.0.1:{port}")
+    if "serve" in services:
+        port = free_port()
+        # The job's own endpoint: it binds 127.0.0.1:$NIGHTSHIFT_SERVE_PORT.
+        os.environ.update(NIGHTSHIFT_SERVE_PORT=str(port), NIGHTSHIFT_LIVE_SERVICE="serve",
+                          NIGHTSHIFT_LIVE_PORT=str(port))  # fmt: skip
+
+
 def main() -> None:
     if len(sys.argv) < 2:
         say("usage: launch.py SCRIPT [ARGUMENTS...]")
@@ -319,6 +368,8 @@ def main() -> None:
             else:
                 command = [python, "-m", "pip", "freeze", "--disable-pip-version-check"]
             subprocess.call(command, stdout=frozen, stderr=subprocess.DEVNULL)  # noqa: S603
+    if os.environ.get("NIGHTSHIFT_LIVE"):
+        start_live_services(python)
     sys.stdout.flush()
     os.execv(python, [python, script, *arguments])  # noqa: S606 - the job itself, as asked
 

@@ -47,6 +47,8 @@ __all__ = [
     "stop_requested",
     "should_stop",
     "dataset_path",
+    "tensorboard_dir",
+    "serve_port",
 ]
 
 _path = os.path.abspath(os.environ.get("NIGHTSHIFT_METRICS_FILE", "metrics.jsonl"))
@@ -182,3 +184,23 @@ def checkpoint_and_exit(save: Callable[[str], object] | None = None) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(CHECKPOINT_EXIT_CODE)
+
+
+def tensorboard_dir() -> str:
+    """Where to write TensorBoard event files, e.g. SummaryWriter(nightshift.tensorboard_dir()).
+
+    Inside the job's outputs, so that they are kept. A job submitted with TensorBoard on
+    (and tensorboard in its environment) shows them live through the portal."""
+    default = os.path.join(os.environ.get("NIGHTSHIFT_OUTPUT_DIR") or "outputs", "tensorboard")
+    folder = os.path.abspath(os.environ.get("NIGHTSHIFT_TENSORBOARD_DIR") or default)
+    os.makedirs(folder, exist_ok=True)
+    return folder
+
+
+def serve_port() -> int:
+    """The port a job that serves HTTP binds on 127.0.0.1; the portal gives it an
+    authenticated URL. Raises RuntimeError in a job submitted without "serve"."""
+    port = os.environ.get("NIGHTSHIFT_SERVE_PORT")
+    if not port:
+        raise RuntimeError("this job was not submitted to serve HTTP (turn on Serve)")
+    return int(port)

@@ -20,7 +20,7 @@ from accounts.services import token_create
 from jobs.models import Job
 from tests.faults.conftest import BURST, QUICK_JOB
 from tests.helpers import wait_for
-from tests.pipeline import REPO, _database_url
+from tests.pipeline import REPO, database_url
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(900)]
 
@@ -42,7 +42,7 @@ class WebServer:
             [str(Path(sys.executable).with_name("gunicorn")), "portal.wsgi",
              "--bind", f"127.0.0.1:{PORT}", "--workers", "2", "--threads", "4"],
             cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            env=os.environ | {"DATABASE_URL": _database_url(),
+            env=os.environ | {"DATABASE_URL": database_url(),
                               "NIGHTSHIFT_SUBMIT_RATE": "10000/minute"},
         )  # fmt: skip
 

@@ -1,0 +1,92 @@
+"""Reaching a running job's own web services through HTCondor's tunnel, condor_ssh_to_job.
+
+The starter runs sshd over the connection HTCondor has already authenticated (through CCB
+where the workstation is behind NAT), so nothing listens on the workstation's network. Two
+calls, each an argument list that no local shell parses:
+
+- `probe_command`: runs live_probe.py inside the job, which names the ports that this job's
+  own processes listen on (nothing the job wrote is trusted);
+- `forward_command`: `ssh -N` forwarding a Unix socket on the portal's side (in a folder
+  only the portal can enter) to 127.0.0.1:PORT inside the job, for each probed service.
+
+Pure functions only: the live_sessions app runs them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+
+from .types import LIVE_SERVICES
+
+_SOCKET_PATH = re.compile(r"/[A-Za-z0-9_./-]{1,100}")
+_PROBE_SOURCE = (Path(__file__).with_name("live_probe.py")).read_bytes()
+
+
+class ProbeError(ValueError):
+    """The probe's answer could not be read."""
+
+
+def _job(cluster_id: int, proc_id: int) -> str:
+    if not (isinstance(cluster_id, int) and isinstance(proc_id, int)):
+        raise ValueError("a job id is two whole numbers")
+    if cluster_id < 1 or proc_id < 0:
+        raise ValueError("not a job id")
+    return f"{cluster_id}.{proc_id}"
+
+
+def _python(python: str) -> str:
+    if not re.fullmatch(r"/[A-Za-z0-9_./+-]{1,200}", python) or ".." in python.split("/"):
+        raise ValueError(f"{python!r} is not a plain absolute path")
+    return python
+
+
+def probe_command(
+    ssh_to_job: list[str], cluster_id: int, proc_id: int, *, python: str = "/usr/bin/python3"
+) -> list[str]:
+    """Runs the probe inside the job; its stdout is one JSON line (`parse_probe`)."""
+    encoded = base64.b64encode(_PROBE_SOURCE).decode()
+    # The remote side hands this line to the job's shell: only [A-Za-z0-9+/=] are varied.
+    remote = f"{_python(python)} -c 'import base64;exec(base64.b64decode(\"{encoded}\"))'"
+    return [*ssh_to_job, _job(cluster_id, proc_id), remote]
+
+
+def forward_command(
+    ssh_to_job: list[str], cluster_id: int, proc_id: int, forwards: dict[str, int]
+) -> list[str]:
+    """Keeps one Unix socket per service forwarded until killed; each socket path is local
+    (on the portal's side) and each port is inside the job."""
+    if not forwards:
+        raise ValueError("nothing to forward")
+    options = ["ssh", "-N", "-o", "ExitOnForwardFailure=yes", "-o", "StreamLocalBindUnlink=yes"]
+    for socket_path, port in forwards.items():
+        if not _SOCKET_PATH.fullmatch(socket_path) or ".." in socket_path.split("/"):
+            raise ValueError(f"{socket_path!r} is not a plain absolute path")
+        if isinstance(port, bool) or not isinstance(port, int) or not 1024 <= port <= 65535:
+            raise ValueError(f"{port!r} is not a port a job may use")
+        options += ["-L", f"{socket_path}:127.0.0.1:{port}"]
+    # condor_ssh_to_job splits -ssh at spaces; nothing above has one.
+    return [*ssh_to_job, "-ssh", " ".join(options), _job(cluster_id, proc_id)]
+
+
+def parse_probe(output: str) -> dict[str, int]:
+    """{service: port} from the probe's output, only for services a job may run."""
+    for line in reversed(output.strip().splitlines()):
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            continue
+        services = answer.get("services") if isinstance(answer, dict) else None
+        if not isinstance(services, dict):
+            break
+        return {
+            name: port
+            for name, port in services.items()
+            if name in LIVE_SERVICES
+            and isinstance(port, int)
+            and not isinstance(port, bool)
+            and 1024 <= port <= 65535
+        }
+    raise ProbeError(f"the job's probe gave no answer: {output.strip()[-300:]!r}")

@@ -1,0 +1,476 @@
+"""The live proxy: an ASGI application (uvicorn) for /live/<job>/<service>/..., HTTP and
+WebSocket, in front of the tunnels.
+
+Who gets in: a browser that the portal sent with a ticket (the proxy then sets its own
+cookie, scoped to the job's path), or a program with a live token (`Authorization: Bearer
+nsl_...`, the served endpoint only). Each request is checked against the database (for a
+few seconds, the answer is remembered): the job's owner, or the leads of its lab and the
+admins when the owner shared it. Everyone else, and every path that is not exactly a job's
+service, gets 404. The upstream is only ever the tunnel of the job the path names: nothing
+in the request (Host, X-Forwarded-*, an absolute URL, an encoded path) chooses another.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import html
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from http.cookies import SimpleCookie
+from urllib.parse import parse_qs, unquote
+
+import aiohttp
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections, connections
+
+from .tunnels import Target, TunnelError, TunnelManager
+
+log = logging.getLogger(__name__)
+
+COOKIE = "nslive"
+ENTER = "/_nightshift/enter"
+# The portal's own cookies never reach a job.
+PORTAL_COOKIES = {COOKIE, "sessionid", "csrftoken"}
+_PREFIX = re.compile(
+    r"/live/(?P<job>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+    r"/(?P<service>[a-z]{1,20})(?P<rest>/[^?#]*)?"
+)
+HOP_BY_HOP = {
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+    "trailers", "transfer-encoding", "upgrade", "host", "content-length", "authorization",
+    "cookie", "forwarded", "x-real-ip", "sec-websocket-key", "sec-websocket-version",
+    "sec-websocket-extensions", "sec-websocket-protocol", "sec-websocket-accept",
+}  # fmt: skip
+MAX_BODY_BYTES = 64 * 1024 * 1024
+DECISION_TTL_S = 5.0
+
+
+@dataclass(frozen=True)
+class Route:
+    public_id: str
+    service: str
+    rest: str  # the path after the service, "" when there is none
+    query: str
+
+    @property
+    def prefix(self) -> str:
+        return f"/live/{self.public_id}/{self.service}"
+
+    def upstream_path(self) -> str:
+        """The served endpoint sees its own paths (the prefix is in X-Forwarded-Prefix);
+        TensorBoard and Jupyter are told their prefix, and see it."""
+        path = (self.rest or "/") if self.service == "serve" else self.prefix + self.rest
+        return path + (f"?{self.query}" if self.query else "")
+
+
+def route_of(scope: dict) -> Route | None:
+    """The job and service a request is for, from the path exactly as sent; None for any
+    path that is not plainly one (encoded characters in the prefix, dot segments, ...)."""
+    raw = scope.get("raw_path") or scope.get("path", "").encode()
+    try:
+        path = raw.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    path = path.partition("?")[0]
+    found = _PREFIX.fullmatch(path)
+    if not found:
+        return None
+    rest = found.group("rest") or ""
+    # Decoded as the job's service would decode it: no dot segments, however spelled.
+    plain = unquote(rest)
+    if "\\" in plain or "\x00" in plain or {".", ".."} & set(plain.split("/")):
+        return None
+    query = scope.get("query_string", b"").decode("latin-1")
+    return Route(found.group("job"), found.group("service"), rest, query)
+
+
+def database(function: Callable) -> Callable:
+    """A read the proxy makes, as a Django request would: on a connection that is at most
+    CONN_MAX_AGE old and healthy, in sync_to_async's one thread."""
+
+    def read(*args, **kwargs):
+        close_old_connections()
+        return function(*args, **kwargs)
+
+    return sync_to_async(read)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the database says about one request."""
+
+    status: int  # 200: go ahead; 404: nothing here; 503: the job is not running
+    target: Target | None = None
+    message: str = ""
+    user_id: int | None = None
+
+
+def _decide(route: Route, *, user_id: int | None, token: str | None) -> Decision:
+    from django.contrib.auth import get_user_model
+
+    from .selectors import live_is_running, live_job_for, live_token_owner
+
+    if token is not None:
+        found = live_token_owner(token, route.public_id) if route.service == "serve" else None
+        user = found.user if found else None
+    else:
+        user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
+    job = live_job_for(user, route.public_id, route.service) if user else None
+    if job is None:
+        return Decision(404)
+    if not live_is_running(job) or job.cluster_id is None:
+        return Decision(
+            503, message=f"The job is {job.get_state_display().lower()}, not running: its "
+            f"{service_name(route.service)} is open only while it runs.", user_id=user.pk,
+        )  # fmt: skip
+    target = Target(
+        key=str(job.public_id), cluster_id=job.cluster_id, proc_id=job.proc_id or 0,
+        python=job.request.get("python") or "/usr/bin/python3",
+    )  # fmt: skip
+    return Decision(200, target=target, user_id=user.pk)
+
+
+def _enter(route: Route, ticket: str) -> tuple[int | None, str]:
+    """The user a fresh ticket names, and the cookie that lets them in from now on."""
+    from django.contrib.auth import get_user_model
+
+    from .selectors import live_job_for
+    from .services import live_cookie, live_ticket_read
+
+    user_id = live_ticket_read(ticket, public_id=route.public_id, service=route.service)
+    user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
+    if user is None or live_job_for(user, route.public_id, route.service) is None:
+        return None, ""
+    value = live_cookie(
+        user_id=user.pk, session_hash=user.get_session_auth_hash(), public_id=route.public_id
+    )
+    return user.pk, value
+
+
+def _cookie_user(route: Route, value: str) -> int | None:
+    from .services import live_cookie_read
+
+    return live_cookie_read(value, public_id=route.public_id)
+
+
+def _running_jobs(keys: list[str]) -> set[str]:
+    from jobs.models import Job, JobState
+
+    return {
+        str(public_id)
+        for public_id in Job.objects.filter(public_id__in=keys, state=JobState.RUNNING).values_list(
+            "public_id", flat=True
+        )
+    }
+
+
+def service_name(service: str) -> str:
+    return {"tensorboard": "TensorBoard", "serve": "served endpoint"}.get(service, service)
+
+
+def headers_of(scope: dict) -> list[tuple[str, str]]:
+    return [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]]
+
+
+def cookies_of(headers: list[tuple[str, str]]) -> SimpleCookie:
+    jar: SimpleCookie = SimpleCookie()
+    for name, value in headers:
+        if name == "cookie":
+            with contextlib.suppress(Exception):
+                jar.load(value)
+    return jar
+
+
+def upstream_headers(headers: list[tuple[str, str]], route: Route, port: int) -> dict[str, str]:
+    """The client's headers less what could change the upstream or carry the portal's
+    credentials, plus what the app needs to know where it is served."""
+    forwarded: dict[str, str] = {}
+    for name, value in headers:
+        if name in HOP_BY_HOP or name.startswith(("x-forwarded-", "x-nightshift-")):
+            continue
+        forwarded[name] = f"{forwarded[name]}, {value}" if name in forwarded else value
+    jar = cookies_of(headers)
+    kept = "; ".join(f"{k}={m.coded_value}" for k, m in jar.items() if k not in PORTAL_COOKIES)
+    if kept:
+        forwarded["cookie"] = kept
+    forwarded["host"] = f"127.0.0.1:{port}"
+    forwarded["x-forwarded-proto"] = "https" if settings.HTTPS else "http"
+    forwarded["x-forwarded-prefix"] = route.prefix
+    return forwarded
+
+
+class LiveProxy:
+    def __init__(self, manager: TunnelManager, *, reap_every_s: float = 15.0) -> None:
+        self.manager = manager
+        self.reap_every_s = reap_every_s
+        self._decisions: dict[tuple, tuple[float, Decision]] = {}
+        self._reaper: asyncio.Task | None = None
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "lifespan":
+            await self.lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self.http(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await self.websocket(scope, receive, send)
+
+    async def lifespan(self, receive: Callable, send: Callable) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                self._reaper = asyncio.get_running_loop().create_task(self.reap_forever())
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                if self._reaper:
+                    self._reaper.cancel()
+                await self.manager.close_all()
+                await sync_to_async(connections.close_all)()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def reap_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.reap_every_s)
+            with contextlib.suppress(Exception):
+                await self.reap()
+
+    async def reap(self) -> list[str]:
+        keys = list(self.manager.tunnels)
+        running = await database(_running_jobs)(keys) if keys else set()
+        return await self.manager.reap(running)
+
+    async def decide(self, route: Route, headers: list[tuple[str, str]]) -> Decision:
+        token = None
+        for name, value in headers:
+            if name == "authorization" and value.lower().startswith("bearer "):
+                token = value[7:].strip()
+        user_id = None
+        if token is None:
+            morsel = cookies_of(headers).get(COOKIE)
+            if morsel is None:
+                return Decision(404)
+            user_id = await database(_cookie_user)(route, morsel.value)
+            if user_id is None:
+                return Decision(404)
+        key = (route.public_id, route.service, user_id, token)
+        now = time.monotonic()
+        remembered = self._decisions.get(key)
+        if remembered and now - remembered[0] < DECISION_TTL_S:
+            return remembered[1]
+        decision = await database(_decide)(route, user_id=user_id, token=token)
+        if len(self._decisions) > 10_000:
+            self._decisions.clear()
+        self._decisions[key] = (now, decision)
+        return decision
+
+    def forget(self, public_id: str) -> None:
+        for key in [key for key in self._decisions if key[0] == public_id]:
+            self._decisions.pop(key, None)
+
+    # HTTP
+
+    async def http(self, scope: dict, receive: Callable, send: Callable) -> None:
+        route = route_of(scope)
+        if route is None:
+            return await page(send, 404, NOT_FOUND)
+        headers = headers_of(scope)
+        if route.rest == ENTER:
+            return await self.enter(route, send)
+        if route.rest == "" and scope["method"] in ("GET", "HEAD"):
+            return await redirect(send, route.prefix + "/")
+        decision = await self.decide(route, headers)
+        if decision.status != 200:
+            message = NOT_FOUND if decision.status == 404 else decision.message
+            return await page(send, decision.status, message)
+        body = await read_body(receive)
+        if body is None:
+            return await page(send, 413, "The request is too large for the live proxy.")
+        assert decision.target is not None
+        try:
+            tunnel, port = await self.manager.connect(decision.target, route.service)
+        except TunnelError as exc:
+            self.forget(route.public_id)  # the job may have just stopped: ask again
+            return await page(send, 503, str(exc), retry=True)
+        session = tunnel.session(route.service)
+        try:
+            async with session.request(
+                scope["method"], "http://127.0.0.1" + route.upstream_path(),
+                headers=upstream_headers(headers, route, port), data=body or None,
+                allow_redirects=False,
+            ) as upstream:  # fmt: skip
+                await send({
+                    "type": "http.response.start", "status": upstream.status,
+                    "headers": response_headers(upstream, route),
+                })  # fmt: skip
+                async for chunk in upstream.content.iter_any():
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                await send({"type": "http.response.body", "body": b""})
+        except (aiohttp.ClientError, OSError) as exc:
+            log.info("job %s %s did not answer: %s", route.public_id, route.service, exc)
+            await self.manager.close(route.public_id)
+            self.forget(route.public_id)
+            return await page(
+                send, 502, f"The job's {service_name(route.service)} did not answer. Try again "
+                "in a moment; if it keeps failing, look at the job's log.", retry=True,
+            )  # fmt: skip
+
+    async def enter(self, route: Route, send: Callable) -> None:
+        # The ticket is in the query of this one request: the portal's redirect.
+        ticket = (parse_qs(route.query).get("ticket") or [""])[0]
+        user_id, cookie = await database(_enter)(route, ticket)
+        if user_id is None:
+            return await page(send, 404, NOT_FOUND)
+        secure = "; Secure" if settings.HTTPS else ""
+        age = settings.LIVE_COOKIE_MAX_AGE_S
+        set_cookie = (f"{COOKIE}={cookie}; Path=/live/{route.public_id}/; HttpOnly; "
+                      f"SameSite=Lax; Max-Age={age}{secure}")  # fmt: skip
+        await redirect(send, route.prefix + "/", [(b"set-cookie", set_cookie.encode())])
+
+    # WebSocket
+
+    async def websocket(self, scope: dict, receive: Callable, send: Callable) -> None:
+        message = await receive()
+        if message["type"] != "websocket.connect":
+            return
+        route = route_of(scope)
+        headers = headers_of(scope)
+        decision = await self.decide(route, headers) if route else Decision(404)
+        if decision.status != 200 or route is None:
+            return await refuse_websocket(scope, send, decision.status)
+        assert decision.target is not None
+        try:
+            tunnel, port = await self.manager.connect(decision.target, route.service)
+        except TunnelError:
+            return await refuse_websocket(scope, send, 503)
+        session = tunnel.session(route.service)
+        try:
+            upstream = await session.ws_connect(
+                "http://127.0.0.1" + route.upstream_path(),
+                headers=upstream_headers(headers, route, port),
+                protocols=tuple(scope.get("subprotocols") or ()), autoping=False,
+                max_msg_size=0,
+            )  # fmt: skip
+        except (aiohttp.ClientError, OSError):
+            return await refuse_websocket(scope, send, 502)
+        await send({"type": "websocket.accept", "subprotocol": upstream.protocol})
+        await pump(receive, send, upstream)
+
+
+async def pump(receive: Callable, send: Callable, upstream) -> None:
+    async def client_to_upstream() -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "websocket.disconnect":
+                await upstream.close()
+                return
+            if message.get("text") is not None:
+                await upstream.send_str(message["text"])
+            elif message.get("bytes") is not None:
+                await upstream.send_bytes(message["bytes"])
+
+    async def upstream_to_client() -> None:
+        async for frame in upstream:
+            if frame.type is aiohttp.WSMsgType.TEXT:
+                await send({"type": "websocket.send", "text": frame.data})
+            elif frame.type is aiohttp.WSMsgType.BINARY:
+                await send({"type": "websocket.send", "bytes": frame.data})
+            elif frame.type is aiohttp.WSMsgType.PING:
+                await upstream.pong(frame.data)
+        with contextlib.suppress(Exception):
+            await send({"type": "websocket.close", "code": upstream.close_code or 1000})
+
+    tasks = [
+        asyncio.ensure_future(client_to_upstream()),
+        asyncio.ensure_future(upstream_to_client()),
+    ]
+    _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    for task in pending:
+        task.cancel()
+    with contextlib.suppress(Exception):
+        await upstream.close()
+
+
+def response_headers(upstream, route: Route) -> list[tuple[bytes, bytes]]:
+    out = []
+    for name, value in upstream.raw_headers:
+        lowered = name.decode("latin-1").lower()
+        if lowered in ("connection", "keep-alive", "transfer-encoding", "upgrade", "trailer"):
+            continue
+        if lowered == "location" and route.service == "serve" and value.startswith(b"/"):
+            value = route.prefix.encode() + value  # the endpoint's own paths are under it
+        out.append((name, value))
+    return out
+
+
+async def read_body(receive: Callable) -> bytes | None:
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return b"".join(chunks)
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+NOT_FOUND = ("Nothing is here. If this is your job's, open it from the job's page in the "
+             "portal: the link there lets you in.")  # fmt: skip
+
+
+async def page(send: Callable, status: int, message: str, *, retry: bool = False) -> None:
+    refresh = '<meta http-equiv="refresh" content="5">' if retry else ""
+    body = (
+        f"<!doctype html><html lang=en><meta charset=utf-8>{refresh}<title>Nightshift live: "
+        f'{status}</title><main style="font: 16px system-ui; max-width: 40rem; margin: 3rem auto">'
+        f"<h1>{ {404: 'Not found', 502: 'No answer', 503: 'Not available'}.get(status, status) }"
+        f"</h1><p>{html.escape(message)}</p>"
+        + ("<p><small>This page tries again every 5 seconds.</small></p>" if retry else "")
+        + "</main></html>"
+    ).encode()
+    await send({
+        "type": "http.response.start", "status": status,
+        "headers": [(b"content-type", b"text/html; charset=utf-8"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"cache-control", b"no-store"),
+                    (b"x-content-type-options", b"nosniff")],
+    })  # fmt: skip
+    await send({"type": "http.response.body", "body": body})
+
+
+async def redirect(send: Callable, location: str, extra: list | None = None) -> None:
+    await send({
+        "type": "http.response.start", "status": 302,
+        "headers": [(b"location", location.encode()), (b"content-length", b"0"),
+                    (b"cache-control", b"no-store"), *(extra or [])],
+    })  # fmt: skip
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def refuse_websocket(scope: dict, send: Callable, status: int) -> None:
+    if "websocket.http.response" in scope.get("extensions", {}):
+        body = NOT_FOUND.encode() if status == 404 else b"not available"
+        await send({"type": "websocket.http.response.start", "status": status,
+                    "headers": [(b"content-type", b"text/plain; charset=utf-8")]})  # fmt: skip
+        await send({"type": "websocket.http.response.body", "body": body})
+    else:
+        await send({"type": "websocket.close", "code": 4000 + status})
+
+
+Application = Callable[[dict, Callable, Callable], Awaitable[None]]
+
+
+def build_application() -> LiveProxy:
+    manager = TunnelManager(
+        ssh_to_job=settings.LIVE_SSH_TO_JOB, folder=settings.LIVE_TUNNEL_DIR,
+        idle_s=settings.LIVE_IDLE_S, folder_owner_uid=settings.JOB_DIR_UID,
+    )  # fmt: skip
+    return LiveProxy(manager, reap_every_s=settings.LIVE_REAP_S)

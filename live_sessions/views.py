@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_POST
+
+from jobs.models import Job
+
+from .proxy import ENTER, service_name
+from .selectors import (
+    live_is_running,
+    live_is_shared,
+    live_job_or_none,
+    live_may_open,
+    live_tokens_of,
+)
+from .services import LiveError, live_share_set, live_ticket, live_token_create, live_token_revoke
+
+
+def _job_or_404(user, public_id) -> Job:
+    job = live_job_or_none(str(public_id))
+    if job is None or not job.live_services or not live_may_open(user, job):
+        raise Http404("No such job")
+    return job
+
+
+def _service_url(job: Job, service: str) -> str:
+    return f"{settings.LIVE_URL.rstrip('/')}/live/{job.public_id}/{service}/"
+
+
+@never_cache
+@login_required
+@require_GET
+def live_page(request: HttpRequest, public_id) -> HttpResponse:
+    job = _job_or_404(request.user, public_id)
+    services = [
+        {"name": name, "label": service_name(name), "url": _service_url(job, name),
+         "open_url": reverse("live:open", args=[job.public_id, name])}
+        for name in job.live_services
+    ]  # fmt: skip
+    return render(request, "live_sessions/job.html", {
+        "job": job, "services": services, "running": live_is_running(job),
+        "is_owner": job.owner_id == request.user.pk, "shared": live_is_shared(job),
+        "tokens": live_tokens_of(job, request.user),
+        "new_token": request.session.pop("live_new_token", None),
+    })  # fmt: skip
+
+
+@never_cache
+@login_required
+@require_GET
+def live_open(request: HttpRequest, public_id, service: str) -> HttpResponse:
+    """Into the live proxy, with a ticket that names the user: it sets its own cookie."""
+    job = _job_or_404(request.user, public_id)
+    if service not in job.live_services:
+        raise Http404("No such service")
+    if not live_is_running(job):
+        messages.info(request, f"The job is {job.get_state_display().lower()}, not running: "
+                      f"its {service_name(service)} opens while it runs.")  # fmt: skip
+        return redirect("live:page", job.public_id)
+    ticket = live_ticket(user=request.user, job=job, service=service)
+    target = _service_url(job, service).rstrip("/") + ENTER + "?" + urlencode({"ticket": ticket})
+    return HttpResponseRedirect(target)
+
+
+@login_required
+@require_POST
+def live_token_new(request: HttpRequest, public_id) -> HttpResponse:
+    job = _job_or_404(request.user, public_id)
+    try:
+        _, secret = live_token_create(user=request.user, job=job, name=request.POST.get("name", ""))
+    except LiveError as exc:
+        messages.error(request, str(exc))
+    else:
+        # Shown once, on the page this redirects to.
+        request.session["live_new_token"] = secret
+    return redirect("live:page", job.public_id)
+
+
+@login_required
+@require_POST
+def live_token_revoke_view(request: HttpRequest, public_id, token_id: int) -> HttpResponse:
+    job = _job_or_404(request.user, public_id)
+    token = get_object_or_404(job.live_tokens, pk=token_id, user=request.user)
+    live_token_revoke(user=request.user, token=token)
+    messages.success(request, f"Token {token} revoked.")
+    return redirect("live:page", job.public_id)
+
+
+@login_required
+@require_POST
+def live_share(request: HttpRequest, public_id) -> HttpResponse:
+    job = _job_or_404(request.user, public_id)
+    if job.owner_id != request.user.pk:
+        raise Http404("No such job")
+    shared = request.POST.get("shared") == "1"
+    live_share_set(user=request.user, job=job, shared=shared)
+    messages.success(request, "Shared with your lab's leads and the admins." if shared
+                     else "Only you can open it now.")  # fmt: skip
+    return redirect("live:page", job.public_id)

@@ -1,0 +1,148 @@
+"""The live proxy for real (uvicorn, in a thread), in front of a stand-in job: an aiohttp
+server on a Unix socket that answers with what it received. Only the tunnel is stood in
+for; the integration tests open real ones through condor_ssh_to_job."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+import uvicorn
+from aiohttp import web
+
+from live_sessions.proxy import LiveProxy
+from live_sessions.tunnels import Target, TunnelError
+
+JOB_PORT = 4242
+
+
+async def _echo(request: web.Request) -> web.StreamResponse:
+    if request.headers.get("Upgrade", "").lower() == "websocket":
+        ws = web.WebSocketResponse(protocols=("echo",))
+        await ws.prepare(request)
+        async for message in ws:
+            if message.type is aiohttp.WSMsgType.TEXT:
+                await ws.send_str(f"echo {message.data} from {request.path}")
+        return ws
+    if request.path.endswith("/moved"):
+        raise web.HTTPFound("/landing")
+    body = await request.read()
+    return web.json_response({
+        "method": request.method, "path": request.path_qs, "body": body.decode(),
+        "headers": {k.lower(): v for k, v in request.headers.items()},
+    })  # fmt: skip
+
+
+class StandInJob:
+    """What the tunnel of a job reaches: a web server on a Unix socket, in its own thread."""
+
+    def __init__(self, folder: Path) -> None:
+        self.socket = str(folder / "job.sock")
+        self.loop = asyncio.new_event_loop()
+        self.ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        assert self.ready.wait(10)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", _echo)
+        runner = web.AppRunner(app)
+        self.loop.run_until_complete(runner.setup())
+        self.loop.run_until_complete(web.UnixSite(runner, self.socket).start())
+        self.ready.set()
+        self.loop.run_forever()
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+@dataclass
+class StandInTunnel:
+    socket: str
+    sessions: dict = field(default_factory=dict)
+
+    def session(self, service: str) -> aiohttp.ClientSession:
+        if service not in self.sessions:
+            self.sessions[service] = aiohttp.ClientSession(
+                connector=aiohttp.UnixConnector(path=self.socket), auto_decompress=False
+            )
+        return self.sessions[service]
+
+
+class StandInTunnels:
+    """TunnelManager's interface; records which jobs it was asked to reach."""
+
+    def __init__(self, job: StandInJob) -> None:
+        self.job = job
+        self.tunnels: dict[str, StandInTunnel] = {}
+        self.connected: list[Target] = []
+        self.failing = ""
+
+    async def connect(self, target: Target, service: str):
+        self.connected.append(target)
+        if self.failing:
+            raise TunnelError(self.failing)
+        tunnel = self.tunnels.setdefault(target.key, StandInTunnel(self.job.socket))
+        return tunnel, JOB_PORT
+
+    async def close(self, key: str) -> None:
+        self.tunnels.pop(key, None)
+
+    async def close_all(self) -> None:
+        self.tunnels.clear()
+
+    async def reap(self, running: set[str]) -> list[str]:
+        gone = [key for key in self.tunnels if key not in running]
+        for key in gone:
+            await self.close(key)
+        return gone
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class ProxyServer:
+    def __init__(self, tunnels) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.app = LiveProxy(tunnels)
+        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
+                                lifespan="on", ws="websockets-sansio")  # fmt: skip
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 20
+        while not self.server.started:
+            assert time.monotonic() < deadline, "the live proxy did not start"
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+def raw_request(port: int, request: bytes) -> tuple[int, bytes]:
+    """One request exactly as written, for what no HTTP client would send."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        connection.sendall(request)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    status = int(answer.split(b" ", 2)[1])
+    return status, answer.partition(b"\r\n\r\n")[2]
+
+
+def seen(response) -> dict:
+    """What the stand-in job received, from its answer."""
+    return json.loads(response.text if hasattr(response, "text") else response)

@@ -1,0 +1,321 @@
+"""The live proxy, for real, in front of a stand-in job: who gets in, and that nothing in a
+request reaches anything but the job's own service."""
+
+import asyncio
+import json
+
+import httpx
+import pytest
+import websockets
+
+from jobs.models import Job, JobState
+from live_sessions.services import live_share_set, live_ticket, live_token_create, live_token_revoke
+from tests.factories import UserFactory
+from tests.live_sessions.harness import JOB_PORT, raw_request, seen
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def running_job(owner, *, lab=None, services=("serve", "tensorboard"), state=JobState.RUNNING):
+    return Job.objects.create(
+        owner=owner, lab=lab, name="finetune", output_dir="/nonexistent", state=state,
+        cluster_id=41, proc_id=0,
+        request={"live_services": list(services), "python": "/usr/bin/python3"},
+    )  # fmt: skip
+
+
+def signed_in(proxy, user, job, service="serve") -> httpx.Client:
+    """A browser that followed the job page's link: the ticket, then the proxy's cookie."""
+    client = httpx.Client(base_url=proxy.url, timeout=10)
+    ticket = live_ticket(user=user, job=job, service=service)
+    entered = client.get(
+        f"/live/{job.public_id}/{service}/_nightshift/enter", params={"ticket": ticket}
+    )
+    assert entered.status_code == 302, entered.text
+    return client
+
+
+def test_the_owner_reaches_the_served_endpoint_which_sees_its_own_paths(
+    proxy, tunnels, lab_with_people
+):
+    _, owner, _, _ = lab_with_people
+    job = running_job(owner)
+    client = signed_in(proxy, owner, job)
+    answer = client.get(f"/live/{job.public_id}/serve/v1/models?limit=2")
+    assert answer.status_code == 200
+    assert seen(answer)["path"] == "/v1/models?limit=2"
+    assert seen(answer)["headers"]["x-forwarded-prefix"] == f"/live/{job.public_id}/serve"
+    assert [t.key for t in tunnels.connected] == [str(job.public_id)]
+    assert (tunnels.connected[0].cluster_id, tunnels.connected[0].proc_id) == (41, 0)
+
+
+def test_the_entry_cookie_is_http_only_and_scoped_to_the_jobs_path(proxy, lab_with_people):
+    _, owner, _, _ = lab_with_people
+    job = running_job(owner)
+    client = httpx.Client(base_url=proxy.url)
+    ticket = live_ticket(user=owner, job=job, service="serve")
+    entered = client.get(
+        f"/live/{job.public_id}/serve/_nightshift/enter", params={"ticket": ticket}
+    )
+    cookie = entered.headers["set-cookie"]
+    assert f"Path=/live/{job.public_id}/" in cookie and "HttpOnly" in cookie
+    assert entered.headers["location"] == f"/live/{job.public_id}/serve/"
+
+
+def test_tensorboard_sees_the_prefix_it_was_started_with(proxy, lab_with_people):
+    _, owner, _, _ = lab_with_people
+    job = running_job(owner)
+    client = signed_in(proxy, owner, job, "tensorboard")
+    answer = client.get(f"/live/{job.public_id}/tensorboard/data/runs")
+    assert seen(answer)["path"] == f"/live/{job.public_id}/tensorboard/data/runs"
+
+
+def test_a_redirect_from_the_served_endpoint_stays_under_its_prefix(proxy, lab_with_people):
+    _, owner, _, _ = lab_with_people
+    job = running_job(owner)
+    answer = signed_in(proxy, owner, job).get(f"/live/{job.public_id}/serve/moved")
+    assert answer.status_code == 302
+    assert answer.headers["location"] == f"/live/{job.public_id}/serve/landing"
+
+
+def test_every_session_url_is_404_for_another_user(proxy, tunnels, lab_with_people):
+    _, owner, lead, stranger = lab_with_people
+    job = running_job(owner)
+    for user in (stranger, lead):
+        ticket = live_ticket(user=user, job=job, service="serve")
+        client = httpx.Client(base_url=proxy.url)
+        entered = client.get(
+            f"/live/{job.public_id}/serve/_nightshift/enter", params={"ticket": ticket}
+        )
+        assert entered.status_code == 404
+        assert client.get(f"/live/{job.public_id}/serve/").status_code == 404
+    assert tunnels.connected == []
+
+
+def test_a_cookie_made_for_one_job_opens_no_other(proxy, tunnels, lab_with_people):
+    _, owner, _, stranger = lab_with_people
+    mine, theirs = running_job(owner), running_job(stranger)
+    client = signed_in(proxy, owner, mine)
+    # The browser would not send it there (its path is the job's); a hand-made request does.
+    cookie = client.cookies.get("nslive")
+    answer = httpx.get(f"{proxy.url}/live/{theirs.public_id}/serve/", cookies={"nslive": cookie})
+    assert answer.status_code == 404
+    assert all(t.key == str(mine.public_id) for t in tunnels.connected)
+
+
+def test_a_ticket_is_bound_to_its_job_and_service_and_cannot_be_forged(proxy, lab_with_people):
+    _, owner, _, _ = lab_with_people
+    job, other = running_job(owner), running_job(owner)
+    ticket = live_ticket(user=owner, job=job, service="tensorboard")
+    for url, value in (
+        (f"/live/{job.public_id}/serve/", ticket),
+        (f"/live/{other.public_id}/tensorboard/", ticket),
+        (f"/live/{job.public_id}/tensorboard/", ticket[:-2] + "xx"),
+    ):
+        answer = httpx.get(f"{proxy.url}{url}_nightshift/enter", params={"ticket": value})
+        assert answer.status_code == 404, url
+
+
+def test_no_cookie_and_no_token_is_404(proxy, lab_with_people):
+    _, owner, _, _ = lab_with_people
+    job = running_job(owner)
+    assert httpx.get(f"{proxy.url}/live/{job.public_id}/serve/").status_code == 404
+    assert (
+        httpx.get(f"{proxy.url}/live/{job.public_id}/serve/", cookies={"nslive": "x"}).status_code
+        == 404
+    )
+
+
+def test_a_program_calls_the_endpoint_with_a_live_token(proxy, lab_with_people):
+    _, owner, _, _ = lab_with_people
+    job = running_job(owner)
+    token, secret = live_token_create(user=owner, job=job, name="eval script")
+    answer = httpx.post(f"{proxy.url}/live/{job.public_id}/serve/v1/completions",
+                        headers={"Authorization": f"Bearer {secret}"},
+                        json={"prompt": "hi"})  # fmt: skip
+    assert answer.status_code == 200
+    assert json.loads(seen(answer)["body"]) == {"prompt": "hi"}
+    # The portal's token never reaches the job.
+    assert "authorization" not in seen(answer)["headers"]
+    live_token_revoke(user=owner, token=token)
+    later = httpx.get(
+        f"{proxy.url}/live/{job.public_id}/serve/", headers={"Authorization": f"Bearer {secret}"}
+    )
+    assert later.status_code in (200, 404)  # remembered for at most a few seconds
+    token.refresh_from_db()
+    assert token.revoked_at is not None
+
+
+def test_a_token_opens_only_its_own_jobs_endpoint(proxy, lab_with_people):
+    _, owner, _, _ = lab_with_people
+    job, other = running_job(owner), running_job(owner)
+    _, secret = live_token_create(user=owner, job=job, name="eval")
+    bearer = {"Authorization": f"Bearer {secret}"}
+    assert (
+        httpx.get(f"{proxy.url}/live/{other.public_id}/serve/", headers=bearer).status_code == 404
+    )
+    assert (
+        httpx.get(f"{proxy.url}/live/{job.public_id}/tensorboard/", headers=bearer).status_code
+        == 404
+    )
+    assert httpx.get(f"{proxy.url}/live/{job.public_id}/serve/",
+                     headers={"Authorization": "Bearer nsl_guessed"},
+                     ).status_code == 404  # fmt: skip
+
+
+def test_a_revoked_token_is_refused(proxy, lab_with_people):
+    _, owner, _, _ = lab_with_people
+    job = running_job(owner)
+    token, secret = live_token_create(user=owner, job=job, name="eval")
+    live_token_revoke(user=owner, token=token)
+    answer = httpx.get(
+        f"{proxy.url}/live/{job.public_id}/serve/", headers={"Authorization": f"Bearer {secret}"}
+    )
+    assert answer.status_code == 404
+
+
+def test_sharing_lets_the_labs_lead_and_admins_in_and_nobody_else(proxy, lab_with_people):
+    lab, owner, lead, stranger = lab_with_people
+    admin = UserFactory(username="root", is_staff=True, is_superuser=True)
+    job = running_job(owner, lab=lab)
+    live_share_set(user=owner, job=job, shared=True)
+    for user in (lead, admin):
+        assert signed_in(proxy, user, job).get(f"/live/{job.public_id}/serve/").status_code == 200
+    ticket = live_ticket(user=stranger, job=job, service="serve")
+    answer = httpx.get(
+        f"{proxy.url}/live/{job.public_id}/serve/_nightshift/enter", params={"ticket": ticket}
+    )
+    assert answer.status_code == 404
+
+
+def test_a_job_that_does_not_run_is_closed_with_its_state(proxy, tunnels, lab_with_people):
+    _, owner, _, _ = lab_with_people
+    done = running_job(owner, state=JobState.COMPLETED)
+    answer = signed_in(proxy, owner, done).get(f"/live/{done.public_id}/serve/")
+    assert answer.status_code == 503
+    assert "The job is completed, not running" in answer.text
+    assert tunnels.connected == []
+
+
+def test_a_service_the_job_did_not_ask_for_is_404(proxy, lab_with_people):
+    _, owner, _, _ = lab_with_people
+    job = running_job(owner, services=("tensorboard",))
+    ticket = live_ticket(user=owner, job=job, service="serve")
+    answer = httpx.get(
+        f"{proxy.url}/live/{job.public_id}/serve/_nightshift/enter", params={"ticket": ticket}
+    )
+    assert answer.status_code == 404
+
+
+def test_a_tunnel_that_cannot_open_says_why_and_retries(proxy, tunnels, lab_with_people):
+    _, owner, _, _ = lab_with_people
+    job = running_job(owner)
+    tunnels.failing = "The job is not listening on its port (yet)"
+    answer = signed_in(proxy, owner, job).get(f"/live/{job.public_id}/serve/")
+    assert answer.status_code == 503
+    assert "not listening on its port" in answer.text
+    assert 'http-equiv="refresh"' in answer.text
+
+
+@pytest.mark.parametrize("path", [
+    "/live/{id}/serve/%2e%2e/%2e%2e/{other}/serve/",
+    "/live/{id}/serve/../../{other}/serve/",
+    "/live/{id}/serve/a/..%2f..%2f{other}",
+    "/live/{id}/serve/a%5c..%5cb",
+    "/live/{id}/serve/a%00b",
+    "/live/{ID}/serve/",
+    "/live/%7B{id}%7D/serve/",
+    "/live/{id}%2fserve/",
+    "/live/{id}/%73erve/",
+    "/live/{id}/serve@127.0.0.1:22/",
+    "/live/{id}:22/serve/",
+    "//127.0.0.1:22/live/{id}/serve/",
+    "/live/127.0.0.1:22/serve/",
+    "/live/{id}/ssh/",
+])  # fmt: skip
+def test_crafted_paths_reach_nothing(proxy, tunnels, lab_with_people, path):
+    _, owner, _, stranger = lab_with_people
+    job, other = running_job(owner), running_job(stranger)
+    client = signed_in(proxy, owner, job)
+    tunnels.connected.clear()
+    url = path.format(id=job.public_id, ID=str(job.public_id).upper(), other=other.public_id)
+    status, _ = raw_request(proxy.port, f"GET {url} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                            f"Cookie: nslive={client.cookies.get('nslive')}\r\n"
+                            "Connection: close\r\n\r\n".encode())  # fmt: skip
+    assert status == 404
+    assert tunnels.connected == []
+
+
+def test_an_absolute_url_in_the_request_line_still_reaches_only_the_job(
+    proxy, tunnels, lab_with_people
+):
+    _, owner, _, _ = lab_with_people
+    job = running_job(owner)
+    client = signed_in(proxy, owner, job)
+    tunnels.connected.clear()
+    status, body = raw_request(
+        proxy.port,
+        f"GET http://evil.example:22/live/{job.public_id}/serve/x HTTP/1.1\r\n"
+        "Host: evil.example\r\n"
+        f"Cookie: nslive={client.cookies.get('nslive')}\r\nConnection: close\r\n\r\n".encode(),
+    )
+    assert status in (200, 400, 404)
+    if status == 200:  # then it is the job's own endpoint, and Host is the job's
+        assert seen(body)["headers"]["host"] == f"127.0.0.1:{JOB_PORT}"
+    assert {t.key for t in tunnels.connected} <= {str(job.public_id)}
+
+
+def test_headers_cannot_change_the_upstream_or_carry_the_portals_credentials(
+    proxy, lab_with_people
+):
+    _, owner, _, _ = lab_with_people
+    job = running_job(owner)
+    client = signed_in(proxy, owner, job)
+    answer = client.get(
+        f"/live/{job.public_id}/serve/",
+        headers={"Host": "evil.example:22", "X-Forwarded-Host": "evil.example",
+                 "X-Forwarded-For": "10.0.0.1", "Forwarded": "host=evil.example",
+                 "X-Real-IP": "10.0.0.1", "X-Nightshift-User": "root",
+                 "Authorization": "Basic cm9vdDpyb290",
+                 "Cookie": f"nslive={client.cookies.get('nslive')}; sessionid=portal-session; "
+                           "csrftoken=portal-csrf; app=kept"},
+    )  # fmt: skip
+    headers = seen(answer)["headers"]
+    assert headers["host"] == f"127.0.0.1:{JOB_PORT}"
+    for gone in ("x-forwarded-host", "x-forwarded-for", "forwarded", "x-real-ip",
+                 "x-nightshift-user", "authorization"):  # fmt: skip
+        assert gone not in headers
+    assert headers["cookie"] == "app=kept"
+
+
+def test_websockets_go_through_for_the_owner_and_are_refused_to_others(proxy, lab_with_people):
+    _, owner, _, stranger = lab_with_people
+    job = running_job(owner)
+    cookie = signed_in(proxy, owner, job, "tensorboard").cookies.get("nslive")
+    url = f"ws://127.0.0.1:{proxy.port}/live/{job.public_id}/tensorboard/ws"
+
+    async def talk(cookie_value):
+        async with websockets.connect(url, additional_headers={"Cookie": f"nslive={cookie_value}"},
+                                      subprotocols=["echo"]) as ws:  # fmt: skip
+            await ws.send("ping")
+            return ws.subprotocol, await ws.recv()
+
+    assert asyncio.run(talk(cookie)) == (
+        "echo",
+        f"echo ping from /live/{job.public_id}/tensorboard/ws",
+    )
+    theirs = signed_in(proxy, stranger, running_job(stranger), "tensorboard").cookies.get("nslive")
+    with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
+        asyncio.run(talk(theirs))
+    assert refused.value.response.status_code == 404
+
+
+def test_tunnels_of_jobs_that_stopped_running_are_closed(proxy, tunnels, lab_with_people):
+    _, owner, _, _ = lab_with_people
+    job, still = running_job(owner), running_job(owner)
+    for each in (job, still):
+        signed_in(proxy, owner, each).get(f"/live/{each.public_id}/serve/")
+    Job.objects.filter(pk=job.pk).update(state=JobState.COMPLETED)
+    closed = asyncio.run(proxy.app.reap())
+    assert closed == [str(job.public_id)]
+    assert list(tunnels.tunnels) == [str(still.public_id)]
