@@ -147,6 +147,16 @@ def build_submit_description(
             if request.live_services
             else ()
         ),
+        *(
+            (("NIGHTSHIFT_SESSION_LIMIT_S", str(request.session_limit_s)),)
+            if request.session_limit_s
+            else ()
+        ),
+        *(
+            (("NIGHTSHIFT_SESSION_IDLE_S", str(request.session_idle_s)),)
+            if request.session_idle_s
+            else ()
+        ),
         *request.environment,
     )
     description = {
@@ -175,6 +185,10 @@ def build_submit_description(
     }
     if request.live_services:
         description[f"My.{LIVE_ATTR}"] = classad_string(",".join(request.live_services))
+    if "notebook" in request.live_services:
+        # A session does not move: once it has run, no workstation matches it again, and
+        # the portal ends it (the owner of its workstation came back) with its files kept.
+        description["requirements"] = "(MY.NumJobStarts =?= 0 || MY.NumJobStarts =?= undefined)"
     if request.job_lease_s:
         description["job_lease_duration"] = str(request.job_lease_s)
     if request.container_image:

@@ -31,7 +31,8 @@ _DATASET_URL = re.compile(
     r"nightshift://(?:[A-Za-z0-9.-]{1,253}|\[[0-9A-Fa-f:.]{2,45}\])(?::[0-9]{1,5})?/[0-9a-f]{64}"
 )
 MAX_DATASET_URLS = 8
-LIVE_SERVICES = ("tensorboard", "serve")
+# "notebook": the job is a JupyterLab session (it runs nightshift.run_notebook()).
+LIVE_SERVICES = ("tensorboard", "serve", "notebook")
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -155,6 +156,10 @@ class JobRequest:
     # Web services the launcher starts beside the job (or gives it a port for), which the
     # portal's live proxy reaches through condor_ssh_to_job: see condor_bridge.live.
     live_services: tuple[str, ...] = ()
+    # A notebook session's own limits: it ends itself after this long running (its files
+    # are kept), and after this long without activity; None: no limit.
+    session_limit_s: int | None = None
+    session_idle_s: int | None = None
 
     def __post_init__(self) -> None:
         if not _JOB_ID.fullmatch(str(self.job_id)):
@@ -226,6 +231,12 @@ class JobRequest:
                 )
         if len(set(self.live_services)) != len(self.live_services):
             raise InvalidJobRequest("live_services", "names a service twice")
+        if "notebook" in self.live_services and "serve" in self.live_services:
+            raise InvalidJobRequest("live_services", "a notebook session cannot also serve")
+        for name in ("session_limit_s", "session_idle_s"):
+            value = getattr(self, name)
+            if value is not None:
+                _check_int(name, value, MIN_RUNTIME_S, MAX_RUNTIME_S)
         for path in self.output_paths:
             if not _OUTPUT_PATH.fullmatch(path) or path in (".", ".."):
                 raise InvalidJobRequest("output_paths", f"{path!r} is not a plain file name")

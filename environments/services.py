@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 from django.conf import settings
@@ -13,7 +14,7 @@ from audit.services import audit_record
 from jobs.software import PreparedSoftware, SoftwareChoice, SoftwareNotFound
 from jobs.specs import JobSubmissionError
 
-from .locking import Lock, LockError, lock_resolve
+from .locking import Lock, LockError, lock_resolve, pinned_packages
 from .models import Environment, EnvironmentVersion
 from .requirements import RequirementsError, requirements_check
 from .selectors import environment_get_usable, environment_list_usable_by
@@ -275,6 +276,9 @@ def _choice(version: EnvironmentVersion) -> SoftwareChoice:
         python=version.python or None,
         container_image=version.container_image or None,
         is_default=environment.is_default,
+        packages=frozenset(
+            re.sub(r"[-_.]+", "-", name).lower() for name, _ in pinned_packages(version.lock)
+        ),
     )  # fmt: skip
 
 

@@ -96,6 +96,9 @@ class Job(models.Model):
     # The reproducibility record, besides `request` and `source`: the submit description as
     # sent to HTCondor, and the job this one re-runs exactly.
     submit_description = models.TextField(blank=True)
+    # A notebook session's Jupyter token: in the job's folder (mode 0600) and here, for the
+    # live proxy to add to the requests it lets in. Never shown, never in the job's ad.
+    live_secret = models.CharField(max_length=64, blank=True, editable=False)
     reproduces = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reproductions"
     )

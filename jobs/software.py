@@ -47,6 +47,8 @@ class SoftwareChoice:
     python: str | None = None
     container_image: str | None = None
     is_default: bool = False
+    # The packages its lock pins, by normalised name; empty where unknown (an image).
+    packages: frozenset[str] = frozenset()
 
 
 class SoftwareNotFound(LookupError):

@@ -79,6 +79,8 @@ class JobSpec:
     # launcher starts it on nightshift.tensorboard_dir()) and "serve" (the job's own HTTP
     # endpoint on NIGHTSHIFT_SERVE_PORT).
     live_services: list[str] = field(default_factory=list)
+    # A notebook session ends itself after this long running (live_sessions.sessions).
+    session_limit_s: int | None = None
 
 
 JOB_NAME_MAX_LENGTH = 200
@@ -173,6 +175,9 @@ def request_fields(
         stored["dataset_urls"] = urls
     if spec.live_services:
         stored["live_services"] = list(spec.live_services)
+    if "notebook" in spec.live_services:
+        stored["session_limit_s"] = spec.session_limit_s
+        stored["session_idle_s"] = settings.LIVE_SESSION_IDLE_S or None
     return stored
 
 
@@ -234,4 +239,5 @@ def job_spec_of(job: Job) -> JobSpec:
         lab_id=job.lab_id,
         datasets=[dataset["reference"] for dataset in job.source.get("datasets") or []],
         live_services=list(request.get("live_services") or []),
+        session_limit_s=request.get("session_limit_s"),
     )

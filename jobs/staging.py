@@ -7,6 +7,7 @@ import dataclasses
 import hashlib
 import os
 import re
+import secrets
 import shutil
 import time
 import uuid
@@ -127,6 +128,20 @@ def install_helper(
             plugin.chmod(0o755)  # noqa: S103 - HTCondor runs it as the job, read-only for all
     for path in (directory, directory / OUTPUTS, helper):
         give_to_pool(path)
+
+
+LIVE_SECRET = f"{HELPER_DIR}/live-secret"
+
+
+def live_secret_install(directory: Path) -> str:
+    """A notebook session's Jupyter token, readable by the job alone; returns it."""
+    secret = secrets.token_urlsafe(32)
+    path = directory / LIVE_SECRET
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as stream:
+        stream.write(secret + "\n")
+    give_to_pool(path)
+    return secret
 
 
 def give_to_pool(path: Path) -> None:

@@ -50,7 +50,13 @@ from .specs import (
     request_fields,
     request_from_json,
 )
-from .staging import content_hashes, install_helper, safe_script_name, stage_files
+from .staging import (
+    content_hashes,
+    install_helper,
+    live_secret_install,
+    safe_script_name,
+    stage_files,
+)
 from .timeline import job_event_record
 
 logger = logging.getLogger(__name__)
@@ -217,6 +223,8 @@ def job_submit(
         except InvalidJobRequest as exc:
             raise JobSubmissionError(exc.field, exc.message) from exc
         install_helper(directory, software=staged.software, datasets=staged.datasets)
+        if "notebook" in spec.live_services:
+            job.live_secret = live_secret_install(directory)
         with transaction.atomic():
             # Checked again with the quota locked: a racing submission may have used it.
             quota_lock(user, lab)

@@ -130,6 +130,8 @@ def _describe(
         source = f"{where} was reclaimed by its owner" if where else "The workstation was reclaimed"
         if timelines.latest_kind.get(job.pk) == "vacate requested":
             source = f"Moved off {where or 'its workstation'} by an administrator"
+        if "notebook" in job.live_services:
+            return "evicted", f"{source}; a notebook session does not move, so it ends."
         checkpoint = checkpoint_of(job)
         if checkpoint is not None:
             saved = timezone.localtime(checkpoint.saved_at)
@@ -262,7 +264,10 @@ def _apply_batch(observations: Mapping[int, JobObservation]) -> set[int]:
         JobEvent.objects.bulk_create(events, batch_size=1000)
         log_job_events(events)
         for job in evicted:
-            _hold_without_progress(job)
+            if "notebook" in job.live_services:
+                _end_moved_session(job)
+            else:
+                _hold_without_progress(job)
     return set(runs_changed) | {job.pk for job in changed_jobs}
 
 
@@ -286,6 +291,24 @@ def _hold_without_progress(job: Job) -> None:
         return
     job_event_record(job, "hold requested", reason)
     audit_record(action="job.hold", actor=None, target=job, detail=reason)
+
+
+def _end_moved_session(job: Job) -> None:
+    """A notebook session whose workstation was reclaimed: HTCondor matches it nowhere else
+    (its requirements), and the portal removes it, saying why. Its folder keeps the files
+    saved until then (shared mode; in spool mode they stay on the workstation)."""
+    where = job.workstation or "the workstation"
+    detail = (f"The owner of {where} came back, so the session ended: a notebook session "
+              "does not move to another workstation. The files you saved in the session "
+              "folder until then are kept with the job's outputs; start a new session to go "
+              "on.")  # fmt: skip
+    try:
+        get_bridge().act("remove", job.cluster_id, job.proc_id, reason=detail[:200])
+    except BridgeError as exc:
+        logger.warning("could not end the moved session %s: %s", job.pk, exc)
+        return
+    job_event_record(job, "session ended", detail)
+    audit_record(action="job.session_end", actor=None, target=job, detail="owner came back")
 
 
 def _enqueue_collect(job_pk: int) -> None:

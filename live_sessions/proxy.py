@@ -131,6 +131,7 @@ def _decide(route: Route, *, user_id: int | None, token: str | None) -> Decision
     target = Target(
         key=str(job.public_id), cluster_id=job.cluster_id, proc_id=job.proc_id or 0,
         python=job.request.get("python") or "/usr/bin/python3",
+        secret=job.live_secret if route.service == "notebook" else "",
     )  # fmt: skip
     return Decision(200, target=target, user_id=user.pk)
 
@@ -170,7 +171,26 @@ def _running_jobs(keys: list[str]) -> set[str]:
 
 
 def service_name(service: str) -> str:
-    return {"tensorboard": "TensorBoard", "serve": "served endpoint"}.get(service, service)
+    names = {"tensorboard": "TensorBoard", "serve": "served endpoint", "notebook": "JupyterLab"}
+    return names.get(service, service)
+
+
+def origin_of(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{rest.split('/', 1)[0]}"
+
+
+def origin_allowed(headers: list[tuple[str, str]]) -> bool:
+    """A browser's request from a page of the live proxy itself, or from no page (a
+    program): a page elsewhere cannot drive a user's notebook (its WebSocket above all)."""
+    origins = [value for name, value in headers if name == "origin"]
+    if not origins:
+        return True
+    live = origin_of(settings.LIVE_URL)
+    if "{job}" in live:
+        pattern = re.escape(live).replace(re.escape("{job}"), "[0-9a-f-]{36}")
+        return all(re.fullmatch(pattern, origin) for origin in origins)
+    return all(origin == live for origin in origins)
 
 
 def headers_of(scope: dict) -> list[tuple[str, str]]:
@@ -186,13 +206,19 @@ def cookies_of(headers: list[tuple[str, str]]) -> SimpleCookie:
     return jar
 
 
-def upstream_headers(headers: list[tuple[str, str]], route: Route, port: int) -> dict[str, str]:
+def upstream_headers(
+    headers: list[tuple[str, str]], route: Route, port: int, secret: str = ""
+) -> dict[str, str]:
     """The client's headers less what could change the upstream or carry the portal's
-    credentials, plus what the app needs to know where it is served."""
+    credentials, plus what the app needs to know where it is served (and a notebook's
+    token, which its user never handles)."""
     forwarded: dict[str, str] = {}
     for name, value in headers:
         if name in HOP_BY_HOP or name.startswith(("x-forwarded-", "x-nightshift-")):
             continue
+        if name == "origin":
+            # Checked above (origin_allowed); the app sees itself as the origin.
+            value = f"http://127.0.0.1:{port}"
         forwarded[name] = f"{forwarded[name]}, {value}" if name in forwarded else value
     jar = cookies_of(headers)
     kept = "; ".join(f"{k}={m.coded_value}" for k, m in jar.items() if k not in PORTAL_COOKIES)
@@ -201,6 +227,8 @@ def upstream_headers(headers: list[tuple[str, str]], route: Route, port: int) ->
     forwarded["host"] = f"127.0.0.1:{port}"
     forwarded["x-forwarded-proto"] = "https" if settings.HTTPS else "http"
     forwarded["x-forwarded-prefix"] = route.prefix
+    if secret:
+        forwarded["authorization"] = f"token {secret}"
     return forwarded
 
 
@@ -287,6 +315,8 @@ class LiveProxy:
         if decision.status != 200:
             message = NOT_FOUND if decision.status == 404 else decision.message
             return await page(send, decision.status, message)
+        if not origin_allowed(headers):
+            return await page(send, 403, "A page elsewhere cannot use a live session.")
         body = await read_body(receive)
         if body is None:
             return await page(send, 413, "The request is too large for the live proxy.")
@@ -300,8 +330,8 @@ class LiveProxy:
         try:
             async with session.request(
                 scope["method"], "http://127.0.0.1" + route.upstream_path(),
-                headers=upstream_headers(headers, route, port), data=body or None,
-                allow_redirects=False,
+                headers=upstream_headers(headers, route, port, decision.target.secret),
+                data=body or None, allow_redirects=False,
             ) as upstream:  # fmt: skip
                 await send({
                     "type": "http.response.start", "status": upstream.status,
@@ -342,6 +372,8 @@ class LiveProxy:
         decision = await self.decide(route, headers) if route else Decision(404)
         if decision.status != 200 or route is None:
             return await refuse_websocket(scope, send, decision.status)
+        if not origin_allowed(headers):
+            return await refuse_websocket(scope, send, 403)
         assert decision.target is not None
         try:
             tunnel, port = await self.manager.connect(decision.target, route.service)
@@ -351,7 +383,7 @@ class LiveProxy:
         try:
             upstream = await session.ws_connect(
                 "http://127.0.0.1" + route.upstream_path(),
-                headers=upstream_headers(headers, route, port),
+                headers=upstream_headers(headers, route, port, decision.target.secret),
                 protocols=tuple(scope.get("subprotocols") or ()), autoping=False,
                 max_msg_size=0,
             )  # fmt: skip
@@ -401,9 +433,13 @@ def response_headers(upstream, route: Route) -> list[tuple[bytes, bytes]]:
         lowered = name.decode("latin-1").lower()
         if lowered in ("connection", "keep-alive", "transfer-encoding", "upgrade", "trailer"):
             continue
+        if lowered in ("x-frame-options", "content-security-policy"):
+            continue  # replaced below: the portal's session page frames the service
         if lowered == "location" and route.service == "serve" and value.startswith(b"/"):
             value = route.prefix.encode() + value  # the endpoint's own paths are under it
         out.append((name, value))
+    ancestors = f"frame-ancestors 'self' {origin_of(settings.PORTAL_URL)}"
+    out.append((b"content-security-policy", ancestors.encode()))
     return out
 
 
@@ -426,13 +462,17 @@ NOT_FOUND = ("Nothing is here. If this is your job's, open it from the job's pag
              "portal: the link there lets you in.")  # fmt: skip
 
 
+TITLES = {403: "Refused", 404: "Not found", 413: "Too large", 502: "No answer",
+          503: "Not available"}  # fmt: skip
+
+
 async def page(send: Callable, status: int, message: str, *, retry: bool = False) -> None:
     refresh = '<meta http-equiv="refresh" content="5">' if retry else ""
+    title = TITLES.get(status, str(status))
     body = (
         f"<!doctype html><html lang=en><meta charset=utf-8>{refresh}<title>Nightshift live: "
         f'{status}</title><main style="font: 16px system-ui; max-width: 40rem; margin: 3rem auto">'
-        f"<h1>{ {404: 'Not found', 502: 'No answer', 503: 'Not available'}.get(status, status) }"
-        f"</h1><p>{html.escape(message)}</p>"
+        f"<h1>{title}</h1><p>{html.escape(message)}</p>"
         + ("<p><small>This page tries again every 5 seconds.</small></p>" if retry else "")
         + "</main></html>"
     ).encode()

@@ -42,6 +42,8 @@ class Target:
     cluster_id: int
     proc_id: int
     python: str = "/usr/bin/python3"
+    # A notebook's Jupyter token, which the proxy adds to each request it lets in.
+    secret: str = field(default="", repr=False)
 
 
 @dataclass

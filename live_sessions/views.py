@@ -5,14 +5,17 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from jobs.models import Job
+from jobs.specs import JobSubmissionError
 
+from .forms import SessionForm
 from .proxy import ENTER, service_name
 from .selectors import (
     live_is_running,
@@ -22,6 +25,7 @@ from .selectors import (
     live_tokens_of,
 )
 from .services import LiveError, live_share_set, live_ticket, live_token_create, live_token_revoke
+from .sessions import session_status, session_submit
 
 
 def _job_or_404(user, public_id) -> Job:
@@ -31,8 +35,14 @@ def _job_or_404(user, public_id) -> Job:
     return job
 
 
+def live_base_url(job: Job) -> str:
+    """Where the live proxy serves this job: NIGHTSHIFT_LIVE_URL, with {job} (a host name
+    per job, so that one job's pages never share an origin with another's) filled in."""
+    return settings.LIVE_URL.replace("{job}", str(job.public_id)).rstrip("/")
+
+
 def _service_url(job: Job, service: str) -> str:
-    return f"{settings.LIVE_URL.rstrip('/')}/live/{job.public_id}/{service}/"
+    return f"{live_base_url(job)}/live/{job.public_id}/{service}/"
 
 
 @never_cache
@@ -47,6 +57,8 @@ def live_page(request: HttpRequest, public_id) -> HttpResponse:
     ]  # fmt: skip
     return render(request, "live_sessions/job.html", {
         "job": job, "services": services, "running": live_is_running(job),
+        "is_session": "notebook" in job.live_services,
+        "session": session_status(job, now=timezone.now()),
         "is_owner": job.owner_id == request.user.pk, "shared": live_is_shared(job),
         "tokens": live_tokens_of(job, request.user),
         "new_token": request.session.pop("live_new_token", None),
@@ -105,3 +117,26 @@ def live_share(request: HttpRequest, public_id) -> HttpResponse:
     messages.success(request, "Shared with your lab's leads and the admins." if shared
                      else "Only you can open it now.")  # fmt: skip
     return redirect("live:page", job.public_id)
+
+
+@never_cache
+@login_required
+@require_GET
+def live_status(request: HttpRequest, public_id) -> JsonResponse:
+    """What the session page refreshes: state, time left, the warning, why it ended."""
+    job = _job_or_404(request.user, public_id)
+    return JsonResponse(session_status(job, now=timezone.now()).as_json())
+
+
+@login_required
+def session_new(request: HttpRequest) -> HttpResponse:
+    form = SessionForm(request.POST or None, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        try:
+            job = session_submit(user=request.user, spec=form.to_spec())
+        except JobSubmissionError as exc:
+            form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+        else:
+            return redirect("live:page", job.public_id)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "live_sessions/new.html", {"form": form}, status=status)

@@ -454,6 +454,11 @@ PORTAL_URL = env_url("NIGHTSHIFT_PORTAL_URL", "http://127.0.0.1:8000", schemes=(
 LIVE_URL = env_url("NIGHTSHIFT_LIVE_URL", "http://127.0.0.1:8001", schemes=("http", "https"))
 # condor_ssh_to_job, as the account that owns the portal's jobs; the personal pool's runs
 # it inside the pool's root.
+# The portal's session pages frame the live proxy's pages (a notebook, TensorBoard).
+CONTENT_SECURITY_POLICY["DIRECTIVES"]["frame-src"] = [
+    "'self'",
+    "/".join(LIVE_URL.replace("{job}", "*").split("/")[:3]),
+]
 LIVE_SSH_TO_JOB = env_command(
     "NIGHTSHIFT_LIVE_SSH_TO_JOB", f"{BASE_DIR}/deploy/personal-pool/pool ssh-to-job"
 )
@@ -463,6 +468,12 @@ LIVE_TUNNEL_DIR = env_path("NIGHTSHIFT_LIVE_TUNNEL_DIR", VAR_DIR / "live-tunnels
 LIVE_IDLE_S = env_int("NIGHTSHIFT_LIVE_IDLE_S", 900, minimum=10)
 # How often the proxy closes the tunnels of jobs that left Running, and idle ones.
 LIVE_REAP_S = env_float("NIGHTSHIFT_LIVE_REAP_S", 15.0, minimum=0.5)
+# Notebook sessions: the longest a user may ask for, what the form offers first, how long
+# one may sit idle (0: no idle limit), and how many one user may have open at once.
+LIVE_SESSION_MAX_HOURS = env_float("NIGHTSHIFT_SESSION_MAX_HOURS", 12.0, minimum=0.1)
+LIVE_SESSION_DEFAULT_HOURS = env_float("NIGHTSHIFT_SESSION_DEFAULT_HOURS", 2.0, minimum=0.1)
+LIVE_SESSION_IDLE_S = env_int("NIGHTSHIFT_SESSION_IDLE_S", 3600, minimum=0)
+LIVE_MAX_OPEN_SESSIONS = env_int("NIGHTSHIFT_MAX_OPEN_SESSIONS", 2, minimum=1)
 LIVE_COOKIE_MAX_AGE_S = env_int("NIGHTSHIFT_LIVE_COOKIE_MAX_AGE_S", 12 * 3600, minimum=60)
 
 # -- API ----------------------------------------------------------------------------------

@@ -306,6 +306,10 @@ def start_live_services(python: str) -> None:
         # The job's own endpoint: it binds 127.0.0.1:$NIGHTSHIFT_SERVE_PORT.
         os.environ.update(NIGHTSHIFT_SERVE_PORT=str(port), NIGHTSHIFT_LIVE_SERVICE="serve",
                           NIGHTSHIFT_LIVE_PORT=str(port))  # fmt: skip
+    elif "notebook" in services:
+        # A session: its script is nightshift.run_notebook(), JupyterLab on this port.
+        port = free_port()
+        os.environ.update(NIGHTSHIFT_LIVE_SERVICE="notebook", NIGHTSHIFT_LIVE_PORT=str(port))
 
 
 def main() -> None:

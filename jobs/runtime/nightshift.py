@@ -49,6 +49,7 @@ __all__ = [
     "dataset_path",
     "tensorboard_dir",
     "serve_port",
+    "run_notebook",
 ]
 
 _path = os.path.abspath(os.environ.get("NIGHTSHIFT_METRICS_FILE", "metrics.jsonl"))
@@ -204,3 +205,73 @@ def serve_port() -> int:
     if not port:
         raise RuntimeError("this job was not submitted to serve HTTP (turn on Serve)")
     return int(port)
+
+
+# Why a notebook session ended, for its page: {"reason": "time limit" | "idle" | "stopped"}.
+SESSION_END_FILE = "session-end.json"
+
+
+def run_notebook() -> None:
+    """A notebook session's script: JupyterLab on the port the launcher chose, under the path
+    the portal's live proxy serves it at, on the session folder (the job's outputs, which
+    are kept). It ends at the session's time limit, after its idle time, or when HTCondor
+    stops the job; the reason is left in the helper folder. Needs jupyterlab in the job's
+    environment."""
+    import subprocess
+
+    helper = os.environ.get("NIGHTSHIFT_HELPER_DIR", ".nightshift")
+    port = os.environ.get("NIGHTSHIFT_LIVE_PORT")
+    if not port:
+        raise RuntimeError("run_notebook() runs in a Nightshift notebook session")
+    with open(os.path.join(helper, "live-secret"), encoding="utf-8") as stream:
+        secret = stream.read().strip()
+    root = os.path.abspath(os.environ.get("NIGHTSHIFT_OUTPUT_DIR") or "outputs")
+    os.makedirs(root, exist_ok=True)
+    idle = int(os.environ.get("NIGHTSHIFT_SESSION_IDLE_S") or 0)
+    limit = float(os.environ.get("NIGHTSHIFT_SESSION_LIMIT_S") or 0)
+    base = os.environ.get("NIGHTSHIFT_LIVE_PATH", "/live/job/") + "notebook/"
+    command = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
+        f"--ServerApp.base_url={base}", f"--ServerApp.root_dir={root}",
+        "--ServerApp.allow_remote_access=False",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]  # fmt: skip
+    if idle:
+        command += [f"--ServerApp.shutdown_no_activity_timeout={idle}",
+                    f"--MappingKernelManager.cull_idle_timeout={idle}",
+                    "--MappingKernelManager.cull_interval=60",
+                    f"--TerminalManager.cull_inactive_timeout={idle}"]  # fmt: skip
+    # The token in the environment, not the command line: other people on the desktop can
+    # read command lines. The portal's proxy adds it to every request it lets in.
+    environment = dict(os.environ, JUPYTER_TOKEN=secret)
+    print(
+        f"nightshift: JupyterLab on {root}, ends after {limit / 3600:g} h"
+        + (f" or {idle // 60} minutes idle" if idle else ""),
+        flush=True,
+    )
+    server = subprocess.Popen(command, env=environment)  # noqa: S603 - no shell
+    reason = "idle"
+
+    def stop(signum, frame) -> None:
+        nonlocal reason
+        reason = "stopped"
+        server.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        server.wait(timeout=limit or None)
+    except subprocess.TimeoutExpired:
+        reason = "time limit"
+        server.terminate()
+    try:
+        status = server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        status = server.wait()
+    if reason == "idle" and status != 0:
+        reason = "failed"
+    with open(os.path.join(helper, SESSION_END_FILE), "w", encoding="utf-8") as stream:
+        json.dump({"reason": reason, "time": time.time(), "exit_code": status}, stream)
+    print(f"nightshift: the session ended ({reason})", flush=True)
+    sys.exit(0 if reason in ("idle", "time limit", "stopped") else status or 1)

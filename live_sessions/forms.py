@@ -1,0 +1,78 @@
+from django import forms
+from django.conf import settings
+
+from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS
+from jobs.inputs import data_choices
+from jobs.software import software_choices
+from jobs.specs import JobSpec
+from labs.models import Lab
+
+from .sessions import NOTEBOOK_PACKAGE
+
+
+class SessionForm(forms.Form):
+    """A notebook session in plain terms: what to run it on, with what, for how long."""
+
+    name = forms.CharField(label="Name", max_length=200, initial="Notebook session")
+    lab = forms.ModelChoiceField(
+        label="Lab", queryset=Lab.objects.none(), required=False, empty_label=None,
+        help_text="The lab whose quota the session counts against, like any job.",
+    )  # fmt: skip
+    software_environment = forms.ChoiceField(
+        label="Environment",
+        help_text="Environments with jupyterlab in them. Make one on the Environments page: "
+        "jupyterlab and the packages you work with.",
+    )  # fmt: skip
+    datasets = forms.MultipleChoiceField(
+        label="Datasets", required=False, widget=forms.CheckboxSelectMultiple,
+        help_text='Read-only in the session: nightshift.dataset_path("NAME").',
+    )  # fmt: skip
+    gpus = forms.IntegerField(label="GPUs", min_value=0, max_value=MAX_GPUS, initial=1)
+    gpu_memory_gb = forms.FloatField(
+        label="Minimum GPU memory (GB)", required=False, min_value=0.1,
+        max_value=MAX_GPU_MEMORY_GB,
+    )  # fmt: skip
+    cpus = forms.IntegerField(label="CPUs", min_value=1, max_value=MAX_CPUS, initial=2)
+    memory_gb = forms.FloatField(label="Memory (GB)", min_value=0.125, max_value=1024, initial=8)
+    hours = forms.FloatField(
+        label="Time limit (hours)", min_value=0.25,
+        help_text="The session ends then, with its files kept; a banner warns 10 minutes "
+        "before. It also ends after a while without activity, and when the workstation's "
+        "owner comes back.",
+    )  # fmt: skip
+
+    def __init__(self, *args, user=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        labs = Lab.objects.filter(memberships__user=user).order_by("memberships__joined_at")
+        if user is None or not labs.exists():
+            del self.fields["lab"]
+        else:
+            self.fields["lab"].queryset = labs
+        usable = [c for c in software_choices(user)
+                  if not c.packages or NOTEBOOK_PACKAGE in c.packages] if user else []  # fmt: skip
+        self.fields["software_environment"].choices = [(c.reference, c.label) for c in usable]
+        self.fields["datasets"].choices = (
+            [(c.reference, c.label) for c in data_choices(user)] if user else []
+        )
+        self.fields["hours"].max_value = settings.LIVE_SESSION_MAX_HOURS
+        self.fields["hours"].validators.append(_at_most(settings.LIVE_SESSION_MAX_HOURS))
+        self.fields["hours"].initial = settings.LIVE_SESSION_DEFAULT_HOURS
+
+    def to_spec(self) -> JobSpec:
+        data = self.cleaned_data
+        return JobSpec(
+            name=data["name"].strip(), software=data["software_environment"],
+            gpus=data["gpus"], gpu_memory_gb=data.get("gpu_memory_gb") if data["gpus"] else None,
+            cpus=data["cpus"], memory_mb=round(data["memory_gb"] * 1024),
+            lab_id=data["lab"].pk if data.get("lab") else None,
+            datasets=list(data.get("datasets") or []), live_services=["notebook"],
+            session_limit_s=round(data["hours"] * 3600),
+        )  # fmt: skip
+
+
+def _at_most(hours: float):
+    def check(value: float) -> None:
+        if value > hours:
+            raise forms.ValidationError(f"A session may last at most {hours:g} hours.")
+
+    return check

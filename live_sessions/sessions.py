@@ -1,0 +1,128 @@
+"""Notebook sessions: JupyterLab on an idle workstation, as a job whose script is
+nightshift.run_notebook(). They count against quotas like any job."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from jobs.models import FINAL_STATES, Job, JobState
+from jobs.software import SoftwareNotFound, software_lookup
+from jobs.specs import JobSpec, JobSubmissionError
+from jobs.submission import job_submit
+
+NOTEBOOK_SCRIPT = b'''"""A Nightshift notebook session: JupyterLab, reached through the portal.
+
+What you save in the session folder (this job's outputs/) is kept with the job."""
+import nightshift
+
+nightshift.run_notebook()
+'''
+NOTEBOOK_PACKAGE = "jupyterlab"
+WARN_BEFORE_END_S = 10 * 60
+
+
+def session_open_count(user) -> int:
+    return (
+        Job.objects.filter(owner=user, request__live_services__contains=["notebook"])
+        .exclude(state__in=FINAL_STATES)
+        .count()
+    )
+
+
+def session_submit(*, user, spec: JobSpec) -> Job:
+    """A notebook session for `spec` (its resources, environment, datasets and time limit),
+    refused with the reason where the user has too many open or the environment has no
+    JupyterLab."""
+    open_now = session_open_count(user)
+    if open_now >= settings.LIVE_MAX_OPEN_SESSIONS:
+        raise JobSubmissionError(
+            "name", f"You have {open_now} notebook session{'s' * (open_now != 1)} open, the "
+            "most one person may have at once: end one first.",
+        )  # fmt: skip
+    limit_s = spec.session_limit_s or round(settings.LIVE_SESSION_DEFAULT_HOURS * 3600)
+    if limit_s > settings.LIVE_SESSION_MAX_HOURS * 3600:
+        raise JobSubmissionError(
+            "hours", f"A session may last at most {settings.LIVE_SESSION_MAX_HOURS:g} hours."
+        )
+    if not spec.software:
+        raise JobSubmissionError(
+            "software_environment", "Choose an environment with jupyterlab in it (make one on "
+            "the Environments page: a line jupyterlab, and the packages you work with).",
+        )  # fmt: skip
+    try:
+        choice = software_lookup(user, spec.software)
+    except SoftwareNotFound as exc:
+        raise JobSubmissionError("software_environment", str(exc)) from None
+    if choice.packages and NOTEBOOK_PACKAGE not in choice.packages:
+        raise JobSubmissionError(
+            "software_environment", f"{choice.reference} has no jupyterlab: add it to a new "
+            "version of the environment, or choose another.",
+        )  # fmt: skip
+    spec = dataclasses.replace(
+        spec, live_services=["notebook"], session_limit_s=limit_s, max_runtime_s=None,
+        entry_command=None, arguments=[], output_paths=["outputs"],
+    )  # fmt: skip
+    return job_submit(user=user, spec=spec,
+                      script=SimpleUploadedFile("notebook.py", NOTEBOOK_SCRIPT))  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionStatus:
+    state: str
+    state_label: str
+    running: bool
+    seconds_left: int | None
+    warn: bool
+    ended: str
+
+    def as_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+SESSION_END_FILE = ".nightshift/session-end.json"
+
+
+def session_status(job: Job, *, now) -> SessionStatus:
+    """What the session page shows: time left, the warning before the end, why it ended."""
+    limit = job.request.get("session_limit_s")
+    running = job.state == JobState.RUNNING
+    seconds_left = None
+    if running and limit and job.started_at:
+        started = job.started_at
+        last_start = job.usage_records.order_by("-started_at").values_list("started_at", flat=True)
+        started = last_start.first() or started
+        seconds_left = max(0, int(limit - (now - started).total_seconds()))
+    warn = seconds_left is not None and seconds_left <= WARN_BEFORE_END_S
+    return SessionStatus(
+        state=job.state, state_label=job.get_state_display(), running=running,
+        seconds_left=seconds_left, warn=warn, ended=session_end_reason(job),
+    )  # fmt: skip
+
+
+def session_end_reason(job: Job) -> str:
+    if job.state not in FINAL_STATES:
+        return ""
+    kept = " The files you saved in the session folder are kept with the job's outputs."
+    ended = job.events.filter(kind="session ended").order_by("-at").first()
+    if ended is not None:
+        return ended.detail
+    try:
+        with open(job.directory / SESSION_END_FILE, encoding="utf-8") as stream:
+            reason = json.load(stream).get("reason")
+    except (OSError, ValueError, AttributeError):
+        reason = None
+    if reason == "time limit":
+        hours = (job.request.get("session_limit_s") or 0) / 3600
+        return f"The session reached its time limit of {hours:g} hours." + kept
+    if reason == "idle":
+        minutes = (job.request.get("session_idle_s") or 0) // 60
+        return f"The session ended after {minutes} minutes without activity." + kept
+    if job.outcome == "cancelled":
+        return "You ended the session." + kept
+    if job.state == JobState.FAILED:
+        return "JupyterLab stopped with an error: see the job's log." + kept
+    return "The session ended." + kept
