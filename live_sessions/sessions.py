@@ -21,6 +21,8 @@ import nightshift
 
 nightshift.run_notebook()
 '''
+# Not notebook.py: Jupyter imports a package of that name, and would find the script.
+NOTEBOOK_SCRIPT_NAME = "nightshift_session.py"
 NOTEBOOK_PACKAGE = "jupyterlab"
 WARN_BEFORE_END_S = 10 * 60
 
@@ -67,7 +69,7 @@ def session_submit(*, user, spec: JobSpec) -> Job:
         entry_command=None, arguments=[], output_paths=["outputs"],
     )  # fmt: skip
     return job_submit(user=user, spec=spec,
-                      script=SimpleUploadedFile("notebook.py", NOTEBOOK_SCRIPT))  # fmt: skip
+                      script=SimpleUploadedFile(NOTEBOOK_SCRIPT_NAME, NOTEBOOK_SCRIPT))  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,9 +99,11 @@ def session_status(job: Job, *, now) -> SessionStatus:
         started = last_start.first() or started
         seconds_left = max(0, int(limit - (now - started).total_seconds()))
     warn = seconds_left is not None and seconds_left <= WARN_BEFORE_END_S
+    ended = session_end_reason(job)
     return SessionStatus(
-        state=job.state, state_label=job.get_state_display(), running=running,
-        seconds_left=seconds_left, warn=warn, ended=session_end_reason(job),
+        state=job.state, state_label="Ended" if ended else job.get_state_display(),
+        running=running,
+        seconds_left=seconds_left, warn=warn, ended=ended,
     )  # fmt: skip
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from csp.decorators import csp_update
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -16,7 +17,7 @@ from jobs.models import Job
 from jobs.specs import JobSubmissionError
 
 from .forms import SessionForm
-from .proxy import ENTER, service_name
+from .proxy import ENTER, origin_of, service_name
 from .selectors import (
     live_is_running,
     live_is_shared,
@@ -26,6 +27,13 @@ from .selectors import (
 )
 from .services import LiveError, live_share_set, live_ticket, live_token_create, live_token_revoke
 from .sessions import session_status, session_submit
+
+
+def _framing_live(response: HttpResponse, job: Job) -> HttpResponse:
+    """The session page frames the live proxy's pages for this job: its origin joins the
+    page's Content Security Policy (django-csp's per-response update)."""
+    sources = ["'self'", origin_of(live_base_url(job))]  # 'self': the frame's first stop
+    return csp_update({"frame-src": sources})(lambda _: response)(None)
 
 
 def _job_or_404(user, public_id) -> Job:
@@ -55,14 +63,14 @@ def live_page(request: HttpRequest, public_id) -> HttpResponse:
          "open_url": reverse("live:open", args=[job.public_id, name])}
         for name in job.live_services
     ]  # fmt: skip
-    return render(request, "live_sessions/job.html", {
+    return _framing_live(render(request, "live_sessions/job.html", {
         "job": job, "services": services, "running": live_is_running(job),
         "is_session": "notebook" in job.live_services,
         "session": session_status(job, now=timezone.now()),
         "is_owner": job.owner_id == request.user.pk, "shared": live_is_shared(job),
         "tokens": live_tokens_of(job, request.user),
         "new_token": request.session.pop("live_new_token", None),
-    })  # fmt: skip
+    }), job)  # fmt: skip
 
 
 @never_cache

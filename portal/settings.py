@@ -454,11 +454,6 @@ PORTAL_URL = env_url("NIGHTSHIFT_PORTAL_URL", "http://127.0.0.1:8000", schemes=(
 LIVE_URL = env_url("NIGHTSHIFT_LIVE_URL", "http://127.0.0.1:8001", schemes=("http", "https"))
 # condor_ssh_to_job, as the account that owns the portal's jobs; the personal pool's runs
 # it inside the pool's root.
-# The portal's session pages frame the live proxy's pages (a notebook, TensorBoard).
-CONTENT_SECURITY_POLICY["DIRECTIVES"]["frame-src"] = [
-    "'self'",
-    "/".join(LIVE_URL.replace("{job}", "*").split("/")[:3]),
-]
 LIVE_SSH_TO_JOB = env_command(
     "NIGHTSHIFT_LIVE_SSH_TO_JOB", f"{BASE_DIR}/deploy/personal-pool/pool ssh-to-job"
 )

@@ -196,13 +196,18 @@ class LiveProxyProcess:
     """The live proxy as `make run` starts it (uvicorn portal.asgi_live), against the test
     database, reaching jobs through the personal pool's condor_ssh_to_job."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, *, portal_url: str) -> None:
         from tests.live_sessions.harness import free_port
 
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        # On the portal's host name: the two must be one site, for the proxy's cookie to
+        # work in the session page's frame (SameSite=Lax).
+        host = portal_url.split("://", 1)[1].split(":")[0].split("/")[0]
+        self.url = f"http://{host}:{self.port}"
         self.log_path = log_dir / "live-proxy.log"
+        # The portal it serves (whose session pages frame it): the tests' live server.
         env = os.environ | {"DATABASE_URL": database_url(), "NIGHTSHIFT_LIVE_REAP_S": "1",
+                            "NIGHTSHIFT_PORTAL_URL": portal_url, "NIGHTSHIFT_LIVE_URL": self.url,
                             "PYTHONUNBUFFERED": "1"}  # fmt: skip
         self.process = subprocess.Popen(
             [str(Path(sys.executable).with_name("uvicorn")), "portal.asgi_live:application",
@@ -235,8 +240,8 @@ class LiveProxyProcess:
 
 
 @pytest.fixture(scope="session")
-def live_proxy_process(django_db_setup, tmp_path_factory, pool_is_up):
-    proxy = LiveProxyProcess(tmp_path_factory.mktemp("live"))
+def live_proxy_process(django_db_setup, tmp_path_factory, pool_is_up, live_server):
+    proxy = LiveProxyProcess(tmp_path_factory.mktemp("live"), portal_url=live_server.url)
     yield proxy
     proxy.stop()
 

@@ -236,6 +236,7 @@ def run_notebook() -> None:
         f"--ServerApp.base_url={base}", f"--ServerApp.root_dir={root}",
         "--ServerApp.allow_remote_access=False",
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        "--LabApp.news_url=None",  # workstations need not reach jupyter.org
     ]  # fmt: skip
     if idle:
         command += [f"--ServerApp.shutdown_no_activity_timeout={idle}",
@@ -250,7 +251,9 @@ def run_notebook() -> None:
         + (f" or {idle // 60} minutes idle" if idle else ""),
         flush=True,
     )
-    server = subprocess.Popen(command, env=environment)  # noqa: S603 - no shell
+    # In the session folder: the job's own folder holds its script, whose name a module
+    # Jupyter imports could share.
+    server = subprocess.Popen(command, env=environment, cwd=root)  # noqa: S603 - no shell
     reason = "idle"
 
     def stop(signum, frame) -> None:

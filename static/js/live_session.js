@@ -27,8 +27,9 @@
       ended.textContent = status.ended;
       ended.hidden = false;
       warning.hidden = true;
-      const frame = session.querySelector('[data-role="notebook"]');
-      if (frame) frame.remove();
+      for (const gone of session.querySelectorAll('[data-role="notebook"], [data-role="end-session"], [data-role="own-tab"]')) {
+        gone.remove();
+      }
     }
     show();
     // It just started: the page gets its notebook.

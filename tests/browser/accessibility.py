@@ -23,6 +23,9 @@ FAILING_IMPACTS = ("serious", "critical")
 _RUNNER = """
 (() => {
   if (window.top !== window) return;
+  // A job's own web app (TensorBoard, JupyterLab), served through the live proxy, is not
+  // a page of the portal's.
+  if (location.pathname.startsWith("/live/")) return;
   // A text file or an image the browser shows in a document of its own making is not a
   // page of the portal's.
   if (document.contentType !== "text/html") return;

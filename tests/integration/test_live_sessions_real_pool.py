@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
+from jobs.actions import job_cancel
 from jobs.models import Job, JobState
 from tests.conftest import script_upload
 from tests.helpers import wait_for
@@ -132,5 +133,4 @@ def test_the_owners_browser_gets_in_from_the_job_page_and_another_user_gets_404(
     stranger = httpx.Client(timeout=30)
     stranger.cookies.set("sessionid", web.cookies["sessionid"].value)
     assert stranger.get(f"{live_proxy.url}/live/{job.public_id}/serve/").status_code == 404
-    web.force_login(job.owner)
-    web.post(reverse("jobs:cancel", args=[job.public_id]))
+    job_cancel(job=job, user=job.owner)
