@@ -25,9 +25,8 @@ from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 writer = EventFileWriter(nightshift.tensorboard_dir())
 for step in range(600):
-    loss = 1.0 / (step + 1)
-    writer.add_event(Event(wall_time=time.time(), step=step,
-                           summary=Summary(value=[Summary.Value(tag="train/loss", simple_value=loss)])))
+    value = Summary.Value(tag="train/loss", simple_value=1.0 / (step + 1))
+    writer.add_event(Event(wall_time=time.time(), step=step, summary=Summary(value=[value])))
     writer.flush()
     time.sleep(1)
 """
