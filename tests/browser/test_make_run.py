@@ -53,6 +53,7 @@ class Stack:
     url: str
     logins: dict[str, str]
     log: Path
+    live_url: str
 
 
 def _free_port() -> int:
@@ -70,10 +71,12 @@ def make_run(pool_is_up):
     var = Path(tempfile.mkdtemp(prefix="nightshift-make-run-"))
     var.chmod(0o755)
     bind = f"127.0.0.1:{_free_port()}"
+    live_port = _free_port()
     redis.Redis.from_url(STACK_REDIS_URL).flushdb()
     environment = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL",)} | {
         "NIGHTSHIFT_VAR_DIR": str(var),
         "NIGHTSHIFT_RUN_BIND": bind,
+        "NIGHTSHIFT_RUN_LIVE_PORT": str(live_port),
         "REDIS_URL": STACK_REDIS_URL,
         "NIGHTSHIFT_INSTANCE": f"make-run-{time.time_ns()}",
         # The pool's view of job folders and its token, as the Makefile exports them.
@@ -96,7 +99,8 @@ def make_run(pool_is_up):
         wait_for(started, timeout=300, interval=1, what="deploy/dev/run to start")
         logins = dict(re.findall(r"login: (\w+)\s+password: (\S+)", log.read_text()))
         assert set(logins) == {"student", "lead", "admin"}, log.read_text()
-        yield Stack(url=f"http://{bind}", logins=logins, log=log)
+        yield Stack(url=f"http://{bind}", logins=logins, log=log,
+                    live_url=f"http://127.0.0.1:{live_port}")  # fmt: skip
     finally:
         process.send_signal(signal.SIGINT)  # Ctrl-C
         try:
@@ -243,6 +247,16 @@ def crawl(watched: WatchedContext, start: str) -> dict[str, int]:
     unvisited = [url for url in queue if _worth_a_visit(url, statuses, seen_kinds)]
     assert not unvisited, f"the crawl stopped at {MOST_PAGES_PER_ROLE} pages before {unvisited[:5]}"
     return statuses
+
+
+def test_the_live_session_proxy_runs_beside_the_portal(make_run):
+    """Its own process (uvicorn), which the portal's links point at: it answers, and lets
+    no one in without the portal's ticket."""
+    import httpx
+
+    answer = httpx.get(f"{make_run.live_url}/live/00000000-0000-4000-8000-000000000000/serve/")
+    assert answer.status_code == 404
+    assert "open it from the job&#x27;s page in the portal" in answer.text
 
 
 @pytest.mark.parametrize("role", ["student", "lead", "admin"])

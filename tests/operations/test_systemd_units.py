@@ -16,7 +16,8 @@ from django.conf import settings
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = ROOT / "deploy" / "production"
 UNITS = PRODUCTION / "systemd"
-SERVICES = ["nightshift-web.service", "nightshift-worker@.service", "nightshift-beat.service"]
+SERVICES = ["nightshift-web.service", "nightshift-worker@.service", "nightshift-beat.service",
+            "nightshift-live.service"]  # fmt: skip
 VENV = Path(sys.executable).parent.parent
 
 
@@ -39,7 +40,8 @@ def installed(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize("name", ["nightshift-web.service", "nightshift-worker@1.service",
-                                  "nightshift-beat.service", "nightshift.target"])  # fmt: skip
+                                  "nightshift-beat.service", "nightshift-live.service",
+                                  "nightshift.target"])  # fmt: skip
 def test_systemd_accepts_the_unit(installed, name):
     done = subprocess.run(["systemd-analyze", "verify", str(installed / name)],
                           capture_output=True, text=True, timeout=60)  # fmt: skip
@@ -47,7 +49,8 @@ def test_systemd_accepts_the_unit(installed, name):
 
 
 @pytest.mark.parametrize("name", ["nightshift-web.service", "nightshift-worker@1.service",
-                                  "nightshift-beat.service"])  # fmt: skip
+                                  "nightshift-beat.service",
+                                  "nightshift-live.service"])  # fmt: skip
 def test_each_service_is_hardened(installed, name):
     done = subprocess.run(["systemd-analyze", "security", "--offline=true", str(installed / name)],
                           capture_output=True, text=True, timeout=60)  # fmt: skip
@@ -70,7 +73,7 @@ def test_each_service_runs_as_the_service_account_with_the_settings_file(name):
 def test_the_target_starts_every_part():
     wants = unit("nightshift.target")["Unit"]["Wants"].split()
     assert wants == ["nightshift-web.service", "nightshift-worker@1.service",
-                     "nightshift-beat.service"]  # fmt: skip
+                     "nightshift-beat.service", "nightshift-live.service"]  # fmt: skip
 
 
 def nginx_value(name: str) -> str:
