@@ -319,3 +319,58 @@ def test_tunnels_of_jobs_that_stopped_running_are_closed(proxy, tunnels, lab_wit
     closed = asyncio.run(proxy.app.reap())
     assert closed == [str(job.public_id)]
     assert list(tunnels.tunnels) == [str(still.public_id)]
+
+
+def test_a_notebook_gets_its_token_from_the_proxy_and_the_browser_never_sees_it(
+    proxy, lab_with_people
+):
+    _, owner, _, _ = lab_with_people
+    job = running_job(owner, services=("notebook",))
+    Job.objects.filter(pk=job.pk).update(live_secret="s3cret-token")
+    client = signed_in(proxy, owner, job, "notebook")
+    answer = client.get(f"/live/{job.public_id}/notebook/api/status")
+    assert seen(answer)["headers"]["authorization"] == "token s3cret-token"
+    assert "s3cret-token" not in answer.headers.get("set-cookie", "")
+    # Only a notebook's requests carry one.
+    other = running_job(owner)
+    Job.objects.filter(pk=other.pk).update(live_secret="not-for-serve")
+    served = signed_in(proxy, owner, other, "serve").get(f"/live/{other.public_id}/serve/")
+    assert "authorization" not in seen(served)["headers"]
+
+
+def test_a_page_of_another_origin_cannot_drive_a_session(proxy, lab_with_people, settings):
+    _, owner, _, _ = lab_with_people
+    settings.LIVE_URL = proxy.url
+    job = running_job(owner, services=("notebook",))
+    client = signed_in(proxy, owner, job, "notebook")
+    url = f"/live/{job.public_id}/notebook/api/contents"
+    assert client.post(url, headers={"Origin": "https://evil.example"}).status_code == 403
+    same = client.post(url, headers={"Origin": proxy.url}, json={"type": "notebook"})
+    assert same.status_code == 200
+    assert seen(same)["headers"]["origin"] == f"http://127.0.0.1:{JOB_PORT}"
+    cookie = client.cookies.get("nslive")
+
+    async def talk(origin):
+        async with websockets.connect(
+            f"ws://127.0.0.1:{proxy.port}/live/{job.public_id}/notebook/api/kernels/k/channels",
+            additional_headers={"Cookie": f"nslive={cookie}"}, origin=origin,
+        ) as ws:  # fmt: skip
+            await ws.send("x")
+            return await ws.recv()
+
+    with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
+        asyncio.run(talk("https://evil.example"))
+    assert refused.value.response.status_code == 403
+    assert asyncio.run(talk(proxy.url)).startswith("echo x")
+
+
+def test_the_portals_session_page_may_frame_a_service_and_no_other_site_may(
+    proxy, lab_with_people, settings
+):
+    _, owner, _, _ = lab_with_people
+    job = running_job(owner)
+    answer = signed_in(proxy, owner, job, "tensorboard").get(f"/live/{job.public_id}/tensorboard/")
+    assert answer.headers["content-security-policy"] == (
+        f"frame-ancestors 'self' {settings.PORTAL_URL.rstrip('/')}"
+    )
+    assert "x-frame-options" not in answer.headers

@@ -310,3 +310,40 @@ def test_a_job_brings_at_most_eight_dataset_urls():
     urls = tuple(f"nightshift://portal.example/{index:064x}" for index in range(9))
     with pytest.raises(InvalidJobRequest, match="at most 8"):
         request(dataset_urls=urls)
+
+
+def test_live_services_run_through_the_launcher_which_is_told_where_they_are_served():
+    description = build_submit_description(
+        request(live_services=("tensorboard", "serve")), mode=FileMode.SHARED
+    )
+    assert description["arguments"].startswith("\"'.nightshift/launch.py' 'train.py'")
+    assert "NIGHTSHIFT_LIVE='tensorboard,serve'" in description["environment"]
+    assert (
+        "NIGHTSHIFT_LIVE_PATH='/live/6c1e2d9a-0000-4000-8000-000000000001/'"
+        in (description["environment"])
+    )
+    assert description["My.NightshiftLive"] == '"tensorboard,serve"'
+    # Nothing HTCondor needs to open: no port, no chirp.
+    assert "want_io_proxy" not in description
+
+
+def test_a_notebook_session_never_moves_to_another_workstation():
+    description = build_submit_description(
+        request(live_services=("notebook",), session_limit_s=3600, session_idle_s=900),
+        mode=FileMode.SHARED,
+    )
+    assert description["requirements"] == (
+        "(MY.NumJobStarts =?= 0 || MY.NumJobStarts =?= undefined)"
+    )
+    assert "NIGHTSHIFT_SESSION_LIMIT_S='3600'" in description["environment"]
+    assert "NIGHTSHIFT_SESSION_IDLE_S='900'" in description["environment"]
+
+
+@pytest.mark.parametrize("services", [
+    ("ssh",), ("serve", "serve"), ("serve,tensorboard",), ("notebook", "serve"),
+    ("tensorboard'; rm -rf /",), ("",),
+])  # fmt: skip
+def test_only_known_live_services_are_accepted(services):
+    with pytest.raises(InvalidJobRequest) as refused:
+        request(live_services=services)
+    assert refused.value.field == "live_services"

@@ -1,0 +1,165 @@
+"""Notebook sessions as a service and as pages: what is refused and why, what the session
+page shows as the end nears, and why a session ended."""
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from environments.models import Environment, EnvironmentVersion
+from jobs.models import Job, JobState
+from jobs.specs import JobSpec, JobSubmissionError
+from live_sessions.sessions import NOTEBOOK_SCRIPT_NAME, session_status, session_submit
+from tests.factories import UserFactory
+
+pytestmark = pytest.mark.django_db
+
+LOCK = "{name}==1.0 \\\n    --hash=sha256:" + "0" * 64 + "\n"
+
+
+def environment(user, name: str, package: str) -> str:
+    env = Environment.objects.create(owner=user, name=name)
+    EnvironmentVersion.objects.create(
+        environment=env, number=1, requirements=package, python_version="3.13",
+        lock=LOCK.format(name=package), lock_sha256="a" * 64,
+    )  # fmt: skip
+    return f"{name}@1"
+
+
+@pytest.fixture
+def ada(fake_bridge):
+    return UserFactory(username="ada")
+
+
+def spec(**fields) -> JobSpec:
+    return JobSpec(name="explore", gpus=0, cpus=1, memory_mb=1024, **fields)
+
+
+def test_a_session_is_a_job_that_runs_jupyterlab_with_its_limits(ada, settings):
+    settings.LIVE_SESSION_IDLE_S = 1800
+    job = session_submit(user=ada, spec=spec(software=environment(ada, "nb", "jupyterlab"),
+                                             session_limit_s=5400))  # fmt: skip
+    assert job.live_services == ("notebook",)
+    assert job.request["script_name"] == NOTEBOOK_SCRIPT_NAME
+    assert (job.request["session_limit_s"], job.request["session_idle_s"]) == (5400, 1800)
+    assert "nightshift.run_notebook()" in (job.directory / NOTEBOOK_SCRIPT_NAME).read_text()
+    secret = job.directory / ".nightshift" / "live-secret"
+    assert secret.read_text().strip() == job.live_secret and len(job.live_secret) >= 40
+    assert secret.stat().st_mode & 0o077 == 0
+    # The token is nowhere HTCondor (or anyone who reads job ads) sees it.
+    assert job.live_secret not in json.dumps(job.request)
+
+
+def test_an_environment_without_jupyterlab_is_refused_with_what_to_do(ada):
+    with pytest.raises(JobSubmissionError) as refused:
+        session_submit(user=ada, spec=spec(software=environment(ada, "plain", "numpy")))
+    assert refused.value.field == "software_environment"
+    assert "plain@1 has no jupyterlab" in refused.value.message
+    with pytest.raises(JobSubmissionError) as none:
+        session_submit(user=ada, spec=spec())
+    assert "Choose an environment with jupyterlab" in none.value.message
+
+
+def test_one_person_may_have_only_so_many_sessions_open(ada, settings):
+    settings.LIVE_MAX_OPEN_SESSIONS = 2
+    software = environment(ada, "nb", "jupyterlab")
+    first = session_submit(user=ada, spec=spec(software=software))
+    session_submit(user=ada, spec=spec(software=software))
+    with pytest.raises(JobSubmissionError) as refused:
+        session_submit(user=ada, spec=spec(software=software))
+    assert "You have 2 notebook sessions open" in refused.value.message
+    Job.objects.filter(pk=first.pk).update(state=JobState.COMPLETED)
+    session_submit(user=ada, spec=spec(software=software))
+
+
+def test_a_session_longer_than_the_site_allows_is_refused(ada, settings):
+    settings.LIVE_SESSION_MAX_HOURS = 4
+    with pytest.raises(JobSubmissionError) as refused:
+        session_submit(user=ada, spec=spec(software=environment(ada, "nb", "jupyterlab"),
+                                           session_limit_s=5 * 3600))  # fmt: skip
+    assert "at most 4 hours" in refused.value.message
+
+
+def test_the_page_warns_ten_minutes_before_the_time_limit(ada):
+    job = session_submit(user=ada, spec=spec(software=environment(ada, "nb", "jupyterlab"),
+                                             session_limit_s=3600))  # fmt: skip
+    now = timezone.now()
+    Job.objects.filter(pk=job.pk).update(
+        state=JobState.RUNNING, started_at=now - timedelta(minutes=45)
+    )
+    job.refresh_from_db()
+    early = session_status(job, now=now)
+    assert (early.seconds_left, early.warn) == (15 * 60, False)
+    late = session_status(job, now=now + timedelta(minutes=6))
+    assert (late.seconds_left, late.warn) == (9 * 60, True)
+
+
+@pytest.mark.parametrize("reason, says", [
+    ("time limit", "The session reached its time limit of 1 hours."),
+    ("idle", "The session ended after 30 minutes without activity."),
+])  # fmt: skip
+def test_the_page_says_why_a_session_ended(ada, settings, reason, says):
+    settings.LIVE_SESSION_IDLE_S = 1800
+    job = session_submit(user=ada, spec=spec(software=environment(ada, "nb", "jupyterlab"),
+                                             session_limit_s=3600))  # fmt: skip
+    (job.directory / ".nightshift" / "session-end.json").write_text(json.dumps({"reason": reason}))
+    Job.objects.filter(pk=job.pk).update(state=JobState.COMPLETED)
+    job.refresh_from_db()
+    status = session_status(job, now=timezone.now())
+    assert status.ended.startswith(says)
+    assert "files you saved in the session folder are kept" in status.ended
+    assert status.state_label == "Ended"
+
+
+def test_the_session_form_offers_only_environments_with_jupyterlab(ada, client):
+    environment(ada, "nb", "jupyterlab")
+    environment(ada, "plain", "numpy")
+    client.force_login(ada)
+    page = client.get(reverse("sessions:new")).content.decode()
+    assert "nb (version 1)" in page and "plain (version 1)" not in page
+
+
+def test_the_session_form_starts_a_session_and_shows_its_page(ada, client):
+    software = environment(ada, "nb", "jupyterlab")
+    client.force_login(ada)
+    answer = client.post(reverse("sessions:new"), {
+        "name": "explore", "software_environment": software, "gpus": 0, "cpus": 1,
+        "memory_gb": 1, "hours": 1.5,
+    })  # fmt: skip
+    job = Job.objects.get(name="explore")
+    assert answer.status_code == 302 and answer["Location"] == reverse(
+        "live:page", args=[job.public_id]
+    )
+    assert job.request["session_limit_s"] == 5400
+    page = client.get(answer["Location"])
+    assert b"Waiting for a workstation" in page.content
+    status = client.get(reverse("live:status", args=[job.public_id])).json()
+    assert status["state"] == JobState.QUEUED and status["ended"] == ""
+
+
+def test_a_session_form_asking_too_long_keeps_what_was_typed(ada, client, settings):
+    settings.LIVE_SESSION_MAX_HOURS = 2
+    software = environment(ada, "nb", "jupyterlab")
+    client.force_login(ada)
+    answer = client.post(reverse("sessions:new"), {
+        "name": "too long", "software_environment": software, "gpus": 0, "cpus": 1,
+        "memory_gb": 1, "hours": 3,
+    })  # fmt: skip
+    assert answer.status_code == 400
+    assert "A session may last at most 2 hours." in answer.content.decode()
+    assert 'value="too long"' in answer.content.decode()
+    assert not Job.objects.exists()
+
+
+def test_another_users_session_page_status_and_tokens_are_404(ada, client):
+    job = session_submit(user=ada, spec=spec(software=environment(ada, "nb", "jupyterlab")))
+    client.force_login(UserFactory(username="eve"))
+    for url in (reverse("live:page", args=[job.public_id]),
+                reverse("live:status", args=[job.public_id]),
+                reverse("live:open", args=[job.public_id, "notebook"])):  # fmt: skip
+        assert client.get(url).status_code == 404
+    assert (
+        client.post(reverse("live:share", args=[job.public_id]), {"shared": "1"}).status_code == 404
+    )
