@@ -50,7 +50,8 @@ def probe_command(
     encoded = base64.b64encode(_PROBE_SOURCE).decode()
     # The remote side hands this line to the job's shell: only [A-Za-z0-9+/=] are varied.
     remote = f"{_python(python)} -c 'import base64;exec(base64.b64decode(\"{encoded}\"))'"
-    return [*ssh_to_job, _job(cluster_id, proc_id), remote]
+    # A job the schedd has just started may not take a connection yet: HTCondor retries.
+    return [*ssh_to_job, "-auto-retry", _job(cluster_id, proc_id), remote]
 
 
 def forward_command(

@@ -228,7 +228,9 @@ def not_listening(service: str) -> str:
 
 
 def last_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    """HTCondor's reason, without its advice on command-line options."""
+    lines = [line.strip() for line in text.strip().splitlines()
+             if line.strip() and not line.strip().startswith("(Use -")]  # fmt: skip
     return lines[-1][:300] if lines else "no reason given"
 
 

@@ -93,8 +93,8 @@ def test_the_remote_command_runs_the_probe_through_a_shell_unchanged(listening):
 
 def test_the_probe_command_names_the_job_and_nothing_else():
     command = probe_command(["pool", "ssh-to-job"], 12, 3)
-    assert command[:3] == ["pool", "ssh-to-job", "12.3"]
-    assert len(command) == 4
+    assert command[:4] == ["pool", "ssh-to-job", "-auto-retry", "12.3"]
+    assert len(command) == 5
     for bad in (
         "python3; rm -rf /",
         "/usr/bin/python3 -c x",
