@@ -37,6 +37,17 @@ if ! command -v condor_master >/dev/null; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq condor >/dev/null \
         || die "could not install the condor package; install HTCondor, then run this again"
 fi
+# Live sessions (TensorBoard, notebooks, served endpoints) reach a job through
+# condor_ssh_to_job: the starter runs this sshd binary over HTCondor's own connection. The
+# ssh daemon itself need not run, and nothing listens on the network for it.
+SSHD=$(condor_config_val SSH_TO_JOB_SSHD 2>/dev/null || echo /usr/sbin/sshd)
+if [ ! -x "$SSHD" ]; then
+    say "installing openssh-server (its sshd binary, for live sessions into jobs)"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        openssh-server >/dev/null \
+        || say "warning: no sshd ($SSHD): jobs here run, but cannot be opened live"
+fi
 
 CONFIG_DIR=/etc/condor/config.d
 LIBEXEC=$(condor_config_val LIBEXEC)

@@ -68,6 +68,16 @@ def test_submit_list_status_and_json(nightshift, logged_in, tmp_path):
     assert as_json[0]["id"] == str(job.public_id)
 
 
+def test_submit_asks_for_live_services(nightshift, logged_in, tmp_path):
+    (tmp_path / "serve.py").write_text("print('hi')\n")
+    done = nightshift("submit", "serve.py", "--gpus", "0", "--live", "tensorboard",
+                      "--live", "serve")  # fmt: skip
+    assert done.status == 0, done.stderr
+    assert Job.objects.get().live_services == ("tensorboard", "serve")
+    refused = nightshift("submit", "serve.py", "--gpus", "0", "--live", "ssh")
+    assert refused.status == 2 and "'ssh' is not one of" in refused.stderr
+
+
 def test_a_project_folder_is_archived_without_its_caches(nightshift, logged_in, tmp_path):
     project = tmp_path / "proj"
     (project / "data").mkdir(parents=True)
