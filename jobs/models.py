@@ -98,7 +98,7 @@ class Job(models.Model):
     submit_description = models.TextField(blank=True)
     # A notebook session's Jupyter token: in the job's folder (mode 0600) and here, for the
     # live proxy to add to the requests it lets in. Never shown, never in the job's ad.
-    live_secret = models.CharField(max_length=64, blank=True, editable=False)
+    live_secret = models.CharField(max_length=64, blank=True, editable=False, db_default="")
     reproduces = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="reproductions"
     )

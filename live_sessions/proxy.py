@@ -28,7 +28,16 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections, connections
 
-from .tunnels import Target, TunnelError, TunnelManager
+from .access import (
+    Decision,
+    access_cookie_user,
+    access_decide,
+    access_enter,
+    access_running_jobs,
+    service_name,
+)
+from .boards import Boards, LocalTarget, tensorboard_program
+from .tunnels import TunnelError, TunnelManager
 
 log = logging.getLogger(__name__)
 
@@ -100,81 +109,6 @@ def database(function: Callable) -> Callable:
     return sync_to_async(read)
 
 
-@dataclass(frozen=True)
-class Decision:
-    """What the database says about one request."""
-
-    status: int  # 200: go ahead; 404: nothing here; 503: the job is not running
-    target: Target | None = None
-    message: str = ""
-    user_id: int | None = None
-
-
-def _decide(route: Route, *, user_id: int | None, token: str | None) -> Decision:
-    from django.contrib.auth import get_user_model
-
-    from .selectors import live_is_running, live_job_for, live_token_owner
-
-    if token is not None:
-        found = live_token_owner(token, route.public_id) if route.service == "serve" else None
-        user = found.user if found else None
-    else:
-        user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
-    job = live_job_for(user, route.public_id, route.service) if user else None
-    if job is None:
-        return Decision(404)
-    if not live_is_running(job) or job.cluster_id is None:
-        return Decision(
-            503, message=f"The job is {job.get_state_display().lower()}, not running: its "
-            f"{service_name(route.service)} is open only while it runs.", user_id=user.pk,
-        )  # fmt: skip
-    target = Target(
-        key=str(job.public_id), cluster_id=job.cluster_id, proc_id=job.proc_id or 0,
-        python=job.request.get("python") or "/usr/bin/python3",
-        secret=job.live_secret if route.service == "notebook" else "",
-    )  # fmt: skip
-    return Decision(200, target=target, user_id=user.pk)
-
-
-def _enter(route: Route, ticket: str) -> tuple[int | None, str]:
-    """The user a fresh ticket names, and the cookie that lets them in from now on."""
-    from django.contrib.auth import get_user_model
-
-    from .selectors import live_job_for
-    from .services import live_cookie, live_ticket_read
-
-    user_id = live_ticket_read(ticket, public_id=route.public_id, service=route.service)
-    user = get_user_model().objects.filter(pk=user_id).first() if user_id else None
-    if user is None or live_job_for(user, route.public_id, route.service) is None:
-        return None, ""
-    value = live_cookie(
-        user_id=user.pk, session_hash=user.get_session_auth_hash(), public_id=route.public_id
-    )
-    return user.pk, value
-
-
-def _cookie_user(route: Route, value: str) -> int | None:
-    from .services import live_cookie_read
-
-    return live_cookie_read(value, public_id=route.public_id)
-
-
-def _running_jobs(keys: list[str]) -> set[str]:
-    from jobs.models import Job, JobState
-
-    return {
-        str(public_id)
-        for public_id in Job.objects.filter(public_id__in=keys, state=JobState.RUNNING).values_list(
-            "public_id", flat=True
-        )
-    }
-
-
-def service_name(service: str) -> str:
-    names = {"tensorboard": "TensorBoard", "serve": "served endpoint", "notebook": "JupyterLab"}
-    return names.get(service, service)
-
-
 def origin_of(url: str) -> str:
     scheme, _, rest = url.partition("://")
     return f"{scheme}://{rest.split('/', 1)[0]}"
@@ -233,8 +167,14 @@ def upstream_headers(
 
 
 class LiveProxy:
-    def __init__(self, manager: TunnelManager, *, reap_every_s: float = 15.0) -> None:
+    def __init__(
+        self, manager: TunnelManager, *, boards: Boards | None = None, reap_every_s: float = 15.0
+    ) -> None:
         self.manager = manager
+        # Finished jobs' TensorBoards, run here.
+        self.boards = boards or Boards(
+            program=tensorboard_program(settings.LIVE_TENSORBOARD), idle_s=settings.LIVE_IDLE_S
+        )
         self.reap_every_s = reap_every_s
         self._decisions: dict[tuple, tuple[float, Decision]] = {}
         self._reaper: asyncio.Task | None = None
@@ -257,6 +197,7 @@ class LiveProxy:
                 if self._reaper:
                     self._reaper.cancel()
                 await self.manager.close_all()
+                await self.boards.close_all()
                 await sync_to_async(connections.close_all)()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
@@ -269,8 +210,8 @@ class LiveProxy:
 
     async def reap(self) -> list[str]:
         keys = list(self.manager.tunnels)
-        running = await database(_running_jobs)(keys) if keys else set()
-        return await self.manager.reap(running)
+        running = await database(access_running_jobs)(keys) if keys else set()
+        return [*await self.manager.reap(running), *await self.boards.reap()]
 
     async def decide(self, route: Route, headers: list[tuple[str, str]]) -> Decision:
         token = None
@@ -282,7 +223,7 @@ class LiveProxy:
             morsel = cookies_of(headers).get(COOKIE)
             if morsel is None:
                 return Decision(404)
-            user_id = await database(_cookie_user)(route, morsel.value)
+            user_id = await database(access_cookie_user)(route.public_id, morsel.value)
             if user_id is None:
                 return Decision(404)
         key = (route.public_id, route.service, user_id, token)
@@ -290,11 +231,20 @@ class LiveProxy:
         remembered = self._decisions.get(key)
         if remembered and now - remembered[0] < DECISION_TTL_S:
             return remembered[1]
-        decision = await database(_decide)(route, user_id=user_id, token=token)
+        decision = await database(access_decide)(
+            route.public_id, route.service, user_id=user_id, token=token
+        )
         if len(self._decisions) > 10_000:
             self._decisions.clear()
         self._decisions[key] = (now, decision)
         return decision
+
+    async def reach(self, target, service: str):
+        """The way to the service: the job's tunnel, or (a finished job's TensorBoard) the
+        TensorBoard this process runs on its kept event files."""
+        if isinstance(target, LocalTarget):
+            return await self.boards.connect(target, service)
+        return await self.manager.connect(target, service)
 
     def forget(self, public_id: str) -> None:
         for key in [key for key in self._decisions if key[0] == public_id]:
@@ -322,14 +272,14 @@ class LiveProxy:
             return await page(send, 413, "The request is too large for the live proxy.")
         assert decision.target is not None
         try:
-            tunnel, port = await self.manager.connect(decision.target, route.service)
+            tunnel, port = await self.reach(decision.target, route.service)
         except TunnelError as exc:
             self.forget(route.public_id)  # the job may have just stopped: ask again
             return await page(send, 503, str(exc), retry=True)
         session = tunnel.session(route.service)
         try:
             async with session.request(
-                scope["method"], "http://127.0.0.1" + route.upstream_path(),
+                scope["method"], tunnel.base_url + route.upstream_path(),
                 headers=upstream_headers(headers, route, port, decision.target.secret),
                 data=body or None, allow_redirects=False,
             ) as upstream:  # fmt: skip
@@ -352,7 +302,7 @@ class LiveProxy:
     async def enter(self, route: Route, send: Callable) -> None:
         # The ticket is in the query of this one request: the portal's redirect.
         ticket = (parse_qs(route.query).get("ticket") or [""])[0]
-        user_id, cookie = await database(_enter)(route, ticket)
+        user_id, cookie = await database(access_enter)(route.public_id, route.service, ticket)
         if user_id is None:
             return await page(send, 404, NOT_FOUND)
         secure = "; Secure" if settings.HTTPS else ""
@@ -376,13 +326,13 @@ class LiveProxy:
             return await refuse_websocket(scope, send, 403)
         assert decision.target is not None
         try:
-            tunnel, port = await self.manager.connect(decision.target, route.service)
+            tunnel, port = await self.reach(decision.target, route.service)
         except TunnelError:
             return await refuse_websocket(scope, send, 503)
         session = tunnel.session(route.service)
         try:
             upstream = await session.ws_connect(
-                "http://127.0.0.1" + route.upstream_path(),
+                tunnel.base_url + route.upstream_path(),
                 headers=upstream_headers(headers, route, port, decision.target.secret),
                 protocols=tuple(scope.get("subprotocols") or ()), autoping=False,
                 max_msg_size=0,

@@ -61,6 +61,10 @@ class Tunnel:
     def alive(self) -> bool:
         return self.process.returncode is None
 
+    @property
+    def base_url(self) -> str:
+        return "http://127.0.0.1"  # the socket decides where; HTTP needs a host
+
     def session(self, service: str) -> aiohttp.ClientSession:
         """Pooled HTTP connections through this tunnel's socket for `service`."""
         if service not in self.sessions:

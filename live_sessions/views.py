@@ -16,8 +16,9 @@ from django.views.decorators.http import require_GET, require_POST
 from jobs.models import Job
 from jobs.specs import JobSubmissionError
 
+from .access import service_name
 from .forms import SessionForm
-from .proxy import ENTER, origin_of, service_name
+from .proxy import ENTER, origin_of
 from .selectors import (
     live_is_running,
     live_is_shared,
@@ -81,7 +82,9 @@ def live_open(request: HttpRequest, public_id, service: str) -> HttpResponse:
     job = _job_or_404(request.user, public_id)
     if service not in job.live_services:
         raise Http404("No such service")
-    if not live_is_running(job):
+    # A finished job's TensorBoard opens on its kept event files.
+    finished_tensorboard = service == "tensorboard" and job.is_final
+    if not live_is_running(job) and not finished_tensorboard:
         messages.info(request, f"The job is {job.get_state_display().lower()}, not running: "
                       f"its {service_name(service)} opens while it runs.")  # fmt: skip
         return redirect("live:page", job.public_id)

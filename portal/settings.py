@@ -462,6 +462,9 @@ LIVE_TUNNEL_DIR = env_path("NIGHTSHIFT_LIVE_TUNNEL_DIR", VAR_DIR / "live-tunnels
 # A tunnel nobody used for this long closes (the next request opens it again, in a second).
 LIVE_IDLE_S = env_int("NIGHTSHIFT_LIVE_IDLE_S", 900, minimum=10)
 # How often the proxy closes the tunnels of jobs that left Running, and idle ones.
+# A finished job's TensorBoard runs on the portal's host: this tensorboard program (empty:
+# the one installed beside the portal, if any).
+LIVE_TENSORBOARD = env_str("NIGHTSHIFT_LIVE_TENSORBOARD", "")
 LIVE_REAP_S = env_float("NIGHTSHIFT_LIVE_REAP_S", 15.0, minimum=0.5)
 # Notebook sessions: the longest a user may ask for, what the form offers first, how long
 # one may sit idle (0: no idle limit), and how many one user may have open at once.

@@ -68,6 +68,7 @@ class StandInJob:
 class StandInTunnel:
     socket: str
     sessions: dict = field(default_factory=dict)
+    base_url: str = "http://127.0.0.1"
 
     def session(self, service: str) -> aiohttp.ClientSession:
         if service not in self.sessions:

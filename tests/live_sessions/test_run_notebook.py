@@ -91,8 +91,10 @@ def test_the_launcher_starts_tensorboard_beside_the_job_and_gives_a_served_job_i
     (tmp_path / ".nightshift").mkdir()
     for name in ("launch.py", "nightshift.py", "nightshift_data.py"):
         (tmp_path / ".nightshift" / name).write_bytes((RUNTIME / name).read_bytes())
+    # The job's Python, with the stand-in TensorBoard beside it, as an environment has it.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(os.path.realpath(sys.executable))
     (bin_dir / "tensorboard").write_text(FAKE_TENSORBOARD)
     (bin_dir / "tensorboard").chmod(0o755)
     (tmp_path / "train.py").write_text(
@@ -103,8 +105,9 @@ def test_the_launcher_starts_tensorboard_beside_the_job_and_gives_a_served_job_i
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "NIGHTSHIFT_LIVE": "tensorboard,serve",
            "NIGHTSHIFT_LIVE_PATH": "/live/abc/", "RECORD": str(tmp_path / "tb"),
            "PYTHONPATH": ".nightshift"}  # fmt: skip
-    done = subprocess.run([sys.executable, ".nightshift/launch.py", "train.py"], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    command = [str(bin_dir / "python"), ".nightshift/launch.py", "train.py"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
     argv = (tmp_path / "tb.argv").read_text().split()
     assert argv[argv.index("--logdir") + 1] == "outputs/tensorboard"
