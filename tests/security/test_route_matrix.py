@@ -29,6 +29,7 @@ from datasets.models import DatasetUpload
 from environments.services import environment_create
 from experiments import sweeps
 from jobs import specs, submission, sync
+from live_sessions.services import live_token_create
 from tests.conftest import client_with_token, script_upload
 from tests.datasets.files import SAMPLE, upload, zip_of
 from tests.factories import LabFactory, MembershipFactory, UserFactory
@@ -104,6 +105,15 @@ TABLE = {
     "jobs:release": [("post", (LOGIN, 404, 404, 302, 403, 302))],
     "jobs:rerun": [("post", (LOGIN, 404, 404, 302, 403, 403))],
     "api:job-detail": [("get", (401, 404, 404, 200, 200, 200))],
+    # Its live services (TensorBoard, its endpoint): the owner alone until shared; the job
+    # waits, so opening one goes back to its Live page.
+    "live:page": [("get", (LOGIN, 404, 404, 200, 404, 404))],
+    "live:status": [("get", (LOGIN, 404, 404, 200, 404, 404))],
+    "live:open": [("get", (LOGIN, 404, 404, 302, 404, 404))],
+    "live:token_new": [("post", (LOGIN, 404, 404, 302, 404, 404))],
+    "live:token_revoke": [("post", (LOGIN, 404, 404, 302, 404, 404))],
+    "live:share": [("post", (LOGIN, 404, 404, 302, 404, 404))],
+    "sessions:new": [("get", (LOGIN, 200, 200, 200, 200, 200))],
     # The owner's sweep: read like its runs.
     "jobs:sweep": [("get", (LOGIN, 404, 404, 200, 200, 200))],
     "api:sweep-detail": [("get", (401, 404, 404, 200, 200, 200))],
@@ -188,6 +198,7 @@ class World:
     environment: object
     dataset_import: object
     dataset_upload: object
+    live_token_id: int
 
 
 @pytest.fixture
@@ -204,8 +215,10 @@ def world(fake_bridge):
         "lead of the lab": MembershipFactory(lab=vision, role="lead").user,
         "admin": admin_user,
     }
-    job = submission.job_submit(user=owner, spec=specs.JobSpec(name="vision job"),
-                              script=script_upload())  # fmt: skip
+    job = submission.job_submit(
+        user=owner, spec=specs.JobSpec(name="vision job", live_services=["tensorboard", "serve"]),
+        script=script_upload(),
+    )  # fmt: skip
     submission.job_submit_to_pool(job.pk)
     sync.jobs_sync()  # the job now waits in the (fake) queue, idle: it can be held
     (job.directory / "outputs").mkdir(exist_ok=True)
@@ -229,6 +242,7 @@ def world(fake_bridge):
         dataset_import=dataset_import,
         dataset_upload=DatasetUpload.objects.create(owner=owner, upload_length=10,
                                                     upload_metadata="{}"),
+        live_token_id=live_token_create(user=owner, job=job, name="script")[0].pk,
     )  # fmt: skip
 
 
@@ -259,6 +273,8 @@ def url_of(key, pattern, name, world):
         return "/" + re.sub(r"\^\(\?P<path>.*\)\$$", "nothing-here/", pattern)
     if name and "sweep" in name:
         values["public_id"] = world.sweep.public_id
+    if name and name.startswith("live:"):
+        values.update(service="serve", token_id=world.live_token_id)
     if name and ("datasets:" in name or "api:dataset" in name):
         dataset = world.dataset_import.version.dataset
         values.update(pk=dataset.pk, name=dataset.name, public_id=world.dataset_import.public_id,
