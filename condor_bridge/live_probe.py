@@ -23,7 +23,8 @@ SCRATCH_VARIABLE = "_CONDOR_SCRATCH_DIR"
 
 
 def listening_sockets():
-    """{inode: port} of the TCP sockets that listen on the loopback address."""
+    """{inode: port} of the TCP sockets that listen on the loopback address (or on every
+    address, which includes it)."""
     found = {}
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
