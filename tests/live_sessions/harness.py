@@ -107,6 +107,26 @@ class StandInTunnels:
         return gone
 
 
+def run_async(coroutine):
+    """asyncio.run in a thread of its own: in a whole test session, Playwright's sync API may
+    keep an event loop running in the main thread, where asyncio.run refuses to start."""
+    result: dict = {}
+
+    def run() -> None:
+        try:
+            result["value"] = asyncio.run(coroutine)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(120)
+    assert not thread.is_alive(), "the coroutine did not finish"
+    if "error" in result:
+        raise result["error"]
+    return result["value"]
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -1,7 +1,6 @@
 """The live proxy, for real, in front of a stand-in job: who gets in, and that nothing in a
 request reaches anything but the job's own service."""
 
-import asyncio
 import json
 
 import httpx
@@ -11,7 +10,7 @@ import websockets
 from jobs.models import Job, JobState
 from live_sessions.services import live_share_set, live_ticket, live_token_create, live_token_revoke
 from tests.factories import UserFactory
-from tests.live_sessions.harness import JOB_PORT, raw_request, seen
+from tests.live_sessions.harness import JOB_PORT, raw_request, run_async, seen
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -300,13 +299,13 @@ def test_websockets_go_through_for_the_owner_and_are_refused_to_others(proxy, la
             await ws.send("ping")
             return ws.subprotocol, await ws.recv()
 
-    assert asyncio.run(talk(cookie)) == (
+    assert run_async(talk(cookie)) == (
         "echo",
         f"echo ping from /live/{job.public_id}/tensorboard/ws",
     )
     theirs = signed_in(proxy, stranger, running_job(stranger), "tensorboard").cookies.get("nslive")
     with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
-        asyncio.run(talk(theirs))
+        run_async(talk(theirs))
     assert refused.value.response.status_code == 404
 
 
@@ -316,7 +315,7 @@ def test_tunnels_of_jobs_that_stopped_running_are_closed(proxy, tunnels, lab_wit
     for each in (job, still):
         signed_in(proxy, owner, each).get(f"/live/{each.public_id}/serve/")
     Job.objects.filter(pk=job.pk).update(state=JobState.COMPLETED)
-    closed = asyncio.run(proxy.app.reap())
+    closed = run_async(proxy.app.reap())
     assert closed == [str(job.public_id)]
     assert list(tunnels.tunnels) == [str(still.public_id)]
 
@@ -359,9 +358,9 @@ def test_a_page_of_another_origin_cannot_drive_a_session(proxy, lab_with_people,
             return await ws.recv()
 
     with pytest.raises(websockets.exceptions.InvalidStatus) as refused:
-        asyncio.run(talk("https://evil.example"))
+        run_async(talk("https://evil.example"))
     assert refused.value.response.status_code == 403
-    assert asyncio.run(talk(proxy.url)).startswith("echo x")
+    assert run_async(talk(proxy.url)).startswith("echo x")
 
 
 def test_the_portals_session_page_may_frame_a_service_and_no_other_site_may(

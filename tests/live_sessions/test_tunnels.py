@@ -5,6 +5,7 @@ import asyncio
 import os
 
 from live_sessions.tunnels import Target, Tunnel, TunnelManager
+from tests.live_sessions.harness import run_async
 
 
 async def open_tunnel(manager: TunnelManager, key: str, folder) -> Tunnel:
@@ -53,4 +54,4 @@ def test_tunnels_close_when_their_job_stops_or_nobody_uses_them(tmp_path):
         await used.process.wait()
         assert await manager.reap(running={"used"}) == ["used"]  # its ssh ended
 
-    asyncio.run(scenario())
+    run_async(scenario())

@@ -2,7 +2,6 @@
 proxy (and a stand-in job): HTTP and a notebook's WebSocket go through, and nothing but
 /live/ is served."""
 
-import asyncio
 import os
 import ssl
 import subprocess
@@ -16,7 +15,14 @@ import websockets
 from jobs.models import Job, JobState
 from live_sessions.services import live_ticket
 from tests.factories import UserFactory
-from tests.live_sessions.harness import ProxyServer, StandInJob, StandInTunnels, free_port, seen
+from tests.live_sessions.harness import (
+    ProxyServer,
+    StandInJob,
+    StandInTunnels,
+    free_port,
+    run_async,
+    seen,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "deploy" / "production" / "nginx" / "nightshift-live.conf"
@@ -107,7 +113,7 @@ def test_a_notebooks_http_and_websocket_go_through_nginx(nginx_in_front):
             await ws.send("ping")
             return await ws.recv()
 
-    assert asyncio.run(talk()) == f"echo ping from /live/{job.public_id}/notebook/ws"
+    assert run_async(talk()) == f"echo ping from /live/{job.public_id}/notebook/ws"
 
 
 def test_nothing_but_live_sessions_is_served(nginx_in_front):
