@@ -15,7 +15,9 @@ RUNTIME = Path(__file__).resolve().parents[2] / "jobs" / "runtime"
 FAKE_JUPYTERLAB = """
 import json, os, sys, time
 json.dump({"argv": sys.argv, "token": os.environ.get("JUPYTER_TOKEN"), "cwd": os.getcwd(),
-           "service": os.environ.get("NIGHTSHIFT_LIVE_SERVICE")},
+           "service": os.environ.get("NIGHTSHIFT_LIVE_SERVICE"),
+           "state": {k: v for k, v in os.environ.items()
+                     if k.startswith(("JUPYTER", "IPYTHON")) and k != "JUPYTER_TOKEN"}},
           open(os.environ["RECORD"], "w"))
 time.sleep(float(os.environ.get("SERVE_FOR", "60")))
 """
@@ -61,6 +63,13 @@ def test_jupyterlab_starts_under_the_proxys_path_on_the_session_folder(job_folde
     assert record["token"] == "the-token"
     assert not any("the-token" in word for word in record["argv"])
     assert record["cwd"] == str(job_folder / "outputs")
+    # Jupyter keeps its state (open tabs, settings) in the session, not in a home folder
+    # every job on the workstation shares.
+    assert set(record["state"]) == {"JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR",
+                                    "JUPYTER_RUNTIME_DIR", "JUPYTERLAB_WORKSPACES_DIR",
+                                    "JUPYTERLAB_SETTINGS_DIR", "IPYTHONDIR"}  # fmt: skip
+    for folder in record["state"].values():
+        assert folder.startswith(str(job_folder / ".nightshift" / "jupyter"))
     assert ended(job_folder)["reason"] == "time limit"
 
 
