@@ -246,13 +246,12 @@ def run_notebook() -> None:
     # The token in the environment, not the command line: other people on the desktop can
     # read command lines. The portal's proxy adds it to every request it lets in.
     environment = dict(os.environ, JUPYTER_TOKEN=secret)
-    # Jupyter's own state (open tabs, settings, kernels' connection files) in this session's
-    # folder, not in the home of the account every job on the workstation shares: one
-    # session must never reopen, or see, another's.
+    # JupyterLab's own state (open tabs, settings) in this session's folder, not in the home
+    # of the account every job on the workstation shares: one session must never reopen,
+    # or see, another's.
     state = os.path.abspath(os.path.join(helper, "jupyter"))
-    folders = (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"),
-               ("JUPYTER_RUNTIME_DIR", "runtime"), ("JUPYTERLAB_WORKSPACES_DIR", "workspaces"),
-               ("JUPYTERLAB_SETTINGS_DIR", "settings"), ("IPYTHONDIR", "ipython"))  # fmt: skip
+    folders = (("JUPYTERLAB_WORKSPACES_DIR", "workspaces"),
+               ("JUPYTERLAB_SETTINGS_DIR", "settings"))  # fmt: skip
     for variable, folder in folders:
         environment[variable] = os.path.join(state, folder)
         os.makedirs(environment[variable], mode=0o700, exist_ok=True)
