@@ -69,12 +69,16 @@ def test_a_notebook_session_runs_a_cell_on_the_gpu_and_ends_when_the_owner_retur
     job = Job.objects.get(name="try the data loader")
     assert page.locator("[data-role=time-left]").inner_text().endswith("left")
     launcher.click()
-    editor = notebook.locator(".jp-Cell .cm-content").first
+    # The new notebook's kernel starts, then its cell takes text (typed before it is ready,
+    # text is lost).
+    notebook.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)
+    editor = notebook.locator(".jp-Notebook .jp-Cell .cm-content").first
     editor.click()
-    page.keyboard.type(CELL)
-    page.keyboard.press("Shift+Enter")
+    editor.fill(CELL)
+    assert "CUDA_VISIBLE_DEVICES" in editor.inner_text()
+    editor.press("Shift+Enter")
     output = notebook.locator(".jp-OutputArea-output", has_text="devices:").first
-    output.wait_for(timeout=60_000)
+    output.wait_for(timeout=120_000)
     devices = output.inner_text().split("devices:")[1].strip()
     assert devices and devices != "None", output.inner_text()
     page.keyboard.press("Control+s")
