@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import logging
 import shutil
-import signal
 import socket
 import sys
 import time
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import aiohttp
 
-from .tunnels import TunnelError, signal_group
+from .tunnels import TunnelError, stop, upstream_session
 
 log = logging.getLogger(__name__)
 
@@ -56,22 +55,11 @@ class Board:
 
     def session(self, service: str) -> aiohttp.ClientSession:
         if service not in self.sessions:
-            self.sessions[service] = aiohttp.ClientSession(
-                auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
-            )  # fmt: skip
+            self.sessions[service] = upstream_session()
         return self.sessions[service]
 
     async def close(self) -> None:
-        for session in self.sessions.values():
-            await session.close()
-        self.sessions.clear()
-        signal_group(self.process, signal.SIGTERM)
-        try:
-            await asyncio.wait_for(self.process.wait(), 5)
-        except TimeoutError:
-            signal_group(self.process, signal.SIGKILL)
-            await self.process.wait()
+        await stop(self.process, self.sessions)
 
 
 class Boards:

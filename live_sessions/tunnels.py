@@ -68,23 +68,13 @@ class Tunnel:
     def session(self, service: str) -> aiohttp.ClientSession:
         """Pooled HTTP connections through this tunnel's socket for `service`."""
         if service not in self.sessions:
-            self.sessions[service] = aiohttp.ClientSession(
-                connector=aiohttp.UnixConnector(path=self.sockets[service]),
-                auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
-            )  # fmt: skip
+            self.sessions[service] = upstream_session(
+                aiohttp.UnixConnector(path=self.sockets[service])
+            )
         return self.sessions[service]
 
     async def close(self) -> None:
-        for session in self.sessions.values():
-            await session.close()
-        self.sessions.clear()
-        signal_group(self.process, signal.SIGTERM)
-        try:
-            await asyncio.wait_for(self.process.wait(), 5)
-        except TimeoutError:
-            signal_group(self.process, signal.SIGKILL)
-            await self.process.wait()
+        await stop(self.process, self.sessions)
         if self.reader is not None:
             self.reader.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -236,6 +226,28 @@ def last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines()
              if line.strip() and not line.strip().startswith("(Use -")]  # fmt: skip
     return lines[-1][:300] if lines else "no reason given"
+
+
+def upstream_session(connector: aiohttp.BaseConnector | None = None) -> aiohttp.ClientSession:
+    """Pooled connections to one service: bytes as sent, no cookies kept, no overall limit
+    (a kernel's WebSocket and a streamed answer last as long as they last)."""
+    return aiohttp.ClientSession(
+        connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+    )  # fmt: skip
+
+
+async def stop(process: asyncio.subprocess.Process, sessions: dict) -> None:
+    """Closes the sessions to a service, then its process group: SIGTERM, SIGKILL after 5 s."""
+    for session in sessions.values():
+        await session.close()
+    sessions.clear()
+    signal_group(process, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(process.wait(), 5)
+    except TimeoutError:
+        signal_group(process, signal.SIGKILL)
+        await process.wait()
 
 
 def signal_group(process: asyncio.subprocess.Process, number: int) -> None:
