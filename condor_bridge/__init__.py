@@ -15,6 +15,7 @@ from .types import (
     JobObservation,
     JobRequest,
     JobState,
+    JobUsage,
     PoolMachine,
     SubmitResult,
 )
@@ -27,6 +28,7 @@ __all__ = [
     "JobObservation",
     "JobRequest",
     "JobState",
+    "JobUsage",
     "MatchSummary",
     "PoolMachine",
     "SubmitResult",

@@ -24,6 +24,7 @@ from .types import (
     JobObservation,
     JobRequest,
     JobState,
+    JobUsage,
     PoolMachine,
     SubmitResult,
     adopted_cluster,
@@ -68,6 +69,7 @@ class FakeBridge:
         self.down = False  # True: every call fails as if the schedd were unreachable
         self._jobs: dict[str, JobObservation] = {}
         self._sweeps: dict[str, str] = {}  # job id -> the sweep whose cluster it is in
+        self._usage: dict[str, dict[str, float]] = {}  # job id -> measured figures
         self._clusters = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -109,6 +111,29 @@ class FakeBridge:
             changes |= fields
             self._jobs[job_id] = dataclasses.replace(job, **changes)
             return self._jobs[job_id]
+
+    def set_usage(self, job_id: str, **figures: float | None) -> None:
+        """What HTCondor has measured of the job so far (JobUsage's measured fields:
+        cpus_used, memory_mb, memory_peak_mb, disk_mb, gpus_used, gpu_memory_peak_mb)."""
+        allowed = {"cpus_used", "memory_mb", "memory_peak_mb", "disk_mb", "gpus_used",
+                   "gpu_memory_peak_mb"}  # fmt: skip
+        if set(figures) - allowed:
+            raise TypeError(f"not a measured figure: {sorted(set(figures) - allowed)}")
+        with self._lock:
+            self._usage.setdefault(job_id, {}).update(figures)
+
+    def _usage_of(self, job: JobObservation) -> JobUsage:
+        description = self.submitted.get(job.job_id, {})
+        return JobUsage(
+            job_id=job.job_id, state=job.state, in_queue=job.in_queue,
+            workstation=job.workstation, num_starts=job.num_starts,
+            run_started_at=job.run_started_at,
+            cpus_requested=int(description.get("request_cpus", 0)),
+            memory_requested_mb=int(description.get("request_memory", 0)),
+            disk_requested_mb=int(description.get("request_disk", 0)) // 1024,
+            gpus_requested=int(description.get("request_gpus", 0)),
+            **self._usage.get(job.job_id, {}),
+        )  # fmt: skip
 
     def _workstation_for(self, gpus: int) -> str:
         """The first workstation with enough GPUs, as the negotiator would pick one."""
@@ -240,6 +265,14 @@ class FakeBridge:
             if job is not None and not job.in_queue:
                 found.append(job)
         return found
+
+    def running_usage(self) -> list[JobUsage]:
+        self._check_up("query")
+        return [self._usage_of(job) for job in self._jobs.values()
+                if job.in_queue and job.state is JobState.RUNNING]  # fmt: skip
+
+    def finished_usage(self, job_ids: Iterable[str]) -> list[JobUsage]:
+        return [self._usage_of(job) for job in self.finished_jobs(job_ids)]
 
     def _by_cluster(self, cluster_id: int, proc_id: int) -> JobObservation | None:
         for job in self._jobs.values():

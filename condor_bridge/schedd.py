@@ -13,7 +13,7 @@ import htcondor2
 from htcondor2 import HTCondorException
 
 from .observe import Observer, timed
-from .states import PROJECTION, map_job_ad
+from .states import PROJECTION, USAGE_PROJECTION, map_job_ad, map_usage_ad
 from .submit import (
     INSTANCE_ATTR,
     JOB_ID_ATTR,
@@ -29,6 +29,7 @@ from .types import (
     GpuModel,
     JobObservation,
     JobRequest,
+    JobUsage,
     PoolMachine,
     SubmitResult,
     adopted_cluster,
@@ -248,10 +249,10 @@ class HTCondorBridge:
         return found
 
     @_observed("query")
-    def _query(self, constraint: str) -> list[Any]:
+    def _query(self, constraint: str, projection: list[str] = PROJECTION) -> list[Any]:
         try:
             return again_if_session_stale(
-                lambda: list(self._schedd().query(constraint=constraint, projection=PROJECTION))
+                lambda: list(self._schedd().query(constraint=constraint, projection=projection))
             )
         except BridgeError:
             raise
@@ -259,12 +260,18 @@ class HTCondorBridge:
             raise bridge_error("query", exc) from exc
 
     @_observed("history")
-    def _history(self, constraint: str, match: int, since: str | None = None) -> list[Any]:
+    def _history(
+        self,
+        constraint: str,
+        match: int,
+        since: str | None = None,
+        projection: list[str] = PROJECTION,
+    ) -> list[Any]:
         try:
             return again_if_session_stale(
                 lambda: list(
                     self._schedd().history(
-                        constraint=constraint, projection=PROJECTION, match=match, since=since
+                        constraint=constraint, projection=projection, match=match, since=since
                     )
                 )
             )
@@ -324,6 +331,22 @@ class HTCondorBridge:
             return []
         constraint = f"{INSTANCE_ATTR} == {classad_string(self.instance)} && {_id_constraint(ids)}"
         return [map_job_ad(ad, in_queue=False) for ad in self._history(constraint, len(ids))]
+
+    def running_usage(self) -> list[JobUsage]:
+        """What every running job of this portal instance uses now, in one query."""
+        constraint = f"{INSTANCE_ATTR} == {classad_string(self.instance)} && JobStatus == 2"
+        return [map_usage_ad(_evaluated(ad), in_queue=True)
+                for ad in self._query(constraint, USAGE_PROJECTION)]  # fmt: skip
+
+    def finished_usage(self, job_ids: Iterable[str]) -> list[JobUsage]:
+        """What the given jobs that left the queue used, from their final ads, in one
+        history call."""
+        ids = sorted(set(job_ids))
+        if not ids:
+            return []
+        constraint = f"{INSTANCE_ATTR} == {classad_string(self.instance)} && {_id_constraint(ids)}"
+        ads = self._history(constraint, len(ids), projection=USAGE_PROJECTION)
+        return [map_usage_ad(_evaluated(ad), in_queue=False) for ad in ads]
 
     @_observed("act")
     def act(
@@ -389,6 +412,22 @@ class HTCondorBridge:
     def ping(self) -> None:
         """Raise BridgeError unless the schedd answers a query."""
         self._query("false")
+
+
+def _evaluated(ad: Any) -> dict[str, Any]:
+    """The ad's attributes as values: an expression (MemoryUsage is one) evaluated in the ad,
+    None where it does not evaluate to a literal."""
+    values = {}
+    for key, value in ad.items():
+        if isinstance(value, classad2.ExprTree):
+            try:
+                value = ad.eval(key)
+            except (ValueError, TypeError, RuntimeError):
+                value = None
+            if isinstance(value, classad2.ExprTree | classad2.Value):
+                value = None
+        values[key] = value
+    return values
 
 
 def _plain(value: Any) -> Any:

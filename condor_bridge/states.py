@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .submit import format_duration
-from .types import JobObservation, JobState
+from .types import JobObservation, JobState, JobUsage
 
 # JobStatus values, from the HTCondor manual's job ClassAd attributes.
 IDLE, RUNNING, REMOVED, COMPLETED, HELD, TRANSFERRING_OUTPUT, SUSPENDED = range(1, 8)
@@ -144,4 +144,67 @@ def map_job_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobObservation:
         last_vacated_at=_timestamp(ad.get("LastVacateTime")),
         gpus_assigned=_int(ad.get("GPUsProvisioned")) or _int(ad.get("RequestGPUs")) or 0,
         removed_by_limit=removed_by_limit,
+    )
+
+
+# What usage sampling reads of a job ad (queue or history), beside its identity.
+USAGE_PROJECTION = [
+    "NightshiftJobId",
+    "JobStatus",
+    "HoldReasonCode",
+    "NumJobStarts",
+    "RemoteHost",
+    "LastRemoteHost",
+    "JobCurrentStartDate",
+    "RequestCpus",
+    "RequestMemory",
+    "RequestDisk",
+    "RequestGPUs",
+    "CpusUsage",
+    "ResidentSetSize",
+    "MemoryUsage",
+    "DiskUsage",
+    "GPUsUsage",
+    "GPUsAverageUsage",
+    "GPUsMemoryUsage",
+]
+
+
+def _measured(value: Any, scale: float = 1.0) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return None
+    return float(value) * scale
+
+
+def map_usage_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobUsage:
+    """One job ad, its expressions already evaluated (MemoryUsage is one), as a JobUsage."""
+    ad = dict(ad.items())
+    status = _int(ad.get("JobStatus"))
+    if status not in STATUS_TO_STATE:
+        raise ValueError(f"job ad has an unknown JobStatus {ad.get('JobStatus')!r}")
+    state = STATUS_TO_STATE[status]
+    if state is JobState.HELD and _int(ad.get("HoldReasonCode")) == HOLD_CODE_SPOOLING_INPUT:
+        state = JobState.TRANSFERRING
+    gpus_used = ad.get("GPUsUsage")
+    if _measured(gpus_used) is None:
+        gpus_used = ad.get("GPUsAverageUsage")
+    return JobUsage(
+        job_id=str(ad.get("NightshiftJobId") or ""),
+        state=state,
+        in_queue=in_queue,
+        workstation=workstation_of(str(ad.get("RemoteHost") or ad.get("LastRemoteHost") or "")),
+        num_starts=_int(ad.get("NumJobStarts")) or 0,
+        run_started_at=(
+            _timestamp(ad.get("JobCurrentStartDate")) if status in _RUN_IN_PROGRESS else None
+        ),
+        cpus_requested=_int(ad.get("RequestCpus")) or 0,
+        memory_requested_mb=_int(ad.get("RequestMemory")) or 0,
+        disk_requested_mb=(_int(ad.get("RequestDisk")) or 0) // 1024,
+        gpus_requested=_int(ad.get("RequestGPUs")) or 0,
+        cpus_used=_measured(ad.get("CpusUsage")),
+        memory_mb=_measured(ad.get("ResidentSetSize"), 1 / 1024),
+        memory_peak_mb=_measured(ad.get("MemoryUsage")),
+        disk_mb=_measured(ad.get("DiskUsage"), 1 / 1024),
+        gpus_used=_measured(gpus_used),
+        gpu_memory_peak_mb=_measured(ad.get("GPUsMemoryUsage")),
     )

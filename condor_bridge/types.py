@@ -295,6 +295,38 @@ class JobObservation:
 
 
 @dataclass(frozen=True)
+class JobUsage:
+    """What one job uses, as HTCondor measures it (a queue or history ad): the job's own
+    figures beside what it asked for. None: HTCondor has not measured it (a pool whose
+    startds do not monitor GPUs reports no GPU figures at all)."""
+
+    job_id: str
+    state: JobState
+    in_queue: bool
+    workstation: str = ""
+    num_starts: int = 0
+    # When the run now in progress began (JobCurrentStartDate); None unless it runs.
+    run_started_at: datetime | None = None
+    cpus_requested: int = 0
+    memory_requested_mb: int = 0
+    disk_requested_mb: int = 0
+    gpus_requested: int = 0
+    # CpusUsage: how many cores the run kept fully busy, on average.
+    cpus_used: float | None = None
+    # ResidentSetSize (now) and MemoryUsage (the peak that HTCondor's policy compares with
+    # request_memory), in MB.
+    memory_mb: float | None = None
+    memory_peak_mb: float | None = None
+    # DiskUsage: the job's scratch directory, in MB.
+    disk_mb: float | None = None
+    # The GPU monitor's GPUsAverageUsage (GPUsUsage in newer HTCondor): how many GPUs' worth
+    # of work the job did on average (0.35 of one GPU, say); and GPUsMemoryUsage, its peak
+    # GPU memory in MB.
+    gpus_used: float | None = None
+    gpu_memory_peak_mb: float | None = None
+
+
+@dataclass(frozen=True)
 class GpuModel:
     name: str
     memory_mb: int

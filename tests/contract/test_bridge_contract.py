@@ -4,6 +4,7 @@ Each test runs against FakeBridge and against HTCondorBridge on the real pool, s
 the fake used by the fast unit tests cannot drift from HTCondor's behaviour.
 """
 
+import dataclasses
 import time
 import uuid
 
@@ -270,3 +271,82 @@ def test_removing_a_sweep_removes_every_run_still_queued_and_nothing_else(bridge
     assert [job.job_id for job in bridge.active_jobs()] == [other.job_id]
     with pytest.raises(ValueError, match="sweep id"):
         bridge.remove_sweep("x) || (true", reason="no")
+
+
+# -- what a job uses ----------------------------------------------------------------------
+
+# 200 MB touched page by page, so that it is resident, then held while HTCondor measures it.
+MEMORY_HOG = """import time
+blob = bytearray(200 * 1024 * 1024)
+for i in range(0, len(blob), 4096):
+    blob[i] = 1
+time.sleep({seconds})
+"""
+# A GPU job's work, as the personal pool's simulated GPUs are told of it
+# (deploy/personal-pool/simulated-gpu): 35 % of its GPU and 3,100 MB of its memory.
+GPU_WORKER = """import subprocess, time
+subprocess.run(["/usr/bin/nightshift-simulated-gpu-load", "--utilization", "35",
+                "--memory-mb", "3100"], check=True)
+time.sleep(60)
+"""
+
+
+def _measured(bridge, job_id, read, what, **figures):
+    """The fake measures when told to; the personal pool measures on its own."""
+    if isinstance(bridge, FakeBridge):
+        bridge.set_usage(job_id, **figures)
+    return wait_for(lambda: next((u for u in read() if u.job_id == job_id and all(
+        getattr(u, name) is not None and getattr(u, name) >= value * 0.95
+        for name, value in figures.items())), None), timeout=90, what=what)  # fmt: skip
+
+
+def test_a_running_jobs_usage_shows_its_memory_beside_what_it_asked_for(bridge):
+    request = job_request(bridge, script=MEMORY_HOG.format(seconds=120))
+    request = dataclasses.replace(request, memory_mb=512, cpus=1)
+    bridge.submit(request)
+    _move(bridge, request.job_id, JobState.RUNNING)
+    usage = _measured(bridge, request.job_id, bridge.running_usage, "the job's memory",
+                      memory_mb=200, memory_peak_mb=200)  # fmt: skip
+    assert usage.state is JobState.RUNNING and usage.in_queue
+    assert usage.run_started_at is not None and usage.workstation
+    assert (usage.cpus_requested, usage.memory_requested_mb) == (1, 512)
+    assert usage.disk_requested_mb == request.disk_mb
+    assert usage.memory_peak_mb < 512
+
+
+def test_a_finished_jobs_usage_keeps_its_peak(bridge):
+    request = job_request(bridge, script=MEMORY_HOG.format(seconds=6))
+    bridge.submit(request)
+    if isinstance(bridge, FakeBridge):
+        bridge.set_state(request.job_id, JobState.RUNNING)
+        bridge.set_usage(request.job_id, memory_peak_mb=201)
+    _move(bridge, request.job_id, JobState.COMPLETED)
+    [usage] = wait_for(lambda: bridge.finished_usage([request.job_id]), timeout=60,
+                       what="the finished job's usage")  # fmt: skip
+    assert not usage.in_queue and usage.state is JobState.COMPLETED
+    assert usage.memory_peak_mb >= 190
+    assert usage.run_started_at is None
+
+
+def test_usage_lists_only_this_instances_running_jobs(bridge):
+    running = job_request(bridge)
+    bridge.submit(running)
+    _move(bridge, running.job_id, JobState.RUNNING)
+    waiting = job_request(bridge, gpus=8)  # no workstation has 8 GPUs: it stays idle
+    bridge.submit(waiting)
+    assert [u.job_id for u in bridge.running_usage()] == [running.job_id]
+    assert bridge.finished_usage([]) == []
+    with pytest.raises(ValueError, match="job id"):
+        bridge.finished_usage(['x" || true || "'])
+
+
+def test_a_gpu_jobs_usage_carries_the_gpu_monitors_figures(bridge):
+    # 40 GB of GPU memory: only ws-ampere's A100, whose startd monitors its GPU.
+    request = job_request(bridge, script=GPU_WORKER, gpus=1, gpu_memory_gb=40)
+    bridge.submit(request)
+    _move(bridge, request.job_id, JobState.RUNNING)
+    usage = _measured(bridge, request.job_id, bridge.running_usage, "the GPU monitor's figures",
+                      gpus_used=0.35, gpu_memory_peak_mb=3100)  # fmt: skip
+    assert usage.gpus_requested == 1
+    assert usage.gpus_used == pytest.approx(0.35, abs=0.02)
+    assert usage.gpu_memory_peak_mb == 3100
