@@ -6,6 +6,7 @@ subcode where it matters), never on the wording of the reason, which varies by v
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -14,6 +15,51 @@ from dataclasses import dataclass
 class HoldExplanation:
     title: str
     advice: str
+    # A request that would fit what the job reached, for a "submit again with it" button:
+    # {"memory_mb": 4096} or {"disk_mb": 10240}; empty when there is nothing to suggest.
+    suggested: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class HoldUsage:
+    """What a held job had used when it was stopped, beside what it asked for (MB)."""
+
+    memory_mb: int | None = None
+    memory_requested_mb: int | None = None
+    disk_mb: int | None = None
+    disk_requested_mb: int | None = None
+
+
+def request_that_fits(peak_mb: float) -> int:
+    """A request with room above a measured peak: a quarter more and 256 MB, rounded up to a
+    half GB, so that the next run's own variation does not stop it again."""
+    return int(math.ceil((peak_mb * 1.25 + 256) / 512) * 512)
+
+
+def size_text(mb: float) -> str:
+    """2048 -> '2 GB', 4608 -> '4.5 GB', 700 -> '700 MB'."""
+    if mb < 1024:
+        return f"{mb:,.0f} MB"
+    gb = mb / 1024
+    return f"{gb:,.0f} GB" if abs(gb - round(gb)) < 0.05 else f"{gb:,.1f} GB"
+
+
+def _exceeded(what: str, used: int | None, requested: int | None, field: str) -> HoldExplanation:
+    """A job stopped for using more memory (or disk) than it asked for, with its figures."""
+    remedy = "use smaller batches" if what == "memory" else "write less to the job folder"
+    if not used or not requested:
+        return HoldExplanation(
+            f"It used more {what} than it asked for.",
+            f"Submit again with more {what} (the job page shows what you asked for), or {remedy}.",
+        )
+    fits = max(request_that_fits(used), requested + 512)
+    return HoldExplanation(
+        f"It used more {what} than it asked for: {size_text(used)} at its peak, against the "
+        f"{size_text(requested)} it asked for.",
+        f"Submit again asking for {size_text(fits)} of {what} (its peak and a margin), or "
+        f"{remedy}.",
+        suggested=((field, fits),),
+    )
 
 
 USER_REQUEST = 1
@@ -52,11 +98,6 @@ _RUNTIME = HoldExplanation(
     "It ran longer than its maximum runtime.",
     "Raise the maximum runtime when you submit again, or make your script save checkpoints "
     "so that it can continue where it stopped.",
-)
-_MEMORY = HoldExplanation(
-    "It used more memory than it asked for.",
-    "Submit again with more memory (the job page shows what you asked for), or use smaller "
-    "batches.",
 )
 _BY_CODE = {
     USER_REQUEST: HoldExplanation(
@@ -118,8 +159,19 @@ _BY_CODE = {
 }
 
 
-def explain_hold(code: int | None, subcode: int | None, reason: str) -> HoldExplanation:
-    """What a student should read about a hold, from HTCondor's code, subcode and reason."""
+def explain_hold(
+    code: int | None, subcode: int | None, reason: str, *, used: HoldUsage | None = None
+) -> HoldExplanation:
+    """What a student should read about a hold, from HTCondor's code, subcode and reason;
+    with `used` (what the job had used), a hold for exceeding a request gives the peak it
+    reached and a request that would fit."""
+    used = used or HoldUsage()
+    memory = _exceeded("memory", used.memory_mb, used.memory_requested_mb, "memory_mb")
+    disk = _exceeded("disk", used.disk_mb, used.disk_requested_mb, "disk_mb")
+    if code in (JOB_OUT_OF_RESOURCES, STARTD_HELD_JOB) and subcode == SUBCODE_MEMORY:
+        return memory
+    if code in (JOB_OUT_OF_RESOURCES, STARTD_HELD_JOB) and subcode == SUBCODE_DISK:
+        return disk
     if code == JOB_POLICY and subcode == SUBCODE_NIGHTSHIFT_RUNTIME:
         return _RUNTIME
     if code == USER_REQUEST and subcode == SUBCODE_NIGHTSHIFT_NO_PROGRESS:
@@ -137,12 +189,7 @@ def explain_hold(code: int | None, subcode: int | None, reason: str) -> HoldExpl
             "smaller GPUs also lets it run on more workstations.",
         )
     if code == JOB_OUT_OF_RESOURCES:
-        if subcode == SUBCODE_DISK:
-            return HoldExplanation(
-                "It used more disk than it asked for.",
-                "Write less to the job folder, or submit again with a larger disk request.",
-            )
-        return _MEMORY
+        return memory
     if code == TRANSFER_OUTPUT_ERROR:
         if _MISSING_FILE.search(reason or ""):
             return HoldExplanation(

@@ -40,6 +40,9 @@ PROJECTION = [
     "CommittedTime",
     "GPUsProvisioned",
     "RequestGPUs",
+    # What a held job had used (its peak memory, its disk), for the hold's explanation.
+    "ResidentSetSize",
+    "DiskUsage",
 ]
 # A run is in progress in these states; JobCurrentStartDate then dates it.
 _RUN_IN_PROGRESS = frozenset({RUNNING, TRANSFERRING_OUTPUT, SUSPENDED})
@@ -144,7 +147,15 @@ def map_job_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobObservation:
         last_vacated_at=_timestamp(ad.get("LastVacateTime")),
         gpus_assigned=_int(ad.get("GPUsProvisioned")) or _int(ad.get("RequestGPUs")) or 0,
         removed_by_limit=removed_by_limit,
+        held_memory_mb=_kib_as_mb(ad.get("ResidentSetSize")) if state is JobState.HELD else None,
+        held_disk_mb=_kib_as_mb(ad.get("DiskUsage")) if state is JobState.HELD else None,
     )
+
+
+def _kib_as_mb(value: Any) -> int | None:
+    """KiB rounded up to MB, as HTCondor's own MemoryUsage is (ResidentSetSize + 1023) / 1024."""
+    kib = _int(value)
+    return None if kib is None or kib < 0 else (kib + 1023) // 1024
 
 
 # What usage sampling reads of a job ad (queue or history), beside its identity.

@@ -164,7 +164,10 @@ def build_submit_description(
         "executable": request.python,
         "transfer_executable": "false",
         "arguments": quote_arguments(
-            (LAUNCHER,) * bool(request.install_requirements or request.live_services)
+            # The launcher installs the job's packages, starts its live services and samples
+            # its GPUs; a plain CPU script runs as it is.
+            (LAUNCHER,)
+            * bool(request.install_requirements or request.live_services or request.gpus)
             + (request.script_name, *request.arguments)
         ),
         "environment": quote_environment(environment),

@@ -287,6 +287,10 @@ class JobObservation:
     last_vacated_at: datetime | None = None
     gpus_assigned: int = 0
     removed_by_limit: bool = False
+    # A held job's peak memory and its disk, in MB (None unless held): what it reached when
+    # HTCondor stopped it for exceeding its request.
+    held_memory_mb: int | None = None
+    held_disk_mb: int | None = None
 
     @property
     def evicted(self) -> bool:

@@ -3,12 +3,14 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
 from django.utils import timezone
 
-from condor_bridge.explain import HoldExplanation, explain_hold
+from condor_bridge.explain import HoldExplanation, HoldUsage, explain_hold
 
 
 class JobState(models.TextChoices):
@@ -68,6 +70,9 @@ class Job(models.Model):
     hold_reason = models.TextField(blank=True)
     hold_reason_code = models.IntegerField(null=True, blank=True)
     hold_reason_subcode = models.IntegerField(null=True, blank=True)
+    # What a held job had used by then (HTCondor's figures), for the hold's explanation.
+    hold_memory_mb = models.PositiveIntegerField(null=True, blank=True)
+    hold_disk_mb = models.PositiveIntegerField(null=True, blank=True)
     num_starts = models.PositiveIntegerField(default=0)
     workstation = models.CharField(max_length=200, blank=True)
     gpu_model = models.CharField(max_length=200, blank=True)
@@ -176,7 +181,27 @@ class Job(models.Model):
     def hold_explanation(self) -> HoldExplanation | None:
         if self.state != JobState.HELD:
             return None
-        return explain_hold(self.hold_reason_code, self.hold_reason_subcode, self.hold_reason)
+        return explain_hold(
+            self.hold_reason_code,
+            self.hold_reason_subcode,
+            self.hold_reason,
+            used=HoldUsage(
+                memory_mb=self.hold_memory_mb,
+                memory_requested_mb=self.request.get("memory_mb"),
+                disk_mb=self.hold_disk_mb,
+                disk_requested_mb=self.request.get("disk_mb"),
+            ),
+        )
+
+    @property
+    def hold_clone_url(self) -> str:
+        """The new-job form with this job's request and the memory its hold suggests, or ""."""
+        explanation = self.hold_explanation
+        memory_mb = dict(explanation.suggested).get("memory_mb") if explanation else None
+        if not memory_mb:
+            return ""
+        query = urlencode({"from": str(self.public_id), "memory_gb": f"{memory_mb / 1024:g}"})
+        return f"{reverse('jobs:new')}?{query}"
 
     @property
     def seed(self) -> int | None:

@@ -168,6 +168,8 @@ def observed_changes(
         "hold_reason": observation.hold_reason,
         "hold_reason_code": observation.hold_reason_code,
         "hold_reason_subcode": observation.hold_reason_subcode,
+        "hold_memory_mb": observation.held_memory_mb,
+        "hold_disk_mb": observation.held_disk_mb,
         "num_starts": max(job.num_starts, observation.num_starts),
         "workstation": observation.workstation or job.workstation,
         "gpu_model": observation.gpu_model or job.gpu_model,
@@ -329,8 +331,9 @@ class SyncReport:
 # comparison.
 SYNC_FIELDS = (
     "pk", "public_id", "state", "status_detail", "hold_reason", "hold_reason_code",
-    "hold_reason_subcode", "num_starts", "workstation", "gpu_model", "exit_code", "exit_signal",
-    "started_at", "finished_at", "match_problem", "wait_reason", "outcome",
+    "hold_reason_subcode", "hold_memory_mb", "hold_disk_mb", "num_starts", "workstation",
+    "gpu_model", "exit_code", "exit_signal", "started_at", "finished_at", "match_problem",
+    "wait_reason", "outcome",
 )  # fmt: skip
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import itertools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -98,6 +99,28 @@ def _initial_from(job: Job) -> dict:
     }
 
 
+# Requests a clone link may change (`?from=ID&memory_gb=4`): the job page's advice and a
+# hold's explanation offer the request that fits what the job used. They only fill the form
+# in; its own validation decides on submission.
+CLONE_ADJUSTABLE = {"gpus": int, "cpus": int, "memory_gb": float}
+
+
+def clone_adjustments(query: Mapping[str, str]) -> dict:
+    """The adjustable requests a clone link names, those that parse; others are left out."""
+    adjusted = {}
+    for name, kind in CLONE_ADJUSTABLE.items():
+        raw = query.get(name)
+        if raw is None or len(raw) > 12:
+            continue
+        try:
+            value = kind(raw)
+        except ValueError:
+            continue
+        if value >= 0 and math.isfinite(value):
+            adjusted[name] = value
+    return adjusted
+
+
 # File fields whose upload is kept across a form error, and the hidden field with its token.
 KEPT_UPLOADS = {"script": "staged_upload", "requirements": "staged_requirements"}
 
@@ -137,7 +160,8 @@ def job_new(request: HttpRequest) -> HttpResponse:
     staged: dict[str, File] = {}
     if request.method == "GET" and request.GET.get("from"):
         source = own_job_or_403(request.user, request.GET["from"])
-        form = form_class(initial=_initial_from(source), user=request.user)
+        initial = _initial_from(source) | clone_adjustments(request.GET)
+        form = form_class(initial=initial, user=request.user)
     else:
         for field, token_field in KEPT_UPLOADS.items():
             kept = staging.upload_staged(user=request.user, token=request.POST.get(token_field, ""))
@@ -255,6 +279,7 @@ def job_status(request: HttpRequest, public_id) -> JsonResponse:
             "wait_reason": job.wait_reason,
             "hold_title": job.hold_explanation.title if job.hold_explanation else "",
             "hold_advice": job.hold_explanation.advice if job.hold_explanation else "",
+            "hold_clone_url": job.hold_clone_url,
             "exit_code": job.exit_code,
             "exit_signal": job.exit_signal,
             "workstation": job.workstation,

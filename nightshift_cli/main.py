@@ -44,6 +44,7 @@ from .common import (
 from .data_commands import data
 from .environment_commands import env
 from .experiment_commands import matrix, study, sweep, sweeps
+from .usage_commands import usage
 
 
 class ApiAwareGroup(click.Group):
@@ -491,7 +492,7 @@ def report(obj: Context, period: str | None, month: str | None, start: str | Non
     out.print(grid)
 
 
-for command in (sweep, matrix, study, sweeps, env, data):
+for command in (sweep, matrix, study, sweeps, env, data, usage):
     cli.add_command(command)
 
 

@@ -12,6 +12,7 @@ from environments.api import views as environments_api
 from experiments.api import views as experiments_api
 from jobs.api import views as jobs_api
 from plumbing.api import api_not_found
+from usage import api as usage_api
 
 app_name = "api"
 urlpatterns = [
@@ -36,6 +37,7 @@ urlpatterns = [
         name="job-outputs-zip",
     ),
     path("jobs/<uuid:public_id>/metrics/", jobs_api.JobMetricsView.as_view(), name="job-metrics"),
+    path("jobs/<uuid:public_id>/usage/", usage_api.JobUsageView.as_view(), name="job-usage"),
     path("sweeps/", experiments_api.SweepListView.as_view(), name="sweep-list"),
     path("sweeps/matrix/", experiments_api.MatrixSubmitView.as_view(), name="sweep-matrix"),
     path("sweeps/study/", experiments_api.StudySubmitView.as_view(), name="sweep-study"),

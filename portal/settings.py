@@ -95,6 +95,7 @@ INSTALLED_APPS = [
     "environments",
     "datasets",
     "live_sessions",
+    "usage",
     "accounting",
     "operations",
     "portal",
@@ -262,9 +263,20 @@ JOB_SYNC_INTERVAL = env_float("NIGHTSHIFT_SYNC_INTERVAL", 3.0, minimum=0.5)
 STUDY_INTERVAL_S = env_float("NIGHTSHIFT_STUDY_INTERVAL_S", 10.0, minimum=1.0)
 # How often the pool's GPUs are sampled for utilization and harvest reports.
 CAPACITY_SAMPLE_INTERVAL_S = env_int("NIGHTSHIFT_CAPACITY_SAMPLE_S", 300, minimum=10)
+# How often each running job's usage (CPU, memory, disk, GPUs) is sampled, in one schedd
+# query; and how long the samples of a finished job are kept (its summary stays).
+USAGE_SAMPLE_INTERVAL_S = env_int("NIGHTSHIFT_USAGE_SAMPLE_S", 30, minimum=2)
+USAGE_SAMPLE_RETENTION_DAYS = env_int("NIGHTSHIFT_USAGE_RETENTION_DAYS", 90, minimum=1)
+# A job measured for less than this earns no advice: too little evidence.
+USAGE_ADVICE_MIN_S = env_int("NIGHTSHIFT_USAGE_ADVICE_MIN_S", 60, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "sync-jobs": {"task": "jobs.tasks.sync_jobs", "schedule": JOB_SYNC_INTERVAL},
     "advance-studies": {"task": "jobs.tasks.advance_studies", "schedule": STUDY_INTERVAL_S},
+    "sample-usage": {"task": "usage.tasks.sample_usage", "schedule": USAGE_SAMPLE_INTERVAL_S},
+    "purge-usage-samples": {
+        "task": "usage.tasks.purge_usage_samples",
+        "schedule": crontab(minute=30, hour=3),
+    },
     "sample-capacity": {
         "task": "accounting.tasks.sample_capacity",
         "schedule": CAPACITY_SAMPLE_INTERVAL_S,

@@ -43,6 +43,7 @@ class CeleryProcesses:
             "NIGHTSHIFT_SYNC_INTERVAL": "1",
             "NIGHTSHIFT_RESUBMIT_AFTER_S": "10",
             "NIGHTSHIFT_STUDY_INTERVAL_S": "2",
+            "NIGHTSHIFT_USAGE_SAMPLE_S": "2",
             "CELERY_VISIBILITY_TIMEOUT": "15",
             # The personal pool negotiates every 2 s: a job idle for a minute beside a free
             # workstation that fits it means the pool stopped matching, and its page says so.

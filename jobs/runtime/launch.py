@@ -312,7 +312,84 @@ def start_live_services(python: str) -> None:
         os.environ.update(NIGHTSHIFT_LIVE_SERVICE="notebook", NIGHTSHIFT_LIVE_PORT=str(port))
 
 
+# The job's GPUs, sampled with nvidia-smi beside the job, for workstations whose startd does
+# not monitor GPUs (the portal prefers HTCondor's own figures where it has them).
+GPU_SAMPLES = os.path.join(HELPER_DIR, "gpu-usage.jsonl")
+GPU_SAMPLES_MAX_BYTES = 20 * 1024 * 1024
+GPU_QUERY = "--query-gpu=index,uuid,utilization.gpu,memory.used"
+
+
+def find_nvidia_smi():
+    found = shutil.which("nvidia-smi")
+    return found or next((p for p in ("/usr/bin/nvidia-smi",) if os.access(p, os.X_OK)), None)
+
+
+def visible_gpus() -> list:
+    return [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+
+
+def start_gpu_sampler() -> None:
+    """Sample the job's GPUs until the job (this process, once it has become the script)
+    exits. Only where there is something to sample."""
+    if os.name != "posix" or not visible_gpus() or find_nvidia_smi() is None:
+        return
+    subprocess.Popen(  # noqa: S603 - this very file, as an argument list
+        [sys.executable, os.path.abspath(__file__), "--sample-gpus", str(os.getpid())],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+def gpu_sample(smi: str, visible: list):
+    """One line of samples: each of the job's devices, its busy share and memory in use."""
+    try:
+        result = subprocess.run([smi, GPU_QUERY, "--format=csv,noheader,nounits"],  # noqa: S603
+                                capture_output=True, text=True, timeout=20, check=True)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    devices = []
+    for line in result.stdout.splitlines():
+        fields = [field.strip() for field in line.split(",")]
+        if len(fields) != 4:
+            continue
+        index, uuid, utilization, memory = fields
+        # CUDA_VISIBLE_DEVICES names devices by index or by (the start of) their UUID.
+        if not any(v == index or uuid.startswith(v) for v in visible):
+            continue
+        try:
+            devices.append({"uuid": uuid, "utilization": float(utilization) / 100,
+                            "memory_mb": float(memory)})  # fmt: skip
+        except ValueError:
+            continue
+    return {"time": round(time.time(), 3), "devices": devices} if devices else None
+
+
+def sample_gpus(job_pid: int) -> None:
+    smi, visible = find_nvidia_smi(), visible_gpus()
+    # The workstation's own choice (the execute-node kit's NIGHTSHIFT_GPU_SAMPLE_SECONDS).
+    try:
+        interval = max(float(machine_attribute("NightshiftGpuSampleSeconds") or 10), 1.0)
+    except (TypeError, ValueError):
+        interval = 10.0
+    time.sleep(min(interval, 2.0))
+    while smi:
+        try:
+            os.kill(job_pid, 0)
+        except OSError:
+            return  # the job has ended
+        sample = gpu_sample(smi, visible)
+        if sample is not None:
+            with open(GPU_SAMPLES, "a", encoding="utf-8") as samples:
+                if samples.tell() > GPU_SAMPLES_MAX_BYTES:
+                    return
+                samples.write(json.dumps(sample) + "\n")
+        time.sleep(interval)
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--sample-gpus"] and len(sys.argv) == 3:
+        sample_gpus(int(sys.argv[2]))
+        return
     if len(sys.argv) < 2:
         say("usage: launch.py SCRIPT [ARGUMENTS...]")
         sys.exit(2)
@@ -374,6 +451,7 @@ def main() -> None:
             subprocess.call(command, stdout=frozen, stderr=subprocess.DEVNULL)  # noqa: S603
     if os.environ.get("NIGHTSHIFT_LIVE"):
         start_live_services(python)
+    start_gpu_sampler()
     sys.stdout.flush()
     os.execv(python, [python, script, *arguments])  # noqa: S606 - the job itself, as asked
 

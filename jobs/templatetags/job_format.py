@@ -18,3 +18,11 @@ def duration_short(value: timedelta | None) -> str:
     if minutes:
         return f"{minutes} min {seconds:02d} s"
     return f"{seconds} s"
+
+
+@register.filter
+def percent(value: float | None) -> str:
+    """0.35 -> 35 %."""
+    if value is None:
+        return ""
+    return f"{value * 100:.0f} %"

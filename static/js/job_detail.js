@@ -25,6 +25,8 @@
     $("hold-title").textContent = data.hold_title;
     $("hold-advice").textContent = data.hold_advice;
     $("hold-reason").textContent = data.hold_reason;
+    $("hold-clone").hidden = !data.hold_clone_url;
+    if (data.hold_clone_url) $("hold-clone").href = data.hold_clone_url;
     $("condor-id").textContent = data.condor_id || "not yet submitted";
     $("workstation").textContent = data.workstation || "—";
     $("num-starts").textContent = data.num_starts;

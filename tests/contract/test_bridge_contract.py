@@ -350,3 +350,17 @@ def test_a_gpu_jobs_usage_carries_the_gpu_monitors_figures(bridge):
     assert usage.gpus_requested == 1
     assert usage.gpus_used == pytest.approx(0.35, abs=0.02)
     assert usage.gpu_memory_peak_mb == 3100
+
+
+def test_a_job_over_its_memory_is_held_with_the_peak_it_reached(bridge):
+    request = job_request(bridge, script=MEMORY_HOG.format(seconds=120))
+    request = dataclasses.replace(request, memory_mb=128)
+    bridge.submit(request)
+    held = _move(bridge, request.job_id, JobState.HELD, hold_reason_code=21,
+                 hold_reason_subcode=102, held_memory_mb=201, held_disk_mb=8,
+                 hold_reason="memory usage exceeded request_memory")  # fmt: skip
+    assert (held.hold_reason_code, held.hold_reason_subcode) == (21, 102)
+    assert held.held_memory_mb > 128 and held.held_disk_mb > 0
+    running = job_request(bridge)
+    bridge.submit(running)
+    assert _move(bridge, running.job_id, JobState.RUNNING).held_memory_mb is None

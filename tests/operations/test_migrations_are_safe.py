@@ -17,6 +17,7 @@ OUR_APPS = [
     "experiments",
     "environments",
     "live_sessions",
+    "usage",
 ]
 # Made before the first release, when no old version was serving: each adds a NOT NULL
 # column with a Python-side default, which an old version's INSERT would not fill. New

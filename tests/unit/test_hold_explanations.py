@@ -2,7 +2,7 @@
 
 import pytest
 
-from condor_bridge.explain import explain_hold
+from condor_bridge.explain import HoldUsage, explain_hold, request_that_fits
 
 
 def test_nightshifts_runtime_limit_is_explained():
@@ -26,6 +26,33 @@ def test_memory_exceeded_says_to_ask_for_more_memory():
 
 def test_disk_exceeded_is_told_apart_from_memory():
     assert explain_hold(34, 104, "").title == "It used more disk than it asked for."
+
+
+def test_the_workstations_memory_policy_hold_gives_the_peak_and_a_request_that_fits():
+    used = HoldUsage(memory_mb=3150, memory_requested_mb=2048)
+    explanation = explain_hold(21, 102, "memory usage exceeded request_memory", used=used)
+    assert explanation.title == (
+        "It used more memory than it asked for: 3.1 GB at its peak, against the 2 GB it asked for."
+    )
+    assert "Submit again asking for 4.5 GB of memory" in explanation.advice
+    assert explanation.suggested == (("memory_mb", 4608),)
+
+
+def test_a_peak_the_margin_leaves_below_the_request_still_suggests_more_than_asked():
+    used = HoldUsage(memory_mb=130, memory_requested_mb=1024)
+    assert dict(explain_hold(34, 102, "", used=used).suggested)["memory_mb"] == 1536
+
+
+def test_a_disk_hold_with_figures_suggests_more_disk():
+    used = HoldUsage(disk_mb=9000, disk_requested_mb=4096)
+    explanation = explain_hold(34, 104, "", used=used)
+    assert "8.8 GB at its peak, against the 4 GB" in explanation.title
+    assert explanation.suggested == (("disk_mb", 11776),)
+
+
+def test_a_request_that_fits_leaves_a_quarter_and_256_mb_above_the_peak():
+    assert request_that_fits(3150) == 4608
+    assert request_that_fits(100) == 512
 
 
 def test_a_missing_output_file_points_at_outputs():

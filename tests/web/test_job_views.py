@@ -326,7 +326,10 @@ def test_the_preview_shows_the_exact_submit_description_with_user_text_quoted(
     )  # fmt: skip
     text = response.content.decode()
     assert response.status_code == 200
-    assert "arguments = \"'my_model.py' '--tag=$(DOLLAR)(HOME)' 'it''s'\"" in text
+    # A GPU job runs under the launcher, which samples its GPUs beside it.
+    assert (
+        "arguments = \"'.nightshift/launch.py' 'my_model.py' '--tag=$(DOLLAR)(HOME)' 'it''s'\""
+    ) in text
     assert "require_gpus = GlobalMemoryMb >= 10240" in text
     assert "request_cpus = 2" in text
     assert text.endswith("queue\n")
