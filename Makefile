@@ -11,7 +11,7 @@ export NIGHTSHIFT_LIVE_TUNNEL_DIR ?= $(CURDIR)/var/live-tunnels
 TEST_DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test lint format venv bench-venv pool-start pool-stop pool-status db-start db-stop bench bench-sync bench-api bench-list bench-load bench-reports bench-goodput bench-environments bench-datasets bench-sessions clean
+.PHONY: run test lint format venv gpu-check bench-venv pool-start pool-stop pool-status db-start db-stop bench bench-sync bench-api bench-list bench-load bench-reports bench-goodput bench-environments bench-datasets bench-sessions clean
 
 venv: $(VENV)/.installed
 
@@ -109,3 +109,14 @@ bench-sessions: bench-venv
 
 clean:
 	rm -rf $(VENV) var/staticfiles
+
+# On a machine with a real NVIDIA GPU: what Nightshift reads of it (docs/gpu-check.md).
+# Without a GPU it says so and does nothing else.
+gpu-check:
+	@if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then \
+		echo "gpu-check: skipped: no NVIDIA GPU here (nvidia-smi is missing or lists none)."; \
+	else \
+		deploy/dev/ensure-system test && $(MAKE) --no-print-directory venv && \
+		CONDOR_TOKEN_DIR=$(CONDOR_TOKEN_DIR) $(BIN)/python deploy/gpu-check/gpu_check.py $(ARGS) \
+		|| { status=$$?; [ -x $(BIN)/python ] || python3 deploy/gpu-check/gpu_check.py --no-pool; exit $$status; }; \
+	fi

@@ -164,7 +164,7 @@ class Table:
             yield [row.get(key, "") for key, _ in self.columns]
 
 
-def _fetch(sql: str, params: dict) -> list[dict]:
+def fetch_rows(sql: str, params: dict) -> list[dict]:
     # PostgreSQL's JIT compiler misjudges these aggregates as costly and spends more time
     # compiling them (200 ms and more) than running them; a report never gains from it.
     with transaction.atomic(), connection.cursor() as cursor:
@@ -200,7 +200,7 @@ def _params(scope: Scope, period: Period, **extra) -> dict:
 
 def usage_by_group(scope: Scope, period: Period, group: str) -> Table:
     label, record_group, _ = GROUPINGS[group]
-    rows = _fetch(
+    rows = fetch_rows(
         f"""
         SELECT {record_group} AS grp,
                SUM({_OVERLAP} * r.gpus) / 3600 AS gpu_hours,
@@ -240,7 +240,7 @@ def usage_by_group(scope: Scope, period: Period, group: str) -> Table:
 def usage_over_time(scope: Scope, period: Period, group: str) -> Table:
     """GPU-hours per day (or week) and group; runs that span midnight are split at it."""
     label, record_group, _ = GROUPINGS[group]
-    rows = _fetch(
+    rows = fetch_rows(
         f"""
         WITH buckets AS MATERIALIZED (
             SELECT local_start::date AS bucket,
@@ -284,7 +284,7 @@ def outcomes_by_group(scope: Scope, period: Period, group: str) -> Table:
     counts = ", ".join(
         f"COUNT(*) FILTER (WHERE j.outcome = '{key}') AS {key}" for key, _ in OUTCOMES
     )
-    rows = _fetch(
+    rows = fetch_rows(
         f"""
         SELECT {job_group} AS grp, COUNT(*) AS total, {counts}
         FROM jobs_job j
@@ -317,7 +317,7 @@ def queue_waits(scope: Scope, period: Period, group: str) -> Table:
         condition = f"r.wait_s >= {lower}" + (f" AND r.wait_s < {upper}" if upper else "")
         buckets.append(f"COUNT(*) FILTER (WHERE {condition}) AS b{index}")
         lower = upper or lower
-    rows = _fetch(
+    rows = fetch_rows(
         f"""
         SELECT {record_group} AS grp, GROUPING({record_group}) AS is_total, COUNT(*) AS starts,
                percentile_cont(0.5) WITHIN GROUP (ORDER BY r.wait_s) AS median_s,
@@ -367,7 +367,7 @@ def losses_by_lab(scope: Scope, period: Period, by_lab: Table | None = None) -> 
 
 def _utilization_rows(period: Period) -> list[dict]:
     """Capacity samples summed per (hour of day, day of week): 168 rows, one scan."""
-    return _fetch(
+    return fetch_rows(
         """
         SELECT EXTRACT(HOUR FROM s.taken_at AT TIME ZONE %(tz)s)::int AS hour,
                EXTRACT(ISODOW FROM s.taken_at AT TIME ZONE %(tz)s)::int AS weekday,

@@ -42,6 +42,7 @@ urlpatterns = [
     path("accounts/", include("accounts.urls")),
     path("oidc/", include("mozilla_django_oidc.urls")),
     path("labs/", include((accounting_urls.lab_urlpatterns + labs_urls.urlpatterns, "labs"))),
+    path("reports/utilisation/", include("usage.report_urls")),
     path("reports/", include("accounting.urls")),
     path("environments/", include("environments.urls")),
     path("datasets/", include("datasets.urls")),

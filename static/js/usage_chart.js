@@ -21,7 +21,7 @@
     if (text !== undefined) node.textContent = text;
     return node;
   };
-  const fmt = (v) => Number(v.toPrecision(3)).toString();
+  const fmt = (v) => (Math.abs(v) >= 100 ? Math.round(v) : Number(v.toPrecision(3))).toString();
   const clock = (ms) => new Date(ms).toTimeString().slice(0, 5);
 
   function chart(series, runs, request) {

@@ -87,6 +87,8 @@ TABLE = {
     # Reports: leads (their labs) and admins only.
     "accounting:reports": [("get", (LOGIN, 403, 200, 403, 200, 200))],
     "accounting:export": [("get", (LOGIN, 403, 200, 403, 200, 200))],
+    "utilisation:report": [("get", (LOGIN, 403, 200, 403, 200, 200))],
+    "utilisation:export": [("get", (LOGIN, 403, 200, 403, 200, 200))],
     "api:report": [("get", (401, 403, 200, 403, 200, 200))],
     "api:report-export": [("get", (401, 403, 200, 403, 200, 200))],
     # Approvals: the waiting registration (asking to join Vision) names an object.
@@ -276,6 +278,8 @@ def url_of(key, pattern, name, world):
         return "/" + re.sub(r"\^\(\?P<path>.*\)\$$", "nothing-here/", pattern)
     if name and "sweep" in name:
         values["public_id"] = world.sweep.public_id
+    if name == "utilisation:export":
+        values["table"] = "bands"
     if name and name.startswith("live:"):
         values.update(service="serve", token_id=world.live_token_id)
     if name and ("datasets:" in name or "api:dataset" in name):
