@@ -67,8 +67,9 @@ def main() -> None:
             batch_size=2000,
         )  # fmt: skip
         for jid in ids:
-            bridge.submit(JobRequest(job_id=jid, job_dir="/nonexistent", script_name="train.py",
-                                     gpus=2, cpus=4, memory_mb=8192), check_existing=False)  # fmt: skip
+            request = JobRequest(job_id=jid, job_dir="/nonexistent", script_name="train.py",
+                                 gpus=2, cpus=4, memory_mb=8192)  # fmt: skip
+            bridge.submit(request, check_existing=False)
             bridge.set_state(jid, CondorState.RUNNING, at=T0)
             bridge.set_usage(jid, cpus_used=1.5, memory_mb=3000, memory_peak_mb=3100,
                              disk_mb=40, gpus_used=0.7, gpu_memory_peak_mb=9000)  # fmt: skip
@@ -79,12 +80,14 @@ def main() -> None:
             figures.append((f"{label}: {written:,} running jobs", f"{seconds:.2f} s", str(sql)))
         ended = ids[:ENDED]
         Job.objects.filter(public_id__in=ended).update(
-            state=JobState.COMPLETED, finished_at=T0 + timedelta(minutes=4))
+            state=JobState.COMPLETED, finished_at=T0 + timedelta(minutes=4)
+        )
         for jid in ended:
             bridge.set_state(jid, CondorState.COMPLETED, at=T0 + timedelta(minutes=4),
                              exit_code=0)  # fmt: skip
         done, seconds, sql = counted(
-            lambda: services.usage_summarise_finished(now=T0 + timedelta(minutes=20)))
+            lambda: services.usage_summarise_finished(now=T0 + timedelta(minutes=20))
+        )
         figures.append((f"summarising {done:,} ended jobs (batches of "
                         f"{services.SUMMARISE_BATCH})", f"{seconds:.2f} s", str(sql)))  # fmt: skip
         figures.append(("samples kept", f"{UsageSample.objects.count():,}", ""))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timedelta
@@ -48,7 +50,8 @@ def usage_sample_running(*, now: datetime | None = None) -> int:
     """Sample what every running job uses now, in one query to the schedd and a few to the
     database; returns how many samples were written."""
     now = now or timezone.now()
-    measured = {usage.job_id: usage for usage in get_bridge().running_usage()}
+    measured = {usage.job_id: usage for usage in get_bridge().running_usage()
+                if _is_uuid(usage.job_id)}  # fmt: skip
     if not measured:
         return 0
     jobs = list(
@@ -64,6 +67,14 @@ def usage_sample_running(*, now: datetime | None = None) -> int:
         samples.append(_sample(job, usage, previous, now=now))
     UsageSample.objects.bulk_create(samples, batch_size=1000)
     return len(samples)
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _latest_samples(job_pks: list[int]) -> dict[int, UsageSample]:
@@ -125,6 +136,8 @@ def _interval_utilisation(
 
 
 def _clamp(value: float) -> float:
+    if not math.isfinite(value):
+        return 0.0  # the job writes the helper's file: NaN and infinity read as nothing
     return min(max(value, 0.0), 1.0)
 
 
@@ -138,7 +151,7 @@ class HelperSamples:
             for device in row["devices"]:
                 per_device[device["uuid"]].append(device["utilization"])
                 self.memory_peak_mb = max(self.memory_peak_mb, device["memory_mb"])
-        self.means = {uuid: sum(values) / len(values) for uuid, values in per_device.items()}
+        self.means = {name: sum(values) / len(values) for name, values in per_device.items()}
         self.active_devices = sum(1 for mean in self.means.values() if mean >= GPU_ACTIVE)
 
     def __bool__(self) -> bool:
@@ -171,14 +184,18 @@ def _helper_row(line: bytes) -> dict | None:
         devices = [
             {"uuid": str(device["uuid"])[:100],
              "utilization": _clamp(float(device["utilization"])),
-             "memory_mb": max(float(device["memory_mb"]), 0.0)}
+             "memory_mb": _finite(float(device["memory_mb"]))}
             for device in data["devices"][:16]
         ]  # fmt: skip
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    if not (moment > 0 and moment == moment and moment < 1e11):
+    if not (math.isfinite(moment) and 0 < moment < 1e11):
         return None
     return {"time": moment, "devices": devices}
+
+
+def _finite(value: float) -> float:
+    return value if math.isfinite(value) and value > 0 else 0.0
 
 
 # -- once a job has ended ------------------------------------------------------------------

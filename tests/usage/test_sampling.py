@@ -166,3 +166,19 @@ def test_samples_of_jobs_summarised_long_ago_are_purged_and_their_summaries_kept
     assert services.usage_purge_samples(older_than=timedelta(days=90),
                                         now=T0 + timedelta(days=91)) == 2  # fmt: skip
     assert JobUsageSummary.objects.filter(job=job).exists()
+
+
+@pytest.mark.django_db
+def test_nonsense_in_the_helpers_samples_reads_as_nothing(student, fake_bridge):
+    job = submit(student, gpus=1)
+    run(fake_bridge, job, T0)
+    at = (T0 + timedelta(seconds=5)).timestamp()
+    nonsense = '[{"uuid": "a", "utilization": NaN, "memory_mb": Infinity}]'
+    (job.directory / ".nightshift" / "gpu-usage.jsonl").write_text(
+        '{"time": NaN, "devices": [{"uuid": "a", "utilization": 1, "memory_mb": 1}]}\n'
+        f'{{"time": {at}, "devices": {nonsense}}}\n'
+        f'{{"time": {at}, "devices": "no"}}\n'
+    )
+    services.usage_sample_running(now=T0 + timedelta(seconds=35))
+    sample = UsageSample.objects.get(job=job)
+    assert (sample.gpu_utilization, sample.gpu_memory_mb) == (0.0, 0.0)
