@@ -1,4 +1,4 @@
-// Plots what a job uses (CPU, memory, GPU, GPU memory) against time, one line per run and a
+// Plots what a job uses (CPU, memory, disk, GPU, GPU memory) against time, one line per run and a
 // dashed line at what it asked for, as dependency-free SVG, refreshing while the job runs.
 (function () {
   "use strict";
@@ -11,6 +11,7 @@
   const SERIES = [
     { key: "cpus", title: "CPU cores busy", unit: "cores", request: (r) => r.cpus },
     { key: "memory_mb", title: "Memory", unit: "MB", request: (r) => r.memory_mb },
+    { key: "disk_mb", title: "Disk", unit: "MB", request: (r) => r.disk_mb },
     { key: "gpu_utilization", title: "GPU busy", unit: "%", scale: 100, max: 100, gpu: true },
     { key: "gpu_memory_mb", title: "GPU memory (peak)", unit: "MB", gpu: true },
   ];

@@ -23,7 +23,7 @@ def test_the_job_page_charts_usage_and_the_clone_applies_the_advice(
     charts = usage.locator("figure[data-usage]")
     charts.first.wait_for()
     assert sorted(charts.evaluate_all("els => els.map(e => e.dataset.usage)")) == [
-        "cpus", "gpu_memory_mb", "gpu_utilization", "memory_mb"]  # fmt: skip
+        "cpus", "disk_mb", "gpu_memory_mb", "gpu_utilization", "memory_mb"]  # fmt: skip
     memory = usage.locator("figure[data-usage=memory_mb]")
     assert "(last: 1400 MB; asked for 8192)" in memory.inner_text()
     assert memory.locator("[data-role=requested]").count() == 1
