@@ -1,4 +1,5 @@
 import os
+import shutil
 import subprocess
 import time
 import uuid
@@ -22,14 +23,26 @@ def wait_for(probe: Callable[[], T], *, timeout: float = 120, interval: float = 
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
+def copy_job_helpers(directory: Path) -> None:
+    """The helper folder the portal stages into every job (a GPU job runs its launcher)."""
+    from jobs.staging import HELPER_FILES
+
+    helper = Path(directory) / ".nightshift"
+    helper.mkdir(exist_ok=True)
+    for module, name in HELPER_FILES:
+        shutil.copyfile(module, helper / name)
+
+
 def make_job_dir(jobs_dir: Path, script: str, *, uid: int | None) -> tuple[str, Path]:
-    """A job folder inside the pool-visible jobs directory, owned by the pool's account."""
+    """A job folder inside the pool-visible jobs directory, owned by the pool's account,
+    with the helper files the portal stages."""
     job_id = str(uuid.uuid4())
     directory = Path(jobs_dir) / f"contract-{job_id}"
     (directory / "outputs").mkdir(parents=True)
     (directory / "train.py").write_text(script)
+    copy_job_helpers(directory)
     if uid is not None:
-        for path in (directory, directory / "outputs"):
+        for path in (directory, directory / "outputs", directory / ".nightshift"):
             os.chown(path, uid, -1)
     return job_id, directory
 

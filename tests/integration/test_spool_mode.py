@@ -1,6 +1,5 @@
 """Spool mode: no shared file system; inputs are spooled and outputs retrieved."""
 
-import shutil
 import time
 import uuid
 
@@ -52,12 +51,12 @@ def test_a_spooled_job_runs_and_its_outputs_come_back(tmp_path, pool_is_up):
 def test_a_spooled_job_evicted_by_its_owner_resumes_from_the_checkpoint_htcondor_kept(
     tmp_path, pool_is_up
 ):
-    from tests.helpers import OwnerAtDesk
+    from tests.helpers import OwnerAtDesk, copy_job_helpers
     from tests.integration.test_owner_returns import CHECKPOINTING, STEPS
 
     (tmp_path / "outputs").mkdir()
-    (tmp_path / ".nightshift").mkdir()
-    shutil.copy("jobs/runtime/nightshift.py", tmp_path / ".nightshift" / "nightshift.py")
+    # The helpers the portal stages: a GPU job runs under the launcher.
+    copy_job_helpers(tmp_path)
     (tmp_path / "train.py").write_text(CHECKPOINTING)
     bridge = HTCondorBridge(
         collector=settings.CONDOR_COLLECTOR, token_dir=str(settings.CONDOR_TOKEN_DIR),
