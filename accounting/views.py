@@ -74,6 +74,13 @@ def report_request(user, query) -> tuple[ReportForm, reports.Scope | None]:
         raise Http404(str(exc)) from None
 
 
+def invalid_report(form: ReportForm) -> HttpResponseBadRequest:
+    """A CSV export asked with parameters the form refuses: what is wrong, as plain text."""
+    problems = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())
+    return HttpResponseBadRequest(f"The report's parameters are not valid. {problems}",
+                                  content_type="text/plain; charset=utf-8")  # fmt: skip
+
+
 def export_filename(table: str, scope: reports.Scope, period: reports.Period) -> str:
     start = timezone.localtime(period.start).date()
     end = timezone.localtime(period.end).date()
@@ -157,9 +164,7 @@ def report_export(request: HttpRequest, table: str) -> HttpResponse | StreamingH
         raise Http404("No such report table.")
     form, scope = report_request(request.user, request.GET)
     if scope is None:
-        problems = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())
-        return HttpResponseBadRequest(f"The report's parameters are not valid. {problems}",
-                                      content_type="text/plain; charset=utf-8")  # fmt: skip
+        return invalid_report(form)
     period = form.report_period()
     if table == "records":
         rows = reports.usage_records_rows(scope, period)

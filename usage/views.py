@@ -7,7 +7,6 @@ from django.http import (
     Http404,
     HttpRequest,
     HttpResponse,
-    HttpResponseBadRequest,
     JsonResponse,
     StreamingHttpResponse,
 )
@@ -15,7 +14,7 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from accounting.views import export_filename, report_request, stream_csv
+from accounting.views import export_filename, invalid_report, report_request, stream_csv
 from jobs.lookups import visible_job_or_404
 
 from . import reports, selectors
@@ -78,9 +77,7 @@ def utilisation_export(request: HttpRequest, table: str) -> HttpResponse:
         raise Http404("No such report table.")
     form, scope = report_request(request.user, request.GET)
     if scope is None:
-        problems = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())
-        return HttpResponseBadRequest(f"The report's parameters are not valid. {problems}",
-                                      content_type="text/plain; charset=utf-8")  # fmt: skip
+        return invalid_report(form)
     period = form.report_period()
     rows = reports.TABLES[table](scope, period, form.cleaned_data["group"]).csv_rows()
     return stream_csv(rows, export_filename(f"utilisation-{table}", scope, period))
