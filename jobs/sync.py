@@ -464,10 +464,18 @@ def _explain_unmatched_jobs(bridge) -> None:
             to_update[explained].append(pk)
     cache.set(FREE_MATCH_SINCE_KEY, still_free, timeout=None)
     for (reason, busy_reason), pks in to_update.items():
-        # Only jobs still idle: one that started meanwhile must not show a stale reason.
-        Job.objects.filter(pk__in=pks, state=JobState.IDLE).update(
-            match_problem=reason, wait_reason=busy_reason
-        )
+        # Only jobs still idle: one that started meanwhile must not show a stale reason. A
+        # plain UPDATE would lock rows in the table's physical order while an overlapping
+        # sync holds its batch in pk order (a deadlock); rows another sync holds are skipped
+        # instead, and explained at the next cycle.
+        with transaction.atomic():
+            free = list(
+                Job.objects.select_for_update(skip_locked=True)
+                .filter(pk__in=pks, state=JobState.IDLE)
+                .order_by("pk")
+                .values_list("pk", flat=True)
+            )
+            Job.objects.filter(pk__in=free).update(match_problem=reason, wait_reason=busy_reason)
         if busy_reason == POOL_STALLED_REASON:
             logger.error(
                 "the pool is not matching: %d more idle jobs have had a free matching "

@@ -78,8 +78,13 @@ def test_a_spooled_job_evicted_by_its_owner_resumes_from_the_checkpoint_htcondor
         )  # fmt: skip
         time.sleep(8)  # a few interval checkpoints
         owner.returns_to(running.workstation)
-        wait_for(lambda: bridge.find(request.job_id).state is JobState.IDLE, timeout=60,
-                 what="the eviction")  # fmt: skip
+        # The negotiator matches again every 2 s, so the job may be idle only briefly: a
+        # second start tells of the eviction too.
+        wait_for(
+            lambda: (job := bridge.find(request.job_id)).state is JobState.IDLE
+            or job.num_starts >= 2,
+            timeout=120, what="the eviction",
+        )  # fmt: skip
         owner.leave_all()
         done = wait_for(
             lambda: (job := bridge.find(request.job_id)) and job.state is JobState.COMPLETED
