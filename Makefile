@@ -11,7 +11,7 @@ export NIGHTSHIFT_LIVE_TUNNEL_DIR ?= $(CURDIR)/var/live-tunnels
 TEST_DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test lint format venv gpu-check bench-venv pool-start pool-stop pool-status db-start db-stop bench bench-sync bench-api bench-list bench-load bench-reports bench-goodput bench-environments bench-datasets bench-sessions bench-usage clean
+.PHONY: run test lint format venv gpu-check bench-venv pool-start pool-stop pool-status db-start db-stop bench bench-sync bench-api bench-list bench-load bench-reports bench-goodput bench-environments bench-datasets bench-sessions bench-usage bench-placement clean
 
 venv: $(VENV)/.installed
 
@@ -106,6 +106,10 @@ bench-sessions: bench-venv
 
 bench-usage: bench-venv
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python bench/usage_sampling.py
+
+# A simulation: no database, no pool. ARGS="--rate 8 --seed 2" changes the load or the draw.
+bench-placement: bench-venv
+	$(BIN)/python bench/placement.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) var/staticfiles
