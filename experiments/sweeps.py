@@ -353,7 +353,7 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
             return sweep
         # Locked in pk order, as the sync locks jobs, so that the two never deadlock.
         jobs = sorted(
-            sweep.runs.select_for_update()
+            sweep.runs.select_for_update(no_key=True)
             .filter(cluster_id__isnull=True)
             .exclude(state__in=FINAL_STATES)
             .order_by("pk"),
@@ -432,7 +432,9 @@ def sweep_cancel(*, sweep: Sweep, user) -> int:
         raise JobActionError("Only the sweep's owner can cancel it; a lab lead can only read it.")
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
-        runs = list(sweep.runs.select_for_update().exclude(state__in=FINAL_STATES).order_by("pk"))
+        runs = list(
+            sweep.runs.select_for_update(no_key=True).exclude(state__in=FINAL_STATES).order_by("pk")
+        )
         if not runs:
             raise JobActionError("Every run of this sweep has already ended.")
         submitted = [run for run in runs if run.is_submitted]

@@ -64,7 +64,7 @@ def job_vacate(*, job: Job, user) -> Job:
 def _act_on_job(job, user, action, *, allowed, refusal, reason, kind, detail) -> Job:
     bridge = get_bridge()
     with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=job.pk)
+        job = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
         if job.state not in allowed or not job.is_submitted:
             raise JobActionError(refusal)
         try:
@@ -80,7 +80,7 @@ def job_cancel(*, job: Job, user) -> Job:
     """Remove a job from the pool (or stop it before it gets there)."""
     bridge = get_bridge()
     with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=job.pk)
+        job = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
         if job.is_final:
             raise JobActionError(f"This job has already ended ({job.get_state_display()}).")
         if not job.is_submitted:

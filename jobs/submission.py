@@ -277,7 +277,7 @@ def job_submit_to_pool(job_pk: int) -> Job:
     a crash, a killed worker or a redelivered task) looks the job up and adopts it.
     """
     with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=job_pk)
+        job = Job.objects.select_for_update(no_key=True).get(pk=job_pk)
         if job.is_submitted or job.is_final:
             return job
         job.submit_attempts += 1
@@ -288,7 +288,7 @@ def job_submit_to_pool(job_pk: int) -> Job:
     bridge = get_bridge()
     transient_error = None
     with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=job_pk)
+        job = Job.objects.select_for_update(no_key=True).get(pk=job_pk)
         if job.is_submitted or job.is_final:
             return job
         try:

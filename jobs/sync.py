@@ -224,8 +224,12 @@ def jobs_apply_observations(observations: Mapping[int, JobObservation]) -> set[i
 
 def _apply_batch(observations: Mapping[int, JobObservation]) -> set[int]:
     with transaction.atomic():
+        # FOR NO KEY UPDATE, not FOR UPDATE: a statement that inserts rows referencing many
+        # jobs (usage samples, events) takes a key-share lock on each as its deferred
+        # foreign-key checks run at commit, and FOR UPDATE would wait on those while they
+        # wait on it (a deadlock CI saw). The sync never changes a job's key.
         jobs = list(
-            Job.objects.select_for_update()
+            Job.objects.select_for_update(no_key=True)
             .filter(pk__in=list(observations))
             .exclude(state__in=FINAL_STATES)
             .order_by("pk")
@@ -470,7 +474,7 @@ def _explain_unmatched_jobs(bridge) -> None:
         # instead, and explained at the next cycle.
         with transaction.atomic():
             free = list(
-                Job.objects.select_for_update(skip_locked=True)
+                Job.objects.select_for_update(skip_locked=True, no_key=True)
                 .filter(pk__in=pks, state=JobState.IDLE)
                 .order_by("pk")
                 .values_list("pk", flat=True)
@@ -499,7 +503,7 @@ def _resubmit_stale_jobs() -> int:
     )
     submitters = batch_submitters()
     with transaction.atomic():
-        lost = Job.objects.select_for_update(skip_locked=True, of=("self",)).filter(
+        lost = Job.objects.select_for_update(skip_locked=True, of=("self",), no_key=True).filter(
             silent, state=JobState.QUEUED, cluster_id__isnull=True
         )
         for submitter in submitters:
@@ -515,7 +519,7 @@ def job_collect_outputs(job_pk: int) -> Job:
     """Bring outputs home (spool mode) and mark them ready to download."""
     bridge = get_bridge()
     with transaction.atomic():
-        job = Job.objects.select_for_update().get(pk=job_pk)
+        job = Job.objects.select_for_update(no_key=True).get(pk=job_pk)
         if job.outputs_ready or not job.is_submitted:
             return job
         bridge.retrieve(job.cluster_id, job.proc_id)
