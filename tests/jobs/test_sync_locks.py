@@ -27,9 +27,17 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def jobs():
     owner, lab = UserFactory(), LabFactory()
     return [
-        Job.objects.create(owner=owner, lab=lab, name=f"train {n}", gpus=1, output_dir="/none",
-                           state=JobState.IDLE, cluster_id=100 + n, proc_id=0,
-                           request={"gpus": 1})  # fmt: skip
+        Job.objects.create(
+            owner=owner,
+            lab=lab,
+            name=f"train {n}",
+            gpus=1,
+            output_dir="/none",
+            state=JobState.IDLE,
+            cluster_id=100 + n,
+            proc_id=0,
+            request={"gpus": 1},
+        )  # fmt: skip
         for n in range(3)
     ]
 
