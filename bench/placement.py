@@ -436,7 +436,7 @@ def summary(jobs: list[Job]) -> dict[str, float]:
 def prediction_figures(sim: Simulation) -> dict[str, float]:
     predicted = [j for j in sim.jobs if j.test and j.started is not None]
     naive_s = statistics.median(sim.frozen_waits) if sim.frozen_waits else 0.0
-    inside = waited_inside = waited = raw_inside = 0
+    inside = waited_inside = waited = raw_inside = waited_raw = 0
     errors, naive_errors, waited_errors, waited_naive = [], [], [], []
     for job in predicted:
         start = (START + timedelta(seconds=job.started * TICK_S)).astimezone(UTC)
@@ -448,6 +448,7 @@ def prediction_figures(sim: Simulation) -> dict[str, float]:
         if wait_s > SLOT_S:
             waited += 1
             waited_inside += hit
+            waited_raw += job.predicted.contains(start)
         errors.append(abs((job.predicted.likely - start).total_seconds()))
         naive_errors.append(abs(naive_s - wait_s))
         if wait_s > SLOT_S:
@@ -456,13 +457,14 @@ def prediction_figures(sim: Simulation) -> dict[str, float]:
     return {
         "predicted jobs (week 4)": len(predicted),
         "start inside range %": 100 * inside / len(predicted),
-        "  before calibration %": 100 * raw_inside / len(predicted),
+        "  of all, before calibration %": 100 * raw_inside / len(predicted),
         **{
             f"  widening, predicted {kind} (x)": math.exp(value)
             for kind, value in sim.calibration.widenings.items()
         },
         "jobs that waited over 15 min": waited,
         "of them inside range %": 100 * waited_inside / waited if waited else 0.0,
+        "  of those, before calibration %": 100 * waited_raw / waited if waited else 0.0,
         "median abs error min": statistics.median(errors) / 60,
         "naive baseline median abs error min": statistics.median(naive_errors) / 60,
         "median abs error, jobs that waited min": statistics.median(waited_errors or [0]) / 60,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from .explain import SUBCODE_NIGHTSHIFT_RUNTIME, SUBCODE_NIGHTSHIFT_TOO_MANY_STARTS
+from .placement import rank_expression
 from .types import JOB_ID_PATTERN, FileMode, JobRequest
 
 STDOUT = "stdout.txt"
@@ -206,6 +207,11 @@ def build_submit_description(
         requirement = gpu_requirement(request)
         if requirement:
             description["require_gpus"] = requirement
+    # A job that says how long it runs prefers the workstations likely to stay free that
+    # long (condor_bridge.placement); the negotiator still decides.
+    rank = rank_expression(request.max_runtime_s / 3600 if request.max_runtime_s else None)
+    if rank:
+        description["rank"] = rank
     holds = []
     if request.max_runtime_s:
         holds.append((

@@ -96,6 +96,7 @@ INSTALLED_APPS = [
     "datasets",
     "live_sessions",
     "usage",
+    "forecasts",
     "accounting",
     "operations",
     "portal",
@@ -269,6 +270,8 @@ USAGE_SAMPLE_INTERVAL_S = env_int("NIGHTSHIFT_USAGE_SAMPLE_S", 30, minimum=2)
 USAGE_SAMPLE_RETENTION_DAYS = env_int("NIGHTSHIFT_USAGE_RETENTION_DAYS", 90, minimum=1)
 # A job measured for less than this earns no advice: too little evidence.
 USAGE_ADVICE_MIN_S = env_int("NIGHTSHIFT_USAGE_ADVICE_MIN_S", 60, minimum=1)
+# How far back each night's availability forecasts look (capacity samples, by workstation).
+FORECAST_HISTORY_DAYS = env_int("NIGHTSHIFT_FORECAST_HISTORY_DAYS", 56, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "sync-jobs": {"task": "jobs.tasks.sync_jobs", "schedule": JOB_SYNC_INTERVAL},
     "advance-studies": {"task": "jobs.tasks.advance_studies", "schedule": STUDY_INTERVAL_S},
@@ -276,6 +279,11 @@ CELERY_BEAT_SCHEDULE = {
     "purge-usage-samples": {
         "task": "usage.tasks.purge_usage_samples",
         "schedule": crontab(minute=30, hour=3),
+    },
+    # Each workstation's availability, learnt again from its history, every night.
+    "refit-forecasts": {
+        "task": "forecasts.tasks.refit_forecasts",
+        "schedule": crontab(minute=15, hour=4),
     },
     "sample-capacity": {
         "task": "accounting.tasks.sample_capacity",

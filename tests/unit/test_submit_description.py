@@ -57,6 +57,23 @@ def test_max_runtime_holds_the_job_with_a_reason_a_student_understands():
     assert description["periodic_hold_subcode"] == "1"
 
 
+def test_a_long_job_ranks_workstations_by_their_chance_of_staying_free_for_its_runtime():
+    description = build_submit_description(request(max_runtime_s=10 * 3600), mode=FileMode.SHARED)
+    assert description["rank"] == (
+        "ifThenElse(isUndefined(NightshiftStayFree16h), 0, NightshiftStayFree16h)"
+    )
+
+
+def test_a_short_job_ranks_the_workstations_safe_for_it_and_least_wanted_by_long_jobs():
+    description = build_submit_description(request(max_runtime_s=1800), mode=FileMode.SHARED)
+    assert "NightshiftStayFree2h >= 0.9" in description["rank"]
+    assert "1 - NightshiftStayFree16h" in description["rank"]
+
+
+def test_a_job_that_says_nothing_of_its_runtime_ranks_nothing():
+    assert "rank" not in build_submit_description(request(), mode=FileMode.SHARED)
+
+
 def test_a_job_evicted_too_many_times_is_held_with_its_own_reason():
     description = build_submit_description(
         request(max_runtime_s=3600, max_starts=5), mode=FileMode.SHARED

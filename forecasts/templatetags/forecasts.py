@@ -1,0 +1,16 @@
+from django import template
+
+from forecasts.selectors import forecasts_now
+
+register = template.Library()
+
+
+@register.simple_tag
+def pool_forecasts() -> dict:
+    """Every workstation's forecast as it stands now, by name (one query for the page)."""
+    return forecasts_now()
+
+
+@register.inclusion_tag("forecasts/_workstation.html")
+def workstation_forecast(forecasts: dict, name: str) -> dict:
+    return {"forecast": forecasts.get(name)}
