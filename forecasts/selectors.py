@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
 from condor_bridge.placement import STAY_FREE_HOURS
+from jobs.models import JobState
 
 from .model.availability import quarter_of_week
-from .models import WorkstationForecast
+from .models import StartPrediction, WorkstationForecast
+from .predictions import HORIZON, shown
 from .services import campus_zone
 
 
@@ -53,3 +55,64 @@ def forecast_now(workstation: str, now: datetime | None = None) -> ForecastNow |
     if forecast is None:
         return None
     return _now_of(forecast, quarter_of_week(now or timezone.now(), campus_zone()))
+
+
+# The kit keeps publishing a week's figures through a portal outage, not longer.
+FIGURES_VALID_FOR = timedelta(days=8)
+
+
+def placement_figures(workstation: str) -> dict | None:
+    """The week of figures the workstation's kit publishes (PlacementFiguresView)."""
+    forecast = WorkstationForecast.objects.filter(workstation=workstation).first()
+    if forecast is None or not forecast.stay_free:
+        return None
+    return {
+        "workstation": forecast.workstation, "fitted_at": forecast.fitted_at,
+        "valid_until": forecast.fitted_at + FIGURES_VALID_FOR,
+        "time_zone": str(campus_zone()), "hours": list(STAY_FREE_HOURS),
+        "quarter_hours": forecast.stay_free,
+    }  # fmt: skip
+
+
+def _clock(moment: datetime, now: datetime) -> str:
+    local, today = timezone.localtime(moment), timezone.localtime(now)
+    if local.date() == today.date():
+        return local.strftime("%H:%M")
+    return local.strftime("%a %d %b %H:%M")
+
+
+def start_text(prediction, now: datetime) -> str:
+    """A waiting job's predicted start, as its page says it."""
+    days = HORIZON.days
+    if prediction.latest is None:
+        if prediction.within_horizon < 0.1:
+            return (f"It may wait more than {days} days: nothing that fits it is likely to "
+                    "free up sooner.")  # fmt: skip
+        return (f"Likely starts after {_clock(prediction.earliest, now)}, possibly more than "
+                f"{days} days from now.")  # fmt: skip
+    if prediction.latest <= prediction.made_at + timedelta(minutes=15):
+        return "Likely to start within 15 minutes."
+    return (f"Likely starts between {_clock(prediction.earliest, now)} and "
+            f"{_clock(prediction.latest, now)} (80 % chance); most likely around "
+            f"{_clock(prediction.likely, now)}.")  # fmt: skip
+
+
+def job_start_payload(job, now: datetime | None = None) -> dict:
+    """What the job page and the API say of a waiting job's start; `prediction` is None
+    when the job does not wait or has not been predicted yet."""
+    now = now or timezone.now()
+    stored = None
+    if job.state == JobState.IDLE:
+        stored = StartPrediction.objects.filter(job=job, first=False).first()
+    if stored is None:
+        return {"waiting": job.state in (JobState.IDLE, JobState.QUEUED), "prediction": None}
+    prediction = shown(stored)
+    return {
+        "waiting": True,
+        "prediction": {
+            "made_at": prediction.made_at, "earliest": prediction.earliest,
+            "likely": prediction.likely, "latest": prediction.latest,
+            "coverage": prediction.coverage, "within_horizon": prediction.within_horizon,
+            "text": start_text(prediction, now),
+        },
+    }  # fmt: skip

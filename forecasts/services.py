@@ -94,10 +94,21 @@ def forecasts_refit(*, now: datetime | None = None) -> int:
         rows.append(WorkstationForecast(
             workstation=name, fitted_at=now, observed_days=round(model.observed_days, 2),
             stay_free=table, confidence=confidence, description=model.describe(history),
+            history=history_bytes(history), history_start=history.start,
         ))  # fmt: skip
     WorkstationForecast.objects.bulk_create(
         rows, update_conflicts=True, unique_fields=["workstation"],
-        update_fields=["fitted_at", "observed_days", "stay_free", "confidence", "description"],
+        update_fields=["fitted_at", "observed_days", "stay_free", "confidence", "description",
+                       "history", "history_start"],
     )  # fmt: skip
     logger.info("availability forecasts learnt for %d workstations", len(rows))
     return len(rows)
+
+
+def history_bytes(history: History) -> bytes:
+    return history.states.astype(np.uint8).tobytes()  # UNKNOWN (-1) is kept as 255
+
+
+def history_of(forecast: WorkstationForecast) -> History:
+    states = np.frombuffer(bytes(forecast.history), dtype=np.uint8).astype(np.int8)
+    return History(start=forecast.history_start or forecast.fitted_at, states=states)

@@ -10,6 +10,7 @@ from datasets import uploads
 from datasets.api import views as datasets_api
 from environments.api import views as environments_api
 from experiments.api import views as experiments_api
+from forecasts import api as forecasts_api
 from jobs.api import views as jobs_api
 from plumbing.api import api_not_found
 from usage import api as usage_api
@@ -38,6 +39,7 @@ urlpatterns = [
     ),
     path("jobs/<uuid:public_id>/metrics/", jobs_api.JobMetricsView.as_view(), name="job-metrics"),
     path("jobs/<uuid:public_id>/usage/", usage_api.JobUsageView.as_view(), name="job-usage"),
+    path("jobs/<uuid:public_id>/start/", forecasts_api.JobStartView.as_view(), name="job-start"),
     path("sweeps/", experiments_api.SweepListView.as_view(), name="sweep-list"),
     path("sweeps/matrix/", experiments_api.MatrixSubmitView.as_view(), name="sweep-matrix"),
     path("sweeps/study/", experiments_api.StudySubmitView.as_view(), name="sweep-study"),
@@ -111,6 +113,11 @@ urlpatterns = [
     ),
     path("match/", jobs_api.MatchView.as_view(), name="match"),
     path("pool/", jobs_api.PoolView.as_view(), name="pool"),
+    path(
+        "pool/placement/<str:workstation>/",
+        forecasts_api.PlacementFiguresView.as_view(),
+        name="placement-figures",
+    ),
     path("me/", accounts_api.MeView.as_view(), name="me"),
     path("tokens/", accounts_api.TokenListView.as_view(), name="token-list"),
     path("tokens/<int:token_id>/", accounts_api.TokenDetailView.as_view(), name="token-detail"),

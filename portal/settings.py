@@ -272,6 +272,8 @@ USAGE_SAMPLE_RETENTION_DAYS = env_int("NIGHTSHIFT_USAGE_RETENTION_DAYS", 90, min
 USAGE_ADVICE_MIN_S = env_int("NIGHTSHIFT_USAGE_ADVICE_MIN_S", 60, minimum=1)
 # How far back each night's availability forecasts look (capacity samples, by workstation).
 FORECAST_HISTORY_DAYS = env_int("NIGHTSHIFT_FORECAST_HISTORY_DAYS", 56, minimum=1)
+# How often every waiting job's start is predicted again.
+START_PREDICTION_INTERVAL_S = env_int("NIGHTSHIFT_START_PREDICTION_S", 60, minimum=10)
 CELERY_BEAT_SCHEDULE = {
     "sync-jobs": {"task": "jobs.tasks.sync_jobs", "schedule": JOB_SYNC_INTERVAL},
     "advance-studies": {"task": "jobs.tasks.advance_studies", "schedule": STUDY_INTERVAL_S},
@@ -281,6 +283,10 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": crontab(minute=30, hour=3),
     },
     # Each workstation's availability, learnt again from its history, every night.
+    "predict-starts": {
+        "task": "forecasts.tasks.predict_starts",
+        "schedule": START_PREDICTION_INTERVAL_S,
+    },
     "refit-forecasts": {
         "task": "forecasts.tasks.refit_forecasts",
         "schedule": crontab(minute=15, hour=4),

@@ -52,6 +52,7 @@ urlpatterns = [
     path("jobs/<uuid:public_id>/live/", include("live_sessions.urls")),
     path("sessions/", include("live_sessions.session_urls")),
     path("jobs/<uuid:public_id>/", include("usage.urls")),
+    path("jobs/<uuid:public_id>/", include("forecasts.urls")),
     path("jobs/", include((jobs_urls.urlpatterns + experiments_urls.urlpatterns, "jobs"))),
     path("pool/", pool, name="pool"),
     path("healthz", healthz, name="healthz"),

@@ -2,22 +2,28 @@
 # Join this Linux GPU workstation to the campus HTCondor pool as a Nightshift execute node.
 #
 #   sudo ./join-pool.sh --central-manager cm.campus.example --token-file ws-42.token \
-#        [--availability idle|nights|both]
+#        [--availability idle|nights|both] \
+#        [--portal https://nightshift.campus.example --portal-token-file kit.token]
 #
 # It installs HTCondor from the distribution (Debian 13 / Ubuntu 24.04 and later ship it;
 # elsewhere install HTCondor first, see https://htcondor.org/downloads), drops in the
 # Nightshift execute-node config and the owner-GPU probe, installs the IDTOKEN the pool's
-# admin issued for this machine, and restarts HTCondor. Safe to run again.
+# admin issued for this machine, and restarts HTCondor. With --portal, the workstation also
+# publishes the portal's placement figures (docs/placement.md), read with the personal access
+# token in --portal-token-file (an account allowed to view workstation forecasts). Safe to
+# run again.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-CM="" TOKEN="" AVAILABILITY=idle
+CM="" TOKEN="" AVAILABILITY=idle PORTAL="" PORTAL_TOKEN=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --central-manager) CM=$2; shift 2 ;;
         --token-file) TOKEN=$2; shift 2 ;;
         --availability) AVAILABILITY=$2; shift 2 ;;
-        -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+        --portal) PORTAL=$2; shift 2 ;;
+        --portal-token-file) PORTAL_TOKEN=$2; shift 2 ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
         *) echo "join-pool: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -29,6 +35,12 @@ die() { printf 'join-pool: error: %s\n' "$*" >&2; exit 1; }
 case "$AVAILABILITY" in idle|nights|both) ;; *) die "--availability is idle, nights or both" ;; esac
 # Only a host name or address may reach the config file.
 [[ "$CM" =~ ^[A-Za-z0-9.:-]+$ ]] || die "--central-manager must be a host name or address"
+if [ -n "$PORTAL" ]; then
+    # Only a URL of these characters may reach the config file.
+    [[ "$PORTAL" =~ ^https?://[A-Za-z0-9.:/_-]+$ ]] || die "--portal must be an http(s) URL"
+    [ -n "$PORTAL_TOKEN" ] && [ -r "$PORTAL_TOKEN" ] \
+        || die "--portal needs --portal-token-file, a readable personal access token file"
+fi
 [ "$(id -u)" = 0 ] || die "run as root (sudo)"
 
 if ! command -v condor_master >/dev/null; then
@@ -53,6 +65,7 @@ CONFIG_DIR=/etc/condor/config.d
 LIBEXEC=$(condor_config_val LIBEXEC)
 install -m 0644 "$HERE/nightshift-execute.conf" "$CONFIG_DIR/40-nightshift-execute.conf"
 install -m 0755 "$HERE/owner-gpu-probe" "$LIBEXEC/nightshift-owner-gpu-probe"
+install -m 0755 "$HERE/placement-figures" "$LIBEXEC/nightshift-placement-figures"
 # HTCondor's file-transfer plugin for the jobs' datasets and the delivery module it runs
 # (the kit's links to the portal's copies; install copies what they point at).
 install -m 0755 "$HERE/nightshift_data_plugin.py" "$LIBEXEC/nightshift_data_plugin.py"
@@ -68,6 +81,15 @@ NIGHTSHIFT_AVAILABILITY = $AVAILABILITY
 CONF
 install -d -m 0700 /etc/condor/tokens.d
 install -m 0600 "$TOKEN" /etc/condor/tokens.d/nightshift-execute.token
+if [ -n "$PORTAL" ]; then
+    # Read by the startd's cron, which runs as the condor account.
+    install -m 0640 -g condor "$PORTAL_TOKEN" /etc/condor/nightshift-portal.token
+    cat >>"$CONFIG_DIR/45-nightshift-join.conf" <<CONF
+NIGHTSHIFT_PORTAL_URL = $PORTAL
+NIGHTSHIFT_PORTAL_TOKEN_FILE = /etc/condor/nightshift-portal.token
+STARTD_CRON_JOBLIST = \$(STARTD_CRON_JOBLIST) PLACEMENT
+CONF
+fi
 
 # The shared environment cache, and uv to install into it (the launcher uses pip without).
 CACHE=$(condor_config_val NIGHTSHIFT_ENV_CACHE)

@@ -1,6 +1,6 @@
 from django import template
 
-from forecasts.selectors import forecasts_now
+from forecasts.selectors import forecasts_now, job_start_payload
 
 register = template.Library()
 
@@ -14,3 +14,9 @@ def pool_forecasts() -> dict:
 @register.inclusion_tag("forecasts/_workstation.html")
 def workstation_forecast(forecasts: dict, name: str) -> dict:
     return {"forecast": forecasts.get(name)}
+
+
+@register.inclusion_tag("forecasts/_start_prediction.html")
+def start_prediction(job) -> dict:
+    """A waiting job's predicted start, refreshed on its page while it waits."""
+    return {"job": job, **job_start_payload(job)}

@@ -82,6 +82,9 @@ TABLE = {
     "api:job-list": [("get", (401, 200, 200, 200, 200, 200))],
     "api:match": [("post", (401, 200, 200, 200, 200, 200))],
     "api:pool": [("get", (401, 200, 200, 200, 200, 200))],
+    # The execute-node kit's figures: its service account (the permission) or admins only;
+    # the world has no forecast, so the admin hears there is none yet.
+    "api:placement-figures": [("get", (401, 403, 403, 403, 403, 404))],
     "api:me": [("get", (401, 200, 200, 200, 200, 200))],
     "api:token-list": [("get", (401, 200, 200, 200, 200, 200))],
     # Reports: leads (their labs) and admins only.
@@ -100,6 +103,7 @@ TABLE = {
     "jobs:metrics": [("get", (LOGIN, 404, 404, 200, 200, 200))],
     "jobs:metrics_csv": [("get", (LOGIN, 404, 404, 200, 200, 200))],
     "usage:json": [("get", (LOGIN, 404, 404, 200, 200, 200))],
+    "forecasts:start": [("get", (LOGIN, 404, 404, 200, 200, 200))],
     "usage:csv": [("get", (LOGIN, 404, 404, 200, 200, 200))],
     "jobs:log": [("get", (LOGIN, 404, 404, 200, 200, 200))],
     "jobs:outputs_zip": [("get", (LOGIN, 404, 404, 200, 200, 200))],
@@ -137,6 +141,7 @@ TABLE = {
     "api:job-outputs-zip": [("get", (401, 404, 404, 200, 200, 200))],
     "api:job-metrics": [("get", (401, 404, 404, 200, 200, 200))],
     "api:job-usage": [("get", (401, 404, 404, 200, 200, 200))],
+    "api:job-start": [("get", (401, 404, 404, 200, 200, 200))],
     "api:job-cancel": [("post", (401, 404, 404, 200, 403, 200))],
     "api:job-hold": [("post", (401, 404, 404, 200, 403, 200))],
     "api:job-release": [("post", (401, 404, 404, 409, 403, 409))],
@@ -273,6 +278,7 @@ def url_of(key, pattern, name, world):
         "uidb64": urlsafe_base64_encode(force_bytes(world.users["owner"].pk)),
         "token": "set-password-1a2b3c", "rest": "",
         "pk": world.environment.pk, "name": world.environment.name, "number": 1,
+        "workstation": "ws-volta",
     }  # fmt: skip
     if name is None:
         return "/" + re.sub(r"\^\(\?P<path>.*\)\$$", "nothing-here/", pattern)

@@ -1,0 +1,217 @@
+"""Start-time predictions for the jobs that wait, refreshed by beat.
+
+Every NIGHTSHIFT_START_PREDICTION_S the portal plays each waiting job's queue forward
+(`forecasts.model.starts.predict_start`) from what it knows now:
+
+- the workstations (one pool query): their GPUs, whether the owner is back, and the portal's
+  jobs running there with their maximum runtimes; GPUs busy with other work stay busy;
+- the workstations' owners, from the histories the nightly refit learnt from;
+- the jobs ahead, in fair-share order as HTCondor's negotiator takes them: the user who used
+  the fewest GPU-hours lately first (each hour counting half after a day, HTCondor's default
+  PRIORITY_HALFLIFE), then the earliest submitted;
+- the jobs still to come that would go ahead, at the rate jobs came at that hour of the week
+  over the last four weeks;
+- runtimes: a job's maximum runtime (or the median runtime of recent jobs) times a ratio of
+  actual to maximum drawn from recent jobs.
+
+Each job's first prediction is kept. Once such jobs have started, their starts calibrate the
+ranges shown (`forecasts.model.starts.calibrate`), so that 80 % of starts fall inside them.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from collections import Counter, defaultdict
+from datetime import datetime, timedelta
+
+import numpy as np
+from django.db import transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from accounting.models import UsageRecord
+from condor_bridge import machine_fits
+from jobs.bridge import get_bridge
+from jobs.models import Job, JobState
+from jobs.specs import request_from_json
+
+from .model.availability import HOURS_PER_WEEK, SLOT_S, PoolModel, hour_of_week
+from .model.starts import (
+    Arrivals,
+    Calibration,
+    Machine,
+    RunningJob,
+    StartPrediction,
+    WaitingJob,
+    calibrate,
+    predict_start,
+)
+from .models import StartPrediction as StoredPrediction
+from .models import WorkstationForecast
+from .services import campus_zone, history_of
+
+logger = logging.getLogger(__name__)
+
+HORIZON = timedelta(days=2)
+FUTURES = 32
+MOST_JOBS_PER_CYCLE = 200
+HALF_LIFE = timedelta(days=1)
+DEFAULT_RUNTIME_S = 3600.0
+
+_pool_cache: dict[tuple, PoolModel] = {}
+
+
+def stored_pool() -> PoolModel:
+    """The pool's models, from the histories the last refit stored (kept between cycles
+    until the next refit)."""
+    forecasts = list(WorkstationForecast.objects.exclude(history_start=None))
+    key = (str(campus_zone()), tuple(sorted((f.workstation, f.fitted_at) for f in forecasts)))
+    if key not in _pool_cache:
+        _pool_cache.clear()
+        histories = {f.workstation: history_of(f) for f in forecasts}
+        _pool_cache[key] = PoolModel.fit(histories, zone=campus_zone())
+    return _pool_cache[key]
+
+
+def _decayed_usage(now: datetime) -> dict[int, float]:
+    """Each user's recent GPU-hours, each halving in weight after HALF_LIFE."""
+    usage: dict[int, float] = defaultdict(float)
+    since = now - 7 * HALF_LIFE
+    rows = UsageRecord.objects.filter(started_at__gte=since).values_list(
+        "user_id", "started_at", "wall_s", "gpus"
+    )
+    for user_id, started_at, wall_s, gpus in rows:
+        age = (now - started_at).total_seconds() / HALF_LIFE.total_seconds()
+        usage[user_id] += (wall_s or 0) * max(gpus, 1) / 3600 * 0.5**age
+    return usage
+
+
+def _runtimes(now: datetime) -> tuple[list[float], float]:
+    """Ratios of actual runtime to maximum runtime, and the median runtime, of recent jobs."""
+    recent = Job.objects.filter(
+        state=JobState.COMPLETED, finished_at__gte=now - timedelta(days=30)
+    ).order_by("-finished_at")[:500]
+    walls = dict(
+        UsageRecord.objects.filter(job__in=recent).values("job").annotate(total=Sum("wall_s"))
+        .values_list("job", "total")
+    )  # fmt: skip
+    ratios, runtimes = [], []
+    for job in recent.only("pk", "request"):
+        wall = walls.get(job.pk)
+        if not wall:
+            continue
+        runtimes.append(wall)
+        limit = (job.request or {}).get("max_runtime_s")
+        if limit:
+            ratios.append(min(1.0, wall / limit))
+    median = statistics.median(runtimes) if runtimes else DEFAULT_RUNTIME_S
+    return ratios or [1.0], median
+
+
+def _expected_s(job: Job, median_runtime: float) -> float:
+    return float((job.request or {}).get("max_runtime_s") or median_runtime)
+
+
+def _arrivals(now: datetime, median_runtime: float) -> tuple[np.ndarray, list, Counter]:
+    """Jobs per slot by hour of the week over the last four weeks, their sizes, and how
+    many each user submitted."""
+    zone = campus_zone()
+    since = now - timedelta(weeks=4)
+    recent = list(Job.objects.filter(created_at__gte=since).only("created_at", "owner_id",
+                                                                 "gpus", "request"))  # fmt: skip
+    counts = np.zeros(HOURS_PER_WEEK)
+    for job in recent:
+        counts[hour_of_week(job.created_at, zone)] += 1
+    weeks = 4.0
+    per_slot = counts / weeks / (3600 / SLOT_S)
+    sizes = [WaitingJob(job.gpus, _expected_s(job, median_runtime)) for job in recent[-500:]]
+    return per_slot, sizes, Counter(job.owner_id for job in recent)
+
+
+def _calibration(now: datetime) -> Calibration:
+    outcomes = []
+    firsts = StoredPrediction.objects.filter(
+        first=True, made_at__gte=now - timedelta(days=30), job__started_at__isnull=False
+    ).select_related("job")[:1000]
+    for stored in firsts:
+        outcomes.append((_as_prediction(stored, widened_by=0.0), stored.job.started_at))
+    return calibrate(outcomes)
+
+
+def _as_prediction(stored: StoredPrediction, *, widened_by: float) -> StartPrediction:
+    return StartPrediction(
+        made_at=stored.made_at, earliest=stored.earliest, likely=stored.likely,
+        latest=stored.latest, within_horizon=stored.within_horizon, futures=FUTURES,
+        horizon=timedelta(seconds=stored.horizon_s), widened_by=widened_by,
+    )  # fmt: skip
+
+
+def starts_predict(*, now: datetime | None = None) -> int:
+    """Predict the start of every waiting job (the first MOST_JOBS_PER_CYCLE in the queue's
+    order); returns how many were predicted."""
+    now = now or timezone.now()
+    waiting = list(
+        Job.objects.filter(state=JobState.IDLE, cluster_id__isnull=False).order_by("submitted_at")
+    )
+    if not waiting:
+        return 0
+    pool_machines = get_bridge().pool_machines()
+    usage = _decayed_usage(now)
+    waiting.sort(key=lambda job: (usage.get(job.owner_id, 0.0), job.submitted_at or now))
+    ratios, median_runtime = _runtimes(now)
+    running: dict[str, list[RunningJob]] = defaultdict(list)
+    for job in Job.objects.filter(state=JobState.RUNNING).exclude(workstation=""):
+        elapsed = (now - (job.started_at or now)).total_seconds()
+        running[job.workstation].append(
+            RunningJob(job.gpus, elapsed, _expected_s(job, median_runtime))
+        )
+    machines = []
+    for machine in pool_machines:
+        ours = running.get(machine.name, [])
+        # GPUs busy with work from outside the portal stay busy for the horizon.
+        usable = min(machine.total_gpus, machine.free_gpus + sum(r.gpus for r in ours))
+        machines.append(Machine(machine.name, usable, machine.state == "Owner", ours))
+    pool = stored_pool()
+    per_slot, sizes, submitters = _arrivals(now, median_runtime)
+    total = sum(submitters.values()) or 1
+    calibration = _calibration(now)
+    rng = np.random.default_rng(int(now.timestamp()))
+    done = 0
+    for position, job in enumerate(waiting[:MOST_JOBS_PER_CYCLE]):
+        request = request_from_json(job.request, job_id=str(job.public_id), job_dir=job.output_dir)
+        fitting = {m.name for m in pool_machines if machine_fits(request, m)}
+        mine = usage.get(job.owner_id, 0.0)
+        share = sum(count for user, count in submitters.items()
+                    if usage.get(user, 0.0) < mine) / total  # fmt: skip
+        ahead = [WaitingJob(other.gpus, _expected_s(other, median_runtime))
+                 for other in waiting[:position]]  # fmt: skip
+        prediction = predict_start(
+            now=now, machines=machines, ahead=ahead,
+            job=WaitingJob(job.gpus, _expected_s(job, median_runtime)), pool=pool,
+            runtime_ratios=ratios, matches=lambda machine, fitting=fitting: machine.name in fitting,
+            arrivals=Arrivals(per_slot=per_slot * share, sizes=sizes), futures=FUTURES,
+            horizon=HORIZON, rng=rng,
+        )  # fmt: skip
+        _store(job, prediction, calibration)
+        done += 1
+    return done
+
+
+def _store(job: Job, prediction: StartPrediction, calibration: Calibration) -> None:
+    fields = {
+        "made_at": prediction.made_at, "earliest": prediction.earliest,
+        "likely": prediction.likely, "latest": prediction.latest,
+        "horizon_s": int(prediction.horizon.total_seconds()),
+        "within_horizon": prediction.within_horizon,
+        "widened_by": calibration.widenings.get(prediction.kind, 0.0),
+    }  # fmt: skip
+    with transaction.atomic():
+        # The first prediction, as made (uncalibrated), is what later ones calibrate on.
+        StoredPrediction.objects.get_or_create(job=job, first=True, defaults=fields)
+        StoredPrediction.objects.update_or_create(job=job, first=False, defaults=fields)
+
+
+def shown(stored: StoredPrediction) -> StartPrediction:
+    """A stored prediction with the calibration it was made with applied."""
+    return _as_prediction(stored, widened_by=0.0).widened(stored.widened_by)

@@ -1,0 +1,28 @@
+// Refreshes a waiting job's predicted start on its page, every 30 seconds while it waits.
+(function () {
+  "use strict";
+  const line = document.querySelector("[data-role=start-prediction]");
+  if (!line) return;
+  const url = line.dataset.startUrl;
+
+  async function refresh() {
+    let payload;
+    try {
+      const answer = await fetch(url, { headers: { Accept: "application/json" } });
+      if (!answer.ok) return;
+      payload = await answer.json();
+    } catch (error) {
+      return;
+    }
+    if (!payload.waiting) {
+      line.hidden = true;
+      return;
+    }
+    if (payload.prediction) {
+      line.textContent = payload.prediction.text;
+      line.hidden = false;
+    }
+    window.setTimeout(refresh, 30000);
+  }
+  window.setTimeout(refresh, 30000);
+})();

@@ -1,0 +1,140 @@
+"""The placement figures a workstation publishes: the portal's API hands out a week of them,
+and the execute-node kit's cron job (deploy/execute-node/placement-figures), run as the startd
+runs it against the real portal, prints the row for now, keeps a week through an outage and
+prints nothing usable once they are too old or refused."""
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts import services as account_services
+from forecasts.model.availability import QUARTERS_PER_WEEK, quarter_of_week
+from forecasts.models import WorkstationForecast
+from tests.conftest import client_with_token
+from tests.factories import UserFactory
+
+SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "execute-node" / "placement-figures"
+ATTRIBUTES = [f"NightshiftStayFree{h}h" for h in (2, 4, 8, 16, 24)]
+
+
+def week_of_figures() -> list[list[float]]:
+    """A different row for each quarter hour, so that the row printed says which was read."""
+    return [[round(q / 1000, 3)] * 5 for q in range(QUARTERS_PER_WEEK)]
+
+
+@pytest.fixture
+def forecast(db):
+    return WorkstationForecast.objects.create(
+        workstation="ws-volta", fitted_at=timezone.now(), observed_days=21,
+        stay_free=week_of_figures(), confidence=["high"] * QUARTERS_PER_WEEK,
+        description="Usually free 17:00-09:00 on weekdays.",
+    )  # fmt: skip
+
+
+@pytest.fixture
+def kit_account(db):
+    """The service account whose token the kit holds: allowed to view forecasts, no more."""
+    account = UserFactory(username="workstations")
+    account.user_permissions.add(Permission.objects.get(codename="view_workstationforecast"))
+    return account
+
+
+def figures_url(name="ws-volta"):
+    return reverse("api:placement-figures", kwargs={"workstation": name})
+
+
+@pytest.mark.django_db
+def test_the_kits_account_reads_a_week_of_figures(forecast, kit_account):
+    answer = client_with_token(kit_account).get(figures_url())
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["hours"] == [2, 4, 8, 16, 24]
+    assert len(body["quarter_hours"]) == QUARTERS_PER_WEEK
+    assert body["time_zone"] == "UTC"
+    assert datetime.fromisoformat(body["valid_until"]) > timezone.now() + timedelta(days=7)
+
+
+@pytest.mark.django_db
+def test_students_and_strangers_cannot_read_them(forecast, student, client):
+    assert client_with_token(student).get(figures_url()).status_code == 403
+    assert client.get(figures_url()).status_code == 401
+
+
+@pytest.mark.django_db
+def test_a_workstation_without_a_forecast_or_with_a_bad_name_is_refused_clearly(
+    forecast, kit_account
+):
+    api = client_with_token(kit_account)
+    missing = api.get(figures_url("ws-unknown"))
+    assert missing.status_code == 404
+    assert "No forecast for ws-unknown yet" in missing.json()["error"]["message"]
+    assert api.get(figures_url("bad name;rm")).status_code == 400
+
+
+def run_kit(tmp_path, portal: str, token: str, *, refresh_hours: float = 6.0):
+    token_file = tmp_path / "kit.token"
+    token_file.write_text(token + "\n")
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--portal", portal, "--token-file", str(token_file),
+         "--name", "ws-volta", "--cache", str(tmp_path / "cache.json"),
+         "--refresh-hours", str(refresh_hours)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    return dict(line.split(" = ") for line in result.stdout.splitlines()), result.stderr
+
+
+def quarters_around_now() -> set[str]:
+    now = datetime.now(UTC)
+    return {
+        f"{quarter_of_week(moment, ZoneInfo('UTC')) / 1000:.3f}"
+        for moment in (now - timedelta(minutes=1), now, now + timedelta(minutes=1))
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cron_job_prints_the_figures_for_now_from_the_real_portal(
+    live_server, forecast, kit_account, tmp_path
+):
+    token = account_services.token_create(user=kit_account, name="kit").secret
+    printed, errors = run_kit(tmp_path, live_server.url, token)
+    assert list(printed) == ATTRIBUTES
+    assert printed["NightshiftStayFree8h"] in quarters_around_now(), errors
+    assert json.loads((tmp_path / "cache.json").read_text())["workstation"] == "ws-volta"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_through_a_portal_outage_the_cron_job_keeps_the_week_it_has(
+    live_server, forecast, kit_account, tmp_path
+):
+    token = account_services.token_create(user=kit_account, name="kit").secret
+    run_kit(tmp_path, live_server.url, token)
+    # The portal is gone (nothing listens there) and the cache is due a refresh.
+    printed, errors = run_kit(tmp_path, "http://127.0.0.1:9", token, refresh_hours=0)
+    assert "could not fetch them" in errors
+    assert printed["NightshiftStayFree2h"] in quarters_around_now()
+
+
+def test_figures_past_their_validity_print_as_undefined(tmp_path):
+    stale = {
+        "workstation": "ws-volta", "valid_until": "2026-01-01T00:00:00Z", "time_zone": "UTC",
+        "hours": [2, 4, 8, 16, 24], "quarter_hours": week_of_figures(),
+    }  # fmt: skip
+    (tmp_path / "cache.json").write_text(json.dumps(stale))
+    printed, _ = run_kit(tmp_path, "http://127.0.0.1:9", "unused", refresh_hours=1000)
+    assert set(printed.values()) == {"undefined"}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_token_that_may_not_read_them_publishes_nothing(live_server, forecast, tmp_path):
+    token = account_services.token_create(user=UserFactory(), name="wrong").secret
+    printed, errors = run_kit(tmp_path, live_server.url, token)
+    assert set(printed.values()) == {"undefined"}
+    assert "the portal answered 403" in errors

@@ -1,0 +1,119 @@
+"""Predicted starts in the portal: the beat's cycle predicts every waiting job from the pool
+as it is (on the fake bridge), its page and the API say when it will likely start, and the
+first predictions of jobs that have started calibrate later ones."""
+
+import dataclasses
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from accounting.models import CapacitySample
+from forecasts.models import StartPrediction
+from forecasts.predictions import starts_predict
+from forecasts.selectors import job_start_payload
+from forecasts.services import forecasts_refit
+from jobs.models import Job, JobState
+from tests.factories import LabFactory
+
+pytestmark = pytest.mark.django_db
+
+HOUR = 3600
+
+
+@pytest.fixture
+def campus(fake_bridge):
+    """Three weeks in which no owner came; now every GPU is busy, ws-volta's two with a
+    Nightshift job that has run for one of its two hours."""
+    now = timezone.now()
+    start = now - timedelta(days=21)
+    rows = []
+    for machine in fake_bridge.machines:
+        moment = start
+        while moment < now:
+            rows.append(CapacitySample(taken_at=moment, seconds=900, workstation=machine.name,
+                                       total_gpus=machine.total_gpus,
+                                       idle_gpus=machine.total_gpus))  # fmt: skip
+            moment += timedelta(minutes=15)
+    CapacitySample.objects.bulk_create(rows)
+    forecasts_refit(now=now)
+    fake_bridge.machines = [
+        dataclasses.replace(m, state="Claimed", free_gpus=0) for m in fake_bridge.machines
+    ]
+    return now
+
+
+def job(owner, lab, *, state, gpus=1, runtime_h=1.0, **fields):
+    return Job.objects.create(
+        owner=owner, lab=lab, name="train", gpus=gpus, output_dir="/none", state=state,
+        cluster_id=500 + Job.objects.count(), proc_id=0,
+        request={"gpus": gpus, "cpus": 1, "memory_mb": 1024,
+                 "max_runtime_s": int(runtime_h * HOUR), "script_name": "train.py"},
+        **fields,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def waiting(campus, student):
+    lab = LabFactory()
+    job(student, lab, state=JobState.RUNNING, gpus=2, runtime_h=2, workstation="ws-volta",
+        started_at=campus - timedelta(hours=1))  # fmt: skip
+    return job(student, lab, state=JobState.IDLE, submitted_at=campus)
+
+
+def test_a_job_waiting_for_a_run_to_end_is_predicted_to_start_when_it_ends(campus, waiting):
+    assert starts_predict(now=campus) == 1
+    current = StartPrediction.objects.get(job=waiting, first=False)
+    assert current.earliest <= campus + timedelta(hours=1) <= current.latest
+    assert current.latest - current.earliest <= timedelta(hours=1)
+    assert StartPrediction.objects.filter(job=waiting, first=True).count() == 1
+
+
+def test_predicting_again_refreshes_the_current_prediction_and_keeps_the_first(campus, waiting):
+    starts_predict(now=campus)
+    starts_predict(now=campus + timedelta(minutes=10))
+    first = StartPrediction.objects.get(job=waiting, first=True)
+    current = StartPrediction.objects.get(job=waiting, first=False)
+    assert first.made_at == campus and current.made_at == campus + timedelta(minutes=10)
+
+
+def test_the_job_page_and_the_api_say_when_it_will_likely_start(campus, waiting, student_client,
+                                                                 api):  # fmt: skip
+    starts_predict(now=campus)
+    page = student_client.get(reverse("jobs:detail", args=[waiting.public_id])).content.decode()
+    assert "Likely starts between" in page and "(80 % chance)" in page
+    payload = api.get(reverse("api:job-start", args=[waiting.public_id])).json()
+    assert payload["waiting"] is True
+    assert payload["prediction"]["coverage"] == 0.8
+    assert payload["prediction"]["text"].startswith("Likely starts between")
+    live = student_client.get(reverse("forecasts:start", args=[waiting.public_id])).json()
+    assert live["prediction"]["text"] == payload["prediction"]["text"]
+
+
+def test_a_job_that_does_not_wait_has_no_prediction(campus, waiting):
+    starts_predict(now=campus)
+    Job.objects.filter(pk=waiting.pk).update(state=JobState.RUNNING)
+    waiting.refresh_from_db()
+    assert job_start_payload(waiting) == {"waiting": False, "prediction": None}
+
+
+def test_a_job_nothing_can_run_is_told_it_may_wait_long(campus, student):
+    huge = job(student, LabFactory(), state=JobState.IDLE, gpus=4, submitted_at=campus)
+    starts_predict(now=campus)
+    text = job_start_payload(huge, now=campus)["prediction"]["text"]
+    assert text.startswith("It may wait more than 2 days")
+
+
+def test_starts_later_than_predicted_widen_the_next_ranges(campus, waiting, student):
+    starts_predict(now=campus)
+    first = StartPrediction.objects.get(job=waiting, first=True)
+    # It started three hours after its predicted latest.
+    late = first.latest + timedelta(hours=3)
+    Job.objects.filter(pk=waiting.pk).update(state=JobState.RUNNING, started_at=late)
+    later = job(student, LabFactory(), state=JobState.IDLE, submitted_at=campus)
+    starts_predict(now=campus)
+    current = StartPrediction.objects.get(job=later, first=False)
+    assert current.widened_by > 0
+    shown = job_start_payload(later, now=campus)["prediction"]
+    assert shown["latest"] - shown["earliest"] > current.latest - current.earliest
