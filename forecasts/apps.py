@@ -7,4 +7,10 @@ class ForecastsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from jobs.submission import match_extra_register
+
         from . import tasks  # noqa: F401 - registers the Celery tasks by name
+        from .predictions import draft_start
+
+        # The form's live answer says when a job of the request drafted would start.
+        match_extra_register(draft_start)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import statistics
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -31,7 +32,7 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from accounting.models import UsageRecord
-from condor_bridge import machine_fits
+from condor_bridge import JobRequest, machine_fits
 from jobs.bridge import get_bridge
 from jobs.models import Job, JobState
 from jobs.specs import request_from_json
@@ -50,6 +51,7 @@ from .model.starts import (
 from .models import StartPrediction as StoredPrediction
 from .models import WorkstationForecast
 from .services import campus_zone, history_of
+from .texts import start_text
 
 logger = logging.getLogger(__name__)
 
@@ -147,55 +149,98 @@ def _as_prediction(stored: StoredPrediction, *, widened_by: float) -> StartPredi
     )  # fmt: skip
 
 
+@dataclass
+class _Pool:
+    """What every prediction of one cycle shares: the pool as it is now."""
+
+    now: datetime
+    pool_machines: list
+    machines: list[Machine]
+    waiting: list[Job]  # in the negotiator's order
+    usage: dict[int, float]
+    ratios: list[float]
+    median_runtime: float
+    model: PoolModel
+    per_slot: np.ndarray
+    sizes: list[WaitingJob]
+    submitters: Counter
+    calibration: Calibration
+    rng: np.random.Generator
+
+    @classmethod
+    def now_(cls, now: datetime) -> _Pool:
+        waiting = list(Job.objects.filter(state=JobState.IDLE, cluster_id__isnull=False))
+        pool_machines = get_bridge().pool_machines()
+        usage = _decayed_usage(now)
+        waiting.sort(key=lambda job: (usage.get(job.owner_id, 0.0), job.submitted_at or now))
+        ratios, median_runtime = _runtimes(now)
+        running: dict[str, list[RunningJob]] = defaultdict(list)
+        for job in Job.objects.filter(state=JobState.RUNNING).exclude(workstation=""):
+            elapsed = (now - (job.started_at or now)).total_seconds()
+            running[job.workstation].append(
+                RunningJob(job.gpus, elapsed, _expected_s(job, median_runtime))
+            )
+        machines = []
+        for machine in pool_machines:
+            ours = running.get(machine.name, [])
+            # GPUs busy with work from outside the portal stay busy for the horizon.
+            usable = min(machine.total_gpus, machine.free_gpus + sum(r.gpus for r in ours))
+            machines.append(Machine(machine.name, usable, machine.state == "Owner", ours))
+        per_slot, sizes, submitters = _arrivals(now, median_runtime)
+        return cls(
+            now=now, pool_machines=pool_machines, machines=machines, waiting=waiting,
+            usage=usage, ratios=ratios, median_runtime=median_runtime, model=stored_pool(),
+            per_slot=per_slot, sizes=sizes, submitters=submitters,
+            calibration=_calibration(now), rng=np.random.default_rng(int(now.timestamp())),
+        )  # fmt: skip
+
+    def predict(self, *, request: JobRequest, owner_id: int, ahead: list[Job]) -> StartPrediction:
+        fitting = {m.name for m in self.pool_machines if machine_fits(request, m)}
+        mine = self.usage.get(owner_id, 0.0)
+        total = sum(self.submitters.values()) or 1
+        share = sum(count for user, count in self.submitters.items()
+                    if self.usage.get(user, 0.0) < mine) / total  # fmt: skip
+        expected = float(request.max_runtime_s or self.median_runtime)
+        return predict_start(
+            now=self.now, machines=self.machines,
+            ahead=[WaitingJob(o.gpus, _expected_s(o, self.median_runtime)) for o in ahead],
+            job=WaitingJob(request.gpus, expected), pool=self.model, runtime_ratios=self.ratios,
+            matches=lambda machine: machine.name in fitting,
+            arrivals=Arrivals(per_slot=self.per_slot * share, sizes=self.sizes),
+            futures=FUTURES, horizon=HORIZON, rng=self.rng,
+        )  # fmt: skip
+
+
 def starts_predict(*, now: datetime | None = None) -> int:
     """Predict the start of every waiting job (the first MOST_JOBS_PER_CYCLE in the queue's
     order); returns how many were predicted."""
-    now = now or timezone.now()
-    waiting = list(
-        Job.objects.filter(state=JobState.IDLE, cluster_id__isnull=False).order_by("submitted_at")
-    )
-    if not waiting:
+    if not Job.objects.filter(state=JobState.IDLE, cluster_id__isnull=False).exists():
         return 0
-    pool_machines = get_bridge().pool_machines()
-    usage = _decayed_usage(now)
-    waiting.sort(key=lambda job: (usage.get(job.owner_id, 0.0), job.submitted_at or now))
-    ratios, median_runtime = _runtimes(now)
-    running: dict[str, list[RunningJob]] = defaultdict(list)
-    for job in Job.objects.filter(state=JobState.RUNNING).exclude(workstation=""):
-        elapsed = (now - (job.started_at or now)).total_seconds()
-        running[job.workstation].append(
-            RunningJob(job.gpus, elapsed, _expected_s(job, median_runtime))
-        )
-    machines = []
-    for machine in pool_machines:
-        ours = running.get(machine.name, [])
-        # GPUs busy with work from outside the portal stay busy for the horizon.
-        usable = min(machine.total_gpus, machine.free_gpus + sum(r.gpus for r in ours))
-        machines.append(Machine(machine.name, usable, machine.state == "Owner", ours))
-    pool = stored_pool()
-    per_slot, sizes, submitters = _arrivals(now, median_runtime)
-    total = sum(submitters.values()) or 1
-    calibration = _calibration(now)
-    rng = np.random.default_rng(int(now.timestamp()))
+    pool = _Pool.now_(now or timezone.now())
     done = 0
-    for position, job in enumerate(waiting[:MOST_JOBS_PER_CYCLE]):
+    for position, job in enumerate(pool.waiting[:MOST_JOBS_PER_CYCLE]):
         request = request_from_json(job.request, job_id=str(job.public_id), job_dir=job.output_dir)
-        fitting = {m.name for m in pool_machines if machine_fits(request, m)}
-        mine = usage.get(job.owner_id, 0.0)
-        share = sum(count for user, count in submitters.items()
-                    if usage.get(user, 0.0) < mine) / total  # fmt: skip
-        ahead = [WaitingJob(other.gpus, _expected_s(other, median_runtime))
-                 for other in waiting[:position]]  # fmt: skip
-        prediction = predict_start(
-            now=now, machines=machines, ahead=ahead,
-            job=WaitingJob(job.gpus, _expected_s(job, median_runtime)), pool=pool,
-            runtime_ratios=ratios, matches=lambda machine, fitting=fitting: machine.name in fitting,
-            arrivals=Arrivals(per_slot=per_slot * share, sizes=sizes), futures=FUTURES,
-            horizon=HORIZON, rng=rng,
-        )  # fmt: skip
-        _store(job, prediction, calibration)
+        prediction = pool.predict(request=request, owner_id=job.owner_id,
+                                  ahead=pool.waiting[:position])  # fmt: skip
+        _store(job, prediction, pool.calibration)
         done += 1
     return done
+
+
+def draft_start(*, user, request: JobRequest) -> dict:
+    """For the form's live answer: when a job of this request, submitted now, would likely
+    start. Nothing when the pool's state cannot be read."""
+    from condor_bridge import BridgeError
+
+    try:
+        pool = _Pool.now_(timezone.now())
+    except BridgeError:
+        return {}
+    mine = pool.usage.get(user.pk, 0.0)
+    ahead = [job for job in pool.waiting if pool.usage.get(job.owner_id, 0.0) <= mine]
+    prediction = pool.calibration.apply(pool.predict(request=request, owner_id=user.pk,
+                                                     ahead=ahead))  # fmt: skip
+    return {"start_text": start_text(prediction, pool.now)}
 
 
 def _store(job: Job, prediction: StartPrediction, calibration: Calibration) -> None:

@@ -12,8 +12,9 @@ from jobs.models import JobState
 
 from .model.availability import quarter_of_week
 from .models import StartPrediction, WorkstationForecast
-from .predictions import HORIZON, shown
+from .predictions import shown
 from .services import campus_zone
+from .texts import start_text
 
 
 @dataclass(frozen=True)
@@ -72,29 +73,6 @@ def placement_figures(workstation: str) -> dict | None:
         "time_zone": str(campus_zone()), "hours": list(STAY_FREE_HOURS),
         "quarter_hours": forecast.stay_free,
     }  # fmt: skip
-
-
-def _clock(moment: datetime, now: datetime) -> str:
-    local, today = timezone.localtime(moment), timezone.localtime(now)
-    if local.date() == today.date():
-        return local.strftime("%H:%M")
-    return local.strftime("%a %d %b %H:%M")
-
-
-def start_text(prediction, now: datetime) -> str:
-    """A waiting job's predicted start, as its page says it."""
-    days = HORIZON.days
-    if prediction.latest is None:
-        if prediction.within_horizon < 0.1:
-            return (f"It may wait more than {days} days: nothing that fits it is likely to "
-                    "free up sooner.")  # fmt: skip
-        return (f"Likely starts after {_clock(prediction.earliest, now)}, possibly more than "
-                f"{days} days from now.")  # fmt: skip
-    if prediction.latest <= prediction.made_at + timedelta(minutes=15):
-        return "Likely to start within 15 minutes."
-    return (f"Likely starts between {_clock(prediction.earliest, now)} and "
-            f"{_clock(prediction.latest, now)} (80 % chance); most likely around "
-            f"{_clock(prediction.likely, now)}.")  # fmt: skip
 
 
 def job_start_payload(job, now: datetime | None = None) -> dict:

@@ -139,6 +139,16 @@ def job_match_summary(*, user, spec: JobSpec) -> MatchSummary | None:
     return request_match_summary(job_validate_request(user=user, spec=spec))
 
 
+def job_match_answer(*, user, spec: JobSpec) -> dict | None:
+    """The form's live answer: what matches `spec` (MatchSummary's fields) and what other
+    apps add (match_extras); None if the pool is down."""
+    request = job_validate_request(user=user, spec=spec)
+    summary = request_match_summary(request)
+    if summary is None:
+        return None
+    return {**dataclasses.asdict(summary), **match_extras(user=user, request=request)}
+
+
 def request_match_summary(request: JobRequest) -> MatchSummary | None:
     try:
         machines = get_bridge().pool_machines()
@@ -267,6 +277,24 @@ def batch_submitter_register(submitter: BatchSubmitter) -> None:
 
 def batch_submitters() -> tuple[BatchSubmitter, ...]:
     return tuple(_batch_submitters)
+
+
+# What other apps add to the form's live answer (jobs.views.job_match): each is called with
+# the user and the request being drafted, and returns fields to merge (a predicted start).
+_match_extras: list[Callable[..., dict]] = []
+
+
+def match_extra_register(extra: Callable[..., dict]) -> None:
+    """Called from the app's AppConfig.ready()."""
+    if extra not in _match_extras:
+        _match_extras.append(extra)
+
+
+def match_extras(*, user, request: JobRequest) -> dict:
+    answer: dict = {}
+    for extra in _match_extras:
+        answer.update(extra(user=user, request=request))
+    return answer
 
 
 def job_submit_to_pool(job_pk: int) -> Job:

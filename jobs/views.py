@@ -454,12 +454,12 @@ def job_match(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"ok": False, "errors": errors}, status=400)
     spec = form.to_spec(name="match")
     try:
-        summary = submission.job_match_summary(user=request.user, spec=spec)
+        answer = submission.job_match_answer(user=request.user, spec=spec)
     except specs.JobSubmissionError as exc:
         return JsonResponse({"ok": False, "errors": {exc.field: [exc.message]}}, status=400)
-    if summary is None:
+    if answer is None:
         return JsonResponse({"ok": False, "pool_down": True}, status=503)
-    return JsonResponse({"ok": True, **dataclasses.asdict(summary)})
+    return JsonResponse({"ok": True, **answer})
 
 
 @login_required

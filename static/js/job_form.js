@@ -14,7 +14,8 @@
       row.querySelector("input").focus();
     });
   }
-  const fields = ["gpus", "gpu_memory_gb", "gpu_capability", "cpus", "memory_gb"];
+  const fields = ["gpus", "gpu_memory_gb", "gpu_capability", "cpus", "memory_gb",
+    "max_runtime_minutes"];
   let timer = null;
   let latest = 0;  // answers to older requests are ignored
 
@@ -26,7 +27,7 @@
   async function check() {
     const asked = ++latest;
     const query = new URLSearchParams();
-    for (const name of fields) query.set(name, form.elements[name].value);
+    for (const name of fields) if (form.elements[name]) query.set(name, form.elements[name].value);
     try {
       const response = await fetch(`${form.dataset.matchUrl}?${query}`, { credentials: "same-origin" });
       const data = await response.json();
@@ -38,7 +39,8 @@
       const free = data.machines_free_now
         ? `${data.machines_free_now} free now${data.gpus_free_now ? `, ${data.gpus_free_now} GPUs` : ""}.`
         : data.busy_reason;
-      say(`${data.machines_matching} of ${data.machines_total} workstations${gpus} match. ${free}`, "ok");
+      const start = data.start_text ? ` ${data.start_text}` : "";
+      say(`${data.machines_matching} of ${data.machines_total} workstations${gpus} match. ${free}${start}`, "ok");
     } catch (error) {
       say("Could not ask the pool.");
     }

@@ -117,3 +117,24 @@ def test_starts_later_than_predicted_widen_the_next_ranges(campus, waiting, stud
     assert current.widened_by > 0
     shown = job_start_payload(later, now=campus)["prediction"]
     assert shown["latest"] - shown["earliest"] > current.latest - current.earliest
+
+
+def test_the_forms_live_answer_says_when_a_job_of_that_request_would_start(
+    campus, waiting, student_client
+):
+    answer = student_client.get(reverse("jobs:match"), {
+        "gpus": 2, "cpus": 1, "memory_gb": 1, "max_runtime_minutes": 60,
+    }).json()  # fmt: skip
+    assert answer["ok"] is True
+    # Both of ws-volta's GPUs free up when the running job ends, in about an hour, and the
+    # job already waiting (one GPU, of the same user) goes first.
+    assert answer["start_text"].startswith("Likely starts between")
+
+
+def test_with_the_pool_down_the_form_says_so_and_predicts_nothing(
+    campus, student_client, fake_bridge
+):
+    fake_bridge.down = True
+    answer = student_client.get(reverse("jobs:match"), {"gpus": 1, "cpus": 1, "memory_gb": 1})
+    assert answer.status_code == 503
+    assert answer.json()["pool_down"] is True and "start_text" not in answer.json()
