@@ -28,7 +28,8 @@ from datetime import datetime, timedelta
 
 import numpy as np
 from django.db import transaction
-from django.db.models import Sum
+from django.db.models import Count, F, Sum
+from django.db.models.functions import ExtractHour, ExtractIsoWeekDay, Greatest, TruncDay
 from django.utils import timezone
 
 from accounting.models import UsageRecord
@@ -37,7 +38,7 @@ from jobs.bridge import get_bridge
 from jobs.models import Job, JobState
 from jobs.specs import request_from_json
 
-from .model.availability import HOURS_PER_WEEK, SLOT_S, PoolModel, hour_of_week
+from .model.availability import HOURS_PER_WEEK, SLOT_S, PoolModel
 from .model.starts import (
     Arrivals,
     Calibration,
@@ -77,15 +78,18 @@ def stored_pool() -> PoolModel:
 
 
 def _decayed_usage(now: datetime) -> dict[int, float]:
-    """Each user's recent GPU-hours, each halving in weight after HALF_LIFE."""
+    """Each user's recent GPU-hours, each halving in weight after HALF_LIFE (summed by day in
+    the database: a few rows per user, however many runs)."""
     usage: dict[int, float] = defaultdict(float)
-    since = now - 7 * HALF_LIFE
-    rows = UsageRecord.objects.filter(started_at__gte=since).values_list(
-        "user_id", "started_at", "wall_s", "gpus"
+    by_day = (
+        UsageRecord.objects.filter(started_at__gte=now - 7 * HALF_LIFE)
+        .annotate(day=TruncDay("started_at"))
+        .values("user_id", "day")
+        .annotate(gpu_s=Sum(F("wall_s") * Greatest(F("gpus"), 1)))
     )
-    for user_id, started_at, wall_s, gpus in rows:
-        age = (now - started_at).total_seconds() / HALF_LIFE.total_seconds()
-        usage[user_id] += (wall_s or 0) * max(gpus, 1) / 3600 * 0.5**age
+    for row in by_day:
+        age = (now - row["day"]).total_seconds() / HALF_LIFE.total_seconds()
+        usage[row["user_id"]] += (row["gpu_s"] or 0) / 3600 * 0.5 ** max(age - 0.5, 0)
     return usage
 
 
@@ -116,19 +120,25 @@ def _expected_s(job: Job, median_runtime: float) -> float:
 
 
 def _arrivals(now: datetime, median_runtime: float) -> tuple[np.ndarray, list, Counter]:
-    """Jobs per slot by hour of the week over the last four weeks, their sizes, and how
-    many each user submitted."""
+    """Jobs per slot by hour of the week over the last four weeks (counted in the database),
+    the sizes of the latest ones, and how many each user submitted."""
     zone = campus_zone()
-    since = now - timedelta(weeks=4)
-    recent = list(Job.objects.filter(created_at__gte=since).only("created_at", "owner_id",
-                                                                 "gpus", "request"))  # fmt: skip
+    recent = Job.objects.filter(created_at__gte=now - timedelta(weeks=4))
     counts = np.zeros(HOURS_PER_WEEK)
-    for job in recent:
-        counts[hour_of_week(job.created_at, zone)] += 1
-    weeks = 4.0
-    per_slot = counts / weeks / (3600 / SLOT_S)
-    sizes = [WaitingJob(job.gpus, _expected_s(job, median_runtime)) for job in recent[-500:]]
-    return per_slot, sizes, Counter(job.owner_id for job in recent)
+    by_hour = (
+        recent.annotate(day=ExtractIsoWeekDay("created_at", tzinfo=zone),
+                        hour=ExtractHour("created_at", tzinfo=zone))
+        .values("day", "hour").annotate(jobs=Count("id"))
+    )  # fmt: skip
+    for row in by_hour:
+        counts[(row["day"] - 1) * 24 + row["hour"]] += row["jobs"]
+    per_slot = counts / 4.0 / (3600 / SLOT_S)
+    latest = recent.order_by("-created_at").only("gpus", "request")[:500]
+    sizes = [WaitingJob(job.gpus, _expected_s(job, median_runtime)) for job in latest]
+    submitters = Counter(
+        dict(recent.values("owner_id").annotate(jobs=Count("id")).values_list("owner_id", "jobs"))
+    )
+    return per_slot, sizes, submitters
 
 
 def _calibration(now: datetime) -> Calibration:

@@ -138,3 +138,25 @@ def test_with_the_pool_down_the_form_says_so_and_predicts_nothing(
     answer = student_client.get(reverse("jobs:match"), {"gpus": 1, "cpus": 1, "memory_gb": 1})
     assert answer.status_code == 503
     assert answer.json()["pool_down"] is True and "start_text" not in answer.json()
+
+
+def test_fair_share_puts_the_light_users_later_job_ahead_of_the_heavy_users(campus, student):
+    from accounting.models import UsageRecord
+    from tests.factories import UserFactory
+
+    lab = LabFactory()
+    job(student, lab, state=JobState.RUNNING, gpus=2, runtime_h=2, workstation="ws-volta",
+        started_at=campus - timedelta(hours=1))  # fmt: skip
+    heavy, light = UserFactory(), UserFactory()
+    past = job(heavy, lab, state=JobState.COMPLETED, gpus=2, finished_at=campus)
+    UsageRecord.objects.create(job=past, user=heavy, lab=lab, gpus=2, wall_s=10 * HOUR,
+                               started_at=campus - timedelta(hours=11),
+                               ended_at=campus - timedelta(hours=1))  # fmt: skip
+    first = job(heavy, lab, state=JobState.IDLE, gpus=2, submitted_at=campus - timedelta(hours=1))
+    second = job(light, lab, state=JobState.IDLE, gpus=2, submitted_at=campus)
+    starts_predict(now=campus)
+    heavy_start = StartPrediction.objects.get(job=first, first=False).likely
+    light_start = StartPrediction.objects.get(job=second, first=False).likely
+    # Both need both of ws-volta's GPUs: the light user's job takes them first, in an hour.
+    assert light_start < heavy_start
+    assert abs((light_start - campus).total_seconds() - HOUR) <= 15 * 60
