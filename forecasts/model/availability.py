@@ -101,11 +101,6 @@ def hour_of_week(moment: datetime, zone: ZoneInfo) -> int:
 
 
 @functools.lru_cache(maxsize=200_000)
-def _hour_of_week_at(epoch_s: int, zone: ZoneInfo) -> int:
-    return hour_of_week(datetime.fromtimestamp(epoch_s, UTC), zone)
-
-
-@functools.lru_cache(maxsize=200_000)
 def _quarter_of_week_at(epoch_s: int, zone: ZoneInfo) -> int:
     local = datetime.fromtimestamp(epoch_s, UTC).astimezone(zone)
     return (local.weekday() * 24 + local.hour) * 4 + local.minute // 15
@@ -117,20 +112,11 @@ def quarter_of_week(moment: datetime, zone: ZoneInfo) -> int:
 
 
 def _slot_quarters(history: History, zone: ZoneInfo) -> np.ndarray:
+    """The local quarter hour of the week of each slot's start (time zones change on whole
+    quarter hours)."""
     start = int(history.start.timestamp())
     return np.fromiter(
         (_quarter_of_week_at((start + i * history.slot_s) // 900 * 900, zone)
-         for i in range(len(history.states))),
-        dtype=np.int16, count=len(history.states),
-    )  # fmt: skip
-
-
-def _slot_hours(history: History, zone: ZoneInfo) -> np.ndarray:
-    """The local hour of the week of each slot's start (time zones change on whole
-    quarter hours, so each slot's is that of its quarter hour)."""
-    start = int(history.start.timestamp())
-    return np.fromiter(
-        (_hour_of_week_at((start + i * history.slot_s) // 900 * 900, zone)
          for i in range(len(history.states))),
         dtype=np.int16, count=len(history.states),
     )  # fmt: skip
@@ -204,8 +190,8 @@ class WorkstationModel:
     ) -> WorkstationModel:
         if history.slot_s != SLOT_S:
             raise ValueError(f"histories are in slots of {SLOT_S} s")
-        hours = _slot_hours(history, zone)
         quarters = _slot_quarters(history, zone)
+        hours = quarters // 4
         states = history.states
         remaining, censored = _remaining_free(states)
         runs, runs_censored = [], []
