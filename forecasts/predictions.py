@@ -33,7 +33,7 @@ from django.db.models.functions import ExtractHour, ExtractIsoWeekDay, Greatest,
 from django.utils import timezone
 
 from accounting.models import UsageRecord
-from condor_bridge import JobRequest, machine_fits
+from condor_bridge import JobRequest, PoolMachine, machine_fits
 from jobs.bridge import get_bridge
 from jobs.models import Job, JobState
 from jobs.specs import request_from_json
@@ -178,9 +178,11 @@ class _Pool:
     rng: np.random.Generator
 
     @classmethod
-    def now_(cls, now: datetime) -> _Pool:
+    def at(cls, now: datetime, pool_machines: list[PoolMachine] | None = None) -> _Pool:
+        """The pool at `now`; its machines queried unless given."""
         waiting = list(Job.objects.filter(state=JobState.IDLE, cluster_id__isnull=False))
-        pool_machines = get_bridge().pool_machines()
+        if pool_machines is None:
+            pool_machines = get_bridge().pool_machines()
         usage = _decayed_usage(now)
         waiting.sort(key=lambda job: (usage.get(job.owner_id, 0.0), job.submitted_at or now))
         ratios, median_runtime = _runtimes(now)
@@ -226,7 +228,7 @@ def starts_predict(*, now: datetime | None = None) -> int:
     order); returns how many were predicted."""
     if not Job.objects.filter(state=JobState.IDLE, cluster_id__isnull=False).exists():
         return 0
-    pool = _Pool.now_(now or timezone.now())
+    pool = _Pool.at(now or timezone.now())
     done = 0
     for position, job in enumerate(pool.waiting[:MOST_JOBS_PER_CYCLE]):
         request = request_from_json(job.request, job_id=str(job.public_id), job_dir=job.output_dir)
@@ -237,15 +239,10 @@ def starts_predict(*, now: datetime | None = None) -> int:
     return done
 
 
-def draft_start(*, user, request: JobRequest) -> dict:
+def draft_start(*, user, request: JobRequest, machines: list[PoolMachine]) -> dict:
     """For the form's live answer: when a job of this request, submitted now, would likely
-    start. Nothing when the pool's state cannot be read."""
-    from condor_bridge import BridgeError
-
-    try:
-        pool = _Pool.now_(timezone.now())
-    except BridgeError:
-        return {}
+    start, on the machines the match already read."""
+    pool = _Pool.at(timezone.now(), machines)
     mine = pool.usage.get(user.pk, 0.0)
     ahead = [job for job in pool.waiting if pool.usage.get(job.owner_id, 0.0) <= mine]
     prediction = pool.calibration.apply(pool.predict(request=request, owner_id=user.pk,

@@ -23,6 +23,7 @@ from condor_bridge import (
     InvalidJobRequest,
     JobRequest,
     MatchSummary,
+    PoolMachine,
     summarize_matches,
 )
 from condor_bridge.submit import description_text
@@ -141,12 +142,15 @@ def job_match_summary(*, user, spec: JobSpec) -> MatchSummary | None:
 
 def job_match_answer(*, user, spec: JobSpec) -> dict | None:
     """The form's live answer: what matches `spec` (MatchSummary's fields) and what other
-    apps add (match_extras); None if the pool is down."""
+    apps add (match_extras), from one pool query; None if the pool is down."""
     request = job_validate_request(user=user, spec=spec)
-    summary = request_match_summary(request)
-    if summary is None:
+    try:
+        machines = get_bridge().pool_machines()
+    except BridgeError:
         return None
-    return {**dataclasses.asdict(summary), **match_extras(user=user, request=request)}
+    summary = summarize_matches(request, machines)
+    extras = match_extras(user=user, request=request, machines=machines)
+    return {**dataclasses.asdict(summary), **extras}
 
 
 def request_match_summary(request: JobRequest) -> MatchSummary | None:
@@ -280,7 +284,8 @@ def batch_submitters() -> tuple[BatchSubmitter, ...]:
 
 
 # What other apps add to the form's live answer (jobs.views.job_match): each is called with
-# the user and the request being drafted, and returns fields to merge (a predicted start).
+# the user, the request being drafted and the pool's machines (already queried for the
+# match), and returns fields to merge (a predicted start).
 _match_extras: list[Callable[..., dict]] = []
 
 
@@ -290,10 +295,10 @@ def match_extra_register(extra: Callable[..., dict]) -> None:
         _match_extras.append(extra)
 
 
-def match_extras(*, user, request: JobRequest) -> dict:
+def match_extras(*, user, request: JobRequest, machines: list[PoolMachine]) -> dict:
     answer: dict = {}
     for extra in _match_extras:
-        answer.update(extra(user=user, request=request))
+        answer.update(extra(user=user, request=request, machines=machines))
     return answer
 
 
