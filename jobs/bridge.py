@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 
 from django.conf import settings
@@ -10,23 +11,50 @@ from condor_bridge import FileMode
 from plumbing.metrics import schedd_call_done
 
 
-@cache
+@dataclass(frozen=True)
+class BridgeSettings:
+    """Everything that decides which bridge the portal talks to."""
+
+    kind: str
+    collector: str
+    schedd_name: str | None
+    token_dir: str
+    mode: FileMode
+    instance: str
+
+    @classmethod
+    def current(cls) -> BridgeSettings:
+        return cls(
+            kind=settings.CONDOR_BRIDGE, collector=settings.CONDOR_COLLECTOR,
+            schedd_name=settings.CONDOR_SCHEDD_NAME, token_dir=str(settings.CONDOR_TOKEN_DIR),
+            mode=FileMode(settings.CONDOR_FILE_MODE), instance=settings.NIGHTSHIFT_INSTANCE,
+        )  # fmt: skip
+
+
 def get_bridge():
-    if settings.CONDOR_BRIDGE == "fake":
+    """The bridge the settings name, made once per distinct settings.
+
+    Keyed on the settings rather than made once for good: a bridge made while settings were
+    overridden (a request a test's browser sent as the test ended, say) must not outlive the
+    override and answer for the restored settings. CI once lost a dozen tests to a fake
+    bridge cached that way.
+    """
+    return bridge_for(BridgeSettings.current())
+
+
+@cache
+def bridge_for(chosen: BridgeSettings):
+    if chosen.kind == "fake":
         from condor_bridge.fake import FakeBridge
 
-        return FakeBridge(
-            mode=FileMode(settings.CONDOR_FILE_MODE),
-            instance=settings.NIGHTSHIFT_INSTANCE,
-            observer=schedd_call_done,
-        )
+        return FakeBridge(mode=chosen.mode, instance=chosen.instance, observer=schedd_call_done)
     from condor_bridge.schedd import HTCondorBridge
 
     return HTCondorBridge(
-        collector=settings.CONDOR_COLLECTOR,
-        schedd_name=settings.CONDOR_SCHEDD_NAME,
-        token_dir=str(settings.CONDOR_TOKEN_DIR),
-        mode=FileMode(settings.CONDOR_FILE_MODE),
-        instance=settings.NIGHTSHIFT_INSTANCE,
-        observer=schedd_call_done,
-    )
+        collector=chosen.collector, schedd_name=chosen.schedd_name, token_dir=chosen.token_dir,
+        mode=chosen.mode, instance=chosen.instance, observer=schedd_call_done,
+    )  # fmt: skip
+
+
+# A fresh bridge next time (a test's fresh fake, or the pool after a restart).
+get_bridge.cache_clear = bridge_for.cache_clear  # type: ignore[attr-defined]
