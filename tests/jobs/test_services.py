@@ -8,6 +8,7 @@ from django.utils import timezone
 from condor_bridge import BridgeError
 from condor_bridge import JobState as CondorState
 from jobs import actions, specs, staging, submission, sync
+from jobs.bridge import get_bridge
 from jobs.models import Job, JobState
 from tests.conftest import script_upload
 
@@ -457,6 +458,8 @@ def test_a_job_that_checkpoints_is_never_held_for_its_evictions(student, fake_br
 def test_in_spool_mode_the_portal_leaves_the_guard_to_htcondor(student, fake_bridge, settings):
     settings.MAX_EVICTIONS_WITHOUT_PROGRESS = 2
     settings.CONDOR_FILE_MODE = "spool"
+    spooling = get_bridge()  # the settings' bridge now: a fake in spool mode
+    assert spooling is not fake_bridge
     job = submission.job_submit_to_pool(submit(student, gpus=1).pk)
-    evict(fake_bridge, job, 3)
-    assert fake_bridge.actions == []
+    evict(spooling, job, 3)
+    assert spooling.actions == []
