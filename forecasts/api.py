@@ -1,10 +1,12 @@
-"""/api/v1/pool/placement/<workstation>/: the week of placement figures a workstation's kit
-publishes in its machine ad (deploy/execute-node/placement-figures)."""
+"""/api/v1/pool/placement/<workstation>/ and /api/v1/pool/reservations/<workstation>/: what a
+workstation's kit publishes in its machine ad (deploy/execute-node/placement-figures); a
+waiting job's predicted start; and the labs' reservations (/api/v1/reservations/)."""
 
 from __future__ import annotations
 
 import re
 
+from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
@@ -12,9 +14,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs.lookups import visible_job_or_404
+from labs.models import Lab
+from labs.selectors import labs_managed_by
 from plumbing.api import ApiError, ErrorSerializer
 
-from . import selectors
+from . import reservations, selectors
+from .models import Reservation
 
 WORKSTATION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
@@ -100,3 +105,157 @@ class JobStartView(APIView):
     def get(self, request: Request, public_id) -> Response:
         job = visible_job_or_404(request.user, public_id)
         return Response(JobStartSerializer(selectors.job_start_payload(job)).data)
+
+
+class KitReservationSerializer(serializers.Serializer):
+    id = serializers.UUIDField(source="public_id", help_text="The reservation's id.")
+    lab = serializers.CharField(
+        source="lab.name", help_text="The lab it holds the workstation for."
+    )
+    accounting_group = serializers.CharField(
+        source="lab.accounting_group", help_text="The HTCondor accounting group its jobs carry."
+    )
+    starts_at = serializers.DateTimeField(help_text="When the hold begins.")
+    ends_at = serializers.DateTimeField(help_text="When it ends.")
+
+
+class KitReservationsSerializer(serializers.Serializer):
+    workstation = serializers.CharField(help_text="The workstation, as the pool names it.")
+    reservations = KitReservationSerializer(
+        many=True, help_text="Its windows on now or starting in the next 14 days, soonest first."
+    )
+
+
+class KitReservationsView(APIView):
+    @extend_schema(
+        summary="A workstation's reservation windows (for its execute-node kit)",
+        description="Needs a token of an account allowed to view workstation forecasts (admins, "
+        "or the service account whose token the kit holds). A workstation nobody has reserved "
+        "gets an empty list.",
+        responses={
+            200: KitReservationsSerializer,
+            401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
+            403: OpenApiResponse(ErrorSerializer, description="Not allowed to read forecasts."),
+        },
+    )
+    def get(self, request: Request, workstation: str) -> Response:
+        if not request.user.has_perm("forecasts.view_workstationforecast"):
+            raise ApiError(
+                "Only admins, or the account whose token the execute-node kit holds, read a "
+                "workstation's reservations.", code="forbidden", status_code=403,
+            )  # fmt: skip
+        if not WORKSTATION_NAME.fullmatch(workstation):
+            raise ApiError("That is not a workstation name.", code="invalid", status_code=400)
+        found = reservations.reservations_for_kit(workstation)
+        payload = {"workstation": workstation, "reservations": found}
+        return Response(KitReservationsSerializer(payload).data)
+
+
+class ReservationSerializer(serializers.Serializer):
+    id = serializers.UUIDField(source="public_id", read_only=True, help_text="Its id.")
+    lab = serializers.IntegerField(source="lab_id", help_text="The lab it is for (its id).")
+    lab_name = serializers.CharField(
+        source="lab.name", read_only=True, help_text="That lab's name."
+    )
+    purpose = serializers.CharField(max_length=200, help_text="What it is for: a course, a demo.")
+    starts_at = serializers.DateTimeField(help_text="When the hold begins.")
+    ends_at = serializers.DateTimeField(help_text="When it ends.")
+    gpus_asked = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, source="gpus",
+        help_text="Ask for this many GPUs (whole workstations are held); or name workstations.",
+    )  # fmt: skip
+    workstations = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, max_length=200,
+        help_text="The workstations held (on create: the ones to hold, instead of a number).",
+    )  # fmt: skip
+    gpus = serializers.IntegerField(read_only=True, help_text="The GPUs of the workstations held.")
+    state = serializers.SerializerMethodField(help_text="upcoming, on, ended or cancelled.")
+    created_by = serializers.CharField(
+        source="created_by.get_username", read_only=True, default="", help_text="Who made it."
+    )
+
+    def get_state(self, reservation) -> str:
+        return reservation.state_at(timezone.now())
+
+
+class ReservationListView(APIView):
+    @extend_schema(
+        summary="The reservations on now or to come",
+        responses={
+            200: ReservationSerializer(many=True),
+            401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
+        },
+    )
+    def get(self, request: Request) -> Response:
+        live = reservations.reservations_live().select_related("created_by")
+        return Response(ReservationSerializer(live, many=True).data)
+
+    @extend_schema(
+        summary="Reserve workstations for a lab (its leads and admins)",
+        request=ReservationSerializer,
+        responses={
+            201: ReservationSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="Refused, with what to change."),
+            401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
+            403: OpenApiResponse(ErrorSerializer, description="Not a lead of that lab."),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        given = ReservationSerializer(data=request.data)
+        given.is_valid(raise_exception=True)
+        data = given.validated_data
+        lab = Lab.objects.filter(pk=data["lab_id"]).first()
+        if lab is None or not labs_managed_by(request.user).filter(pk=lab.pk).exists():
+            raise ApiError("Only a lead of that lab or an administrator reserves for it.",
+                           code="forbidden", status_code=403, field="lab")  # fmt: skip
+        asked = reservations.ReservationRequest(
+            lab=lab, purpose=data["purpose"], starts_at=data["starts_at"], ends_at=data["ends_at"],
+            gpus=data.get("gpus"), workstations=tuple(data.get("workstations") or ()),
+        )  # fmt: skip
+        try:
+            made = reservations.reservation_create(actor=request.user, asked=asked)
+        except reservations.ReservationError as exc:
+            raise ApiError(exc.message, code="invalid", status_code=400, field=exc.field) from exc
+        return Response(ReservationSerializer(made).data, status=201)
+
+
+class ReservationDetailView(APIView):
+    @extend_schema(
+        summary="One reservation",
+        responses={
+            200: ReservationSerializer,
+            401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
+            404: OpenApiResponse(ErrorSerializer, description="No such reservation."),
+        },
+    )
+    def get(self, request: Request, public_id) -> Response:
+        return Response(ReservationSerializer(_reservation_or_404(public_id)).data)
+
+    @extend_schema(
+        summary="Cancel a reservation (its lab's leads and admins)",
+        responses={
+            200: ReservationSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="It has ended already."),
+            401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
+            403: OpenApiResponse(ErrorSerializer, description="Not a lead of its lab."),
+            404: OpenApiResponse(ErrorSerializer, description="No such reservation."),
+        },
+    )
+    def delete(self, request: Request, public_id) -> Response:
+        reservation = _reservation_or_404(public_id)
+        if not labs_managed_by(request.user).filter(pk=reservation.lab_id).exists():
+            raise ApiError("Only a lead of its lab or an administrator cancels it.",
+                           code="forbidden", status_code=403)  # fmt: skip
+        try:
+            reservations.reservation_cancel(actor=request.user, reservation=reservation)
+        except reservations.ReservationError as exc:
+            raise ApiError(exc.message, code="invalid", status_code=400) from exc
+        return Response(ReservationSerializer(reservation).data)
+
+
+def _reservation_or_404(public_id) -> Reservation:
+    found = Reservation.objects.select_related("lab", "created_by").filter(public_id=public_id)
+    reservation = found.first()
+    if reservation is None:
+        raise ApiError("No such reservation.", code="not_found", status_code=404)
+    return reservation

@@ -8,9 +8,11 @@ class ForecastsConfig(AppConfig):
 
     def ready(self) -> None:
         from jobs.submission import match_extra_register
+        from plumbing.panels import panel_register
 
-        from . import tasks  # noqa: F401 - registers the Celery tasks by name
+        from . import reservations, tasks  # noqa: F401 - tasks: registers the Celery tasks by name
         from .predictions import draft_start
 
         # The form's live answer says when a job of the request drafted would start.
         match_extra_register(draft_start)
+        panel_register("lab", reservations.lab_reservations_panel)

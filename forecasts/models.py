@@ -1,3 +1,7 @@
+import uuid
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
 
@@ -50,3 +54,59 @@ class StartPrediction(models.Model):
 
     def __str__(self) -> str:
         return f"start of {self.job_id} predicted at {self.made_at:%Y-%m-%d %H:%M}"
+
+
+class Reservation(models.Model):
+    """A lab's hold on whole workstations for a window: other labs' jobs do not start on them
+    while it lasts, and the lab's own jobs go first. HTCondor enforces it: each held
+    workstation's execute-node kit publishes the window in its machine ad, and the kit's START
+    and RANK expressions honour it (deploy/execute-node/nightshift-execute.conf)."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    lab = models.ForeignKey("labs.Lab", on_delete=models.CASCADE, related_name="reservations")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    purpose = models.CharField(max_length=200, help_text="What it is for: a course, a demo.")
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    gpus_asked = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The GPUs asked for; empty when workstations were named."
+    )
+    workstations = ArrayField(models.CharField(max_length=200), help_text="The workstations held.")
+    gpus = models.PositiveIntegerField(help_text="The GPUs of the workstations held.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    cancelled_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )  # fmt: skip
+
+    class Meta:
+        ordering = ["starts_at", "pk"]
+        indexes = [models.Index(fields=["ends_at"], name="reservation_ends_at")]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(ends_at__gt=models.F("starts_at")),
+                name="reservation_ends_after_start",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.lab} {self.starts_at:%Y-%m-%d %H:%M}: {', '.join(self.workstations)}"
+
+    @property
+    def hours(self) -> float:
+        return (self.ends_at - self.starts_at).total_seconds() / 3600
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.gpus * self.hours
+
+    def state_at(self, moment) -> str:
+        """ "cancelled", "ended", "on" (its window holds now) or "upcoming"."""
+        if self.cancelled_at is not None:
+            return "cancelled"
+        if moment >= self.ends_at:
+            return "ended"
+        return "on" if moment >= self.starts_at else "upcoming"

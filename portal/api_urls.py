@@ -118,6 +118,17 @@ urlpatterns = [
         forecasts_api.PlacementFiguresView.as_view(),
         name="placement-figures",
     ),
+    path(
+        "pool/reservations/<str:workstation>/",
+        forecasts_api.KitReservationsView.as_view(),
+        name="kit-reservations",
+    ),
+    path("reservations/", forecasts_api.ReservationListView.as_view(), name="reservation-list"),
+    path(
+        "reservations/<uuid:public_id>/",
+        forecasts_api.ReservationDetailView.as_view(),
+        name="reservation-detail",
+    ),
     path("me/", accounts_api.MeView.as_view(), name="me"),
     path("tokens/", accounts_api.TokenListView.as_view(), name="token-list"),
     path("tokens/<int:token_id>/", accounts_api.TokenDetailView.as_view(), name="token-detail"),

@@ -274,6 +274,9 @@ USAGE_ADVICE_MIN_S = env_int("NIGHTSHIFT_USAGE_ADVICE_MIN_S", 60, minimum=1)
 FORECAST_HISTORY_DAYS = env_int("NIGHTSHIFT_FORECAST_HISTORY_DAYS", 56, minimum=1)
 # How often every waiting job's start is predicted again.
 START_PREDICTION_INTERVAL_S = env_int("NIGHTSHIFT_START_PREDICTION_S", 60, minimum=10)
+# The longest window a lab lead may reserve workstations for, and how far ahead.
+RESERVATION_MAX_HOURS = env_int("NIGHTSHIFT_RESERVATION_MAX_HOURS", 72, minimum=1)
+RESERVATION_AHEAD_DAYS = env_int("NIGHTSHIFT_RESERVATION_AHEAD_DAYS", 60, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     "sync-jobs": {"task": "jobs.tasks.sync_jobs", "schedule": JOB_SYNC_INTERVAL},
     "advance-studies": {"task": "jobs.tasks.advance_studies", "schedule": STUDY_INTERVAL_S},

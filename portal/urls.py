@@ -7,6 +7,7 @@ from django.views.generic import RedirectView
 
 from accounting import urls as accounting_urls
 from experiments import urls as experiments_urls
+from forecasts import urls as forecasts_urls
 from jobs import urls as jobs_urls
 from jobs.views import healthz, pool
 from labs import urls as labs_urls
@@ -18,6 +19,10 @@ def sweep_admin_moved(request: HttpRequest, rest: str) -> HttpResponsePermanentR
     target = f"{reverse('admin:index')}experiments/sweep/{rest}"
     return HttpResponsePermanentRedirect(f"{target}?{query}" if query else target)
 
+
+# A lab's pages, from the apps that own them: usage (accounting), members (labs),
+# reservations (forecasts).
+LAB_URLS = accounting_urls.lab_urlpatterns + labs_urls.urlpatterns + forecasts_urls.lab_urlpatterns
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="jobs:list", permanent=False)),
@@ -41,7 +46,7 @@ urlpatterns = [
     ),
     path("accounts/", include("accounts.urls")),
     path("oidc/", include("mozilla_django_oidc.urls")),
-    path("labs/", include((accounting_urls.lab_urlpatterns + labs_urls.urlpatterns, "labs"))),
+    path("labs/", include((LAB_URLS, "labs"))),
     path("reports/utilisation/", include("usage.report_urls")),
     path("reports/", include("accounting.urls")),
     path("environments/", include("environments.urls")),

@@ -1,5 +1,7 @@
 from django import template
+from django.utils import timezone
 
+from forecasts.reservations import held_text, reservations_by_workstation
 from forecasts.selectors import forecasts_now, job_start_payload
 
 register = template.Library()
@@ -20,3 +22,18 @@ def workstation_forecast(forecasts: dict, name: str) -> dict:
 def start_prediction(job) -> dict:
     """A waiting job's predicted start, refreshed on its page while it waits."""
     return {"job": job, **job_start_payload(job)}
+
+
+@register.simple_tag
+def pool_reservations() -> dict:
+    """Each workstation's reservation on now, or else its next one, by name (one query)."""
+    return reservations_by_workstation()
+
+
+@register.inclusion_tag("forecasts/_workstation_reservation.html")
+def workstation_reservation(found: dict, name: str) -> dict:
+    reservation = found.get(name)
+    if reservation is None:
+        return {"reservation": None}
+    return {"reservation": reservation, "on": reservation.state_at(timezone.now()) == "on",
+            "text": held_text(reservation)}  # fmt: skip

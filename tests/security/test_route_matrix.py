@@ -14,11 +14,13 @@ did not exist, on the web and in the API.
 
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
@@ -28,6 +30,7 @@ from datasets import services as dataset_services
 from datasets.models import DatasetUpload
 from environments.services import environment_create
 from experiments import sweeps
+from forecasts.models import Reservation
 from jobs import specs, submission, sync
 from live_sessions.services import live_token_create
 from tests.conftest import client_with_token, script_upload
@@ -85,6 +88,13 @@ TABLE = {
     # The execute-node kit's figures: its service account (the permission) or admins only;
     # the world has no forecast, so the admin hears there is none yet.
     "api:placement-figures": [("get", (401, 403, 403, 403, 403, 404))],
+    "api:kit-reservations": [("get", (401, 403, 403, 403, 403, 200))],
+    # Reservations are public to the signed in (the pool page shows them); the lab's leads
+    # and admins make and cancel them. An empty one is refused as invalid.
+    "api:reservation-list": [("get", (401, 200, 200, 200, 200, 200)),
+                             ("post", (401, 400, 400, 400, 400, 400))],
+    "api:reservation-detail": [("get", (401, 200, 200, 200, 200, 200)),
+                               ("delete", (401, 403, 403, 403, 200, 200))],
     "api:me": [("get", (401, 200, 200, 200, 200, 200))],
     "api:token-list": [("get", (401, 200, 200, 200, 200, 200))],
     # Reports: leads (their labs) and admins only.
@@ -155,6 +165,9 @@ TABLE = {
     # The owner's lab and membership: its lead and admins manage it.
     "labs:detail": [("get", (LOGIN, 404, 404, 404, 200, 200))],
     "labs:member_remove": [("post", (LOGIN, 404, 404, 404, 302, 302))],
+    "labs:reservation_new": [("get", (LOGIN, 404, 404, 404, 200, 200)),
+                             ("post", (LOGIN, 404, 404, 404, 200, 200))],
+    "labs:reservation_cancel": [("post", (LOGIN, 404, 404, 404, 302, 302))],
     # Environments: everyone lists theirs and the site's; the owner's private one is theirs
     # (and admins') alone, its lab's lead included. Test builds are jobs of whoever asks.
     "environments:list": [("get", (LOGIN, 200, 200, 200, 200, 200))],
@@ -209,6 +222,7 @@ class World:
     dataset_import: object
     dataset_upload: object
     live_token_id: int
+    reservation: object
 
 
 @pytest.fixture
@@ -253,6 +267,10 @@ def world(fake_bridge):
         dataset_upload=DatasetUpload.objects.create(owner=owner, upload_length=10,
                                                     upload_metadata="{}"),
         live_token_id=live_token_create(user=owner, job=job, name="script")[0].pk,
+        reservation=Reservation.objects.create(
+            lab=vision, purpose="Course", starts_at=timezone.now() + timedelta(hours=1),
+            ends_at=timezone.now() + timedelta(hours=2), workstations=["ws-volta"], gpus=2,
+        ),
     )  # fmt: skip
 
 
@@ -282,6 +300,8 @@ def url_of(key, pattern, name, world):
     }  # fmt: skip
     if name is None:
         return "/" + re.sub(r"\^\(\?P<path>.*\)\$$", "nothing-here/", pattern)
+    if name and "reservation" in name:
+        values["public_id"] = world.reservation.public_id
     if name and "sweep" in name:
         values["public_id"] = world.sweep.public_id
     if name == "utilisation:export":

@@ -1,0 +1,102 @@
+"""The execute-node kit's cron job publishes a workstation's reservation window, read from the
+real portal at every run: the window on now, or else the next; the last windows read through
+an outage; and a lab's name that could break the machine ad, escaped."""
+
+import subprocess
+import sys
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import Permission
+from django.urls import reverse
+from django.utils import timezone
+
+from accounts import services as account_services
+from forecasts.models import Reservation
+from tests.conftest import client_with_token
+from tests.factories import LabFactory, UserFactory
+from tests.forecasts.test_placement_figures import SCRIPT
+
+RESERVATION_ATTRIBUTES = ["NightshiftReservedFor", "NightshiftReservedLab",
+                          "NightshiftReservedFrom", "NightshiftReservedUntil"]  # fmt: skip
+
+
+@pytest.fixture
+def kit_token(db):
+    account = UserFactory(username="workstations")
+    account.user_permissions.add(Permission.objects.get(codename="view_workstationforecast"))
+    return account_services.token_create(user=account, name="kit").secret
+
+
+def hold(lab, *, starts_in: timedelta, hours: float, workstation="ws-volta") -> Reservation:
+    start = timezone.now() + starts_in
+    return Reservation.objects.create(
+        lab=lab, purpose="Course", starts_at=start, ends_at=start + timedelta(hours=hours),
+        workstations=[workstation], gpus=2,
+    )  # fmt: skip
+
+
+def run_kit(tmp_path, portal: str, token: str) -> tuple[list[str], str]:
+    token_file = tmp_path / "kit.token"
+    token_file.write_text(token + "\n")
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), "--portal", portal, "--token-file", str(token_file),
+         "--name", "ws-volta", "--cache", str(tmp_path / "figures.json"),
+         "--reservations-cache", str(tmp_path / "reservations.json")],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    lines = result.stdout.splitlines()
+    return [line for line in lines if line.startswith("NightshiftReserved")], result.stderr
+
+
+def published(lines: list[str]) -> dict[str, str]:
+    return dict(line.split(" = ", 1) for line in lines)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_window_on_now_is_published_before_a_later_one(live_server, kit_token, tmp_path):
+    vision = LabFactory(name="Vision", accounting_group="group_vision")
+    later = hold(LabFactory(name="NLP"), starts_in=timedelta(hours=5), hours=2)
+    now_on = hold(vision, starts_in=-timedelta(minutes=10), hours=2)
+    lines, errors = run_kit(tmp_path, live_server.url, kit_token)
+    assert published(lines) == {
+        "NightshiftReservedFor": '"group_vision"', "NightshiftReservedLab": '"Vision"',
+        "NightshiftReservedFrom": str(int(now_on.starts_at.timestamp())),
+        "NightshiftReservedUntil": str(int(now_on.ends_at.timestamp())),
+    }, errors  # fmt: skip
+    now_on.delete()
+    lines, _ = run_kit(tmp_path, live_server.url, kit_token)
+    assert published(lines)["NightshiftReservedFrom"] == str(int(later.starts_at.timestamp()))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_no_window_publishes_undefined_and_an_outage_keeps_the_last_read(
+    live_server, kit_token, tmp_path
+):
+    hold(LabFactory(name="Vision"), starts_in=-timedelta(minutes=1), hours=1, workstation="ws-x")
+    lines, _ = run_kit(tmp_path, live_server.url, kit_token)
+    assert published(lines) == dict.fromkeys(RESERVATION_ATTRIBUTES, "undefined")
+    hold(LabFactory(name="NLP"), starts_in=-timedelta(minutes=1), hours=1)
+    run_kit(tmp_path, live_server.url, kit_token)
+    # The portal is gone: what was read last still stands.
+    lines, errors = run_kit(tmp_path, "http://127.0.0.1:9", kit_token)
+    assert "reservations: could not fetch them" in errors
+    assert published(lines)["NightshiftReservedLab"] == '"NLP"'
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_hostile_lab_name_stays_one_escaped_string(live_server, kit_token, tmp_path):
+    hostile = 'Evil" \\\nSTART = True\nNightshiftReservedFor = "x'
+    hold(LabFactory(name=hostile), starts_in=-timedelta(minutes=1), hours=1)
+    lines, _ = run_kit(tmp_path, live_server.url, kit_token)
+    assert len(lines) == 4
+    assert published(lines)["NightshiftReservedLab"] == (
+        '"Evil\\" \\\\START = TrueNightshiftReservedFor = \\"x"'
+    )
+
+
+@pytest.mark.django_db
+def test_students_cannot_read_a_workstations_reservations(student, client):
+    url = reverse("api:kit-reservations", kwargs={"workstation": "ws-volta"})
+    assert client_with_token(student).get(url).status_code == 403
+    assert client.get(url).status_code == 401
