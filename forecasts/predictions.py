@@ -42,15 +42,18 @@ from .model.availability import HOURS_PER_WEEK, SLOT_S, PoolModel
 from .model.starts import (
     Arrivals,
     Calibration,
+    InterruptionForecast,
     Machine,
     RunningJob,
     StartPrediction,
     WaitingJob,
     calibrate,
+    expected_interruptions,
     predict_start,
 )
 from .models import StartPrediction as StoredPrediction
 from .models import WorkstationForecast
+from .reservations import held_text, reservations_live, window_text
 from .services import campus_zone, history_of
 from .texts import start_text
 
@@ -61,6 +64,9 @@ FUTURES = 32
 MOST_JOBS_PER_CYCLE = 200
 HALF_LIFE = timedelta(days=1)
 DEFAULT_RUNTIME_S = 3600.0
+# What saving a checkpoint costs, for the suggested interval: a minute, as for a model and its
+# optimizer state of a few GB; the portal cannot know a job's own.
+CHECKPOINT_COST = timedelta(minutes=1)
 
 _pool_cache: dict[tuple, PoolModel] = {}
 
@@ -176,6 +182,7 @@ class _Pool:
     submitters: Counter
     calibration: Calibration
     rng: np.random.Generator
+    reserved_now: list[tuple[str, list[str]]]  # (the lab's accounting group, workstations)
 
     @classmethod
     def at(cls, now: datetime, pool_machines: list[PoolMachine] | None = None) -> _Pool:
@@ -204,10 +211,37 @@ class _Pool:
             usage=usage, ratios=ratios, median_runtime=median_runtime, model=stored_pool(),
             per_slot=per_slot, sizes=sizes, submitters=submitters,
             calibration=_calibration(now), rng=np.random.default_rng(int(now.timestamp())),
+            reserved_now=[(r.lab.accounting_group, r.workstations)
+                          for r in reservations_live(now).filter(starts_at__lte=now)],
+        )  # fmt: skip
+
+    def fitting(self, request: JobRequest) -> set[str]:
+        """The workstations a job of `request` fits."""
+        return {m.name for m in self.pool_machines if machine_fits(request, m)}
+
+    def open_to(self, request: JobRequest) -> set[str]:
+        """The workstations it fits that no other lab's reservation holds now."""
+        held = {name for group, names in self.reserved_now if group != request.accounting_group
+                for name in names}  # fmt: skip
+        return self.fitting(request) - held
+
+    def interruptions(self, request: JobRequest, *, start: datetime) -> InterruptionForecast | None:
+        """Owners' expected interruptions of a run of its maximum runtime from `start`, on
+        the workstation its rank prefers: the one likeliest to stay free that long."""
+        names = sorted(self.open_to(request))
+        if not request.max_runtime_s or not names:
+            return None
+        hours = request.max_runtime_s / 3600
+        best = max(
+            names, key=lambda name: self.model.model(name).stay_free(start, hours).probability
+        )
+        return expected_interruptions(
+            model=self.model.model(best), start=start,
+            runtime=timedelta(seconds=request.max_runtime_s), cost=CHECKPOINT_COST,
         )  # fmt: skip
 
     def predict(self, *, request: JobRequest, owner_id: int, ahead: list[Job]) -> StartPrediction:
-        fitting = {m.name for m in self.pool_machines if machine_fits(request, m)}
+        fitting = self.open_to(request)
         mine = self.usage.get(owner_id, 0.0)
         total = sum(self.submitters.values()) or 1
         share = sum(count for user, count in self.submitters.items()
@@ -240,14 +274,42 @@ def starts_predict(*, now: datetime | None = None) -> int:
 
 
 def draft_start(*, user, request: JobRequest, machines: list[PoolMachine]) -> dict:
-    """For the form's live answer: when a job of this request, submitted now, would likely
-    start, on the machines the match already read."""
+    """For the form's live answer, on the machines the match already read: when a job of this
+    request, submitted now, would likely start; how often owners would interrupt it (with a
+    maximum runtime); and the reservations that keep it off workstations or put it first."""
     pool = _Pool.at(timezone.now(), machines)
     mine = pool.usage.get(user.pk, 0.0)
     ahead = [job for job in pool.waiting if pool.usage.get(job.owner_id, 0.0) <= mine]
     prediction = pool.calibration.apply(pool.predict(request=request, owner_id=user.pk,
                                                      ahead=ahead))  # fmt: skip
-    return {"start_text": start_text(prediction, pool.now)}
+    interruptions = pool.interruptions(request, start=prediction.likely)
+    return {
+        "start_text": start_text(prediction, pool.now),
+        "interruptions_text": interruptions.text() if interruptions else "",
+        "reservation_text": reservations_text(request, pool.fitting(request), pool.now),
+    }
+
+
+def reservations_text(request: JobRequest, fitting: set[str], now: datetime) -> str:
+    """What reservations on now or in the next day mean for a job of `request`."""
+    mine, others = [], []
+    for reservation in reservations_live(now).filter(starts_at__lt=now + timedelta(days=1)):
+        held = sorted(fitting & set(reservation.workstations))
+        if held:
+            ours = reservation.lab.accounting_group == request.accounting_group
+            (mine if ours else others).append((reservation, held))
+    parts = []
+    for reservation, held in others:
+        parts.append(f"{_names(held)} {'is' if len(held) == 1 else 'are'} "
+                     f"{held_text(reservation)}: this job will not start there then.")  # fmt: skip
+    for reservation, held in mine:
+        parts.append(f"Your lab's reservation puts it first on {_names(held)} "
+                     f"{window_text(reservation)}.")  # fmt: skip
+    return " ".join(parts)
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _store(job: Job, prediction: StartPrediction, calibration: Calibration) -> None:

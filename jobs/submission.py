@@ -105,8 +105,10 @@ def job_validate_request(*, user, spec: JobSpec, script_name: str = "train.py") 
         check_text("name", spec.name, max_length=200)
         if spec.entry_command:
             check_text("entry_command", spec.entry_command, max_length=4096)
+        # The lab's accounting group too: the preview shows it, and reservations go by it.
+        lab = lab_for_submission(user=user, lab_id=spec.lab_id)
         return request_from_json(
-            request_fields(spec, script_name=script_name, user=user),
+            request_fields(spec, script_name=script_name, user=user, lab=lab),
             job_id="validation",
             job_dir=str(settings.JOBS_DIR),
         )

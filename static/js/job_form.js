@@ -39,8 +39,9 @@
       const free = data.machines_free_now
         ? `${data.machines_free_now} free now${data.gpus_free_now ? `, ${data.gpus_free_now} GPUs` : ""}.`
         : data.busy_reason;
-      const start = data.start_text ? ` ${data.start_text}` : "";
-      say(`${data.machines_matching} of ${data.machines_total} workstations${gpus} match. ${free}${start}`, "ok");
+      const more = [data.start_text, data.interruptions_text, data.reservation_text]
+        .filter(Boolean).map((text) => ` ${text}`).join("");
+      say(`${data.machines_matching} of ${data.machines_total} workstations${gpus} match. ${free}${more}`, "ok");
     } catch (error) {
       say("Could not ask the pool.");
     }

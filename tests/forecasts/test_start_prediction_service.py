@@ -160,3 +160,44 @@ def test_fair_share_puts_the_light_users_later_job_ahead_of_the_heavy_users(camp
     # Both need both of ws-volta's GPUs: the light user's job takes them first, in an hour.
     assert light_start < heavy_start
     assert abs((light_start - campus).total_seconds() - HOUR) <= 15 * 60
+
+
+def test_the_forms_live_answer_expects_interruptions_and_suggests_a_checkpoint_interval(
+    campus, student_client
+):
+    answer = student_client.get(reverse("jobs:match"), {
+        "gpus": 1, "cpus": 1, "memory_gb": 1, "max_runtime_minutes": 600,
+    }).json()  # fmt: skip
+    # Three weeks without an owner: interruptions are unlikely, and the longest interval.
+    assert answer["interruptions_text"] == (
+        "Interruptions are unlikely; checkpoint every 60 minutes anyway."
+    )
+    without_limit = student_client.get(reverse("jobs:match"), {"gpus": 1, "cpus": 1,
+                                                               "memory_gb": 1}).json()  # fmt: skip
+    assert without_limit["interruptions_text"] == ""
+
+
+def test_the_forms_live_answer_names_the_reservations_that_keep_the_job_off(
+    campus, waiting, student, student_client
+):
+    from forecasts.models import Reservation
+    from tests.factories import MembershipFactory
+
+    mine = MembershipFactory(user=student, lab=LabFactory(name="Vision")).lab
+    theirs = LabFactory(name="NLP")
+    now = timezone.now()
+    held = Reservation.objects.create(
+        lab=theirs, purpose="Demo", starts_at=now - timedelta(minutes=5),
+        ends_at=now + timedelta(hours=3), workstations=["ws-volta"], gpus=2,
+    )  # fmt: skip
+    asked = {"gpus": 2, "cpus": 1, "memory_gb": 1, "max_runtime_minutes": 60}
+    answer = student_client.get(reverse("jobs:match"), asked).json()
+    assert answer["reservation_text"].startswith("ws-volta is reserved for NLP from ")
+    assert answer["reservation_text"].endswith(": this job will not start there then.")
+    # ws-volta is the one workstation with two GPUs: nothing else may start it meanwhile.
+    assert answer["start_text"].startswith("It may wait more than 2 days")
+    held.lab = mine
+    held.save()
+    answer = student_client.get(reverse("jobs:match"), asked).json()
+    assert answer["reservation_text"].startswith("Your lab's reservation puts it first on ws-volta")
+    assert answer["start_text"].startswith("Likely starts between")
