@@ -10,7 +10,7 @@ then refuses other labs' jobs inside the window, and its RANK puts the lab's own
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -86,7 +86,8 @@ def reservation_create(*, actor, asked: ReservationRequest) -> Reservation:
         audit_record(
             action="reservation.create", actor=actor, target=reservation,
             detail=f"{lab.name}: {', '.join(reservation.workstations)} ({gpus} GPUs) from "
-            f"{asked.starts_at:%Y-%m-%d %H:%M} to {asked.ends_at:%Y-%m-%d %H:%M} UTC",
+            f"{asked.starts_at.astimezone(UTC):%Y-%m-%d %H:%M} to "
+            f"{asked.ends_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC",
         )  # fmt: skip
     return reservation
 
