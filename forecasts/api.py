@@ -24,6 +24,16 @@ from .models import Reservation
 WORKSTATION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
+def check_kit_request(request: Request, workstation: str, *, what: str) -> None:
+    """What an execute-node kit may ask: its token's account may view forecasts (the kit's
+    service account, or an admin), and the name is a workstation's."""
+    if not request.user.has_perm("forecasts.view_workstationforecast"):
+        raise ApiError(f"Only admins, or the account whose token the execute-node kit holds, "
+                       f"read {what}.", code="forbidden", status_code=403)  # fmt: skip
+    if not WORKSTATION_NAME.fullmatch(workstation):
+        raise ApiError("That is not a workstation name.", code="invalid", status_code=400)
+
+
 class PlacementFiguresSerializer(serializers.Serializer):
     workstation = serializers.CharField(help_text="The workstation, as the pool names it.")
     fitted_at = serializers.DateTimeField(help_text="When the forecast was learnt.")
@@ -54,13 +64,7 @@ class PlacementFiguresView(APIView):
         },
     )
     def get(self, request: Request, workstation: str) -> Response:
-        if not request.user.has_perm("forecasts.view_workstationforecast"):
-            raise ApiError(
-                "Only admins, or the account whose token the execute-node kit holds, read "
-                "placement figures.", code="forbidden", status_code=403,
-            )  # fmt: skip
-        if not WORKSTATION_NAME.fullmatch(workstation):
-            raise ApiError("That is not a workstation name.", code="invalid", status_code=400)
+        check_kit_request(request, workstation, what="placement figures")
         figures = selectors.placement_figures(workstation)
         if figures is None:
             raise ApiError(
@@ -82,6 +86,10 @@ class StartPredictionSerializer(serializers.Serializer):
         help_text="The share of the futures played in which it started within the horizon."
     )
     text = serializers.CharField(help_text="What the job's page says.")
+    interruptions = serializers.CharField(
+        help_text="With a maximum runtime: owners' expected interruptions of the run and the "
+        "checkpoint interval suggested (empty without one)."
+    )
 
 
 class JobStartSerializer(serializers.Serializer):
@@ -139,13 +147,7 @@ class KitReservationsView(APIView):
         },
     )
     def get(self, request: Request, workstation: str) -> Response:
-        if not request.user.has_perm("forecasts.view_workstationforecast"):
-            raise ApiError(
-                "Only admins, or the account whose token the execute-node kit holds, read a "
-                "workstation's reservations.", code="forbidden", status_code=403,
-            )  # fmt: skip
-        if not WORKSTATION_NAME.fullmatch(workstation):
-            raise ApiError("That is not a workstation name.", code="invalid", status_code=400)
+        check_kit_request(request, workstation, what="a workstation's reservations")
         found = reservations.reservations_for_kit(workstation)
         payload = {"workstation": workstation, "reservations": found}
         return Response(KitReservationsSerializer(payload).data)

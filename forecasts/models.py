@@ -45,6 +45,11 @@ class StartPrediction(models.Model):
     horizon_s = models.PositiveIntegerField()
     within_horizon = models.FloatField(help_text="The share of futures it started in.")
     widened_by = models.FloatField(default=0, help_text="The calibration's widening (log).")
+    interruptions = models.CharField(
+        max_length=200, blank=True, default="", db_default="",
+        help_text="Owners' expected interruptions of a run of its maximum runtime from the "
+        "likely start, and the checkpoint interval suggested; empty without a maximum runtime.",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["-made_at"]

@@ -268,7 +268,9 @@ def starts_predict(*, now: datetime | None = None) -> int:
         request = request_from_json(job.request, job_id=str(job.public_id), job_dir=job.output_dir)
         prediction = pool.predict(request=request, owner_id=job.owner_id,
                                   ahead=pool.waiting[:position])  # fmt: skip
-        _store(job, prediction, pool.calibration)
+        interruptions = pool.interruptions(request, start=prediction.likely)
+        _store(job, prediction, pool.calibration,
+               interruptions=interruptions.text() if interruptions else "")  # fmt: skip
         done += 1
     return done
 
@@ -312,8 +314,10 @@ def _names(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
-def _store(job: Job, prediction: StartPrediction, calibration: Calibration) -> None:
+def _store(job: Job, prediction: StartPrediction, calibration: Calibration, *,
+           interruptions: str = "") -> None:  # fmt: skip
     fields = {
+        "interruptions": interruptions,
         "made_at": prediction.made_at, "earliest": prediction.earliest,
         "likely": prediction.likely, "latest": prediction.latest,
         "horizon_s": int(prediction.horizon.total_seconds()),

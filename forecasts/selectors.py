@@ -92,5 +92,6 @@ def job_start_payload(job, now: datetime | None = None) -> dict:
             "likely": prediction.likely, "latest": prediction.latest,
             "coverage": prediction.coverage, "within_horizon": prediction.within_horizon,
             "text": start_text(prediction, now),
+            "interruptions": stored.interruptions,
         },
     }  # fmt: skip

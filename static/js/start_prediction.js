@@ -1,9 +1,11 @@
-// Refreshes a waiting job's predicted start on its page, every 30 seconds while it waits.
+// Refreshes a waiting job's predicted start (and its expected interruptions) on its page,
+// every 30 seconds while it waits.
 (function () {
   "use strict";
   const line = document.querySelector("[data-role=start-prediction]");
   if (!line) return;
   const url = line.dataset.startUrl;
+  const interruptions = document.querySelector("[data-role=start-interruptions]");
 
   async function refresh() {
     let payload;
@@ -16,11 +18,16 @@
     }
     if (!payload.waiting) {
       line.hidden = true;
+      if (interruptions) interruptions.hidden = true;
       return;
     }
     if (payload.prediction) {
       line.textContent = payload.prediction.text;
       line.hidden = false;
+      if (interruptions) {
+        interruptions.textContent = payload.prediction.interruptions;
+        interruptions.hidden = !payload.prediction.interruptions;
+      }
     }
     window.setTimeout(refresh, 30000);
   }

@@ -89,6 +89,10 @@ def test_the_job_page_and_the_api_say_when_it_will_likely_start(campus, waiting,
     assert payload["prediction"]["text"].startswith("Likely starts between")
     live = student_client.get(reverse("forecasts:start", args=[waiting.public_id])).json()
     assert live["prediction"]["text"] == payload["prediction"]["text"]
+    # Its one-hour maximum runtime, on workstations no owner has touched for three weeks.
+    unlikely = "Interruptions are unlikely; checkpoint every 60 minutes anyway."
+    assert payload["prediction"]["interruptions"] == unlikely
+    assert unlikely in page
 
 
 def test_a_job_that_does_not_wait_has_no_prediction(campus, waiting):
