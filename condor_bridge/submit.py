@@ -21,6 +21,9 @@ STDOUT = "stdout.txt"
 STDERR = "stderr.txt"
 USER_LOG = "condor.log"
 JOB_ID_ATTR = "NightshiftJobId"
+FINISH_BY_ATTR = "NightshiftFinishBy"
+# Above every deadline's minute since 1970 until 2100 (LATEST_DEADLINE_S // 60 is 68.4 million).
+DEADLINE_PRIORITY_BASE = 100_000_000
 INSTANCE_ATTR = "NightshiftInstance"
 # The runtime limit a quota set, kept in the ad so that a removal can be explained.
 RUNTIME_LIMIT_ATTR = "NightshiftRuntimeLimit"
@@ -212,6 +215,11 @@ def build_submit_description(
     rank = rank_expression(request.max_runtime_s / 3600 if request.max_runtime_s else None)
     if rank:
         description["rank"] = rank
+    if request.finish_by_s is not None:
+        # Among one user's jobs the negotiator takes the highest priority first: the earlier
+        # the deadline, the higher (a minute's difference counts); jobs without one have 0.
+        description["priority"] = str(DEADLINE_PRIORITY_BASE - request.finish_by_s // 60)
+        description[f"My.{FINISH_BY_ATTR}"] = str(request.finish_by_s)
     holds = []
     if request.max_runtime_s:
         holds.append((

@@ -15,6 +15,10 @@ MAX_MEMORY_MB = 1024 * 1024
 MAX_DISK_MB = 10 * 1024 * 1024
 MIN_RUNTIME_S = 60
 MAX_RUNTIME_S = 30 * 24 * 3600
+# Deadlines between 2020 and 2100: their job priorities (condor_bridge.submit) stay positive
+# and within a 32-bit integer.
+EARLIEST_DEADLINE_S = 1_577_836_800
+LATEST_DEADLINE_S = 4_102_444_800
 MAX_ARGUMENTS = 200
 MAX_TEXT_LENGTH = 4096
 
@@ -123,6 +127,9 @@ class JobRequest:
     memory_mb: int = 2048
     disk_mb: int = 4096
     max_runtime_s: int | None = None
+    # When the user wants it finished (Unix seconds): the job goes ahead of their others with
+    # later deadlines or none (HTCondor's job priority; condor_bridge.submit).
+    finish_by_s: int | None = None
     # A limit the user did not choose (their lab's quota): HTCondor removes the job past it.
     remove_after_s: int | None = None
     output_paths: tuple[str, ...] = ("outputs",)
@@ -207,6 +214,8 @@ class JobRequest:
         _check_int("disk_mb", self.disk_mb, 16, MAX_DISK_MB)
         if self.max_runtime_s is not None:
             _check_int("max_runtime_s", self.max_runtime_s, MIN_RUNTIME_S, MAX_RUNTIME_S)
+        if self.finish_by_s is not None:
+            _check_int("finish_by_s", self.finish_by_s, EARLIEST_DEADLINE_S, LATEST_DEADLINE_S)
         if self.remove_after_s is not None:
             _check_int("remove_after_s", self.remove_after_s, MIN_RUNTIME_S, MAX_RUNTIME_S)
         _check_int("vacate_grace_s", self.vacate_grace_s, 1, 24 * 3600)

@@ -86,6 +86,9 @@ class StartPredictionSerializer(serializers.Serializer):
         help_text="The share of the futures played in which it started within the horizon."
     )
     text = serializers.CharField(help_text="What the job's page says.")
+    deadline = serializers.CharField(
+        help_text="With a time to finish by: how likely that is (empty without one)."
+    )
     interruptions = serializers.CharField(
         help_text="With a maximum runtime: owners' expected interruptions of the run and the "
         "checkpoint interval suggested (empty without one)."

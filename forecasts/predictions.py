@@ -24,7 +24,7 @@ import logging
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 from django.db import transaction
@@ -55,7 +55,7 @@ from .models import StartPrediction as StoredPrediction
 from .models import WorkstationForecast
 from .reservations import held_text, reservations_live, window_text
 from .services import campus_zone, history_of
-from .texts import start_text
+from .texts import deadline_text, start_text
 
 logger = logging.getLogger(__name__)
 
@@ -285,8 +285,14 @@ def draft_start(*, user, request: JobRequest, machines: list[PoolMachine]) -> di
     prediction = pool.calibration.apply(pool.predict(request=request, owner_id=user.pk,
                                                      ahead=ahead))  # fmt: skip
     interruptions = pool.interruptions(request, start=prediction.likely)
+    deadline = ""
+    if request.finish_by_s is not None:
+        finish_by = datetime.fromtimestamp(request.finish_by_s, tz=UTC)
+        deadline = deadline_text(prediction, finish_by=finish_by,
+                                 runtime_s=request.max_runtime_s, now=pool.now)  # fmt: skip
     return {
         "start_text": start_text(prediction, pool.now),
+        "deadline_text": deadline,
         "interruptions_text": interruptions.text() if interruptions else "",
         "reservation_text": reservations_text(request, pool.fitting(request), pool.now),
     }

@@ -9,12 +9,13 @@ from django.utils import timezone
 
 from condor_bridge.placement import STAY_FREE_HOURS
 from jobs.models import JobState
+from jobs.specs import deadline_of
 
 from .model.availability import quarter_of_week
 from .models import StartPrediction, WorkstationForecast
 from .predictions import shown
 from .services import campus_zone
-from .texts import start_text
+from .texts import deadline_text, start_text
 
 
 @dataclass(frozen=True)
@@ -93,5 +94,14 @@ def job_start_payload(job, now: datetime | None = None) -> dict:
             "coverage": prediction.coverage, "within_horizon": prediction.within_horizon,
             "text": start_text(prediction, now),
             "interruptions": stored.interruptions,
+            "deadline": _deadline(job, prediction, now),
         },
     }  # fmt: skip
+
+
+def _deadline(job, prediction, now: datetime) -> str:
+    finish_by = deadline_of(job.request)
+    if finish_by is None:
+        return ""
+    runtime_s = (job.request or {}).get("max_runtime_s")
+    return deadline_text(prediction, finish_by=finish_by, runtime_s=runtime_s, now=now)

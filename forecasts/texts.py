@@ -30,3 +30,45 @@ def start_text(prediction: StartPrediction, now: datetime) -> str:
     return (f"Likely starts between {_clock(prediction.earliest, now)} and "
             f"{_clock(prediction.latest, now)} (80 % chance); most likely around "
             f"{_clock(prediction.likely, now)}.")  # fmt: skip
+
+
+def finish_chance(prediction: StartPrediction, cutoff: datetime) -> tuple[float, bool]:
+    """The chance the job starts by `cutoff`, read off the prediction's range (10 % at its
+    earliest, 50 % at the likely start, 90 % at its latest, straight lines between), and
+    whether that is a bound rather than an estimate (below the earliest, past the latest)."""
+    points = [(prediction.earliest, 0.1), (prediction.likely, 0.5)]
+    if prediction.latest is not None:
+        points.append((prediction.latest, 0.9))
+    if cutoff < points[0][0]:
+        return 0.1, True
+    for (start, low), (end, high) in zip(points, points[1:], strict=False):
+        if cutoff < end:
+            span = (end - start).total_seconds()
+            share = (cutoff - start).total_seconds() / span if span > 0 else 1.0
+            return low + (high - low) * share, False
+    return points[-1][1], True
+
+
+def deadline_text(prediction: StartPrediction, *, finish_by: datetime, runtime_s: int | None,
+                  now: datetime) -> str:  # fmt: skip
+    """Whether a job is likely to finish by its deadline, for the form and its page."""
+    when = _clock(finish_by, now)
+    if not runtime_s:
+        return f"Give a maximum runtime to know whether it can finish by {when}."
+    cutoff = finish_by - timedelta(seconds=runtime_s)
+    if cutoff < prediction.made_at:
+        return f"It cannot finish by {when}: its maximum runtime would end later."
+    chance, bound = finish_chance(prediction, cutoff)
+    percent = round(chance * 100)
+    if bound:
+        said = (f"unlikely (under {percent} %)" if chance < 0.5
+                else f"very likely (over {percent} %)" if chance >= 0.9
+                else f"possible (over {percent} %)")  # fmt: skip
+    elif chance >= 0.6:
+        said = f"likely (about {percent} %)"
+    elif chance >= 0.3:
+        said = f"uncertain (about {percent} %)"
+    else:
+        said = f"unlikely (about {percent} %)"
+    return (f"Finishing by {when} is {said}: it must start by {_clock(cutoff, now)}, and "
+            "owners' interruptions would add to its runtime.")  # fmt: skip

@@ -95,6 +95,13 @@ class JobSubmitForm(forms.Form):
         help_text="HTCondor holds the job if it runs longer. Leave empty for no limit.",
     )  # fmt: skip
 
+    finish_by = forms.DateTimeField(
+        label="Finish by", required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        help_text="Optional, in the campus time zone: the portal says whether that is likely, "
+        "and this job goes ahead of your jobs with later deadlines or none.",
+    )  # fmt: skip
+
     live_services = forms.MultipleChoiceField(
         label="While it runs", required=False, widget=forms.CheckboxSelectMultiple,
         choices=LIVE_SERVICE_CHOICES,
@@ -222,6 +229,7 @@ class JobSubmitForm(forms.Form):
             cpus=data["cpus"],
             memory_mb=round(data["memory_gb"] * 1024),
             max_runtime_s=self.max_runtime_s(),
+            finish_by=data.get("finish_by"),
             output_paths=data.get("keep_outputs") or ["outputs"],
             notify_by_email=bool(data.get("notify_by_email")),
             lab_id=data["lab"].pk if data.get("lab") else None,

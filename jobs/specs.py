@@ -7,6 +7,7 @@ import re
 import secrets
 import shlex
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from django.conf import settings
 
@@ -59,6 +60,8 @@ class JobSpec:
     memory_mb: int = 2048
     disk_mb: int = 4096
     max_runtime_s: int | None = None
+    # When the user wants it finished: said likely or not, and ahead of their other jobs.
+    finish_by: datetime | None = None
     notify_by_email: bool = False
     # For a project archive: how to start it, e.g. "python train.py --epochs 10".
     entry_command: str | None = None
@@ -123,6 +126,12 @@ def request_from_json(stored: dict, *, job_id: str, job_dir: str) -> JobRequest:
     return JobRequest(job_id=job_id, job_dir=job_dir, **fields)
 
 
+def deadline_of(request: dict) -> datetime | None:
+    """When a job's stored request wants it finished, or None."""
+    seconds = (request or {}).get("finish_by_s")
+    return datetime.fromtimestamp(seconds, tz=UTC) if seconds else None
+
+
 def job_request_of(job: Job) -> JobRequest:
     return request_from_json(job.request, job_id=str(job.public_id), job_dir=job.output_dir)
 
@@ -175,6 +184,8 @@ def request_fields(
         stored["dataset_urls"] = urls
     if spec.live_services:
         stored["live_services"] = list(spec.live_services)
+    if spec.finish_by is not None:
+        stored["finish_by_s"] = int(spec.finish_by.timestamp())
     if "notebook" in spec.live_services:
         stored["session_limit_s"] = spec.session_limit_s
         stored["session_idle_s"] = settings.LIVE_SESSION_IDLE_S or None
@@ -239,5 +250,6 @@ def job_spec_of(job: Job) -> JobSpec:
         lab_id=job.lab_id,
         datasets=[dataset["reference"] for dataset in job.source.get("datasets") or []],
         live_services=list(request.get("live_services") or []),
+        finish_by=deadline_of(request),
         session_limit_s=request.get("session_limit_s"),
     )

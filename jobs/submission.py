@@ -9,7 +9,7 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
@@ -87,6 +87,8 @@ def job_validate_request(*, user, spec: JobSpec, script_name: str = "train.py") 
     """The JobRequest `spec` would become; raises JobSubmissionError naming the field."""
     if not spec.name.strip():
         raise JobSubmissionError("name", "Give the job a name.")
+    if spec.finish_by is not None:
+        check_deadline(spec)
     for key in spec.environment:
         if key.startswith("NIGHTSHIFT_") or key in RESERVED_ENVIRONMENT:
             raise JobSubmissionError(
@@ -114,6 +116,19 @@ def job_validate_request(*, user, spec: JobSpec, script_name: str = "train.py") 
         )
     except InvalidJobRequest as exc:
         raise JobSubmissionError(exc.field, exc.message) from exc
+
+
+def check_deadline(spec: JobSpec) -> None:
+    """A deadline still to come, and one the maximum runtime alone does not overrun."""
+    now = timezone.now()
+    if spec.finish_by <= now + timedelta(minutes=5):
+        raise JobSubmissionError("finish_by", "Choose a time to finish by that is still to come.")
+    if spec.max_runtime_s and now + timedelta(seconds=spec.max_runtime_s) > spec.finish_by:
+        ends = timezone.localtime(now + timedelta(seconds=spec.max_runtime_s))
+        raise JobSubmissionError(
+            "finish_by", f"It cannot finish by then: its maximum runtime alone, started now, "
+            f"ends at {ends:%a %d %b %H:%M}.",
+        )  # fmt: skip
 
 
 PREVIEW_JOB_ID = "00000000-0000-4000-8000-000000000000"

@@ -90,6 +90,7 @@ def _initial_from(job: Job) -> dict:
         "cpus": spec.cpus,
         "memory_gb": round(spec.memory_mb / 1024, 3),
         "max_runtime_minutes": spec.max_runtime_s // 60 if spec.max_runtime_s else None,
+        # A clone's deadline is the user's to choose again: the original's may have passed.
         "notify_by_email": spec.notify_by_email,
         "software_environment": spec.software or "",
         "datasets": list(spec.datasets),

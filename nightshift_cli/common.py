@@ -124,6 +124,12 @@ def job_options(command, *, attach_datasets: bool = True):
                 help="Hold the job if it runs longer than this.",
             ),
             click.option(
+                "--finish-by",
+                metavar="WHEN",
+                help="When it should be finished (ISO 8601, e.g. 2026-12-04T17:00+01:00): the "
+                "portal says how likely that is, and the job goes ahead of your later ones.",
+            ),
+            click.option(
                 "--arg",
                 "arguments",
                 multiple=True,

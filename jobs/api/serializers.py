@@ -87,6 +87,11 @@ class JobRequestSerializer(serializers.Serializer):
         min_value=1, max_value=MAX_RUNTIME_S // 60, required=False, allow_null=True,
         help_text="HTCondor holds the job if it runs longer; null for no limit.",
     )  # fmt: skip
+    finish_by = serializers.DateTimeField(
+        required=False, allow_null=True,
+        help_text="When it should be finished: the job's start prediction says whether that is "
+        "likely, and it goes ahead of the user's jobs with later deadlines or none.",
+    )  # fmt: skip
     keep_outputs = serializers.ListField(
         child=serializers.CharField(max_length=200), required=False, max_length=50,
         help_text="Files or folders at the top of the job's folder to keep; default outputs.",
@@ -135,6 +140,8 @@ class JobRequestSerializer(serializers.Serializer):
         if "max_runtime_minutes" in data:
             minutes = data["max_runtime_minutes"]
             changes["max_runtime_s"] = minutes * 60 if minutes else None
+        if "finish_by" in data:
+            changes["finish_by"] = data["finish_by"]
         if "keep_outputs" in data:
             changes["output_paths"] = data["keep_outputs"] or ["outputs"]
         if "lab" in data:

@@ -15,7 +15,7 @@
     });
   }
   const fields = ["gpus", "gpu_memory_gb", "gpu_capability", "cpus", "memory_gb",
-    "max_runtime_minutes"];
+    "max_runtime_minutes", "finish_by"];
   let timer = null;
   let latest = 0;  // answers to older requests are ignored
 
@@ -39,7 +39,7 @@
       const free = data.machines_free_now
         ? `${data.machines_free_now} free now${data.gpus_free_now ? `, ${data.gpus_free_now} GPUs` : ""}.`
         : data.busy_reason;
-      const more = [data.start_text, data.interruptions_text, data.reservation_text]
+      const more = [data.start_text, data.deadline_text, data.interruptions_text, data.reservation_text]
         .filter(Boolean).map((text) => ` ${text}`).join("");
       say(`${data.machines_matching} of ${data.machines_total} workstations${gpus} match. ${free}${more}`, "ok");
     } catch (error) {

@@ -6,6 +6,7 @@
   if (!line) return;
   const url = line.dataset.startUrl;
   const interruptions = document.querySelector("[data-role=start-interruptions]");
+  const deadline = document.querySelector("[data-role=start-deadline]");
 
   async function refresh() {
     let payload;
@@ -19,14 +20,17 @@
     if (!payload.waiting) {
       line.hidden = true;
       if (interruptions) interruptions.hidden = true;
+      if (deadline) deadline.hidden = true;
       return;
     }
     if (payload.prediction) {
       line.textContent = payload.prediction.text;
       line.hidden = false;
-      if (interruptions) {
-        interruptions.textContent = payload.prediction.interruptions;
-        interruptions.hidden = !payload.prediction.interruptions;
+      for (const [element, text] of [[interruptions, payload.prediction.interruptions],
+        [deadline, payload.prediction.deadline]]) {
+        if (!element) continue;
+        element.textContent = text;
+        element.hidden = !text;
       }
     }
     window.setTimeout(refresh, 30000);

@@ -78,6 +78,17 @@ def test_submit_asks_for_live_services(nightshift, logged_in, tmp_path):
     assert refused.status == 2 and "'ssh' is not one of" in refused.stderr
 
 
+def test_submit_with_a_deadline_and_a_clear_refusal_of_a_past_one(nightshift, logged_in, tmp_path):
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    done = nightshift("submit", "train.py", "--gpus", "0", "--max-runtime", "60",
+                      "--finish-by", "2099-12-04T17:00+00:00")  # fmt: skip
+    assert done.status == 0, done.stderr
+    assert Job.objects.get().request["finish_by_s"] == 4_100_086_800
+    refused = nightshift("submit", "train.py", "--gpus", "0", "--finish-by", "2020-01-02T00:00Z")
+    assert refused.status == 2  # a usage error: the option's value
+    assert "Choose a time to finish by that is still to come." in refused.stderr
+
+
 def test_a_project_folder_is_archived_without_its_caches(nightshift, logged_in, tmp_path):
     project = tmp_path / "proj"
     (project / "data").mkdir(parents=True)

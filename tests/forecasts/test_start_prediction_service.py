@@ -3,7 +3,7 @@ as it is (on the fake bridge), its page and the API say when it will likely star
 first predictions of jobs that have started calibrate later ones."""
 
 import dataclasses
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.urls import reverse
@@ -205,3 +205,25 @@ def test_the_forms_live_answer_names_the_reservations_that_keep_the_job_off(
     answer = student_client.get(reverse("jobs:match"), asked).json()
     assert answer["reservation_text"].startswith("Your lab's reservation puts it first on ws-volta")
     assert answer["start_text"].startswith("Likely starts between")
+
+
+def test_a_deadline_is_judged_on_the_form_and_on_the_waiting_jobs_page(
+    campus, waiting, student_client, api
+):
+    friday = timezone.localtime(campus + timedelta(days=2))
+    answer = student_client.get(reverse("jobs:match"), {
+        "gpus": 1, "cpus": 1, "memory_gb": 1, "max_runtime_minutes": 60,
+        "finish_by": friday.strftime("%Y-%m-%dT%H:%M"),
+    }).json()  # fmt: skip
+    said = f"Finishing by {friday:%a %d %b %H:%M} is very likely"
+    assert answer["deadline_text"].startswith(said)
+    finish_by_s = int((campus + timedelta(hours=2)).timestamp())
+    Job.objects.filter(pk=waiting.pk).update(
+        request={**waiting.request, "finish_by_s": finish_by_s}
+    )
+    starts_predict(now=campus)
+    payload = api.get(reverse("api:job-start", args=[waiting.public_id])).json()
+    # Its one hour of runtime must start within the hour: about when ws-volta frees up.
+    start_by = timezone.localtime(datetime.fromtimestamp(finish_by_s - HOUR, tz=UTC))
+    assert payload["prediction"]["deadline"].startswith("Finishing by ")
+    assert f"it must start by {start_by:%H:%M}" in payload["prediction"]["deadline"]

@@ -74,6 +74,21 @@ def test_a_job_that_says_nothing_of_its_runtime_ranks_nothing():
     assert "rank" not in build_submit_description(request(), mode=FileMode.SHARED)
 
 
+def test_a_deadline_puts_the_job_ahead_of_the_users_later_deadlines_and_of_none():
+    shared = FileMode.SHARED
+    friday = build_submit_description(request(finish_by_s=1_796_482_800), mode=shared)
+    saturday = build_submit_description(request(finish_by_s=1_796_482_800 + 86_400), mode=shared)
+    assert int(friday["priority"]) > int(saturday["priority"]) > 0
+    assert friday["My.NightshiftFinishBy"] == "1796482800"
+    assert "priority" not in build_submit_description(request(), mode=shared)
+
+
+@pytest.mark.parametrize("seconds", [0, -5, 5_000_000_000])
+def test_a_deadline_outside_2020_to_2100_is_refused(seconds):
+    with pytest.raises(InvalidJobRequest, match="finish_by_s"):
+        request(finish_by_s=seconds)
+
+
 def test_a_job_evicted_too_many_times_is_held_with_its_own_reason():
     description = build_submit_description(
         request(max_runtime_s=3600, max_starts=5), mode=FileMode.SHARED
