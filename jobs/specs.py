@@ -250,6 +250,6 @@ def job_spec_of(job: Job) -> JobSpec:
         lab_id=job.lab_id,
         datasets=[dataset["reference"] for dataset in job.source.get("datasets") or []],
         live_services=list(request.get("live_services") or []),
-        finish_by=deadline_of(request),
+        # No deadline: a re-run or a clone asks for its own (the original's may have passed).
         session_limit_s=request.get("session_limit_s"),
     )

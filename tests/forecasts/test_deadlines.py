@@ -99,3 +99,16 @@ def test_without_a_runtime_or_past_reach_the_text_says_what_it_cannot_know():
     # Past the likely start, with no latest (it may wait beyond the horizon): only "possible".
     assert "is possible (over 50 %)" in deadline_text(start, finish_by=friday,
                                                       runtime_s=3600, now=NOW)  # fmt: skip
+
+
+def test_a_rerun_of_a_job_whose_deadline_passed_runs_without_one(api, student, fake_bridge):
+    from jobs.actions import job_rerun
+
+    answer = submit(api, finish_by=(timezone.now() + timedelta(days=1)).isoformat())
+    original = Job.objects.get(public_id=answer.json()["id"])
+    Job.objects.filter(pk=original.pk).update(
+        request={**original.request, "finish_by_s": int(timezone.now().timestamp()) - 3600}
+    )
+    original.refresh_from_db()
+    again = job_rerun(job=original, user=student)
+    assert "finish_by_s" not in again.request
