@@ -24,7 +24,9 @@ from labs.models import Lab
 from labs.selectors import labs_managed_by
 from plumbing.panels import Panel
 
+from .model.availability import quarter_of_week
 from .models import Reservation, WorkstationForecast
+from .services import campus_zone
 
 # The kits read windows this far ahead; a window further off is published once it nears.
 KIT_AHEAD = timedelta(days=14)
@@ -135,13 +137,8 @@ def reservations_for_kit(workstation: str, now: datetime | None = None) -> list[
 
 def reservations_by_workstation(now: datetime | None = None) -> dict[str, Reservation]:
     """For the pool page: each workstation's reservation on now, or else its next one."""
-    found: dict[str, Reservation] = {}
-    for reservation in reservations_live(now).filter(
-        starts_at__lt=(now or timezone.now()) + KIT_AHEAD
-    ):
-        for name in reservation.workstations:
-            found.setdefault(name, reservation)
-    return found
+    soon = reservations_live(now).filter(starts_at__lt=(now or timezone.now()) + KIT_AHEAD)
+    return _first_by_workstation(soon)
 
 
 def _check_window(asked: ReservationRequest) -> None:
@@ -166,14 +163,19 @@ def _check_window(asked: ReservationRequest) -> None:
 
 def _held_during(starts_at: datetime, ends_at: datetime) -> dict[str, Reservation]:
     """The workstations other reservations hold at some moment of the window."""
-    held: dict[str, Reservation] = {}
     overlapping = Reservation.objects.filter(
         cancelled_at=None, starts_at__lt=ends_at, ends_at__gt=starts_at
     ).select_related("lab")
-    for reservation in overlapping:
+    return _first_by_workstation(overlapping)
+
+
+def _first_by_workstation(found) -> dict[str, Reservation]:
+    """Each workstation the reservations hold, with the first of them (in their order)."""
+    by_name: dict[str, Reservation] = {}
+    for reservation in found:
         for name in reservation.workstations:
-            held.setdefault(name, reservation)
-    return held
+            by_name.setdefault(name, reservation)
+    return by_name
 
 
 def workstations_to_reserve() -> dict[str, int]:
@@ -233,8 +235,7 @@ def _chance_of_staying_free(names, starts_at: datetime, ends_at: datetime) -> di
     column = next(
         (i for i, h in enumerate(STAY_FREE_HOURS) if h >= hours), len(STAY_FREE_HOURS) - 1
     )
-    local = timezone.localtime(starts_at)
-    quarter = (local.weekday() * 24 + local.hour) * 4 + local.minute // 15
+    quarter = quarter_of_week(starts_at, campus_zone())
     chances = {}
     for forecast in WorkstationForecast.objects.filter(workstation__in=list(names)):
         try:
