@@ -50,6 +50,10 @@ class StartPrediction(models.Model):
         help_text="Owners' expected interruptions of a run of its maximum runtime from the "
         "likely start, and the checkpoint interval suggested; empty without a maximum runtime.",
     )  # fmt: skip
+    interruptions_s = models.PositiveIntegerField(
+        default=0, db_default=0,
+        help_text="What those interruptions and the checkpoints would add to the run, in seconds.",
+    )  # fmt: skip
 
     class Meta:
         ordering = ["-made_at"]

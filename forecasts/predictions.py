@@ -6,9 +6,10 @@ Every NIGHTSHIFT_START_PREDICTION_S the portal plays each waiting job's queue fo
 - the workstations (one pool query): their GPUs, whether the owner is back, and the portal's
   jobs running there with their maximum runtimes; GPUs busy with other work stay busy;
 - the workstations' owners, from the histories the nightly refit learnt from;
-- the jobs ahead, in fair-share order as HTCondor's negotiator takes them: the user who used
-  the fewest GPU-hours lately first (each hour counting half after a day, HTCondor's default
-  PRIORITY_HALFLIFE), then the earliest submitted;
+- the jobs ahead, in the order HTCondor's negotiator takes them: jobs with a deadline first,
+  the earliest deadline first (they share their lab's deadline lane); then fair share, the
+  user who used the fewest GPU-hours lately first (each hour counting half after a day,
+  HTCondor's default PRIORITY_HALFLIFE), then the earliest submitted;
 - the jobs still to come that would go ahead, at the rate jobs came at that hour of the week
   over the last four weeks;
 - runtimes: a job's maximum runtime (or the median runtime of recent jobs) times a ratio of
@@ -99,6 +100,14 @@ def _decayed_usage(now: datetime) -> dict[int, float]:
     return usage
 
 
+def _queue_rank(request: dict, usage: float) -> tuple[int, float]:
+    """Where the negotiator takes a job: a deadline's lane first (its lab's jobs with
+    deadlines share one submitter that has used little), earliest deadline first; then the
+    others, the user who used least first."""
+    finish_by = (request or {}).get("finish_by_s")
+    return (0, float(finish_by)) if finish_by is not None else (1, usage)
+
+
 def _runtimes(now: datetime) -> tuple[list[float], float]:
     """Ratios of actual runtime to maximum runtime, and the median runtime, of recent jobs."""
     recent = Job.objects.filter(
@@ -182,7 +191,8 @@ class _Pool:
     submitters: Counter
     calibration: Calibration
     rng: np.random.Generator
-    reserved_now: list[tuple[str, list[str]]]  # (the lab's accounting group, workstations)
+    # Reservations that begin within the horizon: (the lab's group, workstations, from, until).
+    reserved: list[tuple[str, list[str], datetime, datetime]]
 
     @classmethod
     def at(cls, now: datetime, pool_machines: list[PoolMachine] | None = None) -> _Pool:
@@ -191,7 +201,8 @@ class _Pool:
         if pool_machines is None:
             pool_machines = get_bridge().pool_machines()
         usage = _decayed_usage(now)
-        waiting.sort(key=lambda job: (usage.get(job.owner_id, 0.0), job.submitted_at or now))
+        waiting.sort(key=lambda job: (*_queue_rank(job.request, usage.get(job.owner_id, 0.0)),
+                                      job.submitted_at or now))  # fmt: skip
         ratios, median_runtime = _runtimes(now)
         running: dict[str, list[RunningJob]] = defaultdict(list)
         for job in Job.objects.filter(state=JobState.RUNNING).exclude(workstation=""):
@@ -211,24 +222,37 @@ class _Pool:
             usage=usage, ratios=ratios, median_runtime=median_runtime, model=stored_pool(),
             per_slot=per_slot, sizes=sizes, submitters=submitters,
             calibration=_calibration(now), rng=np.random.default_rng(int(now.timestamp())),
-            reserved_now=[(r.lab.accounting_group, r.workstations)
-                          for r in reservations_live(now).filter(starts_at__lte=now)],
+            reserved=[(r.lab.accounting_group, r.workstations, r.starts_at, r.ends_at)
+                      for r in reservations_live(now).filter(starts_at__lt=now + HORIZON)],
         )  # fmt: skip
 
     def fitting(self, request: JobRequest) -> set[str]:
         """The workstations a job of `request` fits."""
         return {m.name for m in self.pool_machines if machine_fits(request, m)}
 
-    def open_to(self, request: JobRequest) -> set[str]:
-        """The workstations it fits that no other lab's reservation holds now."""
-        held = {name for group, names in self.reserved_now if group != request.accounting_group
-                for name in names}  # fmt: skip
-        return self.fitting(request) - held
+    def closed_to(self, request: JobRequest) -> dict[str, list[tuple[datetime, datetime]]]:
+        """The windows in which other labs' reservations keep a job of `request` off each
+        workstation."""
+        closed: dict[str, list[tuple[datetime, datetime]]] = defaultdict(list)
+        for group, names, begins, ends in self.reserved:
+            if group != request.accounting_group:
+                for name in names:
+                    closed[name].append((begins, ends))
+        return closed
+
+    def open_to(self, request: JobRequest, *, at: datetime) -> set[str]:
+        """The workstations it fits that no other lab's reservation holds at `at`."""
+        closed = self.closed_to(request)
+
+        def held(name: str) -> bool:
+            return any(begins <= at < ends for begins, ends in closed.get(name, ()))
+
+        return {name for name in self.fitting(request) if not held(name)}
 
     def interruptions(self, request: JobRequest, *, start: datetime) -> InterruptionForecast | None:
         """Owners' expected interruptions of a run of its maximum runtime from `start`, on
         the workstation its rank prefers: the one likeliest to stay free that long."""
-        names = sorted(self.open_to(request))
+        names = sorted(self.open_to(request, at=start))
         if not request.max_runtime_s or not names:
             return None
         hours = request.max_runtime_s / 3600
@@ -241,17 +265,21 @@ class _Pool:
         )  # fmt: skip
 
     def predict(self, *, request: JobRequest, owner_id: int, ahead: list[Job]) -> StartPrediction:
-        fitting = self.open_to(request)
+        fitting = self.fitting(request)
+        closed = self.closed_to(request)
         mine = self.usage.get(owner_id, 0.0)
         total = sum(self.submitters.values()) or 1
         share = sum(count for user, count in self.submitters.items()
                     if self.usage.get(user, 0.0) < mine) / total  # fmt: skip
+        if request.finish_by_s is not None:
+            share = 0.0  # the lane goes ahead of jobs to come, bar a rare earlier deadline
         expected = float(request.max_runtime_s or self.median_runtime)
         return predict_start(
             now=self.now, machines=self.machines,
             ahead=[WaitingJob(o.gpus, _expected_s(o, self.median_runtime)) for o in ahead],
             job=WaitingJob(request.gpus, expected), pool=self.model, runtime_ratios=self.ratios,
             matches=lambda machine: machine.name in fitting,
+            closed=lambda machine: closed.get(machine.name, ()),
             arrivals=Arrivals(per_slot=self.per_slot * share, sizes=self.sizes),
             futures=FUTURES, horizon=HORIZON, rng=self.rng,
         )  # fmt: skip
@@ -269,8 +297,7 @@ def starts_predict(*, now: datetime | None = None) -> int:
         prediction = pool.predict(request=request, owner_id=job.owner_id,
                                   ahead=pool.waiting[:position])  # fmt: skip
         interruptions = pool.interruptions(request, start=prediction.likely)
-        _store(job, prediction, pool.calibration,
-               interruptions=interruptions.text() if interruptions else "")  # fmt: skip
+        _store(job, prediction, pool.calibration, interruptions=interruptions)
         done += 1
     return done
 
@@ -280,16 +307,17 @@ def draft_start(*, user, request: JobRequest, machines: list[PoolMachine]) -> di
     request, submitted now, would likely start; how often owners would interrupt it (with a
     maximum runtime); and the reservations that keep it off workstations or put it first."""
     pool = _Pool.at(timezone.now(), machines)
-    mine = pool.usage.get(user.pk, 0.0)
-    ahead = [job for job in pool.waiting if pool.usage.get(job.owner_id, 0.0) <= mine]
+    mine = _queue_rank({"finish_by_s": request.finish_by_s}, pool.usage.get(user.pk, 0.0))
+    ahead = [job for job in pool.waiting
+             if _queue_rank(job.request, pool.usage.get(job.owner_id, 0.0)) <= mine]  # fmt: skip
     prediction = pool.calibration.apply(pool.predict(request=request, owner_id=user.pk,
                                                      ahead=ahead))  # fmt: skip
     interruptions = pool.interruptions(request, start=prediction.likely)
     deadline = ""
     if request.finish_by_s is not None:
         finish_by = datetime.fromtimestamp(request.finish_by_s, tz=UTC)
-        deadline = deadline_text(prediction, finish_by=finish_by,
-                                 runtime_s=request.max_runtime_s, now=pool.now)  # fmt: skip
+        deadline = deadline_text(prediction, finish_by=finish_by, runtime_s=request.max_runtime_s,
+                                 now=pool.now, interruptions_s=_added_s(interruptions))  # fmt: skip
     return {
         "start_text": start_text(prediction, pool.now),
         "deadline_text": deadline,
@@ -320,10 +348,15 @@ def _names(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
+def _added_s(interruptions: InterruptionForecast | None) -> float:
+    return interruptions.added.total_seconds() if interruptions else 0.0
+
+
 def _store(job: Job, prediction: StartPrediction, calibration: Calibration, *,
-           interruptions: str = "") -> None:  # fmt: skip
+           interruptions: InterruptionForecast | None = None) -> None:  # fmt: skip
     fields = {
-        "interruptions": interruptions,
+        "interruptions": interruptions.text() if interruptions else "",
+        "interruptions_s": round(_added_s(interruptions)),
         "made_at": prediction.made_at, "earliest": prediction.earliest,
         "likely": prediction.likely, "latest": prediction.latest,
         "horizon_s": int(prediction.horizon.total_seconds()),

@@ -94,14 +94,15 @@ def job_start_payload(job, now: datetime | None = None) -> dict:
             "coverage": prediction.coverage, "within_horizon": prediction.within_horizon,
             "text": start_text(prediction, now),
             "interruptions": stored.interruptions,
-            "deadline": _deadline(job, prediction, now),
+            "deadline": _deadline(job, prediction, now, interruptions_s=stored.interruptions_s),
         },
     }  # fmt: skip
 
 
-def _deadline(job, prediction, now: datetime) -> str:
+def _deadline(job, prediction, now: datetime, *, interruptions_s: float) -> str:
     finish_by = deadline_of(job.request)
     if finish_by is None:
         return ""
     runtime_s = (job.request or {}).get("max_runtime_s")
-    return deadline_text(prediction, finish_by=finish_by, runtime_s=runtime_s, now=now)
+    return deadline_text(prediction, finish_by=finish_by, runtime_s=runtime_s, now=now,
+                         interruptions_s=interruptions_s)  # fmt: skip

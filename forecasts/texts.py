@@ -50,14 +50,20 @@ def finish_chance(prediction: StartPrediction, cutoff: datetime) -> tuple[float,
 
 
 def deadline_text(prediction: StartPrediction, *, finish_by: datetime, runtime_s: int | None,
-                  now: datetime) -> str:  # fmt: skip
-    """Whether a job is likely to finish by its deadline, for the form and its page."""
+                  now: datetime, interruptions_s: float = 0.0) -> str:  # fmt: skip
+    """Whether a job is likely to finish by its deadline, for the form and its page:
+    started by the deadline less its maximum runtime and the time owners' expected
+    interruptions and its checkpoints would add (`interruptions_s`)."""
     when = _clock(finish_by, now)
     if not runtime_s:
         return f"Give a maximum runtime to know whether it can finish by {when}."
-    cutoff = finish_by - timedelta(seconds=runtime_s)
-    if cutoff < prediction.made_at:
+    added = timedelta(seconds=round(interruptions_s / 60) * 60)
+    cutoff = finish_by - timedelta(seconds=runtime_s) - added
+    if finish_by - timedelta(seconds=runtime_s) < prediction.made_at:
         return f"It cannot finish by {when}: its maximum runtime would end later."
+    if cutoff < prediction.made_at:
+        return (f"It is unlikely to finish by {when}: owners' expected interruptions and "
+                f"its checkpoints would add about {_minutes(added)} to its runtime.")  # fmt: skip
     chance, bound = finish_chance(prediction, cutoff)
     percent = round(chance * 100)
     if bound:
@@ -70,5 +76,16 @@ def deadline_text(prediction: StartPrediction, *, finish_by: datetime, runtime_s
         said = f"uncertain (about {percent} %)"
     else:
         said = f"unlikely (about {percent} %)"
+    if added >= timedelta(minutes=1):
+        return (f"Finishing by {when} is {said}: it must start by {_clock(cutoff, now)}, leaving "
+                f"its maximum runtime and about {_minutes(added)} for owners' interruptions "
+                "and its checkpoints.")  # fmt: skip
     return (f"Finishing by {when} is {said}: it must start by {_clock(cutoff, now)}, and "
             "owners' interruptions would add to its runtime.")  # fmt: skip
+
+
+def _minutes(span: timedelta) -> str:
+    minutes = round(span.total_seconds() / 60)
+    if minutes < 120:
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return f"{minutes / 60:.1f} hours"

@@ -43,7 +43,8 @@ def reservation_new(request: HttpRequest, lab_id: int) -> HttpResponse:
         else:
             held = ", ".join(made.workstations)
             when = reservations.window_text(made)
-            messages.success(request, f"Reserved {held} ({made.gpus} GPUs) for {lab.name} {when}.")
+            gpus = f"{made.gpus} GPU{'s' if made.gpus != 1 else ''}"
+            messages.success(request, f"Reserved {held} ({gpus}) for {lab.name} {when}.")
             return redirect("labs:detail", lab_id=lab.pk)
     return render(request, "forecasts/reservation_new.html", {"lab": lab, "form": form})
 

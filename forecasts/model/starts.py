@@ -139,9 +139,13 @@ def predict_start(
     futures: int = 40,
     horizon: timedelta = timedelta(days=3),
     rng: np.random.Generator | None = None,
+    closed: Callable[[Machine], Sequence[tuple[datetime, datetime]]] = lambda machine: (),
 ) -> StartPrediction:
+    """`closed(machine)` gives the windows in which the job may not start on a machine it
+    matches: another lab's reservations of it."""
     rng = rng if rng is not None else np.random.default_rng(0)
     slots = max(1, int(horizon.total_seconds() // SLOT_S))
+    shut = _shut(now, machines, closed, slots)
     models = [pool.model(machine.name) for machine in machines]
     present = sample_owners(
         now=now, present_now=[m.owner_present for m in machines], models=models,
@@ -154,7 +158,7 @@ def predict_start(
     starts: list[float] = []
     for future in range(futures):
         start = _play(machines, ahead, job, present[future], ratios, fits_job, rng,
-                      arrivals, hours)  # fmt: skip
+                      arrivals, hours, shut)  # fmt: skip
         starts.append(math.inf if start is None else start)
     ordered = np.sort(np.asarray(starts))
     tail = (1 - COVERAGE) / 2
@@ -176,14 +180,27 @@ def predict_start(
     )  # fmt: skip
 
 
+def _shut(now: datetime, machines: Sequence[Machine], closed, slots: int) -> np.ndarray:
+    """shut[machine, slot]: a start in that slot would fall in one of the machine's closed
+    windows."""
+    shut = np.zeros((len(machines), slots), dtype=bool)
+    for index, machine in enumerate(machines):
+        for begins, ends in closed(machine):
+            first = max(0, math.ceil((begins - now).total_seconds() / SLOT_S))
+            shut[index, first : max(first, math.ceil((ends - now).total_seconds() / SLOT_S))] = True
+    return shut
+
+
 def _slots(seconds: float) -> int:
     return max(1, math.ceil(seconds / SLOT_S))
 
 
-def _play(machines, ahead, job, present, ratios, fits_job, rng, arrivals, hours) -> int | None:
+def _play(machines, ahead, job, present, ratios, fits_job, rng, arrivals, hours,
+          shut) -> int | None:  # fmt: skip
     """One future: the slot the job starts in, or None past the horizon. Each job takes the
     workstation that fits it best (fewest free GPUs), as HTCondor's default does."""
     machine_count, slots = present.shape
+    shut_changes = np.any(shut[:, 1:] != shut[:, :-1], axis=0)
     free = [machine.gpus for machine in machines]
     # Running work: [machine, gpus, end slot, queue position (-1: before every waiting job)].
     running: list[list[int]] = []
@@ -204,6 +221,8 @@ def _play(machines, ahead, job, present, ratios, fits_job, rng, arrivals, hours)
     for slot in range(slots):
         owners = present[:, slot]
         if slot:
+            if shut_changes[slot - 1]:
+                changed = True
             for index in range(machine_count):
                 if owners[index] != present[index, slot - 1]:
                     changed = True
@@ -238,7 +257,7 @@ def _play(machines, ahead, job, present, ratios, fits_job, rng, arrivals, hours)
             for index in range(machine_count):
                 if owners[index] or free[index] < gpus:
                     continue
-                if position == target and not fits_job[index]:
+                if position == target and (not fits_job[index] or shut[index, slot]):
                     continue
                 if best is None or free[index] < free[best]:
                     best = index
@@ -300,6 +319,10 @@ def calibrate(
 class InterruptionForecast:
     expected: float
     checkpoint_every: timedelta
+    # What they add to the run, checkpointing that often: half an interval of work lost at
+    # each interruption, and the checkpoints' own time. The wait for another workstation is
+    # not in it.
+    added: timedelta = timedelta(0)
 
     def text(self) -> str:
         minutes = int(self.checkpoint_every.total_seconds() // 60)
@@ -335,4 +358,5 @@ def expected_interruptions(
         between_s = runtime.total_seconds() / expected
         every = timedelta(seconds=math.sqrt(2 * cost.total_seconds() * between_s))
     every = min(max(every, timedelta(minutes=5)), timedelta(hours=1))
-    return InterruptionForecast(expected=expected, checkpoint_every=every)
+    added = expected * every / 2 + cost * (runtime / every)
+    return InterruptionForecast(expected=expected, checkpoint_every=every, added=added)

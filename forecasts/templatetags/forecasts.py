@@ -3,6 +3,7 @@ from django.utils import timezone
 
 from forecasts.reservations import held_text, reservations_by_workstation
 from forecasts.selectors import forecasts_now, job_start_payload
+from forecasts.timeline import reservations_timeline as timeline_of
 
 register = template.Library()
 
@@ -37,3 +38,9 @@ def workstation_reservation(found: dict, name: str) -> dict:
         return {"reservation": None}
     return {"reservation": reservation, "on": reservation.state_at(timezone.now()) == "on",
             "text": held_text(reservation)}  # fmt: skip
+
+
+@register.inclusion_tag("forecasts/_reservations_timeline.html")
+def reservations_timeline(lab=None) -> dict:
+    """The next two weeks of reservations, a row per workstation (`lab`'s own marked)."""
+    return {"timeline": timeline_of(lab=lab), "lab": lab}

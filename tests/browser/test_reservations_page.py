@@ -51,3 +51,11 @@ def test_a_lead_reserves_a_workstation_and_the_pool_page_shows_it(
     page.get_by_role("link", name="Pool").click()
     held = page.locator("tr[data-workstation=ws-volta] [data-role=reservation]")
     assert held.inner_text().startswith("Next: reserved for Vision from")
+    # The fortnight's picture: one bar on ws-volta's row, named on hover.
+    picture = page.locator("[data-role=reservations-timeline]")
+    bar = picture.locator("[data-role=reservation-bar]")
+    assert bar.count() == 1
+    assert bar.locator("title").text_content().startswith("ws-volta, ML course deadline: reserved")
+    assert picture.locator("svg").bounding_box()["width"] > 600
+    picture.scroll_into_view_if_needed()
+    screenshot("pool-reservations-timeline")

@@ -12,6 +12,7 @@ from forecasts.model.starts import StartPrediction
 from forecasts.texts import deadline_text
 from jobs.models import Job
 from tests.conftest import script_upload
+from tests.factories import LabFactory, MembershipFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -38,6 +39,23 @@ def test_a_deadline_from_the_api_orders_the_users_jobs_in_htcondor(api, fake_bri
         job_submit_to_pool(job.pk)
     priorities = [int(fake_bridge.submitted[str(job.public_id)]["priority"]) for job in jobs]
     assert priorities[1] > priorities[0]
+
+
+def test_a_job_with_a_deadline_runs_in_its_labs_deadline_lane(api, student, fake_bridge):
+    from jobs.submission import job_submit_to_pool
+
+    lab = MembershipFactory(user=student, lab=LabFactory(accounting_group="group_vision")).lab
+    urgent = submit(api, finish_by=(timezone.now() + timedelta(days=1)).isoformat(),
+                    max_runtime_minutes=60, lab=lab.name)  # fmt: skip
+    plain = submit(api, lab=lab.name)
+    for answer in (urgent, plain):
+        assert answer.status_code == 201, answer.json()
+        job_submit_to_pool(Job.objects.get(public_id=answer.json()["id"]).pk)
+    lane = fake_bridge.submitted[urgent.json()["id"]]
+    assert (lane["accounting_group"], lane["accounting_group_user"]) == ("group_vision",
+                                                                          "deadlines")  # fmt: skip
+    own = fake_bridge.submitted[plain.json()["id"]]
+    assert own["accounting_group_user"] == f"{student.username}-{student.pk}"
 
 
 def test_a_deadline_already_passed_or_overrun_by_the_runtime_is_refused(api, fake_bridge):
@@ -112,3 +130,20 @@ def test_a_rerun_of_a_job_whose_deadline_passed_runs_without_one(api, student, f
     original.refresh_from_db()
     again = job_rerun(job=original, user=student)
     assert "finish_by_s" not in again.request
+
+
+def test_the_time_interruptions_and_checkpoints_add_moves_the_start_it_needs_earlier():
+    start = prediction(1, 2, 4)
+    deadline = NOW + timedelta(hours=6)
+    plain = deadline_text(start, finish_by=deadline, runtime_s=3 * 3600, now=NOW)
+    assert "it must start by 15:00, and owners' interruptions would add" in plain
+    costly = deadline_text(start, finish_by=deadline, runtime_s=3 * 3600, now=NOW,
+                           interruptions_s=45 * 60)  # fmt: skip
+    assert "it must start by 14:15, leaving its maximum runtime and about 45 minutes for " \
+        "owners' interruptions and its checkpoints." in costly  # fmt: skip
+    # 14:15 is nearer the likely start (14:00) than 15:00 was: a smaller chance.
+    assert "likely (about" in plain and "uncertain (about" in costly
+    hopeless = deadline_text(start, finish_by=NOW + timedelta(hours=3, minutes=30),
+                             runtime_s=3 * 3600, now=NOW, interruptions_s=3 * 3600)  # fmt: skip
+    assert hopeless == ("It is unlikely to finish by 15:30: owners' expected interruptions and "
+                        "its checkpoints would add about 3.0 hours to its runtime.")  # fmt: skip

@@ -44,6 +44,13 @@ def campus(fake_bridge):
     return now
 
 
+def clock(moment) -> str:
+    """A time as the pages write it: the day too when it is not today."""
+    local = timezone.localtime(moment)
+    same_day = local.date() == timezone.localtime().date()
+    return f"{local:%H:%M}" if same_day else f"{local:%a %d %b %H:%M}"
+
+
 def job(owner, lab, *, state, gpus=1, runtime_h=1.0, **fields):
     return Job.objects.create(
         owner=owner, lab=lab, name="train", gpus=gpus, output_dir="/none", state=state,
@@ -144,7 +151,10 @@ def test_with_the_pool_down_the_form_says_so_and_predicts_nothing(
     assert answer.json()["pool_down"] is True and "start_text" not in answer.json()
 
 
-def test_fair_share_puts_the_light_users_later_job_ahead_of_the_heavy_users(campus, student):
+@pytest.fixture
+def lab_users(campus, student):
+    """ws-volta's two GPUs busy for another hour, and two users of one lab: the heavy one has
+    used ten GPU-hours lately, the light one none."""
     from accounting.models import UsageRecord
     from tests.factories import UserFactory
 
@@ -156,6 +166,11 @@ def test_fair_share_puts_the_light_users_later_job_ahead_of_the_heavy_users(camp
     UsageRecord.objects.create(job=past, user=heavy, lab=lab, gpus=2, wall_s=10 * HOUR,
                                started_at=campus - timedelta(hours=11),
                                ended_at=campus - timedelta(hours=1))  # fmt: skip
+    return lab, heavy, light
+
+
+def test_fair_share_puts_the_light_users_later_job_ahead_of_the_heavy_users(campus, lab_users):
+    lab, heavy, light = lab_users
     first = job(heavy, lab, state=JobState.IDLE, gpus=2, submitted_at=campus - timedelta(hours=1))
     second = job(light, lab, state=JobState.IDLE, gpus=2, submitted_at=campus)
     starts_predict(now=campus)
@@ -198,8 +213,9 @@ def test_the_forms_live_answer_names_the_reservations_that_keep_the_job_off(
     answer = student_client.get(reverse("jobs:match"), asked).json()
     assert answer["reservation_text"].startswith("ws-volta is reserved for NLP from ")
     assert answer["reservation_text"].endswith(": this job will not start there then.")
-    # ws-volta is the one workstation with two GPUs: nothing else may start it meanwhile.
-    assert answer["start_text"].startswith("It may wait more than 2 days")
+    # ws-volta is the one workstation with two GPUs: the job starts there when the window ends.
+    assert answer["start_text"].startswith("Likely starts between")
+    assert f"most likely around {clock(held.ends_at)}." in answer["start_text"]
     held.lab = mine
     held.save()
     answer = student_client.get(reverse("jobs:match"), asked).json()
@@ -223,7 +239,59 @@ def test_a_deadline_is_judged_on_the_form_and_on_the_waiting_jobs_page(
     )
     starts_predict(now=campus)
     payload = api.get(reverse("api:job-start", args=[waiting.public_id])).json()
-    # Its one hour of runtime must start within the hour: about when ws-volta frees up.
-    start_by = timezone.localtime(datetime.fromtimestamp(finish_by_s - HOUR, tz=UTC))
+    # Its hour of runtime, and a minute for its one checkpoint (no owner came in three weeks),
+    # must start within the hour: about when ws-volta frees up.
+    start_by = timezone.localtime(datetime.fromtimestamp(finish_by_s - HOUR - 60, tz=UTC))
     assert payload["prediction"]["deadline"].startswith("Finishing by ")
-    assert f"it must start by {start_by:%H:%M}" in payload["prediction"]["deadline"]
+    assert f"it must start by {start_by:%H:%M}, leaving its maximum runtime and about 1 minute" \
+        in payload["prediction"]["deadline"]  # fmt: skip
+
+
+def test_a_reservation_later_today_does_not_delay_a_job_that_can_start_now(
+    campus, fake_bridge, student_client
+):
+    from forecasts.models import Reservation
+
+    fake_bridge.machines = [dataclasses.replace(m, state="Unclaimed", free_gpus=m.total_gpus)
+                            for m in fake_bridge.machines]  # fmt: skip
+    now = timezone.now()
+    Reservation.objects.create(
+        lab=LabFactory(name="NLP"), purpose="Demo", starts_at=now + timedelta(hours=6),
+        ends_at=now + timedelta(hours=9), workstations=["ws-volta"], gpus=2,
+    )  # fmt: skip
+    answer = student_client.get(reverse("jobs:match"), {
+        "gpus": 2, "cpus": 1, "memory_gb": 1, "max_runtime_minutes": 60,
+    }).json()  # fmt: skip
+    assert answer["start_text"] == "Likely to start within 15 minutes."
+    assert answer["reservation_text"].startswith("ws-volta is reserved for NLP from ")
+
+
+def test_a_reservation_that_begins_before_the_gpus_free_up_pushes_the_start_past_it(
+    campus, waiting, student_client
+):
+    from forecasts.models import Reservation
+
+    # ws-volta's two GPUs free up in an hour; NLP holds it from half an hour until four.
+    now = timezone.now()
+    held = Reservation.objects.create(
+        lab=LabFactory(name="NLP"), purpose="Demo", starts_at=now + timedelta(minutes=30),
+        ends_at=now + timedelta(hours=4), workstations=["ws-volta"], gpus=2,
+    )  # fmt: skip
+    answer = student_client.get(reverse("jobs:match"), {
+        "gpus": 2, "cpus": 1, "memory_gb": 1, "max_runtime_minutes": 60,
+    }).json()  # fmt: skip
+    assert f"most likely around {clock(held.ends_at)}." in answer["start_text"]
+
+
+def test_a_heavy_users_job_with_a_deadline_is_predicted_ahead_of_a_light_users(campus, lab_users):
+    lab, heavy, light = lab_users
+    plain = job(light, lab, state=JobState.IDLE, gpus=2, submitted_at=campus - timedelta(hours=1))
+    urgent = job(heavy, lab, state=JobState.IDLE, gpus=2, submitted_at=campus)
+    urgent.request["finish_by_s"] = int((campus + timedelta(days=1)).timestamp())
+    urgent.save()
+    starts_predict(now=campus)
+    plain_start = StartPrediction.objects.get(job=plain, first=False).likely
+    urgent_start = StartPrediction.objects.get(job=urgent, first=False).likely
+    # Fair share alone would put the light user first; the lab's deadline lane goes ahead.
+    assert urgent_start < plain_start
+    assert abs((urgent_start - campus).total_seconds() - HOUR) <= 15 * 60

@@ -103,3 +103,29 @@ def test_a_run_through_the_night_at_an_office_desk_expects_the_morning_interrupt
     assert friday_night.expected < 0.2
     assert "checkpoint every" in tuesday_night.text()
     assert tuesday_night.checkpoint_every < friday_night.checkpoint_every
+    # What they add: on Friday night sixteen hourly checkpoints of a minute, and little else;
+    # on Tuesday night checkpoints every 44 minutes (Young's interval for one interruption in
+    # 16 hours) and half an interval of work lost to the morning's interruption.
+    assert timedelta(minutes=16) <= friday_night.added <= timedelta(minutes=22)
+    assert timedelta(minutes=38) <= tuesday_night.added <= timedelta(minutes=50)
+
+
+def test_a_window_another_lab_holds_keeps_the_job_from_starting_inside_it():
+    pool = PoolModel.fit({"free": never_taken(21)}, zone=ZONE)
+    now = at(21, 10)
+    busy = Machine("free", 1, owner_present=False, running=[RunningJob(1, HOUR, 2 * HOUR)])
+    held = [(now + timedelta(minutes=30), now + timedelta(hours=4))]
+    prediction = predict(now, [busy], pool, closed=lambda machine: held)
+    # The run ends in an hour, inside the window: the job starts when the window ends.
+    assert prediction.contains(now + timedelta(hours=4))
+    assert not prediction.contains(now + timedelta(hours=1))
+    assert predict(now, [busy], pool).contains(now + timedelta(hours=1))
+
+
+def test_a_window_that_begins_later_does_not_keep_a_free_workstation_from_the_job_now():
+    pool = PoolModel.fit({"free": never_taken(21)}, zone=ZONE)
+    now = at(21, 10)
+    held = [(now + timedelta(minutes=30), now + timedelta(hours=4))]
+    prediction = predict(now, [Machine("free", 1, owner_present=False)], pool,
+                         closed=lambda machine: held)  # fmt: skip
+    assert prediction.kind == "now"

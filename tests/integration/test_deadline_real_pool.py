@@ -1,31 +1,47 @@
-"""A job's deadline reaches HTCondor's ad as its job priority (earlier deadlines first among
-the user's jobs) and as NightshiftFinishBy."""
+"""A job's deadline in the real pool: it reaches HTCondor's ad as its job priority (earlier
+deadlines first) and as NightshiftFinishBy, and it runs in its lab's deadline lane, which
+the negotiator takes ahead of a labmate who has used less than the job's own user."""
 
 import uuid
 
 import pytest
 from django.conf import settings
 
-from condor_bridge import FileMode, JobRequest
+from condor_bridge import FileMode, JobRequest, JobState
 from condor_bridge.schedd import HTCondorBridge
 from condor_bridge.submit import DEADLINE_PRIORITY_BASE
-from tests.helpers import copy_job_helpers
+from jobs.specs import DEADLINE_ACCOUNTING_USER
+from tests.helpers import copy_job_helpers, pool_command, wait_for
 
-pytestmark = [pytest.mark.condor, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.condor, pytest.mark.timeout(300)]
 
 FRIDAY = 1_796_482_800  # 2026-12-04 16:00 UTC
 
 
-def test_the_deadline_is_the_jobs_priority_in_the_schedd(tmp_path, pool_is_up):
-    bridge = HTCondorBridge(
+@pytest.fixture
+def bridge():
+    return HTCondorBridge(
         collector=settings.CONDOR_COLLECTOR, token_dir=str(settings.CONDOR_TOKEN_DIR),
         mode=FileMode.SPOOL, instance=f"deadline-{uuid.uuid4().hex[:10]}",
     )  # fmt: skip
-    (tmp_path / "outputs").mkdir()
-    copy_job_helpers(tmp_path)
-    (tmp_path / "train.py").write_text("print('done')\n")
-    request = JobRequest(job_id=str(uuid.uuid4()), job_dir=str(tmp_path), script_name="train.py",
-                         memory_mb=128, finish_by_s=FRIDAY, gpus=0)  # fmt: skip
+
+
+def job_request(folder, script: str, **fields) -> JobRequest:
+    folder.mkdir()
+    (folder / "outputs").mkdir()
+    copy_job_helpers(folder)
+    (folder / "train.py").write_text(script)
+    return JobRequest(job_id=str(uuid.uuid4()), job_dir=str(folder), script_name="train.py",
+                      memory_mb=128, **fields)  # fmt: skip
+
+
+def state(bridge, job_id: str) -> JobState | None:
+    job = bridge.find(job_id)
+    return job.state if job else None
+
+
+def test_the_deadline_is_the_jobs_priority_in_the_schedd(bridge, tmp_path, pool_is_up):
+    request = job_request(tmp_path / "job", "print('done')\n", finish_by_s=FRIDAY, gpus=0)
     submitted = bridge.submit(request)
     try:
         ad = bridge.job_ad(request.job_id)
@@ -33,3 +49,35 @@ def test_the_deadline_is_the_jobs_priority_in_the_schedd(tmp_path, pool_is_up):
         assert ad["NightshiftFinishBy"] == FRIDAY
     finally:
         bridge.act("remove", submitted.cluster_id, submitted.proc_id, reason="test done")
+
+
+def test_the_labs_deadline_lane_goes_ahead_of_a_labmate_who_used_less(bridge, tmp_path, pool_is_up):
+    # A fresh group, so that no earlier test's usage counts. Ada has used ten times what Bob
+    # has (their priority factors stand for that history); the lane has used nothing.
+    group = f"group_dl{uuid.uuid4().hex[:8]}"
+    domain = pool_command("condor_config_val", "UID_DOMAIN").stdout.strip()
+    pool_command("condor_userprio", "-setfactor", f"{group}.ada-1@{domain}", "10000")
+    pool_command("condor_userprio", "-setfactor", f"{group}.bob-2@{domain}", "2000")
+    sleeps = "import time\ntime.sleep(600)\n"
+    # Only ws-volta has two GPUs: a job of the group's holds it while the others queue.
+    gate = job_request(tmp_path / "gate", sleeps, gpus=2, accounting_group=group,
+                       accounting_user="gate-3")  # fmt: skip
+    bobs = job_request(tmp_path / "bob", sleeps, gpus=2, accounting_group=group,
+                       accounting_user="bob-2")  # fmt: skip
+    adas = job_request(tmp_path / "ada", sleeps, gpus=2, accounting_group=group,
+                       accounting_user=DEADLINE_ACCOUNTING_USER, finish_by_s=FRIDAY)  # fmt: skip
+    clusters = [bridge.submit(gate)]
+    try:
+        wait_for(lambda: state(bridge, gate.job_id) is JobState.RUNNING, timeout=120,
+                 what="a job to hold ws-volta's two GPUs")  # fmt: skip
+        clusters += [bridge.submit(bobs), bridge.submit(adas)]
+        assert bridge.job_ad(adas.job_id)["AccountingGroup"] == f"{group}.deadlines"
+        bridge.act("remove", clusters[0].cluster_id, clusters[0].proc_id, reason="make room")
+        wait_for(lambda: JobState.RUNNING in (state(bridge, bobs.job_id),
+                                              state(bridge, adas.job_id)),
+                 timeout=120, what="one of the two waiting jobs to take ws-volta")  # fmt: skip
+        assert state(bridge, adas.job_id) is JobState.RUNNING
+        assert state(bridge, bobs.job_id) is JobState.IDLE
+    finally:
+        for cluster in clusters:
+            bridge.act("remove", cluster.cluster_id, cluster.proc_id, reason="test done")
