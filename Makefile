@@ -11,7 +11,7 @@ export NIGHTSHIFT_LIVE_TUNNEL_DIR ?= $(CURDIR)/var/live-tunnels
 TEST_DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test lint format venv gpu-check bench-venv pool-start pool-stop pool-status db-start db-stop bench bench-sync bench-api bench-list bench-load bench-reports bench-goodput bench-environments bench-datasets bench-sessions bench-usage bench-placement clean
+.PHONY: run test lint format venv gpu-check bench-venv pool-start pool-stop pool-status db-start db-stop bench bench-sync bench-api bench-list bench-load bench-reports bench-goodput bench-environments bench-datasets bench-sessions bench-usage bench-placement bench-polls bench-sync-schedds clean
 
 venv: $(VENV)/.installed
 
@@ -74,6 +74,12 @@ bench-sync: bench-venv
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/14 \
 	$(BIN)/python bench/sync_scale.py $(ARGS)
 
+# The same over two schedds (the personal pool's second one); ARGS="--jobs 100000".
+bench-sync-schedds: bench-venv
+	deploy/personal-pool/pool start
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/14 \
+	$(BIN)/python bench/sync_schedds.py $(ARGS)
+
 bench-api: bench-venv
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/14 \
 	$(BIN)/python bench/api_list.py
@@ -103,6 +109,11 @@ bench-datasets: bench-venv
 bench-sessions: bench-venv
 	deploy/personal-pool/pool start
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python bench/sessions.py
+
+# 1,000 students watching their job pages: the status poll's 304 against the full document.
+bench-polls: bench-venv
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/14 \
+	$(BIN)/python bench/status_polls.py
 
 bench-usage: bench-venv
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python bench/usage_sampling.py

@@ -22,3 +22,33 @@ def setup_django(*, fake_bridge: bool) -> Path:
 
     django.setup()
     return REPO
+
+
+def serve_gunicorn(port: int, *extra: str):
+    """gunicorn as `make run` starts it (2 workers of 4 threads) on the test database the
+    benchmark made, with the fake bridge; returns once it answers."""
+    import subprocess
+    import time
+
+    import httpx
+    from django.db import connection
+
+    db = connection.settings_dict
+    password = f":{db['PASSWORD']}" if db["PASSWORD"] else ""
+    env = os.environ | {
+        "DATABASE_URL": f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "NIGHTSHIFT_BRIDGE": "fake",
+    }
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("gunicorn")), "portal.wsgi", "-b",
+         f"127.0.0.1:{port}", "--workers", "2", "--threads", "4", "--log-level", "warning",
+         *extra],
+        cwd=REPO, env=env,
+    )  # fmt: skip
+    for _ in range(100):
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/accounts/login/", timeout=1)
+            return process
+        except httpx.TransportError:
+            time.sleep(0.2)
+    raise SystemExit("gunicorn did not start")

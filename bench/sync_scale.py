@@ -12,6 +12,7 @@ same projection.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
@@ -46,9 +47,11 @@ PROFILE = "--profile" in sys.argv
 @contextmanager
 def counting_condor_calls():
     """Counts the schedd and collector calls htcondor2 makes while inside (a locate's own
-    collector query counts as the locate)."""
+    collector query counts as the locate). Each thread nests on its own: the sync asks
+    several schedds at once."""
     calls: Counter[str] = Counter()
-    depth = [0]
+    local = threading.local()
+    lock = threading.Lock()
     patched: list[tuple[type, str, Callable]] = []
     for cls, names in ((htcondor2.Schedd, ("query", "history", "submit", "act")),
                        (htcondor2.Collector, ("query", "locate"))):  # fmt: skip
@@ -56,13 +59,15 @@ def counting_condor_calls():
             original = getattr(cls, name)
 
             def wrapper(self, *args, _original=original, _label=f"{cls.__name__}.{name}", **kw):
-                if not depth[0]:
-                    calls[_label] += 1
-                depth[0] += 1
+                depth = getattr(local, "depth", 0)
+                if not depth:
+                    with lock:
+                        calls[_label] += 1
+                local.depth = depth + 1
                 try:
                     return _original(self, *args, **kw)
                 finally:
-                    depth[0] -= 1
+                    local.depth = depth
 
             setattr(cls, name, wrapper)
             patched.append((cls, name, original))
@@ -77,6 +82,19 @@ def raw_schedd() -> htcondor2.Schedd:
     get_bridge()  # sets the portal's token directory and collector for raw calls too
     collector = htcondor2.Collector(settings.CONDOR_COLLECTOR)
     return htcondor2.Schedd(collector.locate(htcondor2.DaemonType.Schedd))
+
+
+def held_description(directory) -> dict[str, str]:
+    """The portal's own submit description for a job asking for 8 GPUs (no workstation has
+    them), held, each item's Nightshift id from itemdata's `jid`."""
+    request = JobRequest(job_id=str(uuid.uuid4()), job_dir=str(directory),
+                         script_name="train.py", memory_mb=256, gpus=8)  # fmt: skip
+    description = build_submit_description(
+        request, mode=FileMode.SHARED, instance=settings.NIGHTSHIFT_INSTANCE
+    )
+    description["My.NightshiftJobId"] = '"$(jid)"'
+    description["hold"] = "true"
+    return description
 
 
 def instance_constraint() -> str:
@@ -123,13 +141,7 @@ def main() -> None:
         user = get_user_model().objects.create_user("bench", password="bench-password-123")
         directory = settings.JOBS_DIR / "bench-sync"
         directory.mkdir(parents=True, exist_ok=True)
-        request = JobRequest(job_id=str(uuid.uuid4()), job_dir=str(directory),
-                             script_name="train.py", memory_mb=256, gpus=8)  # fmt: skip
-        description = build_submit_description(
-            request, mode=FileMode.SHARED, instance=settings.NIGHTSHIFT_INSTANCE
-        )
-        description["My.NightshiftJobId"] = '"$(jid)"'
-        description["hold"] = "true"
+        description = held_description(directory)
         ids = [str(uuid.uuid4()) for _ in range(JOBS)]
         started = time.perf_counter()
         result = schedd.submit(

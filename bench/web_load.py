@@ -22,11 +22,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from portal_setup import setup_django
+from portal_setup import serve_gunicorn, setup_django
 
 REPO = setup_django(fake_bridge=True)
 
-import httpx  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
@@ -76,27 +75,6 @@ def make_world(folder: Path) -> list[dict]:
     return students
 
 
-def serve() -> subprocess.Popen:
-    db = connection.settings_dict
-    env = os.environ | {
-        "DATABASE_URL": f"postgres://{db['USER']}{':' + db['PASSWORD'] if db['PASSWORD'] else ''}"
-        f"@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-        "NIGHTSHIFT_BRIDGE": "fake",
-    }
-    process = subprocess.Popen(
-        [str(Path(sys.executable).with_name("gunicorn")), "portal.wsgi", "-b",
-         f"127.0.0.1:{PORT}", "--workers", "2", "--threads", "4", "--log-level", "warning"],
-        cwd=REPO, env=env,
-    )  # fmt: skip
-    for _ in range(100):
-        try:
-            httpx.get(f"http://127.0.0.1:{PORT}/accounts/login/", timeout=1)
-            return process
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise SystemExit("gunicorn did not start")
-
-
 def locust_step(users: int, data: Path, out: Path) -> dict[str, float]:
     prefix = out / f"step-{users}"
     subprocess.run(
@@ -135,7 +113,7 @@ def main() -> None:
             data = folder / "students.json"
             data.write_text(json.dumps(students))
             connection.close()  # gunicorn's workers open their own
-            server = serve()
+            server = serve_gunicorn(PORT)
             results = [(users, locust_step(users, data, folder)) for users in STEPS]
         finally:
             if server is not None:

@@ -41,6 +41,7 @@ PERSONAL_POOL = (
                 GpuModel("Tesla V100-PCIE-16GB", 24220, 7.0)),
 )  # fmt: skip
 
+FAKE_SCHEDD_NAME = "fake-schedd"
 _FINAL = (JobState.COMPLETED, JobState.REMOVED)
 _RUN_STATES = (JobState.RUNNING, JobState.TRANSFERRING, JobState.SUSPENDED)
 # HTCondor's JobStatus numbers; a job spooling its input is held (5) in the real queue.
@@ -55,9 +56,16 @@ class FakeBridge:
         instance: str = "default",
         machines: Iterable[PoolMachine] = PERSONAL_POOL,
         observer: Observer | None = None,
+        schedd_name: str | None = None,
+        pool_schedds: Iterable[str] | None = None,
     ) -> None:
         if not JOB_ID_PATTERN.fullmatch(instance):
             raise ValueError(f"instance {instance!r} must be letters, digits and dashes")
+        # The one schedd a fake stands for; several fakes (one per name) are several schedds.
+        self.schedd_name = schedd_name or FAKE_SCHEDD_NAME
+        # The schedds the fake pool's collector lists: a fake for a schedd not among them
+        # answers nothing, as the real bridge then locates none.
+        self.pool_schedds = sorted(pool_schedds or [self.schedd_name])
         self.mode = FileMode(mode)
         self.instance = instance
         self.observer = observer
@@ -142,12 +150,17 @@ class FakeBridge:
 
     def _check_up(self, action: str) -> None:
         # Named as the real bridge names its calls to the observer.
-        call = "collector" if action == "pool status" else action
+        call = "collector" if action in ("pool status", "schedd list") else action
         call = "act" if call in ("remove", "hold", "release", "vacate") else call
         with timed(self.observer, call):
             if self.down:
                 raise BridgeError(
                     f"{action}: Failed to connect to schedd (fake is down)", transient=True
+                )
+            if call != "collector" and self.schedd_name not in self.pool_schedds:
+                raise BridgeError(
+                    f"cannot locate the schedd: the collector lists no {self.schedd_name!r}",
+                    transient=True,
                 )
 
     # -- the real bridge's API -------------------------------------------------------
@@ -323,6 +336,10 @@ class FakeBridge:
     def pool_machines(self) -> list[PoolMachine]:
         self._check_up("pool status")
         return list(self.machines)
+
+    def schedulers(self) -> list[str]:
+        self._check_up("schedd list")
+        return list(self.pool_schedds)
 
     def ping(self) -> None:
         self._check_up("query")

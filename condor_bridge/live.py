@@ -19,7 +19,7 @@ import json
 import re
 from pathlib import Path
 
-from .types import LIVE_SERVICES
+from .types import LIVE_SERVICES, SCHEDD_NAME_PATTERN
 
 _SOCKET_PATH = re.compile(r"/[A-Za-z0-9_./-]{1,100}")
 _PROBE_SOURCE = (Path(__file__).with_name("live_probe.py")).read_bytes()
@@ -37,6 +37,15 @@ def _job(cluster_id: int, proc_id: int) -> str:
     return f"{cluster_id}.{proc_id}"
 
 
+def _schedd(schedd: str) -> list[str]:
+    """condor_ssh_to_job's options for the job's schedd ("": the default one)."""
+    if not schedd:
+        return []
+    if not SCHEDD_NAME_PATTERN.fullmatch(schedd):
+        raise ValueError(f"{schedd!r} is not a schedd's name")
+    return ["-name", schedd]
+
+
 def _python(python: str) -> str:
     if not re.fullmatch(r"/[A-Za-z0-9_./+-]{1,200}", python) or ".." in python.split("/"):
         raise ValueError(f"{python!r} is not a plain absolute path")
@@ -44,18 +53,28 @@ def _python(python: str) -> str:
 
 
 def probe_command(
-    ssh_to_job: list[str], cluster_id: int, proc_id: int, *, python: str = "/usr/bin/python3"
+    ssh_to_job: list[str],
+    cluster_id: int,
+    proc_id: int,
+    *,
+    python: str = "/usr/bin/python3",
+    schedd: str = "",
 ) -> list[str]:
     """Runs the probe inside the job; its stdout is one JSON line (`parse_probe`)."""
     encoded = base64.b64encode(_PROBE_SOURCE).decode()
     # The remote side hands this line to the job's shell: only [A-Za-z0-9+/=] are varied.
     remote = f"{_python(python)} -c 'import base64;exec(base64.b64decode(\"{encoded}\"))'"
     # A job the schedd has just started may not take a connection yet: HTCondor retries.
-    return [*ssh_to_job, "-auto-retry", _job(cluster_id, proc_id), remote]
+    return [*ssh_to_job, "-auto-retry", *_schedd(schedd), _job(cluster_id, proc_id), remote]
 
 
 def forward_command(
-    ssh_to_job: list[str], cluster_id: int, proc_id: int, forwards: dict[str, int]
+    ssh_to_job: list[str],
+    cluster_id: int,
+    proc_id: int,
+    forwards: dict[str, int],
+    *,
+    schedd: str = "",
 ) -> list[str]:
     """Keeps one Unix socket per service forwarded until killed; each socket path is local
     (on the portal's side) and each port is inside the job."""
@@ -69,7 +88,7 @@ def forward_command(
             raise ValueError(f"{port!r} is not a port a job may use")
         options += ["-L", f"{socket_path}:127.0.0.1:{port}"]
     # condor_ssh_to_job splits -ssh at spaces; nothing above has one.
-    return [*ssh_to_job, "-ssh", " ".join(options), _job(cluster_id, proc_id)]
+    return [*ssh_to_job, *_schedd(schedd), "-ssh", " ".join(options), _job(cluster_id, proc_id)]
 
 
 def parse_probe(output: str) -> dict[str, int]:

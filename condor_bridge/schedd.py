@@ -168,9 +168,16 @@ class HTCondorBridge:
                 ad = self._collector().locate(htcondor2.DaemonType.Schedd, self.schedd_name)
             else:
                 ad = self._collector().locate(htcondor2.DaemonType.Schedd)
-            return htcondor2.Schedd(ad)
         except (HTCondorException, OSError, ValueError) as exc:
             raise BridgeError(f"cannot locate the schedd: {exc}", transient=True) from exc
+        # locate() answers None for a name the collector does not list, and Schedd(None) is
+        # the default schedd: the jobs of a stopped schedd would be looked for, and acted
+        # on, in another one's queue.
+        if ad is None:
+            named = repr(self.schedd_name) if self.schedd_name else "schedd"
+            raise BridgeError(f"cannot locate the schedd: the collector lists no {named}",
+                              transient=True)  # fmt: skip
+        return htcondor2.Schedd(ad)
 
     # -- jobs ------------------------------------------------------------------------
     def description(self, request: JobRequest) -> dict[str, str]:
@@ -408,6 +415,15 @@ class HTCondorBridge:
         except (HTCondorException, OSError, RuntimeError) as exc:
             raise bridge_error("pool status", exc) from exc
         return machines_from_slot_ads(ads)
+
+    @_observed("collector")
+    def schedulers(self) -> list[str]:
+        """The names of the schedds the collector knows, this bridge's among them."""
+        try:
+            ads = self._collector().query(htcondor2.AdType.Schedd, projection=["Name"])
+        except (HTCondorException, OSError, RuntimeError) as exc:
+            raise bridge_error("schedd list", exc) from exc
+        return sorted({str(ad["Name"]) for ad in ads if "Name" in ad})
 
     def ping(self) -> None:
         """Raise BridgeError unless the schedd answers a query."""

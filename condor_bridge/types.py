@@ -23,6 +23,9 @@ MAX_ARGUMENTS = 200
 MAX_TEXT_LENGTH = 4096
 
 JOB_ID_PATTERN = _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,63}$")
+# A schedd's Name in the collector (ap1.campus.edu, second@ap1.campus.edu): it reaches a
+# ClassAd constraint and condor_ssh_to_job's -name, so nothing else is let through.
+SCHEDD_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,199}")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _SCRIPT_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\.py$")
 _IMAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./:@+-]{0,499}")

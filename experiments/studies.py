@@ -37,6 +37,7 @@ from condor_bridge.submit import HELPER_DIR, METRICS_FILE
 from jobs.admission import QuotaExceeded, quota_check
 from jobs.bridge import get_bridge
 from jobs.models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState
+from jobs.schedulers import schedd_choose
 from jobs.selectors import job_metrics
 from jobs.specs import JobActionError, JobSpec, JobSubmissionError
 from jobs.staging import CONTROL_DIR, StagedFiles, content_hashes, install_helper, stage_files
@@ -381,8 +382,10 @@ def _prune(job: Job, plan: StudyPlan, now) -> int:
         return 1
     if now - requested.at >= timedelta(seconds=plan.prune_grace_s) and job.is_submitted:
         try:
-            get_bridge().act("remove", job.cluster_id, job.proc_id,
-                             reason="Pruned by its study, and did not stop in time")  # fmt: skip
+            get_bridge(job.schedd).act(
+                "remove", job.cluster_id, job.proc_id,
+                reason="Pruned by its study, and did not stop in time",
+            )  # fmt: skip
         except BridgeError:
             return 0
         JobEvent.objects.create(job=job, kind="pruned", state=job.state,
@@ -395,8 +398,8 @@ def _cancel_trials(sweep: Sweep, unfinished: list[Job], reason: str) -> None:
     for job in unfinished:
         if job.is_submitted:
             try:
-                get_bridge().act("remove", job.cluster_id, job.proc_id,
-                                 reason=f"Its study {reason}")  # fmt: skip
+                get_bridge(job.schedd).act("remove", job.cluster_id, job.proc_id,
+                                           reason=f"Its study {reason}")  # fmt: skip
             except BridgeError:
                 continue
             JobEvent.objects.create(job=job, kind="cancel requested", state=job.state,
@@ -413,7 +416,8 @@ def _start_trial(sweep: Sweep, plan: StudyPlan, trial: optuna.trial.Trial) -> Jo
     values = dict(trial.params)
     run = _trial_spec(JobSpec(**sweep.definition["spec"]), trial.number, values)
     job = Job(owner=sweep.owner, name=run.name, lab=sweep.lab, gpus=run.gpus, sweep=sweep,
-              sweep_index=trial.number, parameters=values)  # fmt: skip
+              sweep_index=trial.number, parameters=values,
+              schedd=schedd_choose(lab=sweep.lab))  # fmt: skip
     job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
     staged_data = dict(sweep.definition["staged"])
     hashes = staged_data.pop("sha256")

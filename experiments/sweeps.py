@@ -30,6 +30,7 @@ from condor_bridge.submit import description_text
 from jobs.admission import QuotaExceeded, quota_check, quota_lock
 from jobs.bridge import get_bridge
 from jobs.models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState
+from jobs.schedulers import schedd_choose
 from jobs.specs import (
     PARAMETERS_VARIABLE,
     JobActionError,
@@ -195,8 +196,11 @@ def sweep_submit(
     lab, remove_after_s = check_runs(user, spec, run_specs, check_pool=check_pool)
     sweep = Sweep(owner=user, lab=lab, name=spec.name.strip(), kind=plan.kind,
                   definition=plan.definition)  # fmt: skip
+    # One cluster, so one schedd for every run.
+    schedd = schedd_choose(lab=lab)
     jobs = [Job(owner=user, name=run.name.strip(), lab=lab, gpus=spec.gpus, sweep_index=index,
-                parameters=runs[index]) for index, run in enumerate(run_specs)]  # fmt: skip
+                parameters=runs[index], schedd=schedd)
+            for index, run in enumerate(run_specs)]  # fmt: skip
     made: list[Path] = []
     try:
         first = new_folder(jobs[0], made)
@@ -328,6 +332,11 @@ SWEEP_SUBMITTER = BatchSubmitter(
 )
 
 
+def sweep_schedd(sweep: Sweep) -> str:
+    """The schedd of a sweep's cluster: its runs' (all the same one)."""
+    return sweep.runs.order_by("pk").values_list("schedd", flat=True).first() or ""
+
+
 def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
     """Hand a sweep's runs to HTCondor as one cluster, exactly once. Transient failures
     re-raise for retry.
@@ -345,7 +354,7 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
         sweep.save(update_fields=["submit_attempts", "submit_requested_at"])
         first_attempt = sweep.submit_attempts == 1
 
-    bridge = get_bridge()
+    bridge = get_bridge(sweep_schedd(sweep))
     transient_error = None
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update().get(pk=sweep_pk)
@@ -444,7 +453,7 @@ def sweep_cancel(*, sweep: Sweep, user) -> int:
         # the sweep's id also takes such a cluster away.
         if submitted or sweep.submit_attempts:
             try:
-                get_bridge().remove_sweep(
+                get_bridge(sweep_schedd(sweep)).remove_sweep(
                     str(sweep.public_id), reason=f"Cancelled by user {user.pk}"
                 )
             except BridgeError as exc:

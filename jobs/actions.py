@@ -62,7 +62,7 @@ def job_vacate(*, job: Job, user) -> Job:
 
 
 def _act_on_job(job, user, action, *, allowed, refusal, reason, kind, detail) -> Job:
-    bridge = get_bridge()
+    bridge = get_bridge(job.schedd)
     with transaction.atomic():
         job = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
         if job.state not in allowed or not job.is_submitted:
@@ -78,7 +78,7 @@ def _act_on_job(job, user, action, *, allowed, refusal, reason, kind, detail) ->
 
 def job_cancel(*, job: Job, user) -> Job:
     """Remove a job from the pool (or stop it before it gets there)."""
-    bridge = get_bridge()
+    bridge = get_bridge(job.schedd)
     with transaction.atomic():
         job = Job.objects.select_for_update(no_key=True).get(pk=job.pk)
         if job.is_final:

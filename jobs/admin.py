@@ -63,7 +63,7 @@ class JobAdmin(admin.ModelAdmin):
             raise Http404
         error, ad = "", None
         try:
-            ad = get_bridge().job_ad(str(job.public_id))
+            ad = get_bridge(job.schedd).job_ad(str(job.public_id))
         except BridgeError as exc:
             error = str(exc)
         context = {

@@ -23,23 +23,29 @@ class BridgeSettings:
     instance: str
 
     @classmethod
-    def current(cls) -> BridgeSettings:
+    def current(cls, schedd: str = "") -> BridgeSettings:
+        """For `schedd`, by its collector name; "": the default one (CONDOR_SCHEDD_NAME, or
+        the collector's only schedd), where every job went before there were several."""
+        spool = schedd in settings.CONDOR_SPOOL_SCHEDDS
         return cls(
             kind=settings.CONDOR_BRIDGE, collector=settings.CONDOR_COLLECTOR,
-            schedd_name=settings.CONDOR_SCHEDD_NAME, token_dir=str(settings.CONDOR_TOKEN_DIR),
-            mode=FileMode(settings.CONDOR_FILE_MODE), instance=settings.NIGHTSHIFT_INSTANCE,
+            schedd_name=schedd or settings.CONDOR_SCHEDD_NAME,
+            token_dir=str(settings.CONDOR_TOKEN_DIR),
+            mode=FileMode.SPOOL if spool else FileMode(settings.CONDOR_FILE_MODE),
+            instance=settings.NIGHTSHIFT_INSTANCE,
         )  # fmt: skip
 
 
-def get_bridge():
-    """The bridge the settings name, made once per distinct settings.
+def get_bridge(schedd: str = ""):
+    """The bridge to `schedd` ("": the default one) the settings name, made once per
+    distinct settings.
 
     Keyed on the settings rather than made once for good: a bridge made while settings were
     overridden (a request a test's browser sent as the test ended, say) must not outlive the
     override and answer for the restored settings. CI once lost a dozen tests to a fake
     bridge cached that way.
     """
-    return bridge_for(BridgeSettings.current())
+    return bridge_for(BridgeSettings.current(schedd))
 
 
 @cache
@@ -47,7 +53,8 @@ def bridge_for(chosen: BridgeSettings):
     if chosen.kind == "fake":
         from condor_bridge.fake import FakeBridge
 
-        return FakeBridge(mode=chosen.mode, instance=chosen.instance, observer=schedd_call_done)
+        return FakeBridge(mode=chosen.mode, instance=chosen.instance, observer=schedd_call_done,
+                          schedd_name=chosen.schedd_name)  # fmt: skip
     from condor_bridge.schedd import HTCondorBridge
 
     return HTCondorBridge(

@@ -99,7 +99,7 @@ class JobSubmitForm(forms.Form):
         label="Finish by", required=False,
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
         help_text="Optional, in the campus time zone: the portal says whether that is likely, "
-        "and this job goes ahead of your jobs with later deadlines or none.",
+        "and your lab's jobs with deadlines go ahead of its others, the earliest first.",
     )  # fmt: skip
 
     live_services = forms.MultipleChoiceField(

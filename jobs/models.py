@@ -59,6 +59,9 @@ class Job(models.Model):
     state = models.CharField(max_length=20, choices=JobState.choices, default=JobState.QUEUED)
     outcome = models.CharField(max_length=20, choices=JobOutcome.choices, blank=True)
     status_detail = models.CharField(max_length=500, blank=True)
+    # The schedd the job goes to, by its collector name, chosen once when the job is made so
+    # that every attempt and action reaches the same one; "": the default schedd.
+    schedd = models.CharField(max_length=200, blank=True, default="", db_default="")
     cluster_id = models.PositiveIntegerField(null=True, blank=True)
     proc_id = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

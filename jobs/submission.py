@@ -36,6 +36,7 @@ from .admission import QuotaExceeded, account_approved, quota_check, quota_lock,
 from .archives import is_archive
 from .bridge import get_bridge
 from .models import Job, JobOutcome, JobState
+from .schedulers import schedd_choose
 from .software import SoftwareNotFound, software_lookup
 from .specs import (
     PARAMETERS_VARIABLE,
@@ -229,7 +230,7 @@ def job_submit(
 
     job = Job(owner=user, name=spec.name.strip(), notify_by_email=spec.notify_by_email,
               lab=lab, gpus=spec.gpus, parameters=parameters or {},
-              reproduces=reproduces)  # fmt: skip
+              reproduces=reproduces, schedd=schedd_choose(lab=lab))  # fmt: skip
     job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
     directory = job.directory
     directory.mkdir(parents=True, exist_ok=False)
@@ -335,7 +336,7 @@ def job_submit_to_pool(job_pk: int) -> Job:
         job.save(update_fields=["submit_attempts", "submit_requested_at"])
         first_attempt = job.submit_attempts == 1
 
-    bridge = get_bridge()
+    bridge = get_bridge(job.schedd)
     transient_error = None
     with transaction.atomic():
         job = Job.objects.select_for_update(no_key=True).get(pk=job_pk)

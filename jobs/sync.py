@@ -20,7 +20,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from audit.services import audit_record
-from condor_bridge import BridgeError, JobObservation, MatchSummary, summarize_matches
+from condor_bridge import BridgeError, FileMode, JobObservation, MatchSummary, summarize_matches
 from condor_bridge import JobState as CondorState
 from condor_bridge.explain import SUBCODE_NIGHTSHIFT_NO_PROGRESS
 from plumbing import metrics
@@ -30,6 +30,7 @@ from plumbing.tasks import enqueue
 from .bridge import get_bridge
 from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Workstation
 from .notifications import NOTIFY_STATES, notify_enqueue
+from .schedulers import raise_unless_one_answered, schedds_answered, schedds_ask
 from .selectors import checkpoint_of, job_output_files
 from .specs import request_from_json
 from .staging import uploads_clean_stale
@@ -283,15 +284,15 @@ def _hold_without_progress(job: Job) -> None:
     spool mode its checkpoints are invisible here, and HTCondor's NIGHTSHIFT_MAX_STARTS
     guard applies alone."""
     limit = settings.MAX_EVICTIONS_WITHOUT_PROGRESS
-    if not limit or settings.CONDOR_FILE_MODE != "shared":
+    if not limit or get_bridge(job.schedd).mode is not FileMode.SHARED:
         return
     streak = _run_ledger.evictions_without_progress(job, limit)
     if streak < limit:
         return
     reason = f"Nightshift held it: evicted {streak} times in a row without saving a checkpoint."
     try:
-        get_bridge().act("hold", job.cluster_id, job.proc_id, reason=reason,
-                         reason_code=SUBCODE_NIGHTSHIFT_NO_PROGRESS)  # fmt: skip
+        get_bridge(job.schedd).act("hold", job.cluster_id, job.proc_id, reason=reason,
+                                   reason_code=SUBCODE_NIGHTSHIFT_NO_PROGRESS)  # fmt: skip
     except BridgeError as exc:
         logger.warning("could not hold job %s after %s evictions: %s", job.pk, streak, exc)
         return
@@ -309,7 +310,7 @@ def _end_moved_session(job: Job) -> None:
               "folder until then are kept with the job's outputs; start a new session to go "
               "on.")  # fmt: skip
     try:
-        get_bridge().act("remove", job.cluster_id, job.proc_id, reason=detail[:200])
+        get_bridge(job.schedd).act("remove", job.cluster_id, job.proc_id, reason=detail[:200])
     except BridgeError as exc:
         logger.warning("could not end the moved session %s: %s", job.pk, exc)
         return
@@ -334,7 +335,7 @@ class SyncReport:
 # rows are read as plain values: building 10,000 model instances would cost more than the
 # comparison.
 SYNC_FIELDS = (
-    "pk", "public_id", "state", "status_detail", "hold_reason", "hold_reason_code",
+    "pk", "public_id", "schedd", "state", "status_detail", "hold_reason", "hold_reason_code",
     "hold_reason_subcode", "hold_memory_mb", "hold_disk_mb", "num_starts", "workstation",
     "gpu_model", "exit_code", "exit_signal", "started_at", "finished_at", "match_problem",
     "wait_reason", "outcome",
@@ -355,7 +356,6 @@ def jobs_sync() -> SyncReport:
 
 
 def _sync_cycle() -> SyncReport:
-    bridge = get_bridge()
     report = SyncReport()
     active = [
         SimpleNamespace(**row)
@@ -365,12 +365,7 @@ def _sync_cycle() -> SyncReport:
     ]
     report.active = len(active)
     if active:
-        observations = {o.job_id: o for o in bridge.active_jobs()}
-        missing = [str(job.public_id) for job in active if str(job.public_id) not in observations]
-        if missing:
-            finished = {o.job_id: o for o in bridge.finished_jobs(missing)}
-            report.finished = len(finished)
-            observations.update(finished)
+        observations, report.finished = _observe_every_schedd(active)
         # Compared in memory first: an unchanged job costs no lock and no write.
         outdated, unchanged = {}, {}
         for job in active:
@@ -384,10 +379,38 @@ def _sync_cycle() -> SyncReport:
         for pk in _run_ledger.runs_outdated(unchanged):
             outdated[pk] = unchanged[pk]
         report.changed = len(jobs_apply_observations(outdated))
-    _explain_unmatched_jobs(bridge)
+    _explain_unmatched_jobs(get_bridge())
     report.resubmitted = _resubmit_stale_jobs()
     uploads_clean_stale()
     return report
+
+
+def _observe_every_schedd(active: list) -> tuple[dict[str, JobObservation], int]:
+    """What each schedd with active jobs says of them: one queue query and at most one
+    history call per schedd, the schedds asked in parallel. A schedd that does not answer
+    leaves its own jobs as they were (and their pages say so); only when none answers does
+    the cycle fail."""
+    by_schedd: dict[str, list[str]] = defaultdict(list)
+    for job in active:
+        by_schedd[job.schedd].append(str(job.public_id))
+    answers, failures = schedds_ask(by_schedd, lambda name: _observe_schedd(name, by_schedd[name]))
+    schedds_answered(answers, {name: str(exc) for name, exc in failures.items()})
+    raise_unless_one_answered(failures, answers)
+    observations: dict[str, JobObservation] = {}
+    for found, _ in answers.values():
+        observations.update(found)
+    return observations, sum(from_history for _, from_history in answers.values())
+
+
+def _observe_schedd(name: str, job_ids: list[str]) -> tuple[dict[str, JobObservation], int]:
+    bridge = get_bridge(name)
+    observations = {o.job_id: o for o in bridge.active_jobs()}
+    missing = [job_id for job_id in job_ids if job_id not in observations]
+    finished = {}
+    if missing:
+        finished = {o.job_id: o for o in bridge.finished_jobs(missing)}
+        observations.update(finished)
+    return observations, len(finished)
 
 
 SEEN_REFRESH_S = 60
@@ -517,12 +540,11 @@ def _resubmit_stale_jobs() -> int:
 
 def job_collect_outputs(job_pk: int) -> Job:
     """Bring outputs home (spool mode) and mark them ready to download."""
-    bridge = get_bridge()
     with transaction.atomic():
         job = Job.objects.select_for_update(no_key=True).get(pk=job_pk)
         if job.outputs_ready or not job.is_submitted:
             return job
-        bridge.retrieve(job.cluster_id, job.proc_id)
+        get_bridge(job.schedd).retrieve(job.cluster_id, job.proc_id)
         job.outputs_collected_at = timezone.now()
         job.save(update_fields=["outputs_collected_at"])
         count = len(job_output_files(job))

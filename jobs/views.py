@@ -26,15 +26,18 @@ from django.http import (
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.views.decorators.cache import never_cache
+from django.utils.cache import get_conditional_response
+from django.utils.http import quote_etag
+from django.views.decorators.cache import cache_control, never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from . import actions, readouts, selectors, specs, staging, submission
+from . import actions, polling, readouts, selectors, specs, staging, submission
 from .bridge import get_bridge
 from .filters import JobListFilter
 from .forms import JobSubmitForm
 from .lookups import actionable_job_or_403, own_job_or_403, visible_job_or_404
 from .models import Job
+from .schedulers import schedd_problem
 
 JOBS_PER_PAGE = 25
 
@@ -239,6 +242,7 @@ def job_detail(request: HttpRequest, public_id) -> HttpResponse:
             "outputs": selectors.job_output_files(job),
             "reproduction": selectors.reproduction_of(job),
             "pip_freeze": selectors.job_pip_freeze(job),
+            "schedd_problem": schedd_problem(job),
             **_permissions(request, job),
         },
     )
@@ -251,26 +255,42 @@ def _permissions(request: HttpRequest, job: Job) -> dict:
     }
 
 
-@never_cache
+def _log_offset(request: HttpRequest, stream: str) -> int:
+    try:
+        return int(request.GET.get(f"{stream}_offset", 0))
+    except ValueError:
+        return 0
+
+
+# The browser keeps the last answer and asks again with its ETag each time (no-cache is
+# "revalidate", not "do not store"); private: it is this viewer's.
+@cache_control(private=True, no_cache=True)
 @login_required
 @require_GET
-def job_status(request: HttpRequest, public_id) -> JsonResponse:
-    """Everything the job page refreshes while it is open."""
+def job_status(request: HttpRequest, public_id) -> HttpResponse:
+    """Everything the job page refreshes while it is open; 304 when none of it changed."""
     job = visible_job_or_404(request.user, public_id)
+    paths = staging.job_logs_for(job)
+    offsets = {stream: _log_offset(request, stream) for stream in paths}
+    permissions = _permissions(request, job)
+    problem = schedd_problem(job)
+    etag = quote_etag(polling.job_status_etag(
+        job, offsets=offsets, logs=paths, context=(sorted(permissions.items()), problem)
+    ))  # fmt: skip
+    unchanged = get_conditional_response(request, etag=etag)
+    if unchanged is not None:
+        unchanged["ETag"] = etag
+        return unchanged
     logs = {}
-    for stream, path in staging.job_logs_for(job).items():
-        try:
-            offset = int(request.GET.get(f"{stream}_offset", 0))
-        except ValueError:
-            offset = 0
-        chunk = selectors.job_log_chunk(job.directory, path, offset)
+    for stream, path in paths.items():
+        chunk = selectors.job_log_chunk(job.directory, path, offsets[stream])
         logs[stream] = {
             "text": chunk.text,
             "start": chunk.start,
             "offset": chunk.offset,
             "size": chunk.size,
         }
-    return JsonResponse(
+    response = JsonResponse(
         {
             "state": job.state,
             "state_label": job.get_state_display(),
@@ -278,6 +298,7 @@ def job_status(request: HttpRequest, public_id) -> JsonResponse:
             "hold_reason": job.hold_reason,
             "match_problem": job.match_problem,
             "wait_reason": job.wait_reason,
+            "schedd_problem": problem,
             "hold_title": job.hold_explanation.title if job.hold_explanation else "",
             "hold_advice": job.hold_explanation.advice if job.hold_explanation else "",
             "hold_clone_url": job.hold_clone_url,
@@ -302,10 +323,12 @@ def job_status(request: HttpRequest, public_id) -> JsonResponse:
             ],
             "logs": logs,
             "actions_html": render_to_string(
-                "jobs/_actions.html", {"job": job, **_permissions(request, job)}, request=request
+                "jobs/_actions.html", {"job": job, **permissions}, request=request
             ),
         }
     )
+    response["ETag"] = etag
+    return response
 
 
 @login_required

@@ -51,7 +51,18 @@ class LabAdmin(AuditedMembershipChanges, admin.ModelAdmin):
     search_fields = ("name", "accounting_group")
     inlines = [MembershipInline]
     fieldsets = [
-        (None, {"fields": ("name", "accounting_group", "ldap_group", "output_retention_days")}),
+        (
+            None,
+            {
+                "fields": (
+                    "name",
+                    "accounting_group",
+                    "ldap_group",
+                    "output_retention_days",
+                    "schedd",
+                )
+            },
+        ),
         (
             "Quota (empty: no limit)",
             {

@@ -8,6 +8,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from condor_bridge.types import SCHEDD_NAME_PATTERN
+
 # HTCondor accounting group names: letters, digits and '_' (a '.' would make a subgroup).
 _GROUP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
 
@@ -23,6 +25,15 @@ def validate_accounting_group(value: str) -> None:
     if not _GROUP_NAME.fullmatch(value):
         raise ValidationError(
             "Use a letter, then letters, digits and underscores (at most 63), e.g. group_vision."
+        )
+
+
+def validate_schedd_name(value: str) -> None:
+    if value and not SCHEDD_NAME_PATTERN.fullmatch(value):
+        raise ValidationError("A schedd's name as the collector knows it, e.g. ap1@campus.edu.")
+    if value and settings.CONDOR_SCHEDDS and value not in settings.CONDOR_SCHEDDS:
+        raise ValidationError(
+            f"{value} is not one of the portal's schedds ({', '.join(settings.CONDOR_SCHEDDS)})."
         )
 
 
@@ -73,6 +84,13 @@ class Lab(QuotaLimits):
         "LDAP group", max_length=500, blank=True,
         help_text="With LDAP sign-in: the DN of a group whose members join this lab when they "
         "sign in (and leave it when they are no longer in the group).",
+    )  # fmt: skip
+    schedd = models.CharField(
+        "Scheduler", max_length=200, blank=True, db_default="", default="",
+        validators=[validate_schedd_name],
+        help_text="With several access points (CONDOR_SCHEDDS) and NIGHTSHIFT_SCHEDD_POLICY "
+        "per-lab: the schedd this lab's jobs go to, by its collector name. Empty: the least "
+        "loaded one.",
     )  # fmt: skip
     dataset_storage_gb = models.FloatField(
         "Dataset storage (GB)", null=True, blank=True,

@@ -61,7 +61,7 @@ def access_decide(public_id: str, service: str, *, user_id: int | None,
         )  # fmt: skip
     target = Target(
         key=str(job.public_id), cluster_id=job.cluster_id, proc_id=job.proc_id or 0,
-        python=job.request.get("python") or "/usr/bin/python3",
+        python=job.request.get("python") or "/usr/bin/python3", schedd=job.schedd,
         secret=job.live_secret if service == "notebook" else "",
     )  # fmt: skip
     return Decision(200, target=target, user_id=user.pk)

@@ -42,6 +42,7 @@ class Target:
     cluster_id: int
     proc_id: int
     python: str = "/usr/bin/python3"
+    schedd: str = ""  # the job's schedd; "": the default one
     # A notebook's Jupyter token, which the proxy adds to each request it lets in.
     secret: str = field(default="", repr=False)
 
@@ -144,8 +145,9 @@ class TunnelManager:
     async def _probe(self, target: Target) -> dict[str, int]:
         self._probed_at[target.key] = time.monotonic()
         command = probe_command(
-            self.ssh_to_job, target.cluster_id, target.proc_id, python=target.python
-        )
+            self.ssh_to_job, target.cluster_id, target.proc_id, python=target.python,
+            schedd=target.schedd,
+        )  # fmt: skip
         status, out, err = await self._run(command, self.open_timeout_s)
         if status:
             log.warning("probing job %s failed (%s): %s", target.key, status, err.strip()[-500:])
@@ -161,7 +163,7 @@ class TunnelManager:
         sockets = {s: str(self.folder / f"{secrets.token_hex(6)}.sock") for s in ports}
         command = forward_command(
             self.ssh_to_job, target.cluster_id, target.proc_id,
-            {sockets[s]: port for s, port in ports.items()},
+            {sockets[s]: port for s, port in ports.items()}, schedd=target.schedd,
         )  # fmt: skip
         # Its own process group: a wrapper (the personal pool's chroot, runuser) does not
         # pass signals on, so closing the tunnel signals every process in it.

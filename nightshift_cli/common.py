@@ -127,7 +127,7 @@ def job_options(command, *, attach_datasets: bool = True):
                 "--finish-by",
                 metavar="WHEN",
                 help="When it should be finished (ISO 8601, e.g. 2026-12-04T17:00+01:00): the "
-                "portal says how likely that is, and the job goes ahead of your later ones.",
+                "portal says how likely that is, and it goes ahead of your lab's later ones.",
             ),
             click.option(
                 "--arg",

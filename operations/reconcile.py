@@ -19,12 +19,13 @@ from django.db.models import F
 from django.utils import timezone
 
 from audit.services import audit_record
-from condor_bridge import JobObservation
+from condor_bridge import BridgeError, JobObservation
 from condor_bridge import JobState as CondorState
 from experiments.models import Sweep
 from experiments.sweeps import sweep_enqueue_submit
 from jobs.bridge import get_bridge
 from jobs.models import FINAL_STATES, Job, JobOutcome, JobState
+from jobs.schedulers import schedd_label, schedd_names
 from jobs.submission import job_enqueue_submit
 from jobs.sync import SYNC_FIELDS, jobs_apply_observations, observed_changes, portal_state
 from jobs.timeline import job_event_record
@@ -63,17 +64,58 @@ def _is_uuid(text: str) -> bool:
 
 
 def reconcile(*, dry_run: bool, actor=None) -> list[Drift]:
-    """Every drift found, repaired unless `dry_run`. Idempotent: a second run finds none."""
-    bridge = get_bridge()
-    # The portal's submitted jobs are read before the queue, as the sync does: a job
-    # submitted in between is then in the queue, never taken for lost.
+    """Every drift found, repaired unless `dry_run`. Idempotent: a second run finds none.
+
+    Schedd by schedd: each the portal sends jobs to, and each that holds its unfinished
+    jobs. A schedd that does not answer fails the command, naming it: a job cannot be told
+    lost while its schedd cannot be asked."""
+    # The portal's submitted jobs are read before the queues, as the sync does: a job
+    # submitted in between is then in a queue, never taken for lost.
     active = [
         SimpleNamespace(**row)
         for row in Job.objects.filter(cluster_id__isnull=False)
         .exclude(state__in=FINAL_STATES)
         .values(*SYNC_FIELDS, "cluster_id", "proc_id")
     ]
-    queue = {o.job_id: o for o in bridge.active_jobs()}
+    drifts: list[Drift] = []
+    in_a_queue: set[str] = set()
+    repairs = []
+    for name in sorted(set(schedd_names()) | {job.schedd for job in active}):
+        found, queued, repair = _reconcile_schedd(
+            name, [job for job in active if job.schedd == name]
+        )
+        drifts += found
+        in_a_queue |= queued
+        repairs.append(repair)
+
+    cutoff = timezone.now() - timedelta(seconds=settings.RESUBMIT_AFTER_S)
+    unsent = (
+        Job.objects.filter(state=JobState.QUEUED, cluster_id__isnull=True, created_at__lt=cutoff)
+        .exclude(public_id__in=[i for i in in_a_queue if _is_uuid(i)])
+        .values_list("pk", "public_id", "state")
+    )
+    resend = []
+    for pk, public_id, state in unsent:
+        drifts.append(Drift("unsent", str(public_id), "", state, ""))
+        resend.append(pk)
+
+    if not dry_run and drifts:
+        for bridge, to_remove, to_adopt, outdated, lost in repairs:
+            _repair(bridge, to_remove, to_adopt, outdated, lost, [])
+        _repair(None, [], [], {}, [], resend)
+        counts = {kind: sum(d.kind == kind for d in drifts) for kind in REPAIRS}
+        summary = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
+        audit_record(action="portal.reconcile", actor=actor, detail=summary)
+    return drifts
+
+
+def _reconcile_schedd(name: str, active: list):
+    """One schedd's drifts, the ids in its queue, and what would repair them."""
+    bridge = get_bridge(name)
+    try:
+        queue = {o.job_id: o for o in bridge.active_jobs()}
+    except BridgeError as exc:
+        raise BridgeError(f"{schedd_label(name)}: {exc}", transient=True) from exc
     known = {
         str(row["public_id"]): row
         for row in Job.objects.filter(public_id__in=[i for i in queue if _is_uuid(i)]).values(
@@ -119,24 +161,7 @@ def reconcile(*, dry_run: bool, actor=None) -> list[Drift]:
             pool_state = portal_state(observation)
             drifts.append(Drift("stale", job_id, condor_id, job.state, pool_state))
             outdated[job.pk] = observation
-
-    cutoff = timezone.now() - timedelta(seconds=settings.RESUBMIT_AFTER_S)
-    unsent = (
-        Job.objects.filter(state=JobState.QUEUED, cluster_id__isnull=True, created_at__lt=cutoff)
-        .exclude(public_id__in=[i for i in queue if _is_uuid(i)])
-        .values_list("pk", "public_id", "state")
-    )
-    resend = []
-    for pk, public_id, state in unsent:
-        drifts.append(Drift("unsent", str(public_id), "", state, ""))
-        resend.append(pk)
-
-    if not dry_run and drifts:
-        _repair(bridge, to_remove, to_adopt, outdated, lost, resend)
-        counts = {kind: sum(d.kind == kind for d in drifts) for kind in REPAIRS}
-        summary = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
-        audit_record(action="portal.reconcile", actor=actor, detail=summary)
-    return drifts
+    return drifts, set(queue), (bridge, to_remove, to_adopt, outdated, lost)
 
 
 def _repair(bridge, to_remove, to_adopt, outdated, lost, resend) -> None:

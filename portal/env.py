@@ -108,6 +108,24 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def env_names(
+    name: str, pattern: re.Pattern[str], *, allowed: list[str] | None = None, what: str = "name"
+) -> list[str]:
+    """A comma-separated list of distinct names, each matching `pattern` (and, given
+    `allowed`, among them)."""
+    names = env_list(name, [])
+    for item in names:
+        if not pattern.fullmatch(item):
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not a {what} (one must match {pattern.pattern})"
+            )
+        if allowed is not None and item not in allowed:
+            raise ImproperlyConfigured(f"{name} names {item!r}, which is not among {allowed}")
+    if len(set(names)) != len(names):
+        raise ImproperlyConfigured(f"{name} names the same {what} twice")
+    return names
+
+
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 

@@ -5,10 +5,10 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 
 from portal import env as _env_module
+from portal.beat import beat_schedule
 from portal.env import (
     development_database_url,
     env_bool,
@@ -18,6 +18,7 @@ from portal.env import (
     env_float,
     env_int,
     env_list,
+    env_names,
     env_networks,
     env_path,
     env_rate,
@@ -277,35 +278,10 @@ START_PREDICTION_INTERVAL_S = env_int("NIGHTSHIFT_START_PREDICTION_S", 60, minim
 # The longest window a lab lead may reserve workstations for, and how far ahead.
 RESERVATION_MAX_HOURS = env_int("NIGHTSHIFT_RESERVATION_MAX_HOURS", 72, minimum=1)
 RESERVATION_AHEAD_DAYS = env_int("NIGHTSHIFT_RESERVATION_AHEAD_DAYS", 60, minimum=1)
-CELERY_BEAT_SCHEDULE = {
-    "sync-jobs": {"task": "jobs.tasks.sync_jobs", "schedule": JOB_SYNC_INTERVAL},
-    "advance-studies": {"task": "jobs.tasks.advance_studies", "schedule": STUDY_INTERVAL_S},
-    "sample-usage": {"task": "usage.tasks.sample_usage", "schedule": USAGE_SAMPLE_INTERVAL_S},
-    "purge-usage-samples": {
-        "task": "usage.tasks.purge_usage_samples",
-        "schedule": crontab(minute=30, hour=3),
-    },
-    # Each workstation's availability, learnt again from its history, every night.
-    "predict-starts": {
-        "task": "forecasts.tasks.predict_starts",
-        "schedule": START_PREDICTION_INTERVAL_S,
-    },
-    "refit-forecasts": {
-        "task": "forecasts.tasks.refit_forecasts",
-        "schedule": crontab(minute=15, hour=4),
-    },
-    "sample-capacity": {
-        "task": "accounting.tasks.sample_capacity",
-        "schedule": CAPACITY_SAMPLE_INTERVAL_S,
-    },
-    # Dataset imports whose task or worker was lost start again; their leftovers go.
-    "recover-dataset-imports": {"task": "datasets.tasks.recover_imports", "schedule": 300.0},
-    # Each lab lead's summary of the month that just ended, on the 1st at 07:00.
-    "monthly-usage-reports": {
-        "task": "accounting.tasks.send_monthly_reports",
-        "schedule": crontab(minute=0, hour=7, day_of_month=1),
-    },
-}
+CELERY_BEAT_SCHEDULE = beat_schedule(
+    sync_s=JOB_SYNC_INTERVAL, study_s=STUDY_INTERVAL_S, usage_sample_s=USAGE_SAMPLE_INTERVAL_S,
+    start_prediction_s=START_PREDICTION_INTERVAL_S, capacity_sample_s=CAPACITY_SAMPLE_INTERVAL_S,
+)  # fmt: skip
 
 # -- HTCondor ------------------------------------------------------------------------------
 CONDOR_BRIDGE = env_choice("NIGHTSHIFT_BRIDGE", "htcondor", ("htcondor", "fake"))
@@ -313,6 +289,26 @@ CONDOR_COLLECTOR = env_str("CONDOR_COLLECTOR", "127.0.0.1:9618")
 CONDOR_SCHEDD_NAME = env_str("CONDOR_SCHEDD_NAME", "") or None
 CONDOR_TOKEN_DIR = env_path("CONDOR_TOKEN_DIR", VAR_DIR / "condor-tokens")
 CONDOR_FILE_MODE = env_choice("CONDOR_FILE_MODE", "shared", ("shared", "spool"))
+# Several access points: the schedds jobs may go to, by their collector names, or "discover"
+# for every schedd the collector knows. Empty: CONDOR_SCHEDD_NAME alone (or the collector's
+# only schedd). SCHEDD_POLICY picks one for each job: the schedd with the fewest of the
+# portal's unfinished jobs, or the one its lab names (labs that name none: the least loaded).
+# condor_bridge.types.SCHEDD_NAME_PATTERN, which the settings may not import (a test keeps
+# the two the same).
+SCHEDD_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]{0,199}")
+CONDOR_DISCOVER_SCHEDDS = env_str("CONDOR_SCHEDDS", "") == "discover"
+CONDOR_SCHEDDS = (
+    []
+    if CONDOR_DISCOVER_SCHEDDS
+    else env_names(
+        "CONDOR_SCHEDDS", SCHEDD_NAME_PATTERN, what="schedd name (letters, digits, . _ @ -)"
+    )
+)
+SCHEDD_POLICY = env_choice("NIGHTSHIFT_SCHEDD_POLICY", "least-loaded", ("least-loaded", "per-lab"))
+# The schedds that are not on a file system shared with the portal (remote access points):
+# their jobs' files travel with HTCondor's spool, whatever CONDOR_FILE_MODE says.
+CONDOR_SPOOL_SCHEDDS = env_names("CONDOR_SPOOL_SCHEDDS", SCHEDD_NAME_PATTERN,
+                                 allowed=CONDOR_SCHEDDS or None, what="schedd name")  # fmt: skip
 # Tags every job this portal submits, so that several portals can share one pool.
 NIGHTSHIFT_INSTANCE = env_str("NIGHTSHIFT_INSTANCE", "default")
 # Shared by every web process, so that API rate limits hold across gunicorn workers.

@@ -76,6 +76,17 @@ def no_drain_left_over():
 
 
 @pytest.fixture(autouse=True)
+def no_unanswering_schedd_left_over():
+    """A schedd one test found not answering (kept in the shared cache) is not the next
+    test's: its jobs' pages would say so."""
+    from django.core.cache import cache
+
+    from jobs.schedulers import UNANSWERING_KEY
+
+    cache.delete(UNANSWERING_KEY)
+
+
+@pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
     """Real hashing costs a third of a second per user; tests make hundreds of users."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -22,6 +22,7 @@ from condor_bridge import JobUsage
 from condor_bridge.submit import HELPER_DIR
 from jobs.bridge import get_bridge
 from jobs.models import FINAL_STATES, Job
+from jobs.schedulers import raise_unless_one_answered, schedds_ask, schedds_in_use
 from jobs.selectors import open_job_file
 
 from .advice import GPU_ACTIVE
@@ -50,7 +51,9 @@ def usage_sample_running(*, now: datetime | None = None) -> int:
     """Sample what every running job uses now, in one query to the schedd and a few to the
     database; returns how many samples were written."""
     now = now or timezone.now()
-    measured = {usage.job_id: usage for usage in get_bridge().running_usage()
+    answers, failures = schedds_ask(schedds_in_use(), lambda name: get_bridge(name).running_usage())
+    raise_unless_one_answered(failures, answers)
+    measured = {usage.job_id: usage for found in answers.values() for usage in found
                 if _is_uuid(usage.job_id)}  # fmt: skip
     if not measured:
         return 0
@@ -213,8 +216,17 @@ def usage_summarise_finished(*, now: datetime | None = None) -> int:
     )  # fmt: skip
     if not jobs:
         return 0
-    submitted = [str(job.public_id) for job in jobs if job.cluster_id is not None]
-    finals = {usage.job_id: usage for usage in get_bridge().finished_usage(submitted)}
+    submitted: dict[str, list[str]] = defaultdict(list)
+    for job in jobs:
+        if job.cluster_id is not None:
+            submitted[job.schedd].append(str(job.public_id))
+    answers, failures = schedds_ask(
+        submitted, lambda name: get_bridge(name).finished_usage(submitted[name])
+    )
+    raise_unless_one_answered(failures, answers)
+    finals = {usage.job_id: usage for found in answers.values() for usage in found}
+    # A job whose schedd did not answer waits for its final ad, however long it has ended.
+    jobs = [job for job in jobs if job.schedd not in failures]
     latest = _latest_samples([job.pk for job in jobs])
     done = 0
     for job in jobs:

@@ -90,7 +90,8 @@ class JobRequestSerializer(serializers.Serializer):
     finish_by = serializers.DateTimeField(
         required=False, allow_null=True,
         help_text="When it should be finished: the job's start prediction says whether that is "
-        "likely, and it goes ahead of the user's jobs with later deadlines or none.",
+        "likely, and it runs in its lab's deadline lane, ahead of the lab's jobs with later "
+        "deadlines or none.",
     )  # fmt: skip
     keep_outputs = serializers.ListField(
         child=serializers.CharField(max_length=200), required=False, max_length=50,
@@ -333,9 +334,9 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "owner", "lab", "state", "state_label", "status_detail", "hold",
             "match_problem", "wait_reason", "exit_code", "exit_signal", "workstation",
-            "gpu_model", "condor_id", "num_starts", "created_at", "submitted_at", "started_at",
-            "finished_at", "is_final", "outputs_ready", "outputs_purged_at", "request",
-            "reproducibility", "links",
+            "gpu_model", "condor_id", "schedd", "num_starts", "created_at", "submitted_at",
+            "started_at", "finished_at", "is_final", "outputs_ready", "outputs_purged_at",
+            "request", "reproducibility", "links",
         ]  # fmt: skip
         extra_kwargs = {
             "name": {"help_text": "The name its owner gave it."},
@@ -346,6 +347,11 @@ class JobSerializer(serializers.ModelSerializer):
             "exit_signal": {"help_text": "The signal that ended it, if one did."},
             "workstation": {"help_text": "Where it runs or last ran."},
             "gpu_model": {"help_text": "The GPU it was given."},
+            "schedd": {
+                "help_text": "The HTCondor schedd (access point) that holds it, by its "
+                "collector name; empty: the portal's only one.",
+                "read_only": True,
+            },
             "created_at": {"help_text": "When Nightshift accepted it."},
             "submitted_at": {"help_text": "When HTCondor accepted it."},
             "started_at": {"help_text": "When its latest run started."},

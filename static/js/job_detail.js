@@ -19,6 +19,7 @@
     state.className = `state state-${data.state}`;
     $("detail").textContent = data.status_detail;
     const idle = data.state === "idle";
+    setProblem("schedd-problem", data.schedd_problem);
     setProblem("match-problem", idle ? data.match_problem : "");
     setProblem("wait-reason", idle && !data.match_problem ? data.wait_reason : "");
     $("hold").hidden = !data.hold_title;
@@ -78,19 +79,49 @@
     }
   }
 
+  // Every 2 s while the job changes. A page whose answers stay the same (the portal says 304
+  // and the browser hands back what it kept, under the same ETag) asks less and less often,
+  // up to every 10 s; a page in a background tab every 30 s, and at once when shown again.
+  const FAST_MS = 2000;
+  const SLOW_MS = 10000;
+  const HIDDEN_MS = 30000;
+  let delay = FAST_MS;
+  let lastEtag = null;
+  let timer = null;
+
+  function schedule() {
+    timer = setTimeout(poll, document.hidden ? HIDDEN_MS : delay);
+  }
+
   async function poll() {
+    timer = null;
     try {
       const query = Object.entries(offsets).map(([s, o]) => `${s}_offset=${o}`).join("&");
       const response = await fetch(`${url}?${query}`, { credentials: "same-origin" });
       if (response.ok) {
-        const data = await response.json();
-        render(data);
-        if (data.is_final && data.outputs_ready) return;
+        const etag = response.headers.get("ETag");
+        if (etag && etag === lastEtag) {
+          delay = Math.min(delay * 1.5, SLOW_MS);
+        } else {
+          lastEtag = etag;
+          delay = FAST_MS;
+          const data = await response.json();
+          render(data);
+          if (data.is_final && data.outputs_ready) return;
+        }
       }
     } catch (error) {
       console.warn("status poll failed", error);
     }
-    setTimeout(poll, 2000);
+    schedule();
   }
+
+  document.addEventListener("visibilitychange", () => {
+    if (!document.hidden && timer !== null) {
+      clearTimeout(timer);
+      delay = FAST_MS;
+      poll();
+    }
+  });
   poll();
 })();

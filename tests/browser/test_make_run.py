@@ -17,15 +17,18 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
 from django.conf import settings
+from django.utils import timezone
 
+from labs.models import accounting_group_for
 from tests.browser.accessibility import AccessibilityWatch, from_the_page
-from tests.helpers import wait_for
+from tests.helpers import pool_command, wait_for
 
 pytestmark = [pytest.mark.condor, pytest.mark.browser, pytest.mark.timeout(900)]
 
@@ -111,6 +114,8 @@ def make_run(pool_is_up):
             raise
     assert "stopping Nightshift" in log.read_text()
     assert not (var / "postgres/data/postmaster.pid").exists(), "its database was left running"
+    # The pool ran before: it goes on, and no startd keeps the stack's reservations.
+    assert set(reserved_for().values()) == {"undefined"}, reserved_for()
     shutil.rmtree(var, ignore_errors=True)
 
 
@@ -247,6 +252,37 @@ def crawl(watched: WatchedContext, start: str) -> dict[str, int]:
     unvisited = [url for url in queue if _worth_a_visit(url, statuses, seen_kinds)]
     assert not unvisited, f"the crawl stopped at {MOST_PAGES_PER_ROLE} pages before {unvisited[:5]}"
     return statuses
+
+
+def reserved_for() -> dict[str, str]:
+    """Each workstation's NightshiftReservedFor, as its startd publishes it."""
+    out = pool_command("condor_status", "-af", "Name", "NightshiftReservedFor").stdout
+    return {line.split()[0].split("@")[1]: line.split()[1] for line in out.splitlines()}
+
+
+def test_a_reservation_the_lead_makes_is_published_by_the_reserved_workstations_startd(
+    make_run, browser
+):
+    watched = WatchedContext(browser)
+    page = watched.page
+    sign_in(page, make_run, "lead")
+    page.get_by_role("link", name="Pool").click()  # the portal has seen the workstations
+    page.get_by_role("link", name="My account").click()
+    page.get_by_role("link", name="Members and their use of the quota").click()
+    page.get_by_role("link", name="Reserve workstations…").click()
+    page.get_by_label("Purpose").fill("Demo day")
+    now = timezone.localtime()
+    page.get_by_label("From").fill(now.strftime("%Y-%m-%dT%H:%M"))
+    page.get_by_label("Until").fill((now + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M"))
+    page.get_by_label("ws-fermi (1 GPU)").check()
+    page.get_by_role("button", name="Reserve").click()
+    page.get_by_text("Reserved ws-fermi (1 GPU) for Demo lab from").wait_for()
+    watched.close()
+    assert watched.errors == [], "\n".join(watched.errors)
+    # deploy/dev/run points every workstation's cron job at the portal (every 30 s here).
+    wait_for(lambda: reserved_for().get("ws-fermi") == accounting_group_for("Demo lab"),
+             timeout=120, what="ws-fermi's startd to publish the reservation")  # fmt: skip
+    assert reserved_for()["ws-volta"] == "undefined"
 
 
 def test_the_live_session_proxy_runs_beside_the_portal(make_run):

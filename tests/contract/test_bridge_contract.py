@@ -135,6 +135,43 @@ def test_a_held_job_is_held_with_its_reason_and_can_be_released(bridge):
     )
 
 
+def test_the_collector_lists_the_schedds_by_names_the_portal_accepts(bridge):
+    from condor_bridge.types import SCHEDD_NAME_PATTERN
+
+    names = bridge.schedulers()
+    assert names and names == sorted(names)
+    assert all(SCHEDD_NAME_PATTERN.fullmatch(name) for name in names)
+
+
+@pytest.mark.parametrize("kind", ["fake", pytest.param("real", marks=pytest.mark.condor)])
+def test_a_schedd_the_collector_does_not_list_answers_nothing_for_it(kind):
+    """Not the default schedd's jobs in its place: a stopped access point's jobs must not be
+    looked for, or acted on, in another one's queue."""
+    from condor_bridge import BridgeError
+
+    if kind == "fake":
+        listed = FakeBridge().schedulers()
+        absent = f"nightshift-absent@{listed[0].split('@')[-1]}"
+        gone = FakeBridge(schedd_name=absent, pool_schedds=listed)
+    else:
+        from condor_bridge.schedd import HTCondorBridge
+
+        def real(name: str | None = None) -> HTCondorBridge:
+            return HTCondorBridge(collector=settings.CONDOR_COLLECTOR, schedd_name=name,
+                                  token_dir=str(settings.CONDOR_TOKEN_DIR))  # fmt: skip
+
+        # A name on the same host as a schedd that runs: the collector is asked, and says
+        # nothing (rather than the host not resolving).
+        listed = real().schedulers()
+        absent = f"nightshift-absent@{listed[0].split('@')[-1]}"
+        gone = real(absent)
+    assert absent not in gone.schedulers()
+    for call in (gone.active_jobs, gone.ping, lambda: gone.act("remove", 1, 0, reason="x")):
+        with pytest.raises(BridgeError, match="cannot locate the schedd") as raised:
+            call()
+        assert raised.value.transient
+
+
 def test_the_schedd_answers_a_ping(bridge):
     bridge.ping()
 

@@ -12,6 +12,7 @@ from jobs.bridge import get_bridge
 from jobs.models import Job, JobState
 from tests.conftest import script_upload
 from tests.helpers import wait_for
+from tests.integration.conftest import upload
 from tests.pipeline import wait_for_state
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(300)]
@@ -24,22 +25,6 @@ with open("outputs/model.txt", "w") as f:
     f.write("weights:" + ",".join(sys.argv[1:]))
 print("done")
 """
-
-
-@pytest.fixture
-def web(client, transactional_db):
-    user = get_user_model().objects.create_user("ada", password="a-long-test-password")
-    client.force_login(user)
-    return client
-
-
-def upload(web, script_text: str, **fields) -> Job:
-    data = {"name": "job", "gpus": 0, "cpus": 1, "memory_gb": 0.25, "arguments": "",
-            "script": script_upload(script_text) if script_text else None}  # fmt: skip
-    data.update(fields)
-    response = web.post(reverse("jobs:new"), data)
-    assert response.status_code == 302, response.content.decode()[:2000]
-    return Job.objects.latest("created_at")
 
 
 def condor_count(job: Job) -> int:

@@ -1,6 +1,7 @@
 """Settings come from the environment; a bad value names its variable."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from portal.env import (
     env_choice,
     env_database,
     env_int,
+    env_names,
     env_path,
     env_url,
 )
@@ -29,6 +31,26 @@ def test_an_integer_below_its_minimum_is_refused(monkeypatch):
     monkeypatch.setenv("X_UID", "0")
     with pytest.raises(ImproperlyConfigured, match="X_UID must be at least 1"):
         env_int("X_UID", None, minimum=1)
+
+
+SCHEDD = re.compile(r"[a-z0-9@.]+")
+
+
+def test_a_list_of_names_is_read_apart_at_commas(monkeypatch):
+    monkeypatch.setenv("SCHEDDS_X", " ap1 , ap2@host ,")
+    assert env_names("SCHEDDS_X", SCHEDD) == ["ap1", "ap2@host"]
+
+
+@pytest.mark.parametrize(("value", "allowed", "error"), [
+    ("ap1,ap1", None, "SCHEDDS_X names the same schedd twice"),
+    ("ap1,ap 2", None, "SCHEDDS_X: 'ap 2' is not a schedd"),
+    ('ap1,"]; rm -rf /', None, "is not a schedd"),
+    ("ap3", ["ap1", "ap2"], "SCHEDDS_X names 'ap3', which is not among"),
+])  # fmt: skip
+def test_a_bad_list_of_names_says_which_name_is_wrong(monkeypatch, value, allowed, error):
+    monkeypatch.setenv("SCHEDDS_X", value)
+    with pytest.raises(ImproperlyConfigured, match=re.escape(error)):
+        env_names("SCHEDDS_X", SCHEDD, allowed=allowed, what="schedd")
 
 
 def test_a_bad_boolean_names_the_variable(monkeypatch):

@@ -31,7 +31,8 @@ class Command(BaseCommand):
             f"GROUP_ACCEPT_SURPLUS = {'False' if no_surplus else 'True'}",
             "# Jobs of a group over its quota may still run on idle GPUs, at the lowest priority.",
             "GROUP_AUTOREGROUP = False",
-            "# Fair share inside each group follows AcctGroupUser (one Nightshift user each).",
+            "# Fair share inside each group follows AcctGroupUser: one Nightshift user each, and",
+            "# the lab's deadline lane (deadlines), where job priority orders its deadlines.",
             "PRIORITY_HALFLIFE = 86400",
         ]
         self.stdout.write("\n".join(lines) + "\n")

@@ -1,0 +1,51 @@
+"""An open job page asks for its status every two seconds; while nothing changes, the
+browser revalidates what it has, the portal answers 304 and the page asks less often, and
+a change still shows."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.urls import reverse
+
+from jobs import specs, submission
+from tests.browser.conftest import sign_in
+from tests.conftest import script_upload
+
+pytestmark = pytest.mark.browser
+
+
+def test_an_unchanged_job_page_is_revalidated_and_a_new_log_line_still_shows(
+    page, live_server, fake_bridge
+):
+    student = get_user_model().objects.create_user("grace", password="a-long-test-password")
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name="watched"),
+                                script=script_upload())  # fmt: skip
+    (job.directory / "stdout.txt").write_text("epoch 1\n")
+    sign_in(page, live_server.url, "grace")
+    # What the server answered: the raw status (the page, and the response event, are handed
+    # the stored 200 after a 304).
+    network = page.context.new_cdp_session(page)
+    network.send("Network.enable")
+    polls, answered, asked_at = set(), [], []
+
+    def sent(event):
+        if "status.json" in event["request"]["url"]:
+            polls.add(event["requestId"])
+            asked_at.append(event["timestamp"])
+
+    def received(event):
+        if event["requestId"] in polls:
+            answered.append(event["statusCode"])
+
+    network.on("Network.requestWillBeSent", sent)
+    network.on("Network.responseReceivedExtraInfo", received)
+    page.goto(live_server.url + reverse("jobs:detail", args=[job.public_id]))
+    page.get_by_text("epoch 1").wait_for()
+    page.wait_for_timeout(7500)
+    assert answered[0] == 200
+    assert 304 in answered[1:], answered
+    # Nothing new: the page asks less often (2 s, then 3 s, up to 10 s).
+    gaps = [later - earlier for earlier, later in zip(asked_at, asked_at[1:])]
+    assert gaps[0] < 2.5 and gaps[-1] > 2.8, gaps
+    with open(job.directory / "stdout.txt", "a") as log:
+        log.write("epoch 2\n")
+    page.get_by_text("epoch 2").wait_for(timeout=10_000)

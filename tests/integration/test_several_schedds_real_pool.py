@@ -1,0 +1,127 @@
+"""Two access points in front of one pool (the personal pool's `pool schedds 2`): jobs go to
+the least loaded, the second one's files travel by spool, and a stopped schedd holds up only
+its own jobs while every action reaches the schedd that has the job."""
+
+import contextlib
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.urls import reverse
+
+from condor_bridge import BridgeError
+from jobs.bridge import get_bridge
+from jobs.models import FINAL_STATES, Job, JobState
+from tests.helpers import pool_command, wait_for
+from tests.integration.conftest import upload
+from tests.pipeline import wait_for_state
+
+pytestmark = [pytest.mark.condor, pytest.mark.timeout(600)]
+
+POOL = str(Path(__file__).resolve().parents[2] / "deploy/personal-pool/pool")
+WRITES_A_FILE = """
+import os, sys
+os.makedirs("outputs", exist_ok=True)
+with open("outputs/model.txt", "w") as f:
+    f.write("weights:" + ",".join(sys.argv[1:]))
+print("done", flush=True)
+"""
+SLEEPS = "import time\nprint('started', flush=True)\ntime.sleep(600)\n"
+
+
+def pool_schedds(count: int) -> list[str]:
+    done = subprocess.run([POOL, "schedds", str(count)], capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    return done.stdout.split()
+
+
+@pytest.fixture
+def two_schedds(live_pipeline, settings):
+    """The pool's second schedd running, and the portal (this process and its worker) using
+    both: ap2 as a remote access point, whose jobs' files go through HTCondor's spool."""
+    first, second = pool_schedds(2)
+    choice = {
+        "CONDOR_SCHEDDS": f"{first},{second}", "CONDOR_SCHEDD_NAME": first,
+        "CONDOR_SPOOL_SCHEDDS": second, "NIGHTSHIFT_SCHEDD_POLICY": "least-loaded",
+    }  # fmt: skip
+    settings.CONDOR_SCHEDDS, settings.CONDOR_SCHEDD_NAME = [first, second], first
+    settings.CONDOR_SPOOL_SCHEDDS, settings.SCHEDD_POLICY = [second], "least-loaded"
+    live_pipeline.kill_worker()
+    live_pipeline.start_worker(**choice)
+    try:
+        yield first, second
+    finally:
+        # Nothing of this test waits in ap2's queue for the next time it starts.
+        pool_schedds(2)
+        for job in Job.objects.filter(cluster_id__isnull=False).exclude(state__in=FINAL_STATES):
+            with contextlib.suppress(BridgeError):  # gone already
+                get_bridge(job.schedd).act("remove", job.cluster_id, job.proc_id, reason="test")
+        pool_schedds(1)
+        live_pipeline.kill_worker()
+        live_pipeline.start_worker()
+
+
+def copies_in(schedd: str, job: Job) -> int:
+    """How many HTCondor jobs with this job's id `schedd` has, queue plus history (a spooled
+    job stays in the queue until its outputs are fetched, and a while after)."""
+    bridge, job_id = get_bridge(schedd), str(job.public_id)
+    in_queue = [o for o in bridge.active_jobs() if o.job_id == job_id]
+    return len(in_queue) + len(bridge.finished_jobs([job_id]))
+
+
+def in_queue_of(schedd: str, job: Job) -> bool:
+    return any(o.job_id == str(job.public_id) for o in get_bridge(schedd).active_jobs())
+
+
+def test_jobs_go_to_the_least_loaded_schedd_and_each_comes_back_from_its_own(web, two_schedds):
+    first, second = two_schedds
+    one = upload(web, WRITES_A_FILE, name="one", arguments="first")
+    two = upload(web, WRITES_A_FILE, name="two", arguments="second")
+    assert (one.schedd, two.schedd) == (first, second)
+    for job, word in ((one, "first"), (two, "second")):
+        wait_for_state(job, {JobState.COMPLETED, JobState.FAILED}, timeout=180)
+        assert job.state == JobState.COMPLETED, list(job.events.values_list("kind", "detail"))
+        wait_for(lambda job=job: Job.objects.get(pk=job.pk).outputs_ready, timeout=60,
+                 what=f"{job.name}'s outputs")  # fmt: skip
+        response = web.get(reverse("jobs:output", args=[job.public_id, "outputs/model.txt"]))
+        assert b"".join(response.streaming_content) == f"weights:{word}".encode()
+    # Each schedd has its own job, once, and not the other's.
+    assert [copies_in(first, one), copies_in(first, two)] == [1, 0]
+    assert [copies_in(second, one), copies_in(second, two)] == [0, 1]
+    page = web.get(reverse("jobs:detail", args=[two.public_id])).content.decode()
+    assert second in page
+
+
+def test_a_stopped_schedd_holds_up_only_its_jobs_and_actions_reach_each_jobs_schedd(
+    web, two_schedds
+):
+    first, second = two_schedds
+    here = upload(web, SLEEPS, name="here")
+    there = upload(web, SLEEPS, name="there")
+    assert (here.schedd, there.schedd) == (first, second)
+    wait_for_state(here, {JobState.RUNNING}, timeout=120)
+    wait_for_state(there, {JobState.RUNNING}, timeout=120)
+
+    pool_command("condor_off", "-daemon", "SCHEDD_AP2")
+    status = reverse("jobs:status", args=[there.public_id])
+    wait_for(lambda: "is not answering" in web.get(status).json()["schedd_problem"],
+             timeout=60, what="ap2's job's page to say its scheduler is not answering")  # fmt: skip
+    assert f"Scheduler {second} is not answering" in web.get(status).json()["schedd_problem"]
+    assert web.get(reverse("jobs:status", args=[here.public_id])).json()["schedd_problem"] == ""
+    # The first schedd's job is held and released as before: the sync goes on without ap2.
+    assert web.post(reverse("jobs:hold", args=[here.public_id])).status_code == 302
+    wait_for_state(here, {JobState.HELD}, timeout=60)
+    assert web.post(reverse("jobs:release", args=[here.public_id])).status_code == 302
+    wait_for_state(here, {JobState.IDLE, JobState.RUNNING}, timeout=60)
+
+    pool_command("condor_on", "-daemon", "SCHEDD_AP2")
+    wait_for(lambda: web.get(status).json()["schedd_problem"] == "", timeout=90,
+             what="ap2's job to catch up once its scheduler answers")  # fmt: skip
+    assert web.post(reverse("jobs:cancel", args=[there.public_id])).status_code == 302
+    wait_for_state(there, {JobState.REMOVED}, timeout=90)
+    assert not in_queue_of(second, there)
+    here.refresh_from_db()
+    assert here.state in (JobState.IDLE, JobState.RUNNING)
+    assert in_queue_of(first, here)
+    assert web.post(reverse("jobs:cancel", args=[here.public_id])).status_code == 302
+    wait_for_state(here, {JobState.REMOVED}, timeout=60)
