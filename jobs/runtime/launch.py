@@ -111,8 +111,20 @@ def install(log: Log, target: str, python: str, uv, uv_cache, *, unlocked: str =
         if unlocked:
             return log.run([uv, "pip", "install", "--python", venv_python, "-r", unlocked],
                            environment)  # fmt: skip
-        return log.run([uv, "pip", "sync", "--python", venv_python, "--require-hashes",
-                        LOCK_FILE], environment)  # fmt: skip
+        sync = [uv, "pip", "sync", "--python", venv_python, "--require-hashes", LOCK_FILE]
+        status = log.run(sync, environment)
+        if status:
+            # The lock was resolved against the index a while ago; a mirror, a proxy or the
+            # index's own CDN may not list a release it names yet ("No solution found"),
+            # and uv's cached index pages may be older still. Once more, later, afresh.
+            pause = retry_pause_s()
+            log.line(
+                f"the install failed (exit {status}): trying once more in {pause:g} s, "
+                "with fresh index pages, in case the index had not caught up with the lock"
+            )
+            time.sleep(pause)
+            status = log.run([*sync, "--refresh"], environment)
+        return status
     status = log.run([python, "-m", "venv", target], environment)
     if status:
         return status
@@ -120,6 +132,14 @@ def install(log: Log, target: str, python: str, uv, uv_cache, *, unlocked: str =
     arguments = ["-r", unlocked] if unlocked else ["--require-hashes", "--no-deps", "-r", LOCK_FILE]
     return log.run([venv_python, "-m", "pip", "install", "--disable-pip-version-check",
                     "--no-input", *arguments], environment)  # fmt: skip
+
+
+def retry_pause_s() -> float:
+    """How long a failed install waits before its one retry (NIGHTSHIFT_INSTALL_RETRY_S)."""
+    try:
+        return min(max(float(os.environ.get("NIGHTSHIFT_INSTALL_RETRY_S", "20")), 0.0), 300.0)
+    except ValueError:
+        return 20.0
 
 
 def environment_key(lock: bytes) -> str:
