@@ -37,6 +37,8 @@ class Segment:
     started_at: datetime
     ended_at: datetime | None = None
     workstation: str = ""
+    # The central manager of the pool the workstation is in, "" for the home pool.
+    pool: str = ""
     gpu_model: str = ""
     gpus: int = 0
     wall_s: float = 0.0
@@ -149,11 +151,13 @@ def reconcile(
             end = running_since
         if end is not None:
             committed = min(unaccounted_committed, unaccounted_wall)
+            pool = observation.last_pool if observation.last_workstation else observation.pool
             result.append(
                 Segment(
                     started_at=end - timedelta(seconds=unaccounted_wall),
                     ended_at=end,
                     workstation=observation.last_workstation or observation.workstation,
+                    pool=pool,
                     gpu_model=observation.gpu_model,
                     gpus=observation.gpus_assigned,
                     wall_s=unaccounted_wall,
@@ -161,11 +165,40 @@ def reconcile(
                     ended_by=EndedBy.EVICTED if running_since else _ended_by(observation),
                 )
             )
+    if (
+        not result
+        and running_since is None
+        and observation.state in (CondorState.COMPLETED, CondorState.REMOVED)
+        and observation.num_starts > 0
+        and observation.started_at is not None
+    ):
+        # Seen only once it had ended, and before HTCondor counted the run: a short job whose
+        # ad leaves the queue in the same moment the shadow adds its wall time (seen with a
+        # one-second job on another pool). Its dates are all there is.
+        end = max(_end_of_last_run(observation) or observation.started_at, observation.started_at)
+        wall = (end - observation.started_at).total_seconds()
+        if wall > TOLERANCE_S:
+            result.append(
+                Segment(
+                    started_at=observation.started_at,
+                    ended_at=end,
+                    workstation=observation.last_workstation or observation.workstation,
+                    pool=observation.last_pool
+                    if observation.last_workstation
+                    else observation.pool,
+                    gpu_model=observation.gpu_model,
+                    gpus=observation.gpus_assigned,
+                    wall_s=wall,
+                    committed_s=wall if observation.state is CondorState.COMPLETED else 0.0,
+                    ended_by=_ended_by(observation),
+                )
+            )
     if running_since is not None and all(s.started_at != running_since for s in result):
         result.append(
             Segment(
                 started_at=running_since,
                 workstation=observation.workstation,
+                pool=observation.pool,
                 gpu_model=observation.gpu_model,
                 gpus=observation.gpus_assigned,
             )

@@ -145,6 +145,20 @@ def test_a_run_that_started_and_ended_between_two_syncs_is_still_recorded(job):
     assert records[0].workstation == "ws-ampere"
 
 
+def test_a_job_first_seen_ended_before_htcondor_counted_its_run_is_recorded_from_its_dates(job):
+    records = play(job, [
+        # Completed between two syncs, its ad read before the shadow added the wall time.
+        ad(Condor.COMPLETED, wall=0, finished=95, last_host="ws-fermi", starts=1, exit_code=0,
+           started_at=at(90), last_pool="cm.physics:9618"),
+    ])  # fmt: skip
+    assert runs(records) == ([90], [(5, 5, 0, "completed")])
+    assert (records[0].workstation, records[0].pool) == ("ws-fermi", "cm.physics:9618")
+
+
+def test_a_job_removed_before_it_ever_started_has_no_usage(job):
+    assert play(job, [ad(Condor.REMOVED, finished=60)]) == []
+
+
 def test_a_run_in_progress_counts_up_to_now_and_is_closed_when_it_ends(job):
     (record,) = play(job, [ad(Condor.RUNNING, run_since=0)])
     assert record.is_open and record.gpu_hours(until=at(1800)) == pytest.approx(0.5)
