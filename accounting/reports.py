@@ -32,6 +32,12 @@ GROUPINGS = {
     "lab": ("Lab", "COALESCE(l.name, '(no lab)')", "COALESCE(l.name, '(no lab)')"),
     "workstation": ("Workstation", "NULLIF(r.workstation, '')", "NULLIF(j.workstation, '')"),
     "gpu_model": ("GPU model", "NULLIF(r.gpu_model, '')", "NULLIF(j.gpu_model, '')"),
+    # Runs that flocked to another pool, by its central manager, beside the home pool's.
+    "pool": (
+        "Pool",
+        "COALESCE(NULLIF(r.pool, ''), '(home pool)')",
+        "COALESCE(NULLIF(j.pool, ''), '(home pool)')",
+    ),
 }
 OUTCOMES = (
     ("completed", "Completed"),
@@ -471,7 +477,8 @@ def usage_report(scope: Scope, period: Period, group: str = "user") -> Report:
 
 RECORD_COLUMNS = (
     ("job", "Job"), ("user", "User"), ("lab", "Lab"), ("started_at", "Started"),
-    ("ended_at", "Ended"), ("workstation", "Workstation"), ("gpu_model", "GPU model"),
+    ("ended_at", "Ended"), ("workstation", "Workstation"), ("pool", "Pool"),
+    ("gpu_model", "GPU model"),
     ("gpus", "GPUs"), ("wall_s", "Wall s"), ("committed_s", "Committed s"),
     ("badput_s", "Lost s"), ("gpu_hours", "GPU-hours"), ("wait_s", "Waited s"),
     ("ended_by", "Ended by"),
@@ -488,8 +495,8 @@ def usage_records_rows(scope: Scope, period: Period) -> Iterator[list]:
     yield [heading for _, heading in RECORD_COLUMNS]
     values = records.order_by("started_at", "id").values_list(
         "job__public_id", "user__username", "lab__name", "started_at", "ended_at",
-        "workstation", "gpu_model", "gpus", "wall_s", "committed_s", "badput_s", "wait_s",
-        "ended_by",
+        "workstation", "pool", "gpu_model", "gpus", "wall_s", "committed_s", "badput_s",
+        "wait_s", "ended_by",
     )  # fmt: skip
     now = timezone.now()
     for (
@@ -499,6 +506,7 @@ def usage_records_rows(scope: Scope, period: Period) -> Iterator[list]:
         start,
         end,
         ws,
+        pool,
         model,
         gpus,
         wall,
@@ -509,7 +517,8 @@ def usage_records_rows(scope: Scope, period: Period) -> Iterator[list]:
     ) in values.iterator(chunk_size=5000):
         hours = (wall if end else max((now - start).total_seconds(), 0)) * gpus / 3600
         yield [job, user, lab or "", start.isoformat(), end.isoformat() if end else "", ws,
-               model, gpus, round(wall, 1), round(committed, 1), round(bad, 1), round(hours, 4),
+               pool, model, gpus, round(wall, 1), round(committed, 1), round(bad, 1),
+               round(hours, 4),
                "" if wait is None else round(wait, 1), by or "running"]  # fmt: skip
 
 

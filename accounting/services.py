@@ -26,7 +26,7 @@ from .segments import TOLERANCE_S, Segment, reconcile
 logger = logging.getLogger(__name__)
 
 _SEGMENT_FIELDS = (
-    "started_at", "ended_at", "workstation", "gpu_model", "gpus", "wall_s", "committed_s",
+    "started_at", "ended_at", "workstation", "pool", "gpu_model", "gpus", "wall_s", "committed_s",
     "ended_by", "saved_s",
 )  # fmt: skip
 # A workstation in one of these states is not lending its GPUs to the pool.

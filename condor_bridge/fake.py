@@ -105,6 +105,7 @@ class FakeBridge:
                     + (done if committed_s is None else float(committed_s)),
                     "run_started_at": None,
                     "last_workstation": job.workstation,
+                    "last_pool": job.pool,
                 }
                 if state in (JobState.IDLE, JobState.HELD, JobState.REMOVED):
                     changes["last_vacated_at"] = now
@@ -113,6 +114,7 @@ class FakeBridge:
                 changes |= {
                     "num_starts": job.num_starts + 1, "started_at": now, "run_started_at": now,
                     "gpus_assigned": gpus, "workstation": self._workstation_for(gpus),
+                    "pool": "",  # the home pool, unless the test says it flocked (pool=...)
                 }  # fmt: skip
             if state in _FINAL:
                 changes |= {"in_queue": False, "finished_at": now}

@@ -28,6 +28,9 @@ PROJECTION = [
     "NumJobStarts",
     "RemoteHost",
     "LastRemoteHost",
+    # The central manager of the pool a flocked run is in, or was in (unset for the home pool).
+    "RemotePool",
+    "LastRemotePool",
     "EnteredCurrentStatus",
     "JobCurrentStartDate",
     "JobStartDate",
@@ -144,12 +147,22 @@ def map_job_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobObservation:
             _timestamp(ad.get("JobCurrentStartDate")) if status in _RUN_IN_PROGRESS else None
         ),
         last_workstation=workstation_of(str(ad.get("LastRemoteHost") or "")),
+        pool=pool_of(ad),
+        last_pool=str(ad.get("LastRemotePool") or ""),
         last_vacated_at=_timestamp(ad.get("LastVacateTime")),
         gpus_assigned=_int(ad.get("GPUsProvisioned")) or _int(ad.get("RequestGPUs")) or 0,
         removed_by_limit=removed_by_limit,
         held_memory_mb=_kib_as_mb(ad.get("ResidentSetSize")) if state is JobState.HELD else None,
         held_disk_mb=_kib_as_mb(ad.get("DiskUsage")) if state is JobState.HELD else None,
     )
+
+
+def pool_of(ad: Mapping[str, Any]) -> str:
+    """The pool the workstation of a job's run in progress (or else of its last run) is in:
+    the central manager another pool's negotiator matched it from, or "" for the home pool."""
+    if ad.get("RemoteHost"):
+        return str(ad.get("RemotePool") or "")
+    return str(ad.get("LastRemotePool") or "")
 
 
 def _kib_as_mb(value: Any) -> int | None:

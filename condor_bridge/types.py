@@ -296,6 +296,10 @@ class JobObservation:
     run_started_at: datetime | None = None
     # The latest run that ended: where it ran, and when it was evicted (LastVacateTime).
     last_workstation: str = ""
+    # The pool `workstation` and `last_workstation` are in when it is not the home pool (a
+    # flocked run): its central manager, as HTCondor names it (RemotePool, LastRemotePool).
+    pool: str = ""
+    last_pool: str = ""
     last_vacated_at: datetime | None = None
     gpus_assigned: int = 0
     removed_by_limit: bool = False

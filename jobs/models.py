@@ -78,6 +78,9 @@ class Job(models.Model):
     hold_disk_mb = models.PositiveIntegerField(null=True, blank=True)
     num_starts = models.PositiveIntegerField(default=0)
     workstation = models.CharField(max_length=200, blank=True)
+    # The pool `workstation` is in when the job flocked there (FLOCK_TO): its central
+    # manager as HTCondor names it (RemotePool); "" for the home pool.
+    pool = models.CharField(max_length=200, blank=True, db_default="")
     gpu_model = models.CharField(max_length=200, blank=True)
     # Why no workstation can run this job, when the pool has none that matches.
     match_problem = models.CharField(max_length=500, blank=True)
@@ -151,6 +154,13 @@ class Job(models.Model):
     @property
     def can_release(self) -> bool:
         return self.state == JobState.HELD
+
+    @property
+    def ran_on(self) -> str:
+        """Its workstation, and the pool that workstation is in when the job flocked."""
+        if not self.workstation:
+            return ""
+        return f"{self.workstation} (in the pool at {self.pool})" if self.pool else self.workstation
 
     @property
     def condor_id(self) -> str:

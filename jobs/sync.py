@@ -173,6 +173,7 @@ def observed_changes(
         "hold_disk_mb": observation.held_disk_mb,
         "num_starts": max(job.num_starts, observation.num_starts),
         "workstation": observation.workstation or job.workstation,
+        "pool": observation.pool if observation.workstation else job.pool,
         "gpu_model": observation.gpu_model or job.gpu_model,
         "exit_code": observation.exit_code,
         "exit_signal": observation.exit_signal,
@@ -337,7 +338,7 @@ class SyncReport:
 SYNC_FIELDS = (
     "pk", "public_id", "schedd", "state", "status_detail", "hold_reason", "hold_reason_code",
     "hold_reason_subcode", "hold_memory_mb", "hold_disk_mb", "num_starts", "workstation",
-    "gpu_model", "exit_code", "exit_signal", "started_at", "finished_at", "match_problem",
+    "pool", "gpu_model", "exit_code", "exit_signal", "started_at", "finished_at", "match_problem",
     "wait_reason", "outcome",
 )  # fmt: skip
 

@@ -304,7 +304,7 @@ def job_status(request: HttpRequest, public_id) -> HttpResponse:
             "hold_clone_url": job.hold_clone_url,
             "exit_code": job.exit_code,
             "exit_signal": job.exit_signal,
-            "workstation": job.workstation,
+            "workstation": job.ran_on,
             "num_starts": job.starts,
             "condor_id": job.condor_id,
             "is_final": job.is_final,

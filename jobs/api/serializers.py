@@ -334,7 +334,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "owner", "lab", "state", "state_label", "status_detail", "hold",
             "match_problem", "wait_reason", "exit_code", "exit_signal", "workstation",
-            "gpu_model", "condor_id", "schedd", "num_starts", "created_at", "submitted_at",
+            "pool", "gpu_model", "condor_id", "schedd", "num_starts", "created_at", "submitted_at",
             "started_at", "finished_at", "is_final", "outputs_ready", "outputs_purged_at",
             "request", "reproducibility", "links",
         ]  # fmt: skip
@@ -346,6 +346,10 @@ class JobSerializer(serializers.ModelSerializer):
             "exit_code": {"help_text": "The script's exit code, once it has ended."},
             "exit_signal": {"help_text": "The signal that ended it, if one did."},
             "workstation": {"help_text": "Where it runs or last ran."},
+            "pool": {
+                "help_text": "The central manager of the pool that workstation is in, when the "
+                "job flocked to another pool; empty: the home pool."
+            },
             "gpu_model": {"help_text": "The GPU it was given."},
             "schedd": {
                 "help_text": "The HTCondor schedd (access point) that holds it, by its "

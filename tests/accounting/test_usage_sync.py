@@ -80,3 +80,35 @@ def test_two_overlapping_sync_ticks_record_each_run_once(student, fake_bridge):
     assert sorted(UsageRecord.objects.values_list("job_id", "wall_s")) == sorted(
         (job.pk, 3600.0) for job in jobs
     )
+
+
+@pytest.mark.django_db
+def test_a_run_that_flocked_is_recorded_against_the_pool_it_ran_in(student, fake_bridge):
+    job = submit(student, gpus=1)
+    job_id = str(job.public_id)
+    other_pool = "cm.physics.example.edu:9618"
+    fake_bridge.set_state(job_id, CondorState.RUNNING, at=T0)
+    fake_bridge.set_state(job_id, CondorState.IDLE, at=T0 + timedelta(minutes=10))
+    fake_bridge.set_state(job_id, CondorState.RUNNING, at=T0 + timedelta(minutes=12),
+                          pool=other_pool)  # fmt: skip
+    sync.jobs_sync()
+    job.refresh_from_db()
+    assert job.pool == other_pool
+    assert job.ran_on == f"{job.workstation} (in the pool at {other_pool})"
+    fake_bridge.set_state(job_id, CondorState.COMPLETED, at=T0 + timedelta(minutes=40), exit_code=0)
+    sync.jobs_sync()
+    records = UsageRecord.objects.order_by("started_at")
+    assert [(r.pool, r.ended_by) for r in records] == [("", "evicted"), (other_pool, "completed")]
+
+
+@pytest.mark.django_db
+def test_a_flocked_run_seen_only_once_it_ended_is_recorded_against_its_pool(student, fake_bridge):
+    job = submit(student, gpus=1)
+    job_id = str(job.public_id)
+    fake_bridge.set_state(job_id, CondorState.RUNNING, at=T0, pool="cm.physics.example.edu:9618")
+    fake_bridge.set_state(job_id, CondorState.COMPLETED, at=T0 + timedelta(minutes=5), exit_code=0)
+    sync.jobs_sync()
+    [record] = UsageRecord.objects.all()
+    assert (record.pool, record.wall_s) == ("cm.physics.example.edu:9618", 300)
+    job.refresh_from_db()
+    assert job.pool == "cm.physics.example.edu:9618"

@@ -86,3 +86,17 @@ def test_the_matched_gpu_model_comes_from_the_machine_attributes():
         in_queue=True,
     )  # fmt: skip
     assert (observation.workstation, observation.gpu_model) == ("ws-ampere", "A100-SXM4-40GB")
+
+
+def test_a_run_in_another_pool_names_that_pool_and_a_home_run_names_none():
+    flocked = map_job_ad(ad(JobStatus=2, RemoteHost="slot1_1@ws-fermi@vm",
+                            RemotePool="cm.physics:9618"), in_queue=True)  # fmt: skip
+    assert (flocked.workstation, flocked.pool) == ("ws-fermi", "cm.physics:9618")
+    # Back home after a flocked run: the run in progress is the home pool's.
+    home_again = map_job_ad(ad(JobStatus=2, RemoteHost="slot1_1@ws-volta@vm",
+                               LastRemoteHost="slot1_1@ws-fermi@vm",
+                               LastRemotePool="cm.physics:9618"), in_queue=True)  # fmt: skip
+    assert (home_again.pool, home_again.last_pool) == ("", "cm.physics:9618")
+    ended = map_job_ad(ad(JobStatus=4, LastRemoteHost="slot1_1@ws-fermi@vm",
+                          LastRemotePool="cm.physics:9618", ExitCode=0), in_queue=False)  # fmt: skip
+    assert (ended.workstation, ended.pool) == ("ws-fermi", "cm.physics:9618")
