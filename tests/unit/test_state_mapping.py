@@ -97,6 +97,6 @@ def test_a_run_in_another_pool_names_that_pool_and_a_home_run_names_none():
                                LastRemoteHost="slot1_1@ws-fermi@vm",
                                LastRemotePool="cm.physics:9618"), in_queue=True)  # fmt: skip
     assert (home_again.pool, home_again.last_pool) == ("", "cm.physics:9618")
-    ended = map_job_ad(ad(JobStatus=4, LastRemoteHost="slot1_1@ws-fermi@vm",
-                          LastRemotePool="cm.physics:9618", ExitCode=0), in_queue=False)  # fmt: skip
+    ended = map_job_ad(ad(JobStatus=4, LastRemoteHost="slot1_1@ws-fermi@vm", ExitCode=0,
+                          LastRemotePool="cm.physics:9618"), in_queue=False)  # fmt: skip
     assert (ended.workstation, ended.pool) == ("ws-fermi", "cm.physics:9618")
