@@ -499,27 +499,13 @@ def usage_records_rows(scope: Scope, period: Period) -> Iterator[list]:
         "wait_s", "ended_by",
     )  # fmt: skip
     now = timezone.now()
-    for (
-        job,
-        user,
-        lab,
-        start,
-        end,
-        ws,
-        pool,
-        model,
-        gpus,
-        wall,
-        committed,
-        bad,
-        wait,
-        by,
-    ) in values.iterator(chunk_size=5000):
+    for row in values.iterator(chunk_size=5000):
+        job, user, lab, start, end, ws, pool, model, gpus, wall, committed, bad, wait, by = row
         hours = (wall if end else max((now - start).total_seconds(), 0)) * gpus / 3600
         yield [job, user, lab or "", start.isoformat(), end.isoformat() if end else "", ws,
                pool, model, gpus, round(wall, 1), round(committed, 1), round(bad, 1),
-               round(hours, 4),
-               "" if wait is None else round(wait, 1), by or "running"]  # fmt: skip
+               round(hours, 4), "" if wait is None else round(wait, 1),
+               by or "running"]  # fmt: skip
 
 
 # -- the monthly email -------------------------------------------------------------------------
