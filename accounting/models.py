@@ -34,7 +34,7 @@ class UsageRecord(models.Model):
     workstation = models.CharField(max_length=200, blank=True)
     # The pool the workstation is in when the run flocked there: its central manager as
     # HTCondor names it (RemotePool); "" for the home pool.
-    pool = models.CharField(max_length=200, blank=True, db_default="")
+    pool = models.CharField(max_length=200, blank=True, default="", db_default="")
     gpu_model = models.CharField(max_length=200, blank=True)
     gpus = models.PositiveSmallIntegerField(default=0)
     wall_s = models.FloatField(default=0, help_text="Wall time of the run (0 while it runs).")

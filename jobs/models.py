@@ -80,7 +80,7 @@ class Job(models.Model):
     workstation = models.CharField(max_length=200, blank=True)
     # The pool `workstation` is in when the job flocked there (FLOCK_TO): its central
     # manager as HTCondor names it (RemotePool); "" for the home pool.
-    pool = models.CharField(max_length=200, blank=True, db_default="")
+    pool = models.CharField(max_length=200, blank=True, default="", db_default="")
     gpu_model = models.CharField(max_length=200, blank=True)
     # Why no workstation can run this job, when the pool has none that matches.
     match_problem = models.CharField(max_length=500, blank=True)

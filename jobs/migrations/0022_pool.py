@@ -12,6 +12,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="job",
             name="pool",
-            field=models.CharField(blank=True, db_default="", max_length=200),
+            field=models.CharField(blank=True, db_default="", default="", max_length=200),
         ),
     ]
