@@ -173,26 +173,25 @@ def reconcile(
         and observation.started_at is not None
     ):
         # Seen only once it had ended, and before HTCondor counted the run: a short job whose
-        # ad leaves the queue in the same moment the shadow adds its wall time (seen with a
-        # one-second job on another pool). Its dates are all there is.
+        # ad leaves the queue in the same moment the shadow adds its wall time, or a run of
+        # under a second, which HTCondor counts as none (both seen with jobs on another
+        # pool). Its dates are all there is; the run is recorded even at 0 s, with where it ran.
         end = max(_end_of_last_run(observation) or observation.started_at, observation.started_at)
         wall = (end - observation.started_at).total_seconds()
-        if wall > TOLERANCE_S:
-            result.append(
-                Segment(
-                    started_at=observation.started_at,
-                    ended_at=end,
-                    workstation=observation.last_workstation or observation.workstation,
-                    pool=observation.last_pool
-                    if observation.last_workstation
-                    else observation.pool,
-                    gpu_model=observation.gpu_model,
-                    gpus=observation.gpus_assigned,
-                    wall_s=wall,
-                    committed_s=wall if observation.state is CondorState.COMPLETED else 0.0,
-                    ended_by=_ended_by(observation),
-                )
+        pool = observation.last_pool if observation.last_workstation else observation.pool
+        result.append(
+            Segment(
+                started_at=observation.started_at,
+                ended_at=end,
+                workstation=observation.last_workstation or observation.workstation,
+                pool=pool,
+                gpu_model=observation.gpu_model,
+                gpus=observation.gpus_assigned,
+                wall_s=wall,
+                committed_s=wall if observation.state is CondorState.COMPLETED else 0.0,
+                ended_by=_ended_by(observation),
             )
+        )
     if running_since is not None and all(s.started_at != running_since for s in result):
         result.append(
             Segment(

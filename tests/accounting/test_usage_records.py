@@ -155,6 +155,16 @@ def test_a_job_first_seen_ended_before_htcondor_counted_its_run_is_recorded_from
     assert (records[0].workstation, records[0].pool) == ("ws-fermi", "cm.physics:9618")
 
 
+def test_a_run_htcondor_counted_as_no_time_at_all_still_says_where_it_ran(job):
+    records = play(job, [
+        # Started and completed within one second: RemoteWallClockTime 0, as on the pool.
+        ad(Condor.COMPLETED, wall=0, finished=90, last_host="ws-fermi", starts=1, exit_code=0,
+           started_at=at(90), last_pool="cm.physics:9618"),
+    ])  # fmt: skip
+    assert runs(records) == ([90], [(0, 0, 0, "completed")])
+    assert (records[0].workstation, records[0].pool) == ("ws-fermi", "cm.physics:9618")
+
+
 def test_a_job_removed_before_it_ever_started_has_no_usage(job):
     assert play(job, [ad(Condor.REMOVED, finished=60)]) == []
 
