@@ -43,9 +43,12 @@ def test_an_unchanged_job_page_is_revalidated_and_a_new_log_line_still_shows(
     page.wait_for_timeout(7500)
     assert answered[0] == 200
     assert 304 in answered[1:], answered
-    # Nothing new: the page asks less often (2 s, then 3 s, up to 10 s).
+    # Nothing new: the page asks less often (2 s, then 3 s, up to 10 s). A timer fires no
+    # sooner than its delay after the answer, but a loaded machine answers late, so only the
+    # lower bound is checked: the last wait was a backed-off one (at a steady 2 s, it would be
+    # 2 s and the answer's few milliseconds). CI once saw a 2 s wait take 2.56 s.
     gaps = [later - earlier for earlier, later in zip(asked_at, asked_at[1:])]
-    assert gaps[0] < 2.5 and gaps[-1] > 2.8, gaps
+    assert gaps[-1] >= 2.95, gaps
     with open(job.directory / "stdout.txt", "a") as log:
         log.write("epoch 2\n")
     page.get_by_text("epoch 2").wait_for(timeout=10_000)
