@@ -27,9 +27,9 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.cache import get_conditional_response
-from django.utils.http import quote_etag
 from django.views.decorators.cache import cache_control, never_cache
 from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
 
 from . import actions, polling, readouts, selectors, specs, staging, submission
 from .bridge import get_bridge
@@ -255,41 +255,35 @@ def _permissions(request: HttpRequest, job: Job) -> dict:
     }
 
 
-def _log_offset(request: HttpRequest, stream: str) -> int:
-    try:
-        return int(request.GET.get(f"{stream}_offset", 0))
-    except ValueError:
-        return 0
-
-
-# The browser keeps the last answer and asks again with its ETag each time (no-cache is
-# "revalidate", not "do not store"); private: it is this viewer's.
+# The page keeps the last answer and asks again with its ETag each time (no-cache is
+# "revalidate", not "do not store"); private: it is this viewer's. The middleware in
+# jobs.polling answers most of these polls before this view (with only the logs, for a page
+# that sends PARTIAL_HEADER), hence the Vary.
 @cache_control(private=True, no_cache=True)
+@vary_on_headers(polling.PARTIAL_HEADER)
 @login_required
 @require_GET
 def job_status(request: HttpRequest, public_id) -> HttpResponse:
     """Everything the job page refreshes while it is open; 304 when none of it changed."""
     job = visible_job_or_404(request.user, public_id)
     paths = staging.job_logs_for(job)
-    offsets = {stream: _log_offset(request, stream) for stream in paths}
+    offsets = polling.requested_offsets(request.GET, paths)
     permissions = _permissions(request, job)
     problem = schedd_problem(job)
-    etag = quote_etag(polling.job_status_etag(
-        job, offsets=offsets, logs=paths, context=(sorted(permissions.items()), problem)
-    ))  # fmt: skip
+    note = polling.note_for(
+        job, user_pk=request.user.pk, logs=paths, context=(sorted(permissions.items()), problem)
+    )
+    session_key = request.session.session_key
+    look = polling.look_now(note, session_key or "")
+    if not problem:
+        polling.remember(session_key, job.public_id, note)
+    etag = look.etag(offsets)
     unchanged = get_conditional_response(request, etag=etag)
     if unchanged is not None:
         unchanged["ETag"] = etag
         return unchanged
-    logs = {}
-    for stream, path in paths.items():
-        chunk = selectors.job_log_chunk(job.directory, path, offsets[stream])
-        logs[stream] = {
-            "text": chunk.text,
-            "start": chunk.start,
-            "offset": chunk.offset,
-            "size": chunk.size,
-        }
+    logs = polling.log_chunks(job.directory, paths, offsets)
+    etag = look.next_etag(offsets, logs)
     response = JsonResponse(
         {
             "state": job.state,

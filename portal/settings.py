@@ -106,6 +106,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "portal.logcontext.RequestIdMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # An open job page's unchanged status poll, answered 304 before sessions and users load.
+    "jobs.polling.StatusPollMiddleware",
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -13,6 +13,26 @@
     el.querySelector("span").textContent = text || "";
   }
 
+  function renderLogs(logs) {
+    if (logs.install.size > 0) $("install-section").hidden = false;
+    for (const stream of Object.keys(offsets)) {
+      const chunk = logs[stream];
+      const view = $(stream);
+      if (offsets[stream] < 0 || chunk.start < offsets[stream]) {
+        view.textContent = "";  // first read, or a new run rewrote the log
+        view.dataset.truncated = chunk.start > 0 ? "true" : "false";
+      }
+      if (chunk.text) view.textContent += chunk.text;
+      // Keep the page light: past 1 MB, show only the newest part (the raw link has it all).
+      if (view.textContent.length > 1048576) {
+        view.textContent = view.textContent.slice(-524288);
+        view.dataset.truncated = "true";
+      }
+      $(`${stream}-note`).hidden = view.dataset.truncated !== "true";
+      offsets[stream] = chunk.offset;
+    }
+  }
+
   function render(data) {
     const state = $("state");
     state.textContent = data.state_label;
@@ -33,23 +53,7 @@
     $("num-starts").textContent = data.num_starts;
     $("exit").textContent = data.exit_signal !== null ? `signal ${data.exit_signal}`
       : data.exit_code !== null ? `code ${data.exit_code}` : "—";
-    if (data.logs.install.size > 0) $("install-section").hidden = false;
-    for (const stream of Object.keys(offsets)) {
-      const chunk = data.logs[stream];
-      const view = $(stream);
-      if (offsets[stream] < 0 || chunk.start < offsets[stream]) {
-        view.textContent = "";  // first read, or a new run rewrote the log
-        view.dataset.truncated = chunk.start > 0 ? "true" : "false";
-      }
-      if (chunk.text) view.textContent += chunk.text;
-      // Keep the page light: past 1 MB, show only the newest part (the raw link has it all).
-      if (view.textContent.length > 1048576) {
-        view.textContent = view.textContent.slice(-524288);
-        view.dataset.truncated = "true";
-      }
-      $(`${stream}-note`).hidden = view.dataset.truncated !== "true";
-      offsets[stream] = chunk.offset;
-    }
+    renderLogs(data.logs);
     const events = $("events");
     events.replaceChildren(...data.events.map((e) => {
       const li = document.createElement("li");
@@ -80,8 +84,11 @@
   }
 
   // Every 2 s while the job changes. A page whose answers stay the same (the portal says 304
-  // and the browser hands back what it kept, under the same ETag) asks less and less often,
-  // up to every 10 s; a page in a background tab every 30 s, and at once when shown again.
+  // to the ETag it last sent) asks less and less often, up to every 10 s; a page in a
+  // background tab every 30 s, and at once when shown again. The page keeps the ETag itself
+  // rather than leaving it to the browser's cache: an answer's ETag names the document for
+  // the offsets it leaves the page at, the very next poll's, which the cache (keyed by the
+  // URL, offsets and all) would never send it with.
   const FAST_MS = 2000;
   const SLOW_MS = 10000;
   const HIDDEN_MS = 30000;
@@ -97,15 +104,21 @@
     timer = null;
     try {
       const query = Object.entries(offsets).map(([s, o]) => `${s}_offset=${o}`).join("&");
-      const response = await fetch(`${url}?${query}`, { credentials: "same-origin" });
-      if (response.ok) {
-        const etag = response.headers.get("ETag");
-        if (etag && etag === lastEtag) {
-          delay = Math.min(delay * 1.5, SLOW_MS);
+      const response = await fetch(`${url}?${query}`, {
+        credentials: "same-origin",
+        cache: "no-store",
+        // The portal may answer with only the logs' new text when nothing else changed.
+        headers: lastEtag ? { "If-None-Match": lastEtag, "X-Nightshift-Partial": "logs" } : {},
+      });
+      if (response.status === 304) {
+        delay = Math.min(delay * 1.5, SLOW_MS);
+      } else if (response.ok) {
+        lastEtag = response.headers.get("ETag");
+        delay = FAST_MS;
+        const data = await response.json();
+        if (data.logs_only) {
+          renderLogs(data.logs);
         } else {
-          lastEtag = etag;
-          delay = FAST_MS;
-          const data = await response.json();
           render(data);
           if (data.is_final && data.outputs_ready) return;
         }
