@@ -20,6 +20,7 @@ with the whole document as it always did.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -56,6 +57,7 @@ DB_SESSION_ENGINES = (
 )
 
 
+@functools.cache
 def _state_sql() -> str:
     quote = connection.ops.quote_name
     job, event = quote(Job._meta.db_table), quote(JobEvent._meta.db_table)

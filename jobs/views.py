@@ -23,6 +23,7 @@ from django.http import (
     JsonResponse,
     StreamingHttpResponse,
 )
+from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -316,8 +317,10 @@ def job_status(request: HttpRequest, public_id) -> HttpResponse:
                 for f in selectors.job_output_files(job)
             ],
             "logs": logs,
+            # Without the request: the buttons need its CSRF token, not the context
+            # processors every page runs (the drain banner's Redis read among them).
             "actions_html": render_to_string(
-                "jobs/_actions.html", {"job": job, **permissions}, request=request
+                "jobs/_actions.html", {"job": job, **permissions, "csrf_token": get_token(request)}
             ),
         }
     )

@@ -316,7 +316,8 @@ NIGHTSHIFT_INSTANCE = env_str("NIGHTSHIFT_INSTANCE", "default")
 # Shared by every web process, so that API rate limits hold across gunicorn workers.
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        # Django's, sharing one Redis client per connection pool (plumbing/cache.py).
+        "BACKEND": "plumbing.cache.RedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": f"nightshift-{NIGHTSHIFT_INSTANCE}",
     }

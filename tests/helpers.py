@@ -101,6 +101,16 @@ def pool_config(text: str | None, name: str = "60-test.conf") -> None:
     raise AssertionError(f"condor_reconfig failed: {done.stdout}{done.stderr}")
 
 
+POOL_SCRIPT = str(Path(__file__).resolve().parents[1] / "deploy/personal-pool/pool")
+
+
+def pool_schedds(count: int) -> list[str]:
+    """Runs the personal pool's second schedd (2) or stops it (1); the schedds' names."""
+    done = subprocess.run([POOL_SCRIPT, "schedds", str(count)], capture_output=True, text=True,
+                          timeout=120, check=True)  # fmt: skip
+    return done.stdout.split()
+
+
 def schedd_answers() -> bool:
     return pool_command("condor_q", "-totals", check=False).returncode == 0
 

@@ -17,7 +17,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from tests.helpers import wait_for
+from tests.helpers import pool_schedds, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CELERY = str(Path(sys.executable).with_name("celery"))
@@ -51,6 +51,7 @@ class CeleryProcesses:
             "PYTHONUNBUFFERED": "1",
         }
         self.worker: subprocess.Popen | None = None
+        self.worker_env: dict[str, str] = {}
         self.beat: subprocess.Popen | None = None
         self._starts = 0
 
@@ -63,6 +64,9 @@ class CeleryProcesses:
         )  # fmt: skip
 
     def start_worker(self, **extra_env: str) -> None:
+        """A worker with the portal's settings and `extra_env` on top, which worker_env keeps
+        for a test that kills the worker and starts it again as it was."""
+        self.worker_env = extra_env
         hostname = f"test-worker-{self._starts}@%h"
         self.worker = self._spawn(
             ["worker", "--pool", "solo", "--loglevel", "INFO", "--hostname", hostname,
@@ -144,6 +148,39 @@ def live_pipeline(celery_processes, transactional_db, request):
     yield celery_processes
     if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
         print(celery_processes.logs())
+
+
+@pytest.fixture
+def two_schedds(live_pipeline, settings):
+    """The pool's second schedd running, and the portal (this process and its worker) using
+    both, least loaded first: ap2 as a remote access point, whose jobs' files go through
+    HTCondor's spool."""
+    from condor_bridge import BridgeError
+    from jobs.bridge import get_bridge
+    from jobs.models import FINAL_STATES, Job
+
+    first, second = pool_schedds(2)
+    choice = {
+        "CONDOR_SCHEDDS": f"{first},{second}", "CONDOR_SCHEDD_NAME": first,
+        "CONDOR_SPOOL_SCHEDDS": second, "NIGHTSHIFT_SCHEDD_POLICY": "least-loaded",
+    }  # fmt: skip
+    settings.CONDOR_SCHEDDS, settings.CONDOR_SCHEDD_NAME = [first, second], first
+    settings.CONDOR_SPOOL_SCHEDDS, settings.SCHEDD_POLICY = [second], "least-loaded"
+    live_pipeline.kill_worker()
+    live_pipeline.start_worker(**choice)
+    try:
+        yield first, second
+    finally:
+        # Nothing of this test waits in ap2's queue for the next time it starts.
+        pool_schedds(2)
+        for job in Job.objects.filter(cluster_id__isnull=False).exclude(state__in=FINAL_STATES):
+            try:
+                get_bridge(job.schedd).act("remove", job.cluster_id, job.proc_id, reason="test")
+            except BridgeError:  # gone already
+                continue
+        pool_schedds(1)
+        live_pipeline.kill_worker()
+        live_pipeline.start_worker()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -52,9 +52,11 @@ def test_an_unchanged_job_page_is_revalidated_and_a_new_log_line_still_shows(
     def a_full_answer(response):
         return "status.json" in response.url and response.status == 200
 
-    with page.expect_response(a_full_answer, timeout=15_000) as brought:
-        with open(job.directory / "stdout.txt", "a") as log:
-            log.write("epoch 2\n")
+    with (
+        page.expect_response(a_full_answer, timeout=15_000) as brought,
+        open(job.directory / "stdout.txt", "a") as log,
+    ):
+        log.write("epoch 2\n")
     # Only the log changed: the answer carries only its new text.
     assert brought.value.json()["logs_only"] is True
     page.get_by_text("epoch 2").wait_for(timeout=10_000)

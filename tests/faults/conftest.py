@@ -31,6 +31,9 @@ class Burst:
         self.user = get_user_model().objects.create_user(f"burst-{time.monotonic_ns()}")
         self.api = client_with_token(self.user)
         self.jobs: list[Job] = []
+        # The schedds to count copies in, besides the pool's own (which HTCondor's tools
+        # reach without a name): `pool schedds 2` adds ap2.
+        self.other_schedds: list[str] = []
 
     def submit(self, count: int, script: str = QUICK_JOB, **fields) -> list[Job]:
         new = []
@@ -48,9 +51,11 @@ class Burst:
         """How many HTCondor jobs carry each of this burst's ids, queue plus history."""
         constraint = f'NightshiftInstance == "{settings.NIGHTSHIFT_INSTANCE}"'
         seen = collections.Counter()
-        for tool in ("condor_q", "condor_history"):
-            done = pool_command(tool, "-constraint", constraint, "-af", "NightshiftJobId")
-            seen.update(line.strip() for line in done.stdout.splitlines() if line.strip())
+        for name in ([], *(["-name", schedd] for schedd in self.other_schedds)):
+            for tool in ("condor_q", "condor_history"):
+                done = pool_command(tool, *name, "-constraint", constraint,
+                                    "-af", "NightshiftJobId")  # fmt: skip
+                seen.update(line.strip() for line in done.stdout.splitlines() if line.strip())
         return collections.Counter({str(job.public_id): seen[str(job.public_id)]
                                     for job in self.jobs})  # fmt: skip
 

@@ -2,23 +2,17 @@
 the least loaded, the second one's files travel by spool, and a stopped schedd holds up only
 its own jobs while every action reaches the schedd that has the job."""
 
-import contextlib
-import subprocess
-from pathlib import Path
-
 import pytest
 from django.urls import reverse
 
-from condor_bridge import BridgeError
 from jobs.bridge import get_bridge
-from jobs.models import FINAL_STATES, Job, JobState
+from jobs.models import Job, JobState
 from tests.helpers import pool_command, wait_for
 from tests.integration.conftest import upload
 from tests.pipeline import wait_for_state
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(600)]
 
-POOL = str(Path(__file__).resolve().parents[2] / "deploy/personal-pool/pool")
 WRITES_A_FILE = """
 import os, sys
 os.makedirs("outputs", exist_ok=True)
@@ -27,38 +21,6 @@ with open("outputs/model.txt", "w") as f:
 print("done", flush=True)
 """
 SLEEPS = "import time\nprint('started', flush=True)\ntime.sleep(600)\n"
-
-
-def pool_schedds(count: int) -> list[str]:
-    done = subprocess.run([POOL, "schedds", str(count)], capture_output=True, text=True,
-                          timeout=120, check=True)  # fmt: skip
-    return done.stdout.split()
-
-
-@pytest.fixture
-def two_schedds(live_pipeline, settings):
-    """The pool's second schedd running, and the portal (this process and its worker) using
-    both: ap2 as a remote access point, whose jobs' files go through HTCondor's spool."""
-    first, second = pool_schedds(2)
-    choice = {
-        "CONDOR_SCHEDDS": f"{first},{second}", "CONDOR_SCHEDD_NAME": first,
-        "CONDOR_SPOOL_SCHEDDS": second, "NIGHTSHIFT_SCHEDD_POLICY": "least-loaded",
-    }  # fmt: skip
-    settings.CONDOR_SCHEDDS, settings.CONDOR_SCHEDD_NAME = [first, second], first
-    settings.CONDOR_SPOOL_SCHEDDS, settings.SCHEDD_POLICY = [second], "least-loaded"
-    live_pipeline.kill_worker()
-    live_pipeline.start_worker(**choice)
-    try:
-        yield first, second
-    finally:
-        # Nothing of this test waits in ap2's queue for the next time it starts.
-        pool_schedds(2)
-        for job in Job.objects.filter(cluster_id__isnull=False).exclude(state__in=FINAL_STATES):
-            with contextlib.suppress(BridgeError):  # gone already
-                get_bridge(job.schedd).act("remove", job.cluster_id, job.proc_id, reason="test")
-        pool_schedds(1)
-        live_pipeline.kill_worker()
-        live_pipeline.start_worker()
 
 
 def copies_in(schedd: str, job: Job) -> int:

@@ -1,0 +1,82 @@
+"""Issue 8's faults again, with the portal in front of two schedds (the personal pool's
+`pool schedds 2`, jobs to the least loaded): a burst spreads over both, and the same two
+promises hold across them, every accepted job exactly once in HTCondor (both schedds'
+queues and histories, counted with HTCondor's own tools) and each one completed."""
+
+import collections
+
+import pytest
+
+from jobs.models import Job, JobState
+from tests.faults.conftest import redis_loses_everything
+from tests.helpers import pool_command, wait_for
+
+pytestmark = [pytest.mark.condor, pytest.mark.timeout(900)]
+
+BURST = 24
+
+
+@pytest.fixture
+def spread_burst(burst, two_schedds):
+    burst.other_schedds = [two_schedds[1]]
+    return burst
+
+
+def assert_spread_over(schedds, jobs) -> None:
+    placed = collections.Counter(Job.objects.filter(pk__in=[j.pk for j in jobs])
+                                 .values_list("schedd", flat=True))  # fmt: skip
+    assert set(placed) == set(schedds), placed
+
+
+def test_a_worker_killed_mid_burst_submits_each_job_once_on_its_own_schedd(
+    spread_burst, two_schedds, live_pipeline
+):
+    jobs = spread_burst.submit(BURST)
+    assert_spread_over(two_schedds, jobs)
+    for _ in range(3):
+        submitted = Job.objects.filter(pk__in=[j.pk for j in jobs], cluster_id__isnull=False)
+        before = submitted.count()
+        wait_for(lambda before=before: submitted.count() >= min(before + 3, BURST), timeout=60,
+                 interval=0.05, what="a few more submissions")  # fmt: skip
+        live_pipeline.kill_worker()
+        live_pipeline.start_worker(**live_pipeline.worker_env)
+    spread_burst.assert_each_ran_once_and_completed()
+
+
+def test_submissions_lost_with_redis_are_sent_once_to_each_jobs_schedd(
+    spread_burst, two_schedds, live_pipeline
+):
+    live_pipeline.kill_worker()  # the tasks pile up in Redis, unconsumed
+    jobs = spread_burst.submit(BURST - 4)
+    redis_loses_everything()
+    spread_burst.submit(4)
+    assert_spread_over(two_schedds, spread_burst.jobs)
+    live_pipeline.start_worker(**live_pipeline.worker_env)
+    # Every task went with Redis: only the reconciler can have sent them.
+    spread_burst.assert_each_ran_once_and_completed()
+    assert not Job.objects.filter(pk__in=[j.pk for j in jobs], cluster_id__isnull=True).exists()
+
+
+def test_one_schedd_stopped_mid_burst_holds_up_only_its_jobs_and_then_each_runs_once(
+    spread_burst, two_schedds
+):
+    first, second = two_schedds
+    spread_burst.submit(BURST // 2)
+    pool_command("condor_off", "-daemon", "SCHEDD_AP2")
+    try:
+        later = spread_burst.submit(BURST - BURST // 2)
+        assert_spread_over(two_schedds, later)
+        waiting = [job for job in later if job.schedd == second]
+
+        def told_to_wait() -> bool:
+            job = Job.objects.get(pk=waiting[-1].pk)
+            return job.state == JobState.QUEUED and "not answering" in job.status_detail
+
+        wait_for(told_to_wait, timeout=120, what="ap2's jobs to wait for their scheduler")
+        # The other schedd's jobs go on meanwhile, and end.
+        going = [job.pk for job in spread_burst.jobs if job.schedd == first]
+        wait_for(lambda: Job.objects.filter(pk__in=going, state=JobState.COMPLETED).count()
+                 == len(going), timeout=300, what="the first schedd's jobs")  # fmt: skip
+    finally:
+        pool_command("condor_on", "-daemon", "SCHEDD_AP2")
+    spread_burst.assert_each_ran_once_and_completed()
