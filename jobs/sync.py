@@ -6,11 +6,10 @@ import functools
 import json
 import logging
 import time
-from collections import defaultdict
+from collections import defaultdict, namedtuple
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from types import SimpleNamespace
 from typing import Protocol
 
 from django.conf import settings
@@ -341,6 +340,7 @@ SYNC_FIELDS = (
     "pool", "gpu_model", "exit_code", "exit_signal", "started_at", "finished_at", "match_problem",
     "wait_reason", "outcome",
 )  # fmt: skip
+SyncRow = namedtuple("SyncRow", SYNC_FIELDS)
 
 
 def jobs_sync() -> SyncReport:
@@ -358,16 +358,14 @@ def jobs_sync() -> SyncReport:
 
 def _sync_cycle() -> SyncReport:
     report = SyncReport()
-    active = [
-        SimpleNamespace(**row)
-        for row in Job.objects.filter(cluster_id__isnull=False)
-        .exclude(state__in=FINAL_STATES)
-        .values(*SYNC_FIELDS)
-    ]
+    # Plain tuples: 100,000 rows as dicts, then namespaces, cost a fifth of a cycle.
+    queued = Job.objects.filter(cluster_id__isnull=False).exclude(state__in=FINAL_STATES)
+    active = list(map(SyncRow._make, queued.values_list(*SYNC_FIELDS)))
     report.active = len(active)
     if active:
         observations, report.finished = _observe_every_schedd(active)
         # Compared in memory first: an unchanged job costs no lock and no write.
+        rows = {job.pk: job for job in active}
         outdated, unchanged = {}, {}
         for job in active:
             observation = observations.get(str(job.public_id))
@@ -377,13 +375,25 @@ def _sync_cycle() -> SyncReport:
                 outdated[job.pk] = observation
             else:
                 unchanged[job.pk] = observation
-        for pk in _run_ledger.runs_outdated(unchanged):
+        # Only a job that has started can have a run to record: most of a large queue waits,
+        # and asking the ledger about every one was a third of a cycle with nothing changed.
+        started = {pk: seen for pk, seen in unchanged.items() if _may_have_run(rows[pk], seen)}
+        for pk in _run_ledger.runs_outdated(started):
             outdated[pk] = unchanged[pk]
         report.changed = len(jobs_apply_observations(outdated))
     _explain_unmatched_jobs(get_bridge())
     report.resubmitted = _resubmit_stale_jobs()
     uploads_clean_stale()
     return report
+
+
+def _may_have_run(job, observation: JobObservation) -> bool:
+    """Whether the portal's row or HTCondor's ad shows that the job ever started (usage
+    records are written with the row that says so, in one transaction)."""
+    return bool(
+        job.num_starts or job.started_at or observation.num_starts or observation.started_at
+        or observation.run_started_at or observation.wall_time_s
+    )  # fmt: skip
 
 
 def _observe_every_schedd(active: list) -> tuple[dict[str, JobObservation], int]:

@@ -112,3 +112,26 @@ def test_a_flocked_run_seen_only_once_it_ended_is_recorded_against_its_pool(stud
     assert (record.pool, record.wall_s) == ("cm.physics.example.edu:9618", 300)
     job.refresh_from_db()
     assert job.pool == "cm.physics.example.edu:9618"
+
+
+def usage_record_reads(cycle) -> int:
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        cycle()
+    return sum(UsageRecord._meta.db_table in q["sql"] for q in queries.captured_queries)
+
+
+@pytest.mark.django_db
+def test_jobs_that_never_started_cost_the_ledger_no_query_while_nothing_changes(
+    student, fake_bridge
+):
+    """A large queue mostly waits: its jobs have no run to record, and a cycle with nothing
+    new reads no usage record for them; a job that runs is still checked each cycle."""
+    waiting = [submit(student, gpus=1, name=f"w{i}") for i in range(3)]
+    sync.jobs_sync()
+    assert usage_record_reads(sync.jobs_sync) == 0
+    fake_bridge.set_state(str(waiting[0].public_id), CondorState.RUNNING, at=T0)
+    sync.jobs_sync()
+    assert usage_record_reads(sync.jobs_sync) == 1
+    assert UsageRecord.objects.count() == 1
