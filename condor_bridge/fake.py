@@ -18,6 +18,8 @@ from .states import STATUS_TO_STATE
 from .submit import build_cluster_description, build_submit_description
 from .types import (
     JOB_ID_PATTERN,
+    WITHDRAWN_ID,
+    WITHDRAWN_REASON,
     BridgeError,
     FileMode,
     GpuModel,
@@ -75,6 +77,10 @@ class FakeBridge:
         self.retrieved: list[tuple[int, int]] = []
         self.submit_calls = 0
         self.down = False  # True: every call fails as if the schedd were unreachable
+        # Raised between a spool-mode submit and its spool, as by a submitter killed there:
+        # the job stays in the queue awaiting its input files, as HTCondor keeps it.
+        self.spool_fault: type[BaseException] | None = None
+        self.withdrawn: list[JobObservation] = []  # jobs taken out for input that never came
         self._jobs: dict[str, JobObservation] = {}
         self._sweeps: dict[str, str] = {}  # job id -> the sweep whose cluster it is in
         self._usage: dict[str, dict[str, float]] = {}  # job id -> measured figures
@@ -179,8 +185,10 @@ class FakeBridge:
         self._check_up("submit")
         if check_existing:
             existing = self.find(request.job_id, submitted_after=submitted_after)
-            if existing is not None:
+            if existing is not None and not existing.awaiting_input:
                 return SubmitResult(existing.cluster_id, existing.proc_id, adopted=True)
+            if existing is not None:
+                self._withdraw(existing.cluster_id)
         description = self.description(request)
         with self._lock:
             self.submit_calls += 1
@@ -193,10 +201,11 @@ class FakeBridge:
                 state=JobState.TRANSFERRING if self.mode is FileMode.SPOOL else JobState.IDLE,
                 in_queue=True,
                 status_detail="uploading input" if self.mode is FileMode.SPOOL else "",
+                awaiting_input=self.mode is FileMode.SPOOL,
                 entered_state_at=datetime.now(tz=UTC),
             )
         if self.mode is FileMode.SPOOL:
-            self.set_state(request.job_id, JobState.IDLE, status_detail="")
+            self._spool([request.job_id])
         return SubmitResult(cluster, 0, adopted=False)
 
     def submit_cluster(
@@ -205,7 +214,11 @@ class FakeBridge:
         self._check_up("submit")
         if check_existing:
             found = self.find_sweep(sweep_id, expected=len(requests))
-            adopted = adopted_cluster(requests, found, sweep_id)
+            stranded = {run.cluster_id for run in found if run.awaiting_input}
+            for cluster_id in stranded:
+                self._withdraw(cluster_id)
+            adopted = adopted_cluster(requests, [r for r in found if r.cluster_id not in stranded],
+                                      sweep_id)  # fmt: skip
             if adopted is not None:
                 return adopted
         template, items = build_cluster_description(
@@ -225,12 +238,30 @@ class FakeBridge:
                     state=JobState.TRANSFERRING if self.mode is FileMode.SPOOL else JobState.IDLE,
                     in_queue=True,
                     status_detail="uploading input" if self.mode is FileMode.SPOOL else "",
+                    awaiting_input=self.mode is FileMode.SPOOL,
                     entered_state_at=datetime.now(tz=UTC),
                 )  # fmt: skip
         if self.mode is FileMode.SPOOL:
-            for request in requests:
-                self.set_state(request.job_id, JobState.IDLE, status_detail="")
+            self._spool([request.job_id for request in requests])
         return [SubmitResult(cluster, proc, adopted=False) for proc in range(len(requests))]
+
+    def _spool(self, job_ids: list[str]) -> None:
+        if self.spool_fault is not None:
+            raise self.spool_fault
+        for job_id in job_ids:
+            self.set_state(job_id, JobState.IDLE, status_detail="", awaiting_input=False)
+
+    def _withdraw(self, cluster_id: int) -> None:
+        """As the real bridge does: the cluster's jobs leave under an id no job has."""
+        with self._lock:
+            for job_id, job in list(self._jobs.items()):
+                if job.cluster_id == cluster_id:
+                    self.withdrawn.append(dataclasses.replace(
+                        job, job_id=WITHDRAWN_ID, state=JobState.REMOVED, in_queue=False,
+                        status_detail=WITHDRAWN_REASON, awaiting_input=False,
+                    ))  # fmt: skip
+                    del self._jobs[job_id]
+                    self._sweeps.pop(job_id, None)
 
     def find_sweep(self, sweep_id: str, *, expected: int) -> list[JobObservation]:
         self._check_up("query")

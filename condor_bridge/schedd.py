@@ -24,6 +24,8 @@ from .submit import (
 )
 from .types import (
     JOB_ID_PATTERN,
+    WITHDRAWN_ID,
+    WITHDRAWN_REASON,
     BridgeError,
     FileMode,
     GpuModel,
@@ -197,8 +199,10 @@ class HTCondorBridge:
         """
         if check_existing:
             existing = self.find(request.job_id, submitted_after=submitted_after)
-            if existing is not None:
+            if existing is not None and not existing.awaiting_input:
                 return SubmitResult(existing.cluster_id, existing.proc_id, adopted=True)
+            if existing is not None:
+                self._withdraw(self._schedd(), existing.cluster_id)
         result = self._submit_to_schedd(htcondor2.Submit(self.description(request)))
         return SubmitResult(result.cluster(), result.first_proc(), adopted=False)
 
@@ -217,11 +221,23 @@ class HTCondorBridge:
                     schedd.spool(result)
                 except (HTCondorException, OSError, RuntimeError):
                     # A job whose files never arrived must not wait in the queue forever.
-                    schedd.act(htcondor2.JobAction.Remove, str(result.cluster()))
+                    self._withdraw(schedd, result.cluster())
                     raise
         except (HTCondorException, OSError, RuntimeError) as exc:
             raise bridge_error("submit", exc) from exc
         return result
+
+    @staticmethod
+    def _withdraw(schedd: htcondor2.Schedd, cluster_id: int) -> None:
+        """Take a cluster whose input files never arrived out of the queue. Its ids are
+        renamed first: its removed ads stay in the history, where a later look for the job
+        (or sweep) submitted again would find them too, and might take them for it."""
+        try:
+            for attr in (JOB_ID_ATTR, SWEEP_ID_ATTR):
+                schedd.edit(int(cluster_id), attr, classad_string(WITHDRAWN_ID))
+            schedd.act(htcondor2.JobAction.Remove, int(cluster_id), reason=WITHDRAWN_REASON)
+        except (HTCondorException, OSError, RuntimeError) as exc:
+            raise bridge_error("withdraw", exc) from exc
 
     def submit_cluster(
         self, requests: list[JobRequest], *, sweep_id: str, check_existing: bool = True
@@ -231,7 +247,11 @@ class HTCondorBridge:
         found by its sweep id and adopted. Results come in the order of `requests`."""
         if check_existing:
             found = self.find_sweep(sweep_id, expected=len(requests))
-            adopted = adopted_cluster(requests, found, sweep_id)
+            stranded = {run.cluster_id for run in found if run.awaiting_input}
+            for cluster_id in stranded:
+                self._withdraw(self._schedd(), cluster_id)
+            adopted = adopted_cluster(requests, [r for r in found if r.cluster_id not in stranded],
+                                      sweep_id)  # fmt: skip
             if adopted is not None:
                 return adopted
         template, items = build_cluster_description(

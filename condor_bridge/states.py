@@ -99,7 +99,8 @@ def map_job_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobObservation:
     hold_reason = str(ad.get("HoldReason") or "")
     detail = ""
     removed_by_limit = False
-    if state is JobState.HELD and hold_code == HOLD_CODE_SPOOLING_INPUT:
+    awaiting_input = state is JobState.HELD and hold_code == HOLD_CODE_SPOOLING_INPUT
+    if awaiting_input:
         state, detail, hold_reason, hold_code = JobState.TRANSFERRING, "uploading input", "", None
     elif state is JobState.TRANSFERRING:
         detail = "transferring output"
@@ -152,6 +153,7 @@ def map_job_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobObservation:
         last_vacated_at=_timestamp(ad.get("LastVacateTime")),
         gpus_assigned=_int(ad.get("GPUsProvisioned")) or _int(ad.get("RequestGPUs")) or 0,
         removed_by_limit=removed_by_limit,
+        awaiting_input=awaiting_input,
         held_memory_mb=_kib_as_mb(ad.get("ResidentSetSize")) if state is JobState.HELD else None,
         held_disk_mb=_kib_as_mb(ad.get("DiskUsage")) if state is JobState.HELD else None,
     )

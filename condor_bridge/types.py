@@ -294,6 +294,9 @@ class JobObservation:
     committed_time_s: float = 0.0
     # When the run now in progress began (JobCurrentStartDate); None unless it runs.
     run_started_at: datetime | None = None
+    # Held by the schedd until a spooling submitter sends its input files (hold code 16): a
+    # submitter that stopped between its submit and its spool leaves the job so for good.
+    awaiting_input: bool = False
     # The latest run that ended: where it ran, and when it was evicted (LastVacateTime).
     last_workstation: str = ""
     # The pool `workstation` and `last_workstation` are in when it is not the home pool (a
@@ -367,6 +370,15 @@ class PoolMachine:
     free_gpus: int = 0
     gpu: GpuModel | None = None
     runs_containers: bool = False
+
+
+# What a job whose input files never arrived is renamed to, and removed with, before it is
+# submitted again (Nightshift's job and sweep ids are UUIDs: none takes this value).
+WITHDRAWN_ID = "withdrawn"
+WITHDRAWN_REASON = (
+    "Nightshift: its input files never arrived (its submitter stopped between submitting and "
+    "spooling them); it was submitted again"
+)
 
 
 def adopted_cluster(

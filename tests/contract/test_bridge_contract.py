@@ -408,3 +408,55 @@ def test_a_job_over_its_memory_is_held_with_the_peak_it_reached(bridge):
     running = job_request(bridge)
     bridge.submit(running)
     assert _move(bridge, running.job_id, JobState.RUNNING).held_memory_mb is None
+
+
+class SubmitterStopped(BaseException):
+    """The submitter killed between its submit and its spool: no handler of its runs."""
+
+
+@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.condor)])
+def stopping_spool_bridge(request, monkeypatch):
+    """A spool-mode bridge whose next spool never happens, as when the worker submitting
+    is killed between HTCondor's submit and its spool; `.resume()` lets spools through."""
+    instance = f"contract-{uuid.uuid4().hex[:12]}"
+    if request.param == "fake":
+        bridge = FakeBridge(instance=instance, mode=FileMode.SPOOL)
+        bridge.spool_fault = SubmitterStopped
+        bridge.resume = lambda: setattr(bridge, "spool_fault", None)
+        yield bridge
+        return
+    from condor_bridge.schedd import HTCondorBridge
+
+    def stop(schedd, result):
+        raise SubmitterStopped
+
+    monkeypatch.setattr("condor_bridge.schedd.htcondor2.Schedd.spool", stop)
+    bridge = HTCondorBridge(
+        collector=settings.CONDOR_COLLECTOR, token_dir=str(settings.CONDOR_TOKEN_DIR),
+        mode=FileMode.SPOOL, instance=instance,
+    )  # fmt: skip
+    bridge.resume = monkeypatch.undo
+    yield bridge
+    for job in bridge.active_jobs():
+        bridge.act("remove", job.cluster_id, job.proc_id, reason="contract test cleanup")
+
+
+def test_a_job_whose_input_never_arrived_is_withdrawn_and_submitted_again(stopping_spool_bridge):
+    bridge = stopping_spool_bridge
+    request = job_request(bridge, script="print('spooled at last')\n")
+    with pytest.raises(SubmitterStopped):
+        bridge.submit(request, check_existing=False)
+    stranded = bridge.find(request.job_id)
+    assert stranded.awaiting_input and stranded.state is JobState.TRANSFERRING
+    bridge.resume()
+    again = bridge.submit(request)
+    assert not again.adopted and again.cluster_id != stranded.cluster_id
+    assert bridge.find(request.job_id).cluster_id == again.cluster_id
+
+    # The stranded copy no longer answers to the job's id, in the queue or the history.
+    def stranded_gone():
+        return all(job.cluster_id != stranded.cluster_id for job in bridge.active_jobs())
+
+    wait_for(stranded_gone, timeout=60, what="the stranded copy to leave the queue")
+    assert [job.job_id for job in bridge.active_jobs()] == [request.job_id]
+    assert bridge.finished_jobs([request.job_id]) == []

@@ -52,8 +52,8 @@ class Burst:
         constraint = f'NightshiftInstance == "{settings.NIGHTSHIFT_INSTANCE}"'
         seen = collections.Counter()
         for name in ([], *(["-name", schedd] for schedd in self.other_schedds)):
-            for tool in ("condor_q", "condor_history"):
-                done = pool_command(tool, *name, "-constraint", constraint,
+            for tool in (["condor_q", "-allusers"], ["condor_history"]):
+                done = pool_command(*tool, *name, "-constraint", constraint,
                                     "-af", "NightshiftJobId")  # fmt: skip
                 seen.update(line.strip() for line in done.stdout.splitlines() if line.strip())
         return collections.Counter({str(job.public_id): seen[str(job.public_id)]
