@@ -251,6 +251,10 @@ class FakeBridge:
         for job_id in job_ids:
             self.set_state(job_id, JobState.IDLE, status_detail="", awaiting_input=False)
 
+    def withdraw(self, cluster_id: int) -> None:
+        self._check_up("act")
+        self._withdraw(cluster_id)
+
     def _withdraw(self, cluster_id: int) -> None:
         """As the real bridge does: the cluster's jobs leave under an id no job has."""
         with self._lock:

@@ -227,6 +227,11 @@ class HTCondorBridge:
             raise bridge_error("submit", exc) from exc
         return result
 
+    @_observed("act")
+    def withdraw(self, cluster_id: int) -> None:
+        """Take a cluster whose input files never arrived out of the queue (see _withdraw)."""
+        self._withdraw(self._schedd(), cluster_id)
+
     @staticmethod
     def _withdraw(schedd: htcondor2.Schedd, cluster_id: int) -> None:
         """Take a cluster whose input files never arrived out of the queue. Its ids are

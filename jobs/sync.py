@@ -381,8 +381,9 @@ def _sync_cycle() -> SyncReport:
         for pk in _run_ledger.runs_outdated(started):
             outdated[pk] = unchanged[pk]
         report.changed = len(jobs_apply_observations(outdated))
+        report.resubmitted += _withdraw_stranded(active, observations)
     _explain_unmatched_jobs(get_bridge())
-    report.resubmitted = _resubmit_stale_jobs()
+    report.resubmitted += _resubmit_stale_jobs()
     uploads_clean_stale()
     return report
 
@@ -520,6 +521,41 @@ def _explain_unmatched_jobs(bridge) -> None:
                 "workstation for over %d s (manage.py condor_doctor)",
                 len(pks), settings.POOL_STALL_AFTER_S,
             )  # fmt: skip
+
+
+STRANDED_DETAIL = "Its input files never reached the scheduler; Nightshift sends it again."
+
+
+def _withdraw_stranded(active: list, observations: Mapping[str, JobObservation]) -> int:
+    """A spooled job that still awaits its input files long after its submission was
+    recorded (the submitter's spool returned, so the schedd lost them: seen when it was
+    stopped as they arrived) would wait in the queue for good. Its cluster is withdrawn, and
+    its jobs are queued again, to be sent as lost submissions are (below, or by the batch's
+    submitter, whole)."""
+    cutoff = timezone.now() - timedelta(seconds=settings.RESUBMIT_AFTER_S)
+    stranded = set()
+    for job in active:
+        seen = observations.get(str(job.public_id))
+        if seen is not None and seen.awaiting_input and seen.entered_state_at < cutoff:
+            stranded.add((job.schedd, seen.cluster_id))
+    for schedd, cluster_id in sorted(stranded):
+        try:
+            get_bridge(schedd).withdraw(cluster_id)
+        except BridgeError as exc:
+            logger.warning("could not withdraw stranded cluster %s from %s: %s", cluster_id,
+                           schedd, exc)  # fmt: skip
+            continue
+        with transaction.atomic():
+            jobs = Job.objects.select_for_update(no_key=True).filter(
+                schedd=schedd, cluster_id=cluster_id
+            ).exclude(state__in=FINAL_STATES)
+            for job in jobs:
+                job.cluster_id = job.proc_id = job.submitted_at = job.submit_requested_at = None
+                job.state, job.status_detail = JobState.QUEUED, STRANDED_DETAIL
+                job.save(update_fields=["cluster_id", "proc_id", "submitted_at", "state",
+                                        "submit_requested_at", "status_detail"])  # fmt: skip
+                job_event_record(job, "resent", STRANDED_DETAIL)
+    return len(stranded)
 
 
 def _resubmit_stale_jobs() -> int:

@@ -463,3 +463,38 @@ def test_in_spool_mode_the_portal_leaves_the_guard_to_htcondor(student, fake_bri
     job = submission.job_submit_to_pool(submit(student, gpus=1).pk)
     evict(spooling, job, 3)
     assert spooling.actions == []
+
+
+def test_a_spooled_job_whose_input_the_schedd_lost_is_withdrawn_and_sent_again(
+    student, fake_bridge, settings, django_capture_on_commit_callbacks
+):
+    """The schedd took the job but lost its input files (stopped as they arrived): HTCondor
+    holds it awaiting them for good, so the sync takes it back and sends it again."""
+    settings.CONDOR_FILE_MODE = "spool"
+    spooling = get_bridge()
+    job = submission.job_submit_to_pool(submit(student).pk)
+    first_cluster = job.cluster_id
+    lost = timezone.now() - timedelta(seconds=settings.RESUBMIT_AFTER_S + 1)
+    Job.objects.filter(pk=job.pk).update(created_at=lost - timedelta(seconds=1))
+    spooling.set_state(str(job.public_id), CondorState.TRANSFERRING, at=lost,
+                       awaiting_input=True, status_detail="uploading input")  # fmt: skip
+    with django_capture_on_commit_callbacks(execute=True):
+        sync.jobs_sync()  # withdrawn, queued again and sent (the task runs here)
+    job.refresh_from_db()
+    assert job.state == JobState.IDLE and job.cluster_id != first_cluster
+    assert job.events.filter(kind="resent", detail=sync.STRANDED_DETAIL).exists()
+    assert [w.cluster_id for w in spooling.withdrawn] == [first_cluster]
+    assert spooling.find(str(job.public_id)).cluster_id == job.cluster_id
+
+
+def test_a_spooled_job_still_awaiting_its_input_is_left_alone_for_a_while(
+    student, fake_bridge, settings
+):
+    settings.CONDOR_FILE_MODE = "spool"
+    spooling = get_bridge()
+    job = submission.job_submit_to_pool(submit(student).pk)
+    spooling.set_state(str(job.public_id), CondorState.TRANSFERRING, awaiting_input=True,
+                       status_detail="uploading input")  # fmt: skip
+    sync.jobs_sync()
+    assert spooling.withdrawn == []
+    assert Job.objects.get(pk=job.pk).cluster_id == job.cluster_id
