@@ -533,11 +533,12 @@ def _withdraw_stranded(active: list, observations: Mapping[str, JobObservation])
     its jobs are queued again, to be sent as lost submissions are (below, or by the batch's
     submitter, whole)."""
     cutoff = timezone.now() - timedelta(seconds=settings.RESUBMIT_AFTER_S)
-    stranded = set()
-    for job in active:
-        seen = observations.get(str(job.public_id))
-        if seen is not None and seen.awaiting_input and seen.entered_state_at < cutoff:
-            stranded.add((job.schedd, seen.cluster_id))
+    waiting = {job_id: seen.cluster_id for job_id, seen in observations.items()
+               if seen.awaiting_input and seen.entered_state_at < cutoff}  # fmt: skip
+    if not waiting:
+        return 0
+    stranded = {(job.schedd, waiting[str(job.public_id)]) for job in active
+                if str(job.public_id) in waiting}  # fmt: skip
     for schedd, cluster_id in sorted(stranded):
         try:
             get_bridge(schedd).withdraw(cluster_id)
@@ -546,9 +547,11 @@ def _withdraw_stranded(active: list, observations: Mapping[str, JobObservation])
                            schedd, exc)  # fmt: skip
             continue
         with transaction.atomic():
-            jobs = Job.objects.select_for_update(no_key=True).filter(
-                schedd=schedd, cluster_id=cluster_id
-            ).exclude(state__in=FINAL_STATES)
+            jobs = (
+                Job.objects.select_for_update(no_key=True)
+                .filter(schedd=schedd, cluster_id=cluster_id)
+                .exclude(state__in=FINAL_STATES)
+            )
             for job in jobs:
                 job.cluster_id = job.proc_id = job.submitted_at = job.submit_requested_at = None
                 job.state, job.status_detail = JobState.QUEUED, STRANDED_DETAIL
