@@ -24,9 +24,10 @@ def setup_django(*, fake_bridge: bool) -> Path:
     return REPO
 
 
-def serve_gunicorn(port: int, *extra: str):
+def serve_gunicorn(port: int, *extra: str, app: str = "portal.wsgi"):
     """gunicorn as `make run` starts it (2 workers of 4 threads) on the test database the
-    benchmark made, with the fake bridge; returns once it answers."""
+    benchmark made, with the fake bridge; returns once it answers. `app` serves another WSGI
+    app the same way (a floor to measure against)."""
     import subprocess
     import time
 
@@ -40,7 +41,7 @@ def serve_gunicorn(port: int, *extra: str):
         "NIGHTSHIFT_BRIDGE": "fake",
     }
     process = subprocess.Popen(
-        [str(Path(sys.executable).with_name("gunicorn")), "portal.wsgi", "-b",
+        [str(Path(sys.executable).with_name("gunicorn")), app, "-b",
          f"127.0.0.1:{port}", "--workers", "2", "--threads", "4", "--log-level", "warning",
          *extra],
         cwd=REPO, env=env,
