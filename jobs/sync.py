@@ -527,11 +527,9 @@ STRANDED_DETAIL = "Its input files never reached the scheduler; Nightshift sends
 
 
 def _withdraw_stranded(active: list, observations: Mapping[str, JobObservation]) -> int:
-    """A spooled job that still awaits its input files long after its submission was
-    recorded (the submitter's spool returned, so the schedd lost them: seen when it was
-    stopped as they arrived) would wait in the queue for good. Its cluster is withdrawn, and
-    its jobs are queued again, to be sent as lost submissions are (below, or by the batch's
-    submitter, whole)."""
+    """A spooled job still awaiting its input long after its submission was recorded (the
+    schedd lost the files: seen when it was stopped as they arrived) would wait for good: its
+    cluster is withdrawn, and its jobs queued again, to be sent as lost submissions are."""
     cutoff = timezone.now() - timedelta(seconds=settings.RESUBMIT_AFTER_S)
     waiting = {job_id: seen.cluster_id for job_id, seen in observations.items()
                if seen.awaiting_input and seen.entered_state_at < cutoff}  # fmt: skip
@@ -543,8 +541,7 @@ def _withdraw_stranded(active: list, observations: Mapping[str, JobObservation])
         try:
             get_bridge(schedd).withdraw(cluster_id)
         except BridgeError as exc:
-            logger.warning("could not withdraw stranded cluster %s from %s: %s", cluster_id,
-                           schedd, exc)  # fmt: skip
+            logger.warning("could not withdraw cluster %s from %s: %s", cluster_id, schedd, exc)
             continue
         with transaction.atomic():
             jobs = (

@@ -276,6 +276,10 @@ def job_status(request: HttpRequest, public_id) -> HttpResponse:
     )
     session_key = request.session.session_key
     look = polling.look_now(note, session_key or "")
+    # The document is read after the look at what it is built from, never before: a change
+    # in between (the sync's) then shows in the next poll, instead of an ETag naming it over
+    # a document without it, answered 304 from then on.
+    job.refresh_from_db()
     if not problem:
         polling.remember(session_key, job.public_id, note)
     etag = look.etag(offsets)

@@ -273,3 +273,24 @@ def test_a_log_replaced_by_a_link_is_not_read_by_the_early_answer(student_client
     (job.directory / "stdout.txt").symlink_to(secret)
     answer = poll(student_client, job, etag, partial=True, stdout_offset=0)
     assert "weights" not in answer.content.decode()
+
+
+def test_a_change_made_while_the_document_is_read_shows_in_the_next_poll(
+    student_client, job, monkeypatch
+):
+    """The sync may write the job between the view's read of it and its look at what the
+    ETag is made of: the page must not be told 304 over a document without the change."""
+    from jobs import polling
+
+    look_now = polling.look_now
+
+    def sync_writes_first(note, session_key):
+        Job.objects.filter(pk=job.pk).update(state=JobState.REMOVED)
+        return look_now(note, session_key)
+
+    monkeypatch.setattr(polling, "look_now", sync_writes_first)
+    first = poll(student_client, job, stdout_offset=8)
+    monkeypatch.undo()
+    again = poll(student_client, job, first["ETag"], stdout_offset=8)
+    shown = first.json()["state"] if again.status_code == 304 else again.json()["state"]
+    assert shown == JobState.REMOVED
