@@ -48,7 +48,9 @@ from .selectors import job_log_chunk, kept_paths
 # removed from the lab) shows in the buttons within this time; everything the job shows,
 # at once.
 NOTE_TTL_S = 300
-NOTE_PREFIX = "jobs:poll:"
+# Notes are pickled PollNotes: a release that changes PollNote's fields changes the version,
+# so that no process reads a note another release wrote.
+NOTE_PREFIX = "jobs:poll:v1:"
 # What a page sends to say it can take an answer with only the logs (static/js/job_detail.js).
 PARTIAL_HEADER = "X-Nightshift-Partial"
 DB_SESSION_ENGINES = (

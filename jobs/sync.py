@@ -358,7 +358,7 @@ def jobs_sync() -> SyncReport:
 
 def _sync_cycle() -> SyncReport:
     report = SyncReport()
-    # Plain tuples: 100,000 rows as dicts, then namespaces, cost a fifth of a cycle.
+    # Plain tuples: cheaper to build than dicts made into namespaces, 100,000 at a time.
     queued = Job.objects.filter(cluster_id__isnull=False).exclude(state__in=FINAL_STATES)
     active = list(map(SyncRow._make, queued.values_list(*SYNC_FIELDS)))
     report.active = len(active)
@@ -376,7 +376,7 @@ def _sync_cycle() -> SyncReport:
             else:
                 unchanged[job.pk] = observation
         # Only a job that has started can have a run to record: most of a large queue waits,
-        # and asking the ledger about every one was a third of a cycle with nothing changed.
+        # and asking the ledger about every one was a fifth of a cycle with nothing changed.
         started = {pk: seen for pk, seen in unchanged.items() if _may_have_run(rows[pk], seen)}
         for pk in _run_ledger.runs_outdated(started):
             outdated[pk] = unchanged[pk]
@@ -532,7 +532,7 @@ def _withdraw_stranded(active: list, observations: Mapping[str, JobObservation])
     cluster is withdrawn, and its jobs queued again, to be sent as lost submissions are."""
     cutoff = timezone.now() - timedelta(seconds=settings.RESUBMIT_AFTER_S)
     waiting = {job_id: seen.cluster_id for job_id, seen in observations.items()
-               if seen.awaiting_input and seen.entered_state_at < cutoff}  # fmt: skip
+               if seen.awaiting_input and (seen.entered_state_at or cutoff) < cutoff}  # fmt: skip
     if not waiting:
         return 0
     stranded = {(job.schedd, waiting[str(job.public_id)]) for job in active
