@@ -28,12 +28,10 @@ from django.core.files.uploadedfile import SimpleUploadedFile  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
+from raw_condor import raw_description, raw_schedd, remove_instance_jobs  # noqa: E402
 from rest_framework.test import APIClient  # noqa: E402
 
 from accounts.services import token_create  # noqa: E402
-from condor_bridge.submit import build_submit_description  # noqa: E402
-from condor_bridge.types import FileMode, JobRequest  # noqa: E402
-from jobs.bridge import get_bridge  # noqa: E402
 from jobs.models import Job  # noqa: E402
 from tests.pipeline import CeleryProcesses  # noqa: E402
 
@@ -57,26 +55,6 @@ def wait_until_assigned(count: int, timeout: float = 300) -> None:
             raise SystemExit(f"only {Job.objects.filter(cluster_id__isnull=False).count()} "
                              f"of {count} jobs got a ClusterId within {timeout} s")  # fmt: skip
         time.sleep(0.01)
-
-
-def raw_schedd() -> htcondor2.Schedd:
-    get_bridge()  # sets the portal's token directory and collector for raw calls too
-    collector = htcondor2.Collector(settings.CONDOR_COLLECTOR)
-    return htcondor2.Schedd(collector.locate(htcondor2.DaemonType.Schedd))
-
-
-def remove_instance_jobs() -> None:
-    raw_schedd().act(
-        htcondor2.JobAction.Remove, f'NightshiftInstance == "{settings.NIGHTSHIFT_INSTANCE}"'
-    )
-
-
-def raw_description(directory: Path) -> dict[str, str]:
-    request = JobRequest(job_id=str(uuid.uuid4()), job_dir=str(directory),
-                         script_name="train.py", memory_mb=256)  # fmt: skip
-    return build_submit_description(
-        request, mode=FileMode.SHARED, instance=settings.NIGHTSHIFT_INSTANCE
-    )
 
 
 def main() -> None:

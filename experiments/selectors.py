@@ -29,6 +29,18 @@ def sweep_runs(sweep: Sweep) -> QuerySet[Job]:
     return sweep.runs.order_by("sweep_index").select_related("lab", "owner")
 
 
+# What the API says of each run of a sweep (experiments.api.serializers.SweepRunSerializer).
+RUN_SUMMARY_FIELDS = ("public_id", "sweep_index", "parameters", "state", "status_detail",
+                      "exit_code", "workstation", "cluster_id", "proc_id", "started_at",
+                      "finished_at", "sweep")  # fmt: skip
+
+
+def sweep_run_summaries(sweep: Sweep) -> QuerySet[Job]:
+    """A sweep's runs in their order, with only what a summary of each shows: a sweep of
+    ten thousand runs is read in a fraction of the time."""
+    return sweep.runs.order_by("sweep_index").only(*RUN_SUMMARY_FIELDS)
+
+
 def sweep_state_counts(sweep: Sweep) -> dict[str, int]:
     """How many of its runs are in each state."""
     rows = sweep.runs.values("state").annotate(count=Count("id")).order_by()

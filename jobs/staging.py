@@ -35,7 +35,7 @@ from .archives import (
     extract_archive,
     is_archive,
 )
-from .inputs import DATASETS_FOLDER, data_install, data_prepare
+from .inputs import DATASETS_FOLDER, DATASETS_MANIFEST, data_install, data_prepare
 from .models import Job
 from .selectors import open_job_file
 from .software import ENVIRONMENT_FILE, LOCK_FILE, software_install, software_prepare
@@ -98,36 +98,58 @@ def install_helper(
     `software` (StagedFiles.software) adds the lock the launcher installs, and `datasets`
     (StagedFiles.datasets) the datasets it puts in place, with the job's credential.
     """
+    if link_from is not None:
+        install_helpers_linked(link_from, [directory])
+        return
     (directory / OUTPUTS).mkdir(exist_ok=True)
     helper = directory / HELPER_DIR
     helper.mkdir()
     # The portal's to write, the job's to read: how a study asks a trial to stop.
     (helper / CONTROL_DIR).mkdir(mode=0o755)
     for module, name in HELPER_FILES:
-        try:
-            if link_from is None:
-                raise OSError("nothing to link from")
-            (helper / name).hardlink_to(link_from / HELPER_DIR / name)
-        except OSError:
-            shutil.copyfile(module, helper / name)
-    if link_from is not None:
-        for name in (LOCK_FILE, ENVIRONMENT_FILE):
-            if (link_from / HELPER_DIR / name).is_file():
-                (helper / name).hardlink_to(link_from / HELPER_DIR / name)
+        shutil.copyfile(module, helper / name)
     software_install(directory, software)
-    if data_install(directory, datasets, link_from=link_from):
+    if data_install(directory, datasets):
         # HTCondor's file-transfer plugin for the job's datasets, where HTCondor moves its
         # files (spool mode); it runs the launcher's delivery module beside it.
         plugin = directory / DATA_PLUGIN
-        try:
-            if link_from is None:
-                raise OSError("nothing to link from")
-            plugin.hardlink_to(link_from / DATA_PLUGIN)
-        except OSError:
-            shutil.copyfile(DATA_PLUGIN_MODULE, plugin)
-            plugin.chmod(0o755)  # noqa: S103 - HTCondor runs it as the job, read-only for all
+        shutil.copyfile(DATA_PLUGIN_MODULE, plugin)
+        plugin.chmod(0o755)  # noqa: S103 - HTCondor runs it as the job, read-only for all
     for path in (directory, directory / OUTPUTS, helper):
         give_to_pool(path)
+
+
+def install_helpers_linked(first: Path, directories: list[Path]) -> None:
+    """install_helper in many jobs' folders (a sweep's runs) from `first`'s, whose files they
+    share by hard links; what `first` holds is looked up once, not for each. A sweep of ten
+    thousand runs spends its time in these file system calls."""
+    source = os.fspath(first / HELPER_DIR)
+    shared = [name for _, name in HELPER_FILES]
+    shared += [name for name in (LOCK_FILE, ENVIRONMENT_FILE)
+               if os.path.isfile(os.path.join(source, name))]  # fmt: skip
+    has_datasets = os.path.isfile(os.path.join(source, DATASETS_MANIFEST))
+    uid = settings.JOB_DIR_UID
+    for directory in directories:
+        folder = os.fspath(directory)
+        outputs, helper = os.path.join(folder, OUTPUTS), os.path.join(folder, HELPER_DIR)
+        os.makedirs(outputs, exist_ok=True)
+        os.mkdir(helper)
+        os.mkdir(os.path.join(helper, CONTROL_DIR), 0o755)
+        for name in shared:
+            try:
+                os.link(os.path.join(source, name), os.path.join(helper, name))
+            except OSError:  # another file system: copied, as install_helper would
+                shutil.copyfile(os.path.join(source, name), os.path.join(helper, name))
+        if has_datasets:
+            data_install(directory, None, link_from=first)
+            try:
+                os.link(first / DATA_PLUGIN, directory / DATA_PLUGIN)
+            except OSError:
+                shutil.copyfile(DATA_PLUGIN_MODULE, directory / DATA_PLUGIN)
+                os.chmod(directory / DATA_PLUGIN, 0o755)  # noqa: S103 - as install_helper
+        if uid is not None:
+            for path in (folder, outputs, helper):
+                os.chown(path, uid, -1)
 
 
 LIVE_SECRET = f"{HELPER_DIR}/live-secret"

@@ -86,37 +86,53 @@ def _check_quota(user, lab: Lab | None, spec: JobSpec) -> int | None:
 
 def job_validate_request(*, user, spec: JobSpec, script_name: str = "train.py") -> JobRequest:
     """The JobRequest `spec` would become; raises JobSubmissionError naming the field."""
-    if not spec.name.strip():
+    return job_validate_runs(user=user, specs=[spec], script_name=script_name)[0]
+
+
+def job_validate_runs(
+    *, user, specs: list[JobSpec], script_name: str = "train.py"
+) -> list[JobRequest]:
+    """The JobRequests of many runs of one job that differ only in their names, arguments,
+    environment values and entry commands (a sweep's), each checked as a job would be; what
+    needs the database (the lab, the software) is looked up once, from the first."""
+    first = specs[0]
+    if not first.name.strip():
         raise JobSubmissionError("name", "Give the job a name.")
-    if spec.finish_by is not None:
-        check_deadline(spec)
-    for key in spec.environment:
-        if key.startswith("NIGHTSHIFT_") or key in RESERVED_ENVIRONMENT:
-            raise JobSubmissionError(
-                "environment", f"{key} is set by Nightshift; choose another name."
-            )
-    if spec.software:
+    if first.finish_by is not None:
+        check_deadline(first)
+    python, container_image = first.python, first.container_image
+    if first.software:
         try:
-            choice = software_lookup(user, spec.software)
+            choice = software_lookup(user, first.software)
         except SoftwareNotFound as exc:
             raise JobSubmissionError("software_environment", str(exc)) from None
-        spec = dataclasses.replace(
-            spec, python=choice.python or spec.python,
-            container_image=choice.container_image or spec.container_image,
-        )  # fmt: skip
-    try:
-        check_text("name", spec.name, max_length=200)
-        if spec.entry_command:
-            check_text("entry_command", spec.entry_command, max_length=4096)
-        # The lab's accounting group too: the preview shows it, and reservations go by it.
-        lab = lab_for_submission(user=user, lab_id=spec.lab_id)
-        return request_from_json(
-            request_fields(spec, script_name=script_name, user=user, lab=lab),
-            job_id="validation",
-            job_dir=str(settings.JOBS_DIR),
-        )
-    except InvalidJobRequest as exc:
-        raise JobSubmissionError(exc.field, exc.message) from exc
+        python = choice.python or python
+        container_image = choice.container_image or container_image
+    # The lab's accounting group too: the preview shows it, and reservations go by it.
+    lab = lab_for_submission(user=user, lab_id=first.lab_id)
+    requests = []
+    for spec in specs:
+        if not spec.name.strip():
+            raise JobSubmissionError("name", "Give the job a name.")
+        for key in spec.environment:
+            if key.startswith("NIGHTSHIFT_") or key in RESERVED_ENVIRONMENT:
+                raise JobSubmissionError(
+                    "environment", f"{key} is set by Nightshift; choose another name."
+                )
+        if first.software:
+            spec = dataclasses.replace(spec, python=python, container_image=container_image)
+        try:
+            check_text("name", spec.name, max_length=200)
+            if spec.entry_command:
+                check_text("entry_command", spec.entry_command, max_length=4096)
+            requests.append(request_from_json(
+                request_fields(spec, script_name=script_name, user=user, lab=lab),
+                job_id="validation",
+                job_dir=str(settings.JOBS_DIR),
+            ))  # fmt: skip
+        except InvalidJobRequest as exc:
+            raise JobSubmissionError(exc.field, exc.message) from exc
+    return requests
 
 
 def check_deadline(spec: JobSpec) -> None:

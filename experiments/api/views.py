@@ -145,7 +145,7 @@ class StudySubmitView(APIView):
 
 
 def sweep_response(request: Request, sweep: Sweep, code: int = 200) -> Response:
-    sweep.ordered_runs = list(selectors.sweep_runs(sweep))
+    sweep.ordered_runs = list(selectors.sweep_run_summaries(sweep))
     sweep.run_count = len(sweep.ordered_runs)
     return Response(SweepSerializer(sweep, context={"request": request}).data, status=code)
 

@@ -3,6 +3,8 @@
 import json
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from experiments.models import Sweep
@@ -46,6 +48,17 @@ def test_a_sweep_and_its_runs_can_be_read_back_and_listed(api, fake_bridge):
     # Each run is an ordinary job too.
     run = api.get(reverse("api:job-detail", args=[detail["runs"][1]["id"]])).json()
     assert run["request"]["arguments"] == ["--lr", "0.25"]
+
+
+def test_reading_a_sweep_costs_the_same_queries_whatever_its_number_of_runs(api, fake_bridge):
+    def queries_to_read(runs: int) -> int:
+        created = submit(api, {"grid": {"lr": list(range(runs))}}).json()
+        with CaptureQueriesContext(connection) as queries:
+            detail = api.get(reverse("api:sweep-detail", args=[created["id"]])).json()
+        assert [run["condor_id"] for run in detail["runs"]] == [""] * runs
+        return len(queries)
+
+    assert queries_to_read(2) == queries_to_read(20)
 
 
 @pytest.mark.parametrize("parameters, field, message", [

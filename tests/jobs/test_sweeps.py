@@ -188,6 +188,22 @@ def test_a_project_sweep_varies_the_entry_command_and_each_run_keeps_its_own(stu
     assert spec.arguments == ["--data", "glue"]
 
 
+def test_a_run_refused_while_the_folders_are_being_made_leaves_no_folder_behind(
+    student, fake_bridge, settings
+):
+    from tests.jobs.test_projects import project
+
+    rows = [{"script": "eval.py"}] * 600 + [{"script": "other.py"}]
+    with pytest.raises(specs.JobSubmissionError, match="not the script it starts"):
+        sweeps.sweep_submit(
+            user=student, spec=specs.JobSpec(name="m", entry_command="python {script}"),
+            plan=sweeps.SweepPlan.from_json({"rows": rows}),
+            script=project({"eval.py": "print(1)", "other.py": "print(2)"}),
+        )  # fmt: skip
+    assert not Sweep.objects.exists() and not Job.objects.exists()
+    assert not any(settings.JOBS_DIR.glob("*-*"))
+
+
 def test_re_running_a_sweep_run_keeps_its_parameters(student, fake_bridge):
     run = submit_sweep(student).runs.get(sweep_index=4)
     again = actions.job_rerun(job=run, user=student)

@@ -1,0 +1,35 @@
+"""Raw htcondor2, the floor the benchmarks measure the portal against: the schedd the portal
+uses, the description it would submit, and the removal of a benchmark's jobs. Import it
+after portal_setup.setup_django()."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import htcondor2
+from django.conf import settings
+
+from condor_bridge.submit import build_submit_description
+from condor_bridge.types import FileMode, JobRequest
+from jobs.bridge import get_bridge
+
+
+def raw_schedd() -> htcondor2.Schedd:
+    get_bridge()  # sets the portal's token directory and collector for raw calls too
+    collector = htcondor2.Collector(settings.CONDOR_COLLECTOR)
+    return htcondor2.Schedd(collector.locate(htcondor2.DaemonType.Schedd))
+
+
+def remove_instance_jobs() -> None:
+    raw_schedd().act(
+        htcondor2.JobAction.Remove, f'NightshiftInstance == "{settings.NIGHTSHIFT_INSTANCE}"'
+    )
+
+
+def raw_description(directory: Path) -> dict[str, str]:
+    request = JobRequest(job_id=str(uuid.uuid4()), job_dir=str(directory),
+                         script_name="train.py", memory_mb=256)  # fmt: skip
+    return build_submit_description(
+        request, mode=FileMode.SHARED, instance=settings.NIGHTSHIFT_INSTANCE
+    )

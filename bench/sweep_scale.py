@@ -1,0 +1,230 @@
+"""A 10,000-run sweep from API POST to all ClusterIds, beside raw htcondor2 itemdata submits.
+
+Run with `make bench-sweep` (ARGS="--runs 2000" for a smaller one, ARGS="--profile" for a
+pyinstrument profile of both halves run in this process). It needs the pool, PostgreSQL and
+Redis as `make test` does, makes and drops its own database, starts one real Celery worker
+(unless --profile), and removes every job it submitted.
+
+The floor is one raw `Schedd.submit` of a cluster of the same description with itemdata,
+measured before and after the portal's sweep in the same run (the better of the two: the
+queue is emptied before each). Beside it, the same with what each portal run also has: a
+folder of its own with the script and an outputs folder, made before the submit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+import uuid
+from pathlib import Path
+
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--runs", type=int, default=10_000)
+parser.add_argument("--profile", action="store_true",
+                    help="run the worker's half in this process, under pyinstrument")  # fmt: skip
+ARGS = parser.parse_args()
+os.environ["NIGHTSHIFT_MAX_SWEEP_RUNS"] = str(ARGS.runs)
+
+from portal_setup import setup_django  # noqa: E402
+
+REPO = setup_django(fake_bridge=False)
+
+import htcondor2  # noqa: E402
+import redis  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.files.uploadedfile import SimpleUploadedFile  # noqa: E402
+from django.db import connection  # noqa: E402
+from django.test.utils import setup_test_environment  # noqa: E402
+from raw_condor import raw_description, raw_schedd, remove_instance_jobs  # noqa: E402
+from rest_framework.test import APIClient  # noqa: E402
+
+from accounts.services import token_create  # noqa: E402
+from experiments.models import Sweep  # noqa: E402
+from experiments.sweeps import sweep_submit_to_pool  # noqa: E402
+from jobs.models import Job  # noqa: E402
+from tests.pipeline import CeleryProcesses  # noqa: E402
+
+SLEEPER = "import time\ntime.sleep(600)\n"
+
+
+def assigned() -> int:
+    return Job.objects.filter(cluster_id__isnull=False).count()
+
+
+def wait_until_assigned(count: int, timeout: float = 1800) -> None:
+    deadline = time.monotonic() + timeout
+    while assigned() < count:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"only {assigned()} of {count} runs got a ClusterId in {timeout} s")
+        time.sleep(0.02)
+
+
+def empty_queue(schedd: htcondor2.Schedd) -> None:
+    """Every job of this run out of the queue, so that each measurement starts alike."""
+    remove_instance_jobs()
+    constraint = f'NightshiftInstance == "{settings.NIGHTSHIFT_INSTANCE}"'
+    deadline = time.monotonic() + 300
+    while schedd.query(constraint=constraint, projection=["ClusterId"], limit=1):
+        if time.monotonic() > deadline:
+            raise SystemExit("the schedd did not empty its queue within 300 s")
+        time.sleep(0.5)
+
+
+def raw_cluster(schedd: htcondor2.Schedd, directory: Path, runs: int) -> float:
+    description = raw_description(directory)
+    description["My.NightshiftJobId"] = '"$(jid)"'
+    description["arguments"] = "--lr $(lr) --seed $(index)"
+    items = [{"jid": str(uuid.uuid4()), "index": str(n), "lr": "0.001"} for n in range(runs)]
+    started = time.perf_counter()
+    schedd.submit(htcondor2.Submit(description), itemdata=iter(items))
+    return time.perf_counter() - started
+
+
+def raw_cluster_from_file(schedd: htcondor2.Schedd, directory: Path, scratch: Path,
+                          runs: int) -> float:  # fmt: skip
+    """The same cluster with its items in a file HTCondor reads (`queue ... from FILE`), as
+    the portal's bridge sends them."""
+    description = raw_description(directory)
+    description["My.NightshiftJobId"] = '"$(jid)"'
+    description["arguments"] = "--lr $(lr) --seed $(index)"
+    items = scratch.with_name(scratch.name + ".items")
+    started = time.perf_counter()
+    items.write_text("".join(f"{uuid.uuid4()}\x1f{n}\x1f0.001\n" for n in range(runs)))
+    schedd.submit(htcondor2.Submit(description), queue=f"jid,index,lr from {items}")
+    elapsed = time.perf_counter() - started
+    items.unlink()
+    return elapsed
+
+
+def raw_cluster_with_folders(schedd: htcondor2.Schedd, directory: Path, scratch: Path,
+                             runs: int) -> float:  # fmt: skip
+    description = raw_description(directory)
+    description["My.NightshiftJobId"] = '"$(jid)"'
+    description["arguments"] = "--lr $(lr) --seed $(index)"
+    description["initialdir"] = "$(dir)"
+    started = time.perf_counter()
+    items = []
+    for n in range(runs):
+        folder = scratch / str(n)
+        (folder / "outputs").mkdir(parents=True)
+        shutil.copyfile(directory / "train.py", folder / "train.py")
+        items.append({"jid": str(uuid.uuid4()), "index": str(n), "lr": "0.001", "dir": str(folder)})
+    schedd.submit(htcondor2.Submit(description), itemdata=iter(items))
+    return time.perf_counter() - started
+
+
+def post_sweep(api: APIClient, runs: int):
+    return api.post("/api/v1/sweeps/", {
+        "name": "scale sweep", "memory_gb": 0.25, "arguments": ["--lr", "{lr}", "--seed", "{seed}"],
+        "script": SimpleUploadedFile("train.py", SLEEPER.encode()),
+        # A parameter takes at most 1,000 values: a grid of two makes the runs.
+        "parameters": json.dumps({"grid": {"lr": [10**-n for n in range(1, 11)],
+                                           "seed": list(range(max(1, runs // 10)))}}),
+    }, format="multipart")  # fmt: skip
+
+
+def profiled(label: str, call):
+    from pyinstrument import Profiler
+
+    profiler = Profiler(interval=0.002)
+    started = time.perf_counter()
+    with profiler:
+        result = call()
+    elapsed = time.perf_counter() - started
+    print(f"\n--- profile: {label} ({elapsed:.2f} s)")
+    print(profiler.output_text(unicode=False, color=False, show_all=False))
+    return result, elapsed
+
+
+def main() -> None:
+    runs = ARGS.runs
+    setup_test_environment()
+    settings.DEBUG = False
+    settings.API_THROTTLE_RATES = {**settings.API_THROTTLE_RATES, "submissions": "100000/minute"}
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    log_dir = Path(settings.VAR_DIR) / "bench"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    celery = CeleryProcesses(log_dir)
+    celery.env["NIGHTSHIFT_SYNC_INTERVAL"] = "3600"  # keep the sync out of the timings
+    scratch = Path(settings.JOBS_DIR) / f"bench-raw-{uuid.uuid4().hex[:8]}"
+    figures: list[tuple[str, str]] = []
+    try:
+        if not ARGS.profile:
+            celery.start_worker()
+        user = get_user_model().objects.create_user("bench", password="bench-password-123")
+        api = APIClient()
+        api.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, name='b').secret}")
+        schedd = raw_schedd()
+        # A first, small sweep: it pays the web process's first connection to the broker
+        # and the worker's first bridge, as a running portal already has.
+        assert post_sweep(api, 10).status_code == 201
+        if ARGS.profile:
+            sweep_submit_to_pool(Sweep.objects.get().pk)
+        wait_until_assigned(10)
+        warm = assigned()
+        directory = Job.objects.first().directory
+        empty_queue(schedd)
+
+        floor_before = raw_cluster(schedd, directory, runs)
+        empty_queue(schedd)
+
+        if ARGS.profile:
+            response, posted = profiled("API POST (accepting the sweep)",
+                                        lambda: post_sweep(api, runs))  # fmt: skip
+            assert response.status_code == 201, response.content[:500]
+            sweep = Sweep.objects.order_by("-pk").first()
+            _, worker = profiled("worker (submitting it)", lambda: sweep_submit_to_pool(sweep.pk))
+            portal = posted + worker
+        else:
+            started = time.perf_counter()
+            response = post_sweep(api, runs)
+            assert response.status_code == 201, response.content[:500]
+            posted = time.perf_counter() - started
+            wait_until_assigned(warm + runs - runs % 10)
+            portal = time.perf_counter() - started
+        empty_queue(schedd)
+
+        floor_after = raw_cluster(schedd, directory, runs)
+        empty_queue(schedd)
+        from_file = raw_cluster_from_file(schedd, directory, scratch, runs)
+        empty_queue(schedd)
+        with_folders = raw_cluster_with_folders(schedd, directory, scratch, runs)
+        floor = min(floor_before, floor_after)
+        best_raw = min(floor, from_file)
+
+        figures += [
+            (f"{runs:,}-run sweep: API POST answered", f"{posted:.2f} s"),
+            (f"{runs:,}-run sweep: API POST -> all ClusterIds", f"{portal:.2f} s"),
+            ("  of which after the answer (the worker)", f"{portal - posted:.2f} s"),
+            (f"raw: one {runs:,}-job itemdata cluster (before, after)",
+             f"{floor_before:.2f} s, {floor_after:.2f} s"),
+            (f"raw: one {runs:,}-job cluster, items from a file", f"{from_file:.2f} s"),
+            (f"raw: a folder each, then one {runs:,}-job cluster", f"{with_folders:.2f} s"),
+            ("sweep / raw with folders", f"{portal / with_folders:.2f} x"),
+        ]  # fmt: skip
+    finally:
+        try:
+            remove_instance_jobs()
+            shutil.rmtree(scratch, ignore_errors=True)
+            for job in Job.objects.only("output_dir", "public_id"):
+                shutil.rmtree(job.directory, ignore_errors=True)
+        finally:
+            celery.stop()
+            connection.creation.destroy_test_db(old_name, verbosity=0)
+
+    width = max(len(label) for label, _ in figures)
+    print(f"\nNightshift sweep at scale ({time.strftime('%Y-%m-%d %H:%M')})")
+    for label, value in figures:
+        print(f"  {label:<{width}}  {value:>16}")
+    print(f"  sweep / the faster raw (itemdata or file)  {portal / best_raw:.2f} x")
+    print(f"sweep {runs // 1000}k / raw: {portal / floor:.2f} x")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
