@@ -7,6 +7,7 @@ the right final state in the portal."""
 from __future__ import annotations
 
 import collections
+import threading
 import time
 
 import pytest
@@ -16,7 +17,9 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.urls import reverse
 
-from jobs.models import Job, JobState
+from accounting.models import UsageRecord
+from jobs import sync
+from jobs.models import Job, JobEvent, JobState
 from tests.conftest import client_with_token, script_upload
 from tests.helpers import pool_command, wait_for
 
@@ -94,6 +97,19 @@ def burst(live_pipeline, settings) -> Burst:
     return Burst()
 
 
+@pytest.fixture
+def spread_burst(burst, two_schedds):
+    """A burst over the pool's two schedds (tests.pipeline.two_schedds), counted in both."""
+    burst.other_schedds = [two_schedds[1]]
+    return burst
+
+
+def assert_spread_over(schedds, jobs) -> None:
+    placed = collections.Counter(Job.objects.filter(pk__in=[j.pk for j in jobs])
+                                 .values_list("schedd", flat=True))  # fmt: skip
+    assert set(placed) == set(schedds), placed
+
+
 def redis_loses_everything() -> None:
     """What a Redis restart does to Nightshift, on the shared test server: every client's
     connection drops and the broker's database comes back empty (this Redis keeps nothing
@@ -106,6 +122,49 @@ def redis_loses_everything() -> None:
     for other in client.client_list(_type="normal"):
         if int(other["db"]) == database and int(other["id"]) != me:
             client.client_kill_filter(_id=other["id"])
+
+
+def syncs_overlap_until_final(burst: Burst, threads: int = 4) -> None:
+    """`threads` syncs again and again at once, beside beat's, until the burst has ended."""
+    stop = threading.Event()
+    errors = []
+
+    def sync_again_and_again():
+        try:
+            while not stop.is_set():
+                sync.jobs_sync()
+        except Exception as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    running = [threading.Thread(target=sync_again_and_again) for _ in range(threads)]
+    for thread in running:
+        thread.start()
+    try:
+        burst.wait_until_final()
+    finally:
+        stop.set()
+        for thread in running:
+            thread.join(timeout=60)
+    assert errors == []
+
+
+def assert_each_change_recorded_once(burst: Burst, jobs: list[Job]) -> None:
+    """Each job ran once and completed, and its timeline and usage record each of its
+    changes once."""
+    burst.assert_each_ran_once_and_completed()
+    ids = [job.pk for job in jobs]
+    events = collections.Counter(
+        JobEvent.objects.filter(
+            job_id__in=ids, kind__in=("submitted", "started", "completed")
+        ).values_list("job_id", "kind")
+    )
+    assert set(events.values()) == {1}, {k: v for k, v in events.items() if v != 1}
+    assert len(events) == 3 * len(jobs)
+    runs = collections.Counter(UsageRecord.objects.filter(job_id__in=ids)
+                               .values_list("job_id", flat=True))  # fmt: skip
+    assert sorted(set(runs.values())) == [1]
 
 
 def postgres_drops_every_connection() -> None:

@@ -3,29 +3,22 @@
 promises hold across them, every accepted job exactly once in HTCondor (both schedds'
 queues and histories, counted with HTCondor's own tools) and each one completed."""
 
-import collections
-
 import pytest
+from django.urls import reverse
 
 from jobs.models import Job, JobState
-from tests.faults.conftest import redis_loses_everything
+from tests.faults.conftest import (
+    assert_each_change_recorded_once,
+    assert_spread_over,
+    postgres_drops_every_connection,
+    redis_loses_everything,
+    syncs_overlap_until_final,
+)
 from tests.helpers import pool_command, wait_for
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(900)]
 
 BURST = 24
-
-
-@pytest.fixture
-def spread_burst(burst, two_schedds):
-    burst.other_schedds = [two_schedds[1]]
-    return burst
-
-
-def assert_spread_over(schedds, jobs) -> None:
-    placed = collections.Counter(Job.objects.filter(pk__in=[j.pk for j in jobs])
-                                 .values_list("schedd", flat=True))  # fmt: skip
-    assert set(placed) == set(schedds), placed
 
 
 def test_a_worker_killed_mid_burst_submits_each_job_once_on_its_own_schedd(
@@ -80,3 +73,23 @@ def test_one_schedd_stopped_mid_burst_holds_up_only_its_jobs_and_then_each_runs_
     finally:
         pool_command("condor_on", "-daemon", "SCHEDD_AP2")
     spread_burst.assert_each_ran_once_and_completed()
+
+
+def test_the_database_dropping_every_connection_loses_nothing_on_either_schedd(
+    spread_burst, two_schedds, live_pipeline
+):
+    spread_burst.submit(BURST // 2)
+    postgres_drops_every_connection()
+    assert spread_burst.api.get(reverse("api:job-list")).status_code == 200
+    spread_burst.submit(BURST - BURST // 2)
+    postgres_drops_every_connection()
+    assert_spread_over(two_schedds, spread_burst.jobs)
+    spread_burst.assert_each_ran_once_and_completed()
+    assert live_pipeline.worker.poll() is None  # the same worker process, never restarted
+
+
+def test_syncs_overlapping_over_two_schedds_record_every_change_once(spread_burst, two_schedds):
+    jobs = spread_burst.submit(BURST)
+    assert_spread_over(two_schedds, jobs)
+    syncs_overlap_until_final(spread_burst)
+    assert_each_change_recorded_once(spread_burst, jobs)
