@@ -18,7 +18,7 @@ import pytest
 
 from accounts.services import token_create
 from jobs.models import Job
-from tests.faults.conftest import BURST, QUICK_JOB
+from tests.faults.conftest import BURST, QUICK_JOB, assert_spread_over
 from tests.helpers import wait_for
 from tests.pipeline import REPO, database_url
 
@@ -30,8 +30,9 @@ PORT = 8791
 class WebServer:
     """gunicorn as `make run` starts it, serving the test database."""
 
-    def __init__(self, log_dir: Path) -> None:
+    def __init__(self, log_dir: Path, env: dict[str, str] | None = None) -> None:
         self.log_dir = log_dir
+        self.env = env or {}
         self.process: subprocess.Popen | None = None
         self.starts = 0
 
@@ -43,7 +44,7 @@ class WebServer:
              "--bind", f"127.0.0.1:{PORT}", "--workers", "2", "--threads", "4"],
             cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
             env=os.environ | {"DATABASE_URL": database_url(),
-                              "NIGHTSHIFT_SUBMIT_RATE": "10000/minute"},
+                              "NIGHTSHIFT_SUBMIT_RATE": "10000/minute"} | self.env,
         )  # fmt: skip
 
         def answers() -> bool:
@@ -100,9 +101,9 @@ def web_server(tmp_path):
     server.stop()
 
 
-def test_jobs_sent_through_a_web_server_killed_and_restarted_each_run_once(
-    burst, live_pipeline, web_server
-):
+def send_through_a_web_server_killed_and_restarted(burst, live_pipeline, web_server) -> None:
+    """A burst over HTTP while gunicorn is killed and started again (and beat killed in its
+    sync); then every job that exists must run once."""
     user = burst.user
     sender = HttpBurst(token_create(user=user, name="script").secret, BURST)
     sender.start()
@@ -121,3 +122,22 @@ def test_jobs_sent_through_a_web_server_killed_and_restarted_each_run_once(
     # have created one more, which must run once like the others.
     assert {str(job.public_id) for job in burst.jobs} >= set(sender.accepted)
     burst.assert_each_ran_once_and_completed()
+
+
+def test_jobs_sent_through_a_web_server_killed_and_restarted_each_run_once(
+    burst, live_pipeline, web_server
+):
+    send_through_a_web_server_killed_and_restarted(burst, live_pipeline, web_server)
+
+
+def test_the_same_over_two_schedds_sends_each_job_once_to_its_own(
+    spread_burst, two_schedds, live_pipeline, tmp_path
+):
+    # The web server chooses each job's schedd: it gets the worker's two-schedd settings.
+    server = WebServer(tmp_path, env=live_pipeline.worker_env)
+    server.start()
+    try:
+        send_through_a_web_server_killed_and_restarted(spread_burst, live_pipeline, server)
+    finally:
+        server.stop()
+    assert_spread_over(two_schedds, spread_burst.jobs)
