@@ -81,6 +81,14 @@ def _copy_text(value) -> str:
 
 def _copy_value(field: models.Field, obj: models.Model, *, add: bool):
     value = field.pre_save(obj, add) if add else getattr(obj, field.attname)
+    if isinstance(value, DatabaseDefault):
+        value = field.db_default
+        if isinstance(value, Value):
+            value = value.value
+        elif hasattr(value, "resolve_expression"):
+            raise TypeError(f"{field.name}'s database default is computed by the database.")
+    if isinstance(field, models.JSONField):
+        return None if value is None else json.dumps(value, cls=field.encoder)
     if (
         value is None
         or type(value) in (str, int)
@@ -89,14 +97,6 @@ def _copy_value(field: models.Field, obj: models.Model, *, add: bool):
         # Nothing to prepare (PostgreSQL checks an integer's range): at thousands of rows
         # Django's preparing costs seconds.
         return value
-    if isinstance(value, DatabaseDefault):
-        value = field.db_default
-        if isinstance(value, Value):
-            value = value.value
-        elif hasattr(value, "resolve_expression"):
-            raise TypeError(f"{field.name}'s database default is computed by the database.")
-    if isinstance(field, models.JSONField):
-        return json.dumps(value, cls=field.encoder)
     return field.get_db_prep_save(value, connection)
 
 
@@ -113,7 +113,8 @@ def _copy_rows(cursor, table: str, columns: list[str], rows) -> None:
 
 
 def copy_insert(model: type[models.Model], objects: Sequence[models.Model]) -> None:
-    """Insert many new rows with PostgreSQL's COPY, setting each object's primary key.
+    """Insert many new rows with PostgreSQL's COPY, setting each object's primary key (an
+    automatic one: its table's sequence gives it).
 
     At thousands of rows Django's bulk_create spends most of its time composing one
     parameterised INSERT; COPY streams the rows as data. The keys come first from the
@@ -123,6 +124,8 @@ def copy_insert(model: type[models.Model], objects: Sequence[models.Model]) -> N
     if not objects:
         return
     meta = model._meta
+    if not isinstance(meta.pk, models.AutoField | models.BigAutoField | models.SmallAutoField):
+        raise TypeError(f"{model.__name__}'s key is not one a sequence gives")
     quote = connection.ops.quote_name
     fields = [field for field in meta.concrete_fields if not field.primary_key]
     with connection.cursor() as cursor:

@@ -47,6 +47,15 @@ def test_text_that_copy_or_sql_would_read_specially_is_stored_literally():
     assert JobEvent.objects.get().detail == HOSTILE
 
 
+def test_json_that_is_a_string_or_a_number_stays_json_of_that_kind():
+    owner = UserFactory()
+    jobs = [Job(owner=owner, name=str(n), output_dir="/x", parameters=value)
+            for n, value in enumerate(["123", "plain text", 7, [1, "a"]])]  # fmt: skip
+    copy_insert(Job, jobs)
+    stored = list(Job.objects.order_by("pk").values_list("parameters", flat=True))
+    assert stored == ["123", "plain text", 7, [1, "a"]]
+
+
 def test_the_new_keys_can_be_referred_to_at_once():
     owner = UserFactory()
     jobs = [Job(owner=owner, name=f"run {n}", output_dir="/x") for n in range(50)]
