@@ -33,10 +33,9 @@ HOSTILE_ENV = {"EVIL": '$(HOME) $ENV(PATH) "double" \'single\' +Owner = "root" \
 
 
 # Set by HTCondor's daemons while a job runs, on some runs and not others.
-# Set by HTCondor according to how long a job ran (CpusUsage only once the starter has sent
-# an update while it ran), not by anything the job was given.
-# What HTCondor adds to an ad while the job runs, when its usage reports arrive in time:
-# present for one job and not another by timing alone.
+# Set by HTCondor according to how long a job ran (CpusUsage, and the GPU monitor's
+# GPUsUsage and GPUsMemoryUsage, only once an update arrived while it ran), not by anything
+# the job was given: present for one job and not another by timing alone.
 RUNTIME_BOOKKEEPING = {"WantFTOnCheckpoint", "CpusUsage", "GPUsUsage", "GPUsMemoryUsage"}
 
 
