@@ -33,3 +33,26 @@ def raw_description(directory: Path) -> dict[str, str]:
     return build_submit_description(
         request, mode=FileMode.SHARED, instance=settings.NIGHTSHIFT_INSTANCE
     )
+
+
+def submit_bench_start():
+    """What the submit benchmarks share: their own test database and Redis, the API's
+    submission limit lifted (they measure what a submission costs, not that limit), and a
+    real Celery worker's processes (not started) with the sync kept out of the timings.
+    Returns the old database name (for destroy_test_db) and the worker's processes."""
+    import redis
+    from django.db import connection
+    from django.test.utils import setup_test_environment
+
+    from tests.pipeline import CeleryProcesses
+
+    setup_test_environment()
+    settings.DEBUG = False
+    settings.API_THROTTLE_RATES = {**settings.API_THROTTLE_RATES, "submissions": "100000/minute"}
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    redis.Redis.from_url(settings.REDIS_URL).flushdb()
+    log_dir = Path(settings.VAR_DIR) / "bench"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    celery = CeleryProcesses(log_dir)
+    celery.env["NIGHTSHIFT_SYNC_INTERVAL"] = "3600"
+    return old_name, celery

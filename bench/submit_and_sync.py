@@ -21,19 +21,21 @@ from portal_setup import setup_django
 REPO = setup_django(fake_bridge=False)
 
 import htcondor2  # noqa: E402
-import redis  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.files.uploadedfile import SimpleUploadedFile  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
-from django.test.utils import setup_test_environment  # noqa: E402
-from raw_condor import raw_description, raw_schedd, remove_instance_jobs  # noqa: E402
+from raw_condor import (  # noqa: E402
+    raw_description,
+    raw_schedd,
+    remove_instance_jobs,
+    submit_bench_start,
+)
 from rest_framework.test import APIClient  # noqa: E402
 
 from accounts.services import token_create  # noqa: E402
 from jobs.models import Job  # noqa: E402
-from tests.pipeline import CeleryProcesses  # noqa: E402
 
 SLEEPER = "import time\ntime.sleep(600)\n"
 BATCH = 1000
@@ -58,17 +60,7 @@ def wait_until_assigned(count: int, timeout: float = 300) -> None:
 
 
 def main() -> None:
-    setup_test_environment()
-    settings.DEBUG = False
-    # The API allows a user 30 submissions a minute (NIGHTSHIFT_SUBMIT_RATE); this measures
-    # what a submission costs the machine, not that limit.
-    settings.API_THROTTLE_RATES = {**settings.API_THROTTLE_RATES, "submissions": "100000/minute"}
-    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
-    redis.Redis.from_url(settings.REDIS_URL).flushdb()
-    log_dir = Path(settings.VAR_DIR) / "bench"
-    log_dir.mkdir(parents=True, exist_ok=True)
-    celery = CeleryProcesses(log_dir)
-    celery.env["NIGHTSHIFT_SYNC_INTERVAL"] = "3600"  # keep sync out of the submit timings
+    old_name, celery = submit_bench_start()
     figures: list[tuple[str, str]] = []
     scratch = Path(settings.JOBS_DIR) / f"bench-raw-{uuid.uuid4().hex[:8]}"
     try:
