@@ -7,6 +7,7 @@ the right final state in the portal."""
 from __future__ import annotations
 
 import collections
+import faulthandler
 import threading
 import time
 
@@ -71,7 +72,22 @@ class Burst:
             )
             return not unfinished.exists()
 
-        wait_for(all_final, timeout=timeout, interval=2, what=f"{len(ids)} jobs to finish")
+        try:
+            wait_for(all_final, timeout=timeout, interval=2, what=f"{len(ids)} jobs to finish")
+        except AssertionError as timed_out:
+            raise AssertionError(f"{timed_out}; those not final: {self.unfinished()}") from None
+
+    def unfinished(self) -> list[tuple]:
+        """What the portal and HTCondor each say of the jobs that have not ended: a timeout's
+        message, so that a stall can be told from a job HTCondor never ran."""
+        rows = Job.objects.filter(pk__in=[job.pk for job in self.jobs]).exclude(
+            state__in=(JobState.COMPLETED, JobState.FAILED, JobState.REMOVED)
+        )
+        return [
+            (job.name, job.state, job.schedd, job.cluster_id, job.status_detail,
+             job.wait_reason, job.last_error, list(job.events.values_list("kind", flat=True)))
+            for job in rows
+        ]  # fmt: skip
 
     def assert_each_ran_once_and_completed(self) -> None:
         self.wait_until_final()
@@ -143,11 +159,16 @@ def syncs_overlap_until_final(burst: Burst, threads: int = 4) -> None:
         thread.start()
     try:
         burst.wait_until_final()
+    except AssertionError:
+        # Where each sync stood when the burst stalled, in the test's captured stderr.
+        faulthandler.dump_traceback(all_threads=True)
+        raise
     finally:
         stop.set()
         for thread in running:
             thread.join(timeout=60)
     assert errors == []
+    assert not [thread for thread in running if thread.is_alive()], "a sync never returned"
 
 
 def assert_each_change_recorded_once(burst: Burst, jobs: list[Job]) -> None:
