@@ -16,7 +16,7 @@ import os
 import re
 import stat
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -123,14 +123,17 @@ def pack(
     files: list[DatasetFile],
     out: IO[bytes] | None,
     progress: Callable[[int], None] | None = None,
+    sources: Mapping[str, Path] | None = None,
 ) -> Digest:
     """Writes the canonical archive of `files` to `out` (None: only hashes it). A file that
-    changes size while it is read is an error: the version would not be what was checked."""
+    changes size while it is read is an error: the version would not be what was checked.
+    `sources` reads a file from elsewhere than `root`/its path (a model's file, from where
+    its job wrote it)."""
     writer = _HashingWriter(out)
     counted = _Counter(progress)
     with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as archive:
         for file in files:
-            source = root / file.path
+            source = sources[file.path] if sources is not None else root / file.path
             with open(source, "rb", opener=_no_follow) as data:
                 if os.fstat(data.fileno()).st_size != file.size:
                     raise DatasetContentError(f"{file.path}: changed while it was being read.")

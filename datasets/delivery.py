@@ -10,7 +10,7 @@ from django.conf import settings
 from django.http import FileResponse, HttpResponse
 from django.urls import reverse
 
-from jobs.inputs import DataChoice, job_datasets, job_for_data_credential
+from jobs.inputs import DataChoice, job_for_data_credential, job_inputs
 from jobs.models import Job
 from jobs.specs import JobSubmissionError
 
@@ -22,7 +22,7 @@ REFERENCE = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,79})(?:@(?P<number
 _WORKSTATION = re.compile(r"[^A-Za-z0-9@._:-]+")
 
 
-def _size(size_bytes: int) -> str:
+def size_text(size_bytes: int) -> str:
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if size_bytes >= scale:
             return f"{size_bytes / scale:,.1f} {unit}"
@@ -60,7 +60,7 @@ class DatasetCatalogue:
             whose = "" if dataset.owner_id == user.pk else f", {dataset.owner.get_username()}'s"
             choices.append(DataChoice(
                 reference=dataset.name,
-                label=f"{dataset.name} (version {latest.number}, {_size(latest.size_bytes)}, "
+                label=f"{dataset.name} (version {latest.number}, {size_text(latest.size_bytes)}, "
                       f"{latest.file_count:,} files{whose})",
             ))  # fmt: skip
         return choices
@@ -133,7 +133,7 @@ def dataset_delivery(*, credential: str, sha256: str, workstation: str,
     if job is None:
         raise DeliveryRefused(401, "This credential is not valid: it is damaged or expired, or "
                               "its job has ended.")  # fmt: skip
-    given = next((d for d in job_datasets(job)
+    given = next((d for d in job_inputs(job)
                   if d.get("kind") == "archive" and d["sha256"] == sha256), None)  # fmt: skip
     if given is None:
         raise DeliveryRefused(404, "This job was not given that dataset.")

@@ -4,11 +4,13 @@ the portal's disk, against the limits an administrator set.
 A user's limit is the site's NIGHTSHIFT_DATASET_QUOTA_GB; a lab's is its "Dataset storage"
 in the admin, counting the datasets shared with that lab. Versions registered from a shared
 file system keep nothing on the portal and count for nothing. Content kept once for several
-versions counts once.
+versions counts once. Published models are kept in the same store and count too
+(storage_kept_register): for their publisher, and for their lab when shared with it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -57,16 +59,31 @@ def _limit(gigabytes: float | None) -> int | None:
     return None if gigabytes is None else int(gigabytes * GB)
 
 
+# Other apps that keep files in the same store (a published model's) count them against the
+# same limits: each hands in the bytes a user, and a lab, keeps there.
+_also_kept_by_user: list[Callable[[object], int]] = []
+_also_kept_by_lab: list[Callable[[Lab], int]] = []
+
+
+def storage_kept_register(*, by_user: Callable[[object], int],
+                          by_lab: Callable[[Lab], int]) -> None:  # fmt: skip
+    if by_user not in _also_kept_by_user:
+        _also_kept_by_user.append(by_user)
+        _also_kept_by_lab.append(by_lab)
+
+
 def storage_use_of_user(user) -> StorageUse:
-    return StorageUse(_kept(DatasetVersion.objects.filter(dataset__owner=user)),
-                      _limit(settings.DATASET_QUOTA_GB))  # fmt: skip
+    kept = _kept(DatasetVersion.objects.filter(dataset__owner=user))
+    kept += sum(count(user) for count in _also_kept_by_user)
+    return StorageUse(kept, _limit(settings.DATASET_QUOTA_GB))
 
 
 def storage_use_of_lab(lab) -> StorageUse:
     versions = DatasetVersion.objects.filter(
         dataset__lab=lab, dataset__visibility=Dataset.Visibility.LAB
     )
-    return StorageUse(_kept(versions), _limit(lab.dataset_storage_gb))
+    kept = _kept(versions) + sum(count(lab) for count in _also_kept_by_lab)
+    return StorageUse(kept, _limit(lab.dataset_storage_gb))
 
 
 def _size(count: int) -> str:
@@ -76,9 +93,10 @@ def _size(count: int) -> str:
 def storage_quota_check(*, user, lab, adding_bytes: int) -> None:
     """Raises StorageQuotaExceeded if `adding_bytes` more would pass the user's limit or, for a
     dataset shared with `lab`, the lab's."""
-    checks = [("Your datasets", storage_use_of_user(user))]
+    checks = [("Your datasets and models", storage_use_of_user(user))]
     if lab is not None:
-        checks.append((f"The datasets shared with “{lab.name}”", storage_use_of_lab(lab)))
+        checks.append((f"The datasets and models shared with “{lab.name}”",
+                       storage_use_of_lab(lab)))  # fmt: skip
     for whose, use in checks:
         if use.limit_bytes is not None and use.used_bytes + adding_bytes > use.limit_bytes:
             raise StorageQuotaExceeded(

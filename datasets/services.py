@@ -6,7 +6,6 @@ import logging
 import os
 import re
 import shutil
-import uuid
 from datetime import timedelta
 from pathlib import Path, PurePosixPath
 
@@ -305,7 +304,7 @@ def dataset_import_run(import_pk: int) -> DatasetImport:
         imported.save(update_fields=["state", "heartbeat_at", "attempts"])
     work = storage.incoming_dir(imported.public_id)
     work.mkdir(parents=True, exist_ok=True)
-    partial = settings.DATASETS_DIR / "objects" / f".partial-{uuid.uuid4().hex}.tar"
+    partial = storage.partial_archive_path()
     try:
         tree = _materialise(imported, work)
         files = content.dataset_files(tree, limits())
@@ -338,7 +337,9 @@ def _check_room(imported: DatasetImport, digest: content.Digest) -> None:
     try:
         storage_quota_check(user=imported.owner, lab=lab, adding_bytes=digest.size_bytes)
     except StorageQuotaExceeded as exc:
-        if not DatasetVersion.objects.filter(sha256=digest.sha256).exists():
+        if not DatasetVersion.objects.filter(
+            sha256=digest.sha256
+        ).exists() and not storage.archives_held_elsewhere({digest.sha256}):
             storage.archive_path(digest.sha256).unlink(missing_ok=True)
         raise DatasetError("quota", str(exc)) from None
 
@@ -347,18 +348,7 @@ def _pack(imported: DatasetImport, tree: Path, files, partial: Path, total: int)
     progress = _Progress(imported, total)
     if imported.source == DatasetVersion.Source.PATH:
         return content.pack(tree, files, None, progress)
-    partial.parent.mkdir(parents=True, exist_ok=True)
-    with open(partial, "xb") as out:
-        digest = content.pack(tree, files, out, progress)
-        out.flush()
-        os.fsync(out.fileno())
-    final = storage.archive_path(digest.sha256)
-    if final.exists():  # the same content is stored already (another dataset, or a re-upload)
-        partial.unlink()
-    else:
-        os.chmod(partial, 0o644)
-        os.replace(partial, final)
-    return digest
+    return storage.archive_store(partial, lambda out: content.pack(tree, files, out, progress))
 
 
 def _finish(imported: DatasetImport, digest: content.Digest, summary: dict) -> None:
@@ -480,6 +470,6 @@ def dataset_delete(*, user, dataset: Dataset) -> None:
         still_used = set(
             DatasetVersion.objects.filter(sha256__in=hashes).values_list("sha256", flat=True)
         )
-    for sha256 in hashes - still_used:
+    for sha256 in hashes - still_used - storage.archives_held_elsewhere(hashes - still_used):
         storage.archive_path(sha256).unlink(missing_ok=True)
         shutil.rmtree(storage.thumbnails_dir(sha256), ignore_errors=True)

@@ -2,7 +2,7 @@ from django import forms
 
 from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
 from jobs.archives import is_archive
-from jobs.inputs import data_choices
+from jobs.inputs import data_choices, model_choices
 from jobs.models import Job
 from jobs.selectors import job_list_for_user
 from jobs.software import SoftwareNotFound, software_choices, software_lookup
@@ -55,6 +55,11 @@ class JobSubmitForm(forms.Form):
         help_text="Each appears read-only in the job at datasets/NAME/ "
         "(nightshift.dataset_path(\"NAME\")). It is fetched once per workstation and reused "
         "by every later job there.",
+    )  # fmt: skip
+    models = forms.MultipleChoiceField(
+        label="Published models", required=False, widget=forms.CheckboxSelectMultiple,
+        help_text="To fine-tune or evaluate: each appears read-only in the job at "
+        "models/NAME/ (nightshift.model_path(\"NAME\")), fetched as datasets are.",
     )  # fmt: skip
     keep_outputs = forms.CharField(
         label="Outputs to keep", required=False, initial="outputs", max_length=1000,
@@ -142,6 +147,11 @@ class JobSubmitForm(forms.Form):
             if kept_reference not in dict(datasets):
                 datasets.append((kept_reference, f"{kept_reference} (as the cloned job used it)"))
         self.fields["datasets"].choices = datasets
+        models = [(c.reference, c.label) for c in model_choices(user)] if user else []
+        for kept_reference in self.initial.get("models") or []:
+            if kept_reference not in dict(models):
+                models.append((kept_reference, kept_reference))
+        self.fields["models"].choices = models
 
     def clean_software_environment(self) -> str:
         reference = (self.cleaned_data.get("software_environment") or "").strip()
@@ -234,6 +244,7 @@ class JobSubmitForm(forms.Form):
             notify_by_email=bool(data.get("notify_by_email")),
             lab_id=data["lab"].pk if data.get("lab") else None,
             datasets=list(data.get("datasets") or []) if "datasets" in self.fields else [],
+            models=list(data.get("models") or []) if "models" in self.fields else [],
             live_services=list(data.get("live_services") or []),
         )
 

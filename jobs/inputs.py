@@ -78,6 +78,43 @@ def data_prepare(*, user, references: list[str]) -> list[dict]:
     return _catalogues[0].prepare(user=user, references=list(references))
 
 
+# Published models a job reads appear, read-only, at models/<name>/; they travel as datasets
+# do (the same archive store, credential, cache and file-transfer plugin), their records
+# marked with the folder they go to.
+MODELS_FOLDER = "models"
+MAX_MODELS_PER_JOB = 4
+
+
+class ModelCatalogue(Protocol):
+    def choices(self, user) -> list[DataChoice]: ...
+
+    def prepare(self, *, user, references: list[str]) -> list[dict]:
+        """As DataCatalogue.prepare, for references LAB/NAME or LAB/NAME@VERSION; each
+        record's "folder" is MODELS_FOLDER. Raises JobSubmissionError("models", ...)."""
+
+
+_model_catalogues: list[ModelCatalogue] = []
+
+
+def model_catalogue_register(catalogue: ModelCatalogue) -> None:
+    if catalogue not in _model_catalogues:
+        _model_catalogues.append(catalogue)
+
+
+def model_choices(user) -> list[DataChoice]:
+    return [choice for catalogue in _model_catalogues for choice in catalogue.choices(user)]
+
+
+def model_prepare(*, user, references: list[str]) -> list[dict]:
+    if not references:
+        return []
+    if not _model_catalogues:
+        raise JobSubmissionError("models", "This portal offers no published models.")
+    if len(references) > MAX_MODELS_PER_JOB:
+        raise JobSubmissionError("models", f"A job may use at most {MAX_MODELS_PER_JOB} models.")
+    return _model_catalogues[0].prepare(user=user, references=list(references))
+
+
 def data_install(
     directory: Path, datasets: list[dict] | None, *, link_from: Path | None = None
 ) -> bool:
@@ -132,6 +169,15 @@ def job_for_data_credential(credential: str) -> Job | None:
 
 def job_datasets(job: Job) -> list[dict]:
     return list(job.source.get("datasets") or [])
+
+
+def job_models(job: Job) -> list[dict]:
+    return list(job.source.get("models") or [])
+
+
+def job_inputs(job: Job) -> list[dict]:
+    """Everything the job's launcher fetches: its datasets, then its models."""
+    return job_datasets(job) + job_models(job)
 
 
 def jobs_using_versions(version_ids, *, active_only: bool = False) -> QuerySet[Job]:

@@ -78,6 +78,9 @@ class JobSpec:
     # Datasets by name, NAME or NAME@VERSION (the datasets app resolves them); each appears
     # read-only at datasets/<name>/ in the job.
     datasets: list[str] = field(default_factory=list)
+    # Published models by LAB/NAME or LAB/NAME@VERSION (the model registry resolves them);
+    # each appears read-only at models/<name>/ in the job, for fine-tuning or evaluation.
+    models: list[str] = field(default_factory=list)
     # Web services to reach through the portal while the job runs: "tensorboard" (the
     # launcher starts it on nightshift.tensorboard_dir()) and "serve" (the job's own HTTP
     # endpoint on NIGHTSHIFT_SERVE_PORT).
@@ -257,6 +260,7 @@ def job_spec_of(job: Job) -> JobSpec:
         software=(job.source.get("environment") or {}).get("reference"),
         lab_id=job.lab_id,
         datasets=[dataset["reference"] for dataset in job.source.get("datasets") or []],
+        models=[model["reference"] for model in job.source.get("models") or []],
         live_services=list(request.get("live_services") or []),
         # No deadline: a re-run or a clone asks for its own (the original's may have passed).
         session_limit_s=request.get("session_limit_s"),

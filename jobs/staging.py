@@ -35,7 +35,14 @@ from .archives import (
     extract_archive,
     is_archive,
 )
-from .inputs import DATASETS_FOLDER, DATASETS_MANIFEST, data_install, data_prepare
+from .inputs import (
+    DATASETS_FOLDER,
+    DATASETS_MANIFEST,
+    MODELS_FOLDER,
+    data_install,
+    data_prepare,
+    model_prepare,
+)
 from .models import Job
 from .selectors import open_job_file
 from .software import ENVIRONMENT_FILE, LOCK_FILE, software_install, software_prepare
@@ -183,7 +190,7 @@ class StagedFiles:
     origin: str
     # The software it runs with (jobs.software.PreparedSoftware as a dict), if prepared.
     software: dict | None = None
-    # The datasets it reads (jobs.inputs records), which the launcher puts in place.
+    # The datasets and models it reads (jobs.inputs records), which the launcher puts in place.
     datasets: list[dict] | None = None
 
 
@@ -257,19 +264,27 @@ def stage_files(
             software=dataclasses.asdict(prepared),
         )  # fmt: skip
     datasets = data_prepare(user=user, references=list(spec.datasets))
-    if not datasets:
+    models = model_prepare(user=user, references=list(spec.models))
+    if not datasets and not models:
         return staged
-    for dataset in datasets:
-        if os.path.lexists(directory / DATASETS_FOLDER / dataset["name"]):
-            raise JobSubmissionError(
-                "datasets", f"The project has its own {DATASETS_FOLDER}/{dataset['name']}, "
-                f"where the dataset {dataset['name']} goes: rename that folder.",
-            )  # fmt: skip
-    # The launcher puts the datasets in place, so it runs even with nothing to install.
+    for field, folder, records in (("datasets", DATASETS_FOLDER, datasets),
+                                   ("models", MODELS_FOLDER, models)):  # fmt: skip
+        for record in records:
+            if os.path.lexists(directory / folder / record["name"]):
+                raise JobSubmissionError(
+                    field, f"The project has its own {folder}/{record['name']}, where the "
+                    f"{field[:-1]} {record['name']} goes: rename that folder.",
+                )  # fmt: skip
+    source = dict(staged.source)
+    if datasets:
+        source["datasets"] = datasets
+    if models:
+        source["models"] = models
+    # The launcher puts datasets and models in place, so it runs even with nothing to
+    # install; it fetches both alike.
     return dataclasses.replace(
-        staged, install_requirements=True, datasets=datasets,
-        source={**staged.source, "datasets": datasets},
-    )  # fmt: skip
+        staged, install_requirements=True, datasets=datasets + models, source=source
+    )
 
 
 def _stage_user_files(

@@ -98,6 +98,7 @@ def _initial_from(job: Job) -> dict:
         "notify_by_email": spec.notify_by_email,
         "software_environment": spec.software or "",
         "datasets": list(spec.datasets),
+        "models": list(spec.models),
         "live_services": list(spec.live_services),
         "source_job": job.public_id,
         "lab": job.lab_id,
@@ -167,6 +168,10 @@ def job_new(request: HttpRequest) -> HttpResponse:
         source = own_job_or_403(request.user, request.GET["from"])
         initial = _initial_from(source) | clone_adjustments(request.GET)
         form = form_class(initial=initial, user=request.user)
+    elif request.method == "GET" and request.GET.get("model"):
+        # "Start a job with this model", from a model's page: only ticks its box; the
+        # form's own choices decide what may be used.
+        form = form_class(initial={"models": [request.GET["model"][:200]]}, user=request.user)
     else:
         for field, token_field in KEPT_UPLOADS.items():
             kept = staging.upload_staged(user=request.user, token=request.POST.get(token_field, ""))

@@ -183,6 +183,14 @@ def job_options(command, *, attach_datasets: bool = True):
                 else []
             ),
             click.option(
+                "--model",
+                "models",
+                multiple=True,
+                metavar="LAB/NAME[@VERSION]",
+                help="A published model (`nightshift model list`), read-only at models/NAME/ "
+                "in the job, to fine-tune or evaluate; repeat for more.",
+            ),
+            click.option(
                 "--live",
                 "live_services",
                 multiple=True,

@@ -245,13 +245,20 @@ def data_pull(obj: Context, reference: str, output: Path | None) -> None:
     """Download a version and unpack it, after checking its SHA-256."""
     name, number = _split(reference)
     version = _version(obj.client.get(_path(name)), number)
-    target = output or Path(name)
+    path = _path(name, "versions", str(version["number"]), "archive.tar").rstrip("/")
+    pull_archive(obj, path, version, output or Path(name))
+
+
+def pull_archive(obj: Context, path: str, version: dict, target: Path) -> None:
+    """Download the archive at `path` (a dataset's or a model's version), check it against
+    the version's SHA-256, and unpack it into `target`, which must be empty or missing.
+    Nothing is unpacked from a download that does not match, nor anything outside `target`
+    (tarfile's data filter)."""
     if target.exists() and any(target.iterdir()):
         raise click.ClickException(f"{target} exists and is not empty.")
     with tempfile.TemporaryDirectory(prefix="nightshift-") as temporary:
-        archive = Path(temporary) / "dataset.tar"
+        archive = Path(temporary) / "download.tar"
         digest = hashlib.sha256()
-        path = _path(name, "versions", str(version["number"]), "archive.tar").rstrip("/")
         with open(archive, "wb") as sink, transfer_progress() as progress:
             for total, chunks in obj.client.stream(path):
                 task = progress.add_task(f"Downloading {version['reference']}", total=total)

@@ -44,6 +44,7 @@ from .common import (
 from .data_commands import data
 from .environment_commands import env
 from .experiment_commands import matrix, study, sweep, sweeps
+from .model_commands import model
 from .usage_commands import usage
 
 
@@ -492,7 +493,7 @@ def report(obj: Context, period: str | None, month: str | None, start: str | Non
     out.print(grid)
 
 
-for command in (sweep, matrix, study, sweeps, env, data, usage):
+for command in (sweep, matrix, study, sweeps, env, data, model, usage):
     cli.add_command(command)
 
 

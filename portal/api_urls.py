@@ -12,6 +12,7 @@ from environments.api import views as environments_api
 from experiments.api import views as experiments_api
 from forecasts import api as forecasts_api
 from jobs.api import views as jobs_api
+from model_registry.api import views as models_api
 from plumbing.api import api_not_found
 from usage import api as usage_api
 
@@ -110,6 +111,20 @@ urlpatterns = [
         "dataset-imports/<uuid:public_id>/",
         datasets_api.DatasetImportDetailView.as_view(),
         name="dataset-import",
+    ),
+    path("models/", models_api.ModelListView.as_view(), name="model-list"),
+    path(
+        "models/<str:lab>/<str:name>/", models_api.ModelVersionView.as_view(), name="model-latest"
+    ),  # fmt: skip
+    path(
+        "models/<str:lab>/<str:name>/versions/<int:number>/",
+        models_api.ModelVersionView.as_view(),
+        name="model-version",
+    ),
+    path(
+        "models/<str:lab>/<str:name>/versions/<int:number>/archive.tar",
+        models_api.ModelArchiveView.as_view(),
+        name="model-archive",
     ),
     path("match/", jobs_api.MatchView.as_view(), name="match"),
     path("pool/", jobs_api.PoolView.as_view(), name="pool"),

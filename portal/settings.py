@@ -98,6 +98,7 @@ INSTALLED_APPS = [
     "live_sessions",
     "usage",
     "forecasts",
+    "model_registry",
     "accounting",
     "operations",
     "portal",

@@ -51,6 +51,7 @@ urlpatterns = [
     path("reports/", include("accounting.urls")),
     path("environments/", include("environments.urls")),
     path("datasets/", include("datasets.urls")),
+    path("models/", include("model_registry.urls")),
     path("api/v1/", include("portal.api_urls")),
     path("api/", RedirectView.as_view(url="/api/v1/docs/", permanent=False), name="api-docs"),
     # Experiments (sweeps, matrices, studies) have their pages in the jobs namespace.

@@ -1,5 +1,8 @@
+import json
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from accounts import services as account_services
@@ -145,3 +148,44 @@ def schedd_stopped():
     if not schedd_answers():
         start()
     pool_restarts_cleanly()
+
+
+# A job's outputs and metric rows as a training script leaves them (finished_job).
+WEIGHTS = b"\x00weights\x01" * 100
+OUTPUTS = {"outputs/model.pt": WEIGHTS, "outputs/tokenizer/vocab.txt": b"a\nb\nc\n",
+           "outputs/notes.txt": b"not part of the model"}  # fmt: skip
+METRICS = [{"step": 0, "loss": 2.0, "accuracy": 0.2}, {"step": 1, "loss": 0.5, "accuracy": 0.9},
+           {"step": 2, "loss": 0.7, "accuracy": 0.8}]  # fmt: skip
+
+
+@pytest.fixture
+def finished_job(fake_bridge):
+    """finished_job(user, files=..., metrics=...): a job of `user`'s that ran and completed
+    with those files in its folder and those metric rows in its log."""
+
+    def make(user, *, files=None, metrics=None, name="fine-tune bert", **fields):
+        from condor_bridge import JobState as Condor
+        from jobs import sync
+        from jobs.models import Job
+        from jobs.staging import job_metrics_path
+
+        response = client_with_token(user).post(
+            reverse("api:job-list"),
+            {"name": name, "gpus": 0, "script": script_upload(), **fields},
+            format="multipart",
+        )
+        assert response.status_code == 201, response.json()
+        job = Job.objects.get(public_id=response.json()["id"])
+        for path, body in (OUTPUTS if files is None else files).items():
+            (job.directory / path).parent.mkdir(parents=True, exist_ok=True)
+            (job.directory / path).write_bytes(body)
+        rows = METRICS if metrics is None else metrics
+        job_metrics_path(job).write_text("".join(json.dumps(row) + "\n" for row in rows))
+        fake_bridge.set_state(str(job.public_id), Condor.RUNNING)
+        fake_bridge.set_state(str(job.public_id), Condor.COMPLETED, exit_code=0)
+        sync.jobs_sync()
+        job.refresh_from_db()
+        assert job.outputs_ready, job.state
+        return job
+
+    return make

@@ -130,14 +130,10 @@ class DatasetArchiveView(APIView):
                            f"{version.shared_path}; read it there.", code="conflict",
                            status_code=409)  # fmt: skip
         try:
-            archive = open(storage.archive_path(version.sha256), "rb")  # noqa: SIM115 - FileResponse closes it
+            return storage.archive_download(version.sha256, f"{dataset.name}-{number}.tar")
         except FileNotFoundError:
             raise ApiError(f"{version.reference} is no longer stored.", code="not_found",
                            status_code=404) from None  # fmt: skip
-        response = FileResponse(archive, as_attachment=True, content_type="application/x-tar",
-                                filename=f"{dataset.name}-{number}.tar")  # fmt: skip
-        response["X-Checksum-Sha256"] = version.sha256
-        return response
 
 
 class DatasetImportDetailView(APIView):

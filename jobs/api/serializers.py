@@ -7,7 +7,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
-from jobs.inputs import MAX_DATASETS_PER_JOB, job_datasets
+from jobs.inputs import MAX_DATASETS_PER_JOB, MAX_MODELS_PER_JOB, job_datasets, job_models
 from jobs.models import Job, JobEvent, JobState
 from jobs.specs import JOB_NAME_MAX_LENGTH, LIVE_SERVICE_CHOICES, JobSpec, job_default_name
 from labs.models import Lab
@@ -61,6 +61,13 @@ class JobRequestSerializer(serializers.Serializer):
         help_text="Datasets, each NAME (its latest version) or NAME@VERSION (see "
         "/datasets/). Each appears read-only at datasets/NAME/ in the job, fetched once per "
         "workstation.",
+    )  # fmt: skip
+    models = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False,
+        max_length=MAX_MODELS_PER_JOB,
+        help_text="Published models, each LAB/NAME (its latest version you may use) or "
+        "LAB/NAME@VERSION (see /models/). Each appears read-only at models/NAME/ in the job, "
+        "for fine-tuning or evaluation.",
     )  # fmt: skip
     entry_command = serializers.CharField(
         required=False, allow_blank=True, max_length=4096,
@@ -149,6 +156,8 @@ class JobRequestSerializer(serializers.Serializer):
             changes["lab_id"] = data["lab"]
         if "datasets" in data and self.datasets_attach:
             changes["datasets"] = data["datasets"]
+        if "models" in data:
+            changes["models"] = data["models"]
         named = [f for f in ("software_environment", "environment_preset") if f in data]
         if named or not self.partial:
             # The environment sets the Python and image (jobs.submission looks them up).
@@ -296,6 +305,10 @@ class ReproducibilitySerializer(serializers.Serializer):
         "version's canonical archive), size_bytes, file_count, and kind (archive, or shared "
         "for a folder on a shared file system)."
     )
+    models = serializers.SerializerMethodField(
+        help_text="The published model versions it read: reference (LAB/NAME@VERSION), "
+        "sha256 (of the version's canonical archive), size_bytes, file_count and kind."
+    )
     submit_description = serializers.CharField(help_text="As sent to HTCondor.")
     reproduces = serializers.UUIDField(
         source="reproduces.public_id", allow_null=True, default=None,
@@ -306,6 +319,11 @@ class ReproducibilitySerializer(serializers.Serializer):
     def get_datasets(self, job: Job) -> list[dict]:
         return [{key: dataset[key] for key in LINEAGE_FIELDS if key in dataset}
                 for dataset in job_datasets(job)]  # fmt: skip
+
+    @extend_schema_field(serializers.ListField(child=serializers.DictField()))
+    def get_models(self, job: Job) -> list[dict]:
+        return [{key: model[key] for key in LINEAGE_FIELDS if key in model}
+                for model in job_models(job)]  # fmt: skip
 
 
 LINEAGE_FIELDS = ("reference", "sha256", "size_bytes", "file_count", "kind")

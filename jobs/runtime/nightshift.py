@@ -10,7 +10,8 @@ file named by NIGHTSHIFT_METRICS_FILE. Nightshift puts this module on PYTHONPATH
 (NIGHTSHIFT_HELPER_DIR) of every job. It needs nothing but the standard library, and it
 works outside Nightshift too (it then writes ./metrics.jsonl).
 
-Datasets attached to the job are read-only folders: `nightshift.dataset_path("mnist")`.
+Datasets attached to the job are read-only folders: `nightshift.dataset_path("mnist")`, and
+so are published models: `nightshift.model_path("sentiment")`.
 
 Workstations belong to people who come back. When one does, HTCondor sends the job SIGTERM
 and, after a grace period, kills it; the job then starts again on another workstation. A
@@ -47,6 +48,7 @@ __all__ = [
     "stop_requested",
     "should_stop",
     "dataset_path",
+    "model_path",
     "tensorboard_dir",
     "serve_port",
     "run_notebook",
@@ -114,13 +116,23 @@ def dataset_path(name: str) -> str:
 
     Raises LookupError, naming the datasets the job has, for a name it was not given.
     """
-    folder = os.environ.get("NIGHTSHIFT_DATASETS_DIR") or os.path.abspath("datasets")
+    return _given_folder("NIGHTSHIFT_DATASETS_DIR", "datasets", "dataset", name)
+
+
+def model_path(name: str) -> str:
+    """The read-only folder of the published model `name` that the job was given
+    (models/<name>/, for fine-tuning or evaluation). Raises LookupError as dataset_path."""
+    return _given_folder("NIGHTSHIFT_MODELS_DIR", "models", "model", name)
+
+
+def _given_folder(variable: str, default: str, what: str, name: str) -> str:
+    folder = os.environ.get(variable) or os.path.abspath(default)
     path = os.path.join(folder, name)
     if "/" in name or name in ("", ".", "..") or not os.path.isdir(path):
         given = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
         raise LookupError(
-            f"this job has no dataset {name!r}; it has {', '.join(given) or 'none'}"
-            " (attach datasets when submitting the job)"
+            f"this job has no {what} {name!r}; it has {', '.join(given) or 'none'}"
+            f" (attach {what}s when submitting the job)"
         )
     return path
 

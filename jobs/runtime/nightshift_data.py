@@ -1,7 +1,8 @@
 """Datasets for a job: fetched from the portal once per workstation, then linked in.
 
 The launcher calls `deliver()` before the job's script starts. Each dataset the job was
-given (.nightshift/datasets.json) ends up, read-only, at datasets/<name>/:
+given (.nightshift/datasets.json) ends up, read-only, at datasets/<name>/ (and each
+published model it was given at models/<name>/):
 
 - a version the portal stores is fetched as its canonical archive (an uncompressed tar)
   from the portal, with the job's own credential (.nightshift/credential), checked against
@@ -49,6 +50,9 @@ CREDENTIAL = os.path.join(HELPER_DIR, "credential")
 # What this job's delivery did, for the job page and the tests: one JSON object per dataset.
 REPORT = os.path.join(HELPER_DIR, "datasets-delivered.json")
 LINKS = "datasets"
+# Published models travel as datasets do, to models/<name> (their records say "folder").
+MODEL_LINKS = "models"
+FOLDERS = (LINKS, MODEL_LINKS)
 # Outside the helper folder, which travels back to the portal (spool mode): data must not.
 SANDBOX_CACHE = ".nightshift-data"
 COMPLETE = "COMPLETE"
@@ -415,14 +419,18 @@ def make_room(cache, keep, cap_gb, log):
                 "under its size cap")  # fmt: skip
 
 
-def link(name, target):
-    """datasets/<name> -> target; a link left by an earlier run is replaced."""
-    os.makedirs(LINKS, exist_ok=True)
-    path = os.path.join(LINKS, name)
+def link(name, target, folder=LINKS):
+    """datasets/<name> (or a model's models/<name>) -> target; a link left by an earlier
+    run is replaced."""
+    if folder not in FOLDERS:
+        raise DeliveryError(f"{name} is to go in {folder!r}, which is not one of {FOLDERS}")
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, name)
     if os.path.islink(path):
         os.remove(path)
     elif os.path.lexists(path):
-        raise DeliveryError(f"the job's own files have {path}, where dataset {name} goes: "
+        what = "model" if folder == MODEL_LINKS else "dataset"
+        raise DeliveryError(f"the job's own files have {path}, where {what} {name} goes: "
                             "rename that folder in the project")  # fmt: skip
     os.symlink(target, path)
 
@@ -461,7 +469,7 @@ def put_in_place(dataset, cache, credential, log, say, verify_hours, receipt=Non
             say(f"fetching dataset {dataset['reference']} into the job's sandbox")
             remove_tree(target)
             received, how = fetch(dataset, target, credential, log), "fetched into the sandbox"
-    link(dataset["name"], target)
+    link(dataset["name"], target, dataset.get("folder", LINKS))
     record = {"name": dataset["name"], "reference": dataset["reference"],
               "sha256": dataset["sha256"], "how": how, "bytes_received": received,
               "seconds": round(time.monotonic() - started, 3), "workstation": WORKSTATION[0],
@@ -516,6 +524,7 @@ def deliver(machine_attribute, log, say):
         json.dump(report, stream)
     remove_plugin_copy()
     os.environ["NIGHTSHIFT_DATASETS_DIR"] = os.path.abspath(LINKS)
+    os.environ["NIGHTSHIFT_MODELS_DIR"] = os.path.abspath(MODEL_LINKS)
     return report
 
 

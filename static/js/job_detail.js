@@ -76,6 +76,9 @@
         return li;
       }));
     }
+    // The owner's "Publish as a model", once the job has ended with its outputs ready.
+    const publish = $("publish-model");
+    if (publish) publish.hidden = !(data.is_final && data.outputs_ready && data.outputs.length);
     const actions = $("actions");
     if (actions.dataset.state !== data.state) {
       actions.innerHTML = data.actions_html;  // rendered by the server for the new state

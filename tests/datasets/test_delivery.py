@@ -268,3 +268,12 @@ def test_a_hostile_archive_member_is_refused_by_the_launcher_and_nothing_is_left
     with pytest.raises(nightshift_data.DeliveryError, match="not a plain file inside it"):
         nightshift_data.unpack(io.BytesIO(out.getvalue()), str(target), expected)
     assert not (tmp_path / "outside.txt").exists() and not (tmp_path / "b").exists()
+
+
+def test_the_launcher_puts_a_record_only_in_a_folder_it_knows(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    nightshift_data.link("m", str(tmp_path), "models")
+    assert os.readlink("models/m") == str(tmp_path)
+    for folder in ("..", "/etc", ".nightshift", "outputs"):
+        with pytest.raises(nightshift_data.DeliveryError, match="which is not one of"):
+            nightshift_data.link("m", str(tmp_path), folder)

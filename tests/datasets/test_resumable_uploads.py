@@ -116,7 +116,9 @@ def test_what_cannot_be_kept_is_refused_before_a_byte_is_sent(portal, token, set
     settings.DATASET_QUOTA_GB = 0.5
     over = create(portal, token, 600 * 10**6, name="ok", filename="a.csv")
     assert over.status_code == 403
-    assert "Your datasets may keep 0.50 GB on the portal" in over.json()["error"]["message"]
+    assert (
+        "Your datasets and models may keep 0.50 GB on the portal" in over.json()["error"]["message"]
+    )
     assert DatasetUpload.objects.count() == 0
     headers = {"Tus-Resumable": "1.0.0", "Upload-Length": "10"}
     anonymous = requests.post(f"{portal.url}/api/v1/dataset-uploads/", timeout=30, headers=headers)

@@ -42,7 +42,9 @@ def test_an_upload_over_the_users_quota_is_refused_and_nothing_is_kept(api, stud
     refused = push(api, "second", {"other.bin": noise(2)})
     assert refused.status_code == 400
     [message] = refused.json()["error"]["fields"]["quota"]
-    assert message.startswith("Your datasets may keep 1.0 MB on the portal and keep 0.6 MB")
+    assert message.startswith(
+        "Your datasets and models may keep 1.0 MB on the portal and keep 0.6 MB"
+    )
     assert not Dataset.objects.filter(name="second").exists()
     assert storage_use_of_user(student).used_bytes == 600_000
 
@@ -54,7 +56,7 @@ def test_a_lab_shared_dataset_counts_against_the_labs_limit(api, student):
     assert storage_use_of_lab(lab).used_bytes == 600_000
     refused = push(api, "more", {"x.bin": noise(3)}, visibility="lab", lab="vision")
     [message] = refused.json()["error"]["fields"]["quota"]
-    assert message.startswith("The datasets shared with “vision” may keep 1.0 MB")
+    assert message.startswith("The datasets and models shared with “vision” may keep 1.0 MB")
     # A private one is the user's own, and the user has no limit.
     assert push(api, "mine", {"x.bin": noise(3)}).status_code == 202
 
@@ -70,7 +72,7 @@ def test_an_import_whose_size_shows_only_at_the_end_fails_and_stores_nothing(stu
     imported = services.dataset_import_from_upload(user=student, name="late", upload=quiet)
     imported.refresh_from_db()
     assert imported.state == DatasetImport.State.FAILED
-    assert "Your datasets may keep 0.1 MB" in imported.message
+    assert "Your datasets and models may keep 0.1 MB" in imported.message
     assert not Dataset.objects.exists()
     assert not list((settings.DATASETS_DIR / "objects").glob("*.tar"))
 

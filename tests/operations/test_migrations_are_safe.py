@@ -19,6 +19,7 @@ OUR_APPS = [
     "live_sessions",
     "usage",
     "forecasts",
+    "model_registry",
 ]
 # Made before the first release, when no old version was serving: each adds a NOT NULL
 # column with a Python-side default, which an old version's INSERT would not fill. New

@@ -33,6 +33,7 @@ from experiments import sweeps
 from forecasts.models import Reservation
 from jobs import specs, submission, sync
 from live_sessions.services import live_token_create
+from model_registry.models import Model, ModelVersion
 from tests.conftest import client_with_token, script_upload
 from tests.datasets.files import SAMPLE, upload, zip_of
 from tests.factories import LabFactory, MembershipFactory, UserFactory
@@ -205,6 +206,19 @@ TABLE = {
     "api:dataset-upload-list": [("post", (401, 400, 400, 400, 400, 400))],
     "api:dataset-upload-detail": [("get", (401, 404, 404, 200, 404, 404)),
                                   ("delete", (401, 404, 404, 204, 404, 404))],
+    # Models: any lab's catalogue page lists only what each may see; the owner's private
+    # version is theirs (and admins') alone. Publishing from a job is its owner's; the
+    # world's job has not ended, so the form shows and an empty API publication is invalid.
+    "models:list": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    "models:lab": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    "models:version": [("get", (LOGIN, 404, 404, 200, 404, 200))],
+    "models:archive": [("get", (LOGIN, 404, 404, 200, 404, 200))],
+    "models:publish": [("get", (LOGIN, 404, 404, 200, 404, 200))],
+    "api:model-list": [("get", (401, 200, 200, 200, 200, 200)),
+                       ("post", (401, 400, 400, 400, 400, 400))],
+    "api:model-latest": [("get", (401, 404, 404, 200, 404, 200))],
+    "api:model-version": [("get", (401, 404, 404, 200, 404, 200))],
+    "api:model-archive": [("get", (401, 404, 404, 200, 404, 200))],
 }
 # fmt: on
 
@@ -223,6 +237,7 @@ class World:
     dataset_upload: object
     live_token_id: int
     reservation: object
+    model_version: object
 
 
 @pytest.fixture
@@ -271,6 +286,12 @@ def world(fake_bridge):
             lab=vision, purpose="Course", starts_at=timezone.now() + timedelta(hours=1),
             ends_at=timezone.now() + timedelta(hours=2), workstations=["ws-volta"], gpus=2,
         ),
+        # The owner's private model, whose files are the dataset's (stored already).
+        model_version=ModelVersion.objects.create(
+            model=Model.objects.create(lab=vision, name="owner-model", created_by=owner),
+            number=1, visibility="private", sha256=dataset_import.version.sha256,
+            size_bytes=1, file_count=1, lineage={}, published_by=owner,
+        ),
     )  # fmt: skip
 
 
@@ -313,6 +334,8 @@ def url_of(key, pattern, name, world):
         values.update(pk=dataset.pk, name=dataset.name, public_id=world.dataset_import.public_id,
                       index=0, sha256=world.dataset_import.version.sha256,
                       guid=world.dataset_upload.guid)  # fmt: skip
+    if name and ("models:" in name or "api:model" in name):
+        values.update(pk=world.model_version.pk, lab="vision", name="owner-model")
     wanted = re.findall(r"<(?:\w+:)?(\w+)>", pattern)
     return reverse(name, kwargs={param: values[param] for param in wanted})
 

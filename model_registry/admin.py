@@ -1,0 +1,36 @@
+from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
+
+from .models import Model, ModelVersion
+
+
+class ModelVersionInline(admin.TabularInline):
+    """Versions never change; they are published from finished jobs (page, API, CLI)."""
+
+    model = ModelVersion
+    extra = 0
+    can_delete = False
+    fields = ("number", "visibility", "sha256", "size_bytes", "file_count", "published_by",
+              "created_at", "page")  # fmt: skip
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="Page")
+    def page(self, version: ModelVersion) -> str:
+        return format_html('<a href="{}">open</a>', reverse("models:version", args=[version.pk]))
+
+
+@admin.register(Model)
+class ModelAdmin(admin.ModelAdmin):
+    list_display = ("name", "lab", "created_by", "created_at")
+    list_filter = ("lab",)
+    search_fields = ("name", "lab__name", "created_by__username")
+    list_select_related = ("lab", "created_by")
+    readonly_fields = ("name", "lab", "created_by", "created_at")
+    inlines = [ModelVersionInline]
+
+    def has_add_permission(self, request) -> bool:
+        return False  # published from a finished job, whose files are checked

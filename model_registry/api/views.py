@@ -1,0 +1,123 @@
+"""/api/v1/models/: list and publish, a version's record, its archive."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.http import FileResponse
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.generics import GenericAPIView
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from datasets import storage
+from jobs.api.views import JobPagination, error_responses
+from jobs.models import Job
+from jobs.selectors import job_get_visible
+from labs.models import Lab
+from plumbing.api import ApiError, ErrorSerializer
+
+from ..delivery import archive_name
+from ..models import ModelVersion
+from ..selectors import lab_for_slug, model_list_visible_to, model_version_get_visible
+from ..services import ModelError, model_publish
+from .serializers import (
+    ModelPublishSerializer,
+    ModelVersionSerializer,
+    ModelVersionSummarySerializer,
+)
+
+
+def version_or_404(request: Request, lab: str, name: str, number: int | None) -> ModelVersion:
+    reference = f"{lab}/{name}" + (f"@{number}" if number is not None else "")
+    version = model_version_get_visible(request.user, reference)
+    if version is None:
+        raise ApiError(f"No model {reference[:200]!r} that you may use.", code="not_found",
+                       status_code=404)  # fmt: skip
+    return version
+
+
+class ModelListView(GenericAPIView):
+    serializer_class = ModelVersionSummarySerializer
+    pagination_class = JobPagination
+    queryset = ModelVersion.objects.none()
+
+    @extend_schema(
+        summary="The models you may use, each by its newest version you may see",
+        parameters=[
+            OpenApiParameter("q", str, description="Words in the name or the card."),
+            OpenApiParameter("lab", str, description="One lab's, as references name it."),
+            OpenApiParameter("visibility", str, description="private, lab or site."),
+        ],
+        responses={200: ModelVersionSummarySerializer(many=True), **error_responses(401),
+                   404: OpenApiResponse(ErrorSerializer, description="A page past the end.")},
+    )  # fmt: skip
+    def get(self, request: Request) -> Response:
+        lab = None
+        if request.query_params.get("lab"):
+            lab = lab_for_slug(request.query_params["lab"][:63])
+            if lab is None:
+                raise ApiError("No such lab.", code="not_found", status_code=404)
+        listings = model_list_visible_to(
+            request.user, query=request.query_params.get("q", "").strip()[:100], lab=lab,
+            visibility=request.query_params.get("visibility", ""),
+        )  # fmt: skip
+        page = self.paginate_queryset([listing.latest for listing in listings])
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+    @extend_schema(
+        summary="Publish a finished job's output files as a new model version",
+        description="The files are checked as outputs are (no links, nothing outside what "
+        "the job keeps), packed into a canonical archive, and stored by its SHA-256. The "
+        "version keeps the job's final and best metrics and its lineage, and never changes.",
+        request=ModelPublishSerializer,
+        responses={201: ModelVersionSerializer, **error_responses(400, 401, 404)},
+    )  # fmt: skip
+    def post(self, request: Request) -> Response:
+        form = ModelPublishSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        data = form.validated_data
+        try:
+            job = job_get_visible(request.user, data["job"])
+        except (Job.DoesNotExist, ValidationError):
+            raise ApiError("No such job of yours.", code="not_found", status_code=404) from None
+        lab = None
+        if data.get("lab"):
+            lab = Lab.objects.filter(name=data["lab"]).first()
+            if lab is None:
+                raise ApiError(f"No lab called {data['lab']!r}.", code="invalid",
+                               status_code=400, field="lab")  # fmt: skip
+        try:
+            version = model_publish(
+                user=request.user, job=job, name=data["name"], files=data["files"],
+                card=data["card"], visibility=data["visibility"], lab=lab,
+            )  # fmt: skip
+        except ModelError as exc:
+            raise ApiError(exc.message, code="invalid", status_code=400, field=exc.field) from None
+        return Response(ModelVersionSerializer(version).data, status=status.HTTP_201_CREATED)
+
+
+class ModelVersionView(APIView):
+    @extend_schema(
+        summary="A model version: its card, files, metrics and lineage",
+        description="Without a version number: the newest you may see.",
+        responses={200: ModelVersionSerializer, **error_responses(401, 404)},
+    )
+    def get(self, request: Request, lab: str, name: str, number: int | None = None) -> Response:
+        return Response(ModelVersionSerializer(version_or_404(request, lab, name, number)).data)
+
+
+class ModelArchiveView(APIView):
+    @extend_schema(
+        summary="A model version's files as its canonical archive (an uncompressed tar)",
+        description="The archive's SHA-256 is the version's, also sent as X-Checksum-Sha256.",
+        responses={(200, "application/x-tar"): bytes, **error_responses(401, 404)},
+    )  # fmt: skip
+    def get(self, request: Request, lab: str, name: str, number: int) -> FileResponse:
+        version = version_or_404(request, lab, name, number)
+        try:
+            return storage.archive_download(version.sha256, archive_name(version))
+        except FileNotFoundError:
+            raise ApiError(f"{version.reference} is no longer stored.", code="not_found",
+                           status_code=404) from None  # fmt: skip

@@ -1,0 +1,94 @@
+"""Which model versions a user may see and use."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from django.db.models import Q, QuerySet
+
+from labs.models import Lab, Membership
+
+from .models import Model, ModelVersion, Visibility
+
+# LAB/NAME or LAB/NAME@VERSION, LAB as lab_slug() writes it.
+REFERENCE = re.compile(
+    r"(?P<lab>[A-Za-z0-9_]{1,63})/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,79})"
+    r"(?:@(?P<number>[0-9]{1,9}))?"
+)
+
+
+def model_versions_visible_to(user) -> QuerySet[ModelVersion]:
+    """Versions published for everyone, for the user's labs, or privately by the user
+    (staff: all)."""
+    versions = ModelVersion.objects.select_related("model", "model__lab", "published_by")
+    if user.is_staff:
+        return versions
+    labs = Membership.objects.filter(user=user).values("lab_id")
+    return versions.filter(
+        Q(visibility=Visibility.SITE)
+        | Q(visibility=Visibility.LAB, model__lab__in=labs)
+        | Q(published_by=user)
+    )
+
+
+@dataclass(frozen=True)
+class ModelListing:
+    """A model as the catalogue shows it: its newest version the user may see."""
+
+    model: Model
+    latest: ModelVersion
+    versions: int  # that the user may see
+
+
+def model_list_visible_to(user, *, query: str = "", lab: Lab | None = None,
+                          visibility: str = "") -> list[ModelListing]:  # fmt: skip
+    """Models with at least one version the user may see, newest first; `query` searches
+    names and cards, `lab` and `visibility` filter."""
+    versions = model_versions_visible_to(user)
+    if lab is not None:
+        versions = versions.filter(model__lab=lab)
+    if visibility in Visibility.values:
+        versions = versions.filter(visibility=visibility)
+    # PostgreSQL takes no NUL in a string; nothing searched for can hold one.
+    query = query.replace("\x00", "")
+    if query:
+        versions = versions.filter(Q(model__name__icontains=query) | Q(card__icontains=query))
+    newest: dict[int, ModelVersion] = {}
+    counts: dict[int, int] = {}
+    for version in versions.defer("lineage", "files").order_by("model_id", "-number"):
+        newest.setdefault(version.model_id, version)
+        counts[version.model_id] = counts.get(version.model_id, 0) + 1
+    listings = [ModelListing(v.model, v, counts[model_id]) for model_id, v in newest.items()]
+    return sorted(listings, key=lambda listing: listing.latest.created_at, reverse=True)
+
+
+LAB_SLUG = re.compile(r"[A-Za-z0-9_]{1,63}")
+
+
+def lab_for_slug(slug: str) -> Lab | None:
+    if not LAB_SLUG.fullmatch(slug):
+        return None
+    return (
+        Lab.objects.filter(accounting_group__in=[f"group_{slug}", slug])
+        .order_by("-accounting_group")  # group_x before x: the slug's own lab first
+        .first()
+    )
+
+
+def model_version_get_visible(user, reference: str) -> ModelVersion | None:
+    """LAB/NAME@VERSION, or LAB/NAME for its newest version the user may see."""
+    match = REFERENCE.fullmatch(str(reference).strip())
+    if match is None:
+        return None
+    lab = lab_for_slug(match["lab"])
+    if lab is None:
+        return None
+    versions = model_versions_visible_to(user).filter(model__lab=lab, model__name=match["name"])
+    if match["number"]:
+        return versions.filter(number=int(match["number"])).first()
+    return versions.order_by("-number").first()
+
+
+def model_versions_of(user, model: Model) -> QuerySet[ModelVersion]:
+    return model_versions_visible_to(user).filter(model=model).order_by("-number")

@@ -1,0 +1,119 @@
+"""A published model attached to a new job: the job's launcher (a real process) fetches it
+from the portal (a real HTTP server) with the job's own credential and finds it read-only at
+models/<name>/; what the job records of it, what a clone keeps, and what is refused."""
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from datasets import storage
+from datasets.models import DatasetDelivery
+from jobs.inputs import DATASETS_MANIFEST
+from jobs.models import Job
+from tests.conftest import WEIGHTS, client_with_token, script_upload
+from tests.datasets.test_delivery import launch
+from tests.model_registry.conftest import published
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+READER = """
+import os, nightshift
+folder = nightshift.model_path("bert-small")
+print("weights", len(open(os.path.join(folder, "model.pt"), "rb").read()))
+print("files", sorted(os.listdir(folder)))
+try:
+    nightshift.model_path("gpt")
+except LookupError as exc:
+    print("lookup:", exc)
+"""
+
+
+@pytest.fixture
+def portal(live_server, settings, fake_bridge):
+    settings.PORTAL_URL = live_server.url
+    return live_server
+
+
+def submit(user, models, *, script=READER, **fields):
+    return client_with_token(user).post(reverse("api:job-list"), {
+        "name": "evaluate", "gpus": 0, "script": script_upload(script), "models": models,
+        **fields}, format="multipart")  # fmt: skip
+
+
+def test_a_labmates_job_reads_the_published_model_at_models_name(
+    people, finished_job, portal, tmp_path
+):
+    version = published(people.student, finished_job(people.student, lab=people.lab.name),
+                        files=["outputs/model.pt", "outputs/tokenizer/vocab.txt"])  # fmt: skip
+    response = submit(people.labmate, ["vision_robotics/bert-small"])
+    assert response.status_code == 201, response.json()
+    job = Job.objects.get(public_id=response.json()["id"])
+    [record] = job.source["models"]
+    assert (record["reference"], record["folder"], record["sha256"]) == (
+        "vision_robotics/bert-small@1", "models", version["sha256"])  # fmt: skip
+    manifest = json.loads((job.directory / ".nightshift" / DATASETS_MANIFEST).read_text())
+    assert [d["folder"] for d in manifest["datasets"]] == ["models"]
+    ran = launch(job, tmp_path / "cache")
+    assert ran.returncode == 0, ran.stderr
+    assert f"weights {len(WEIGHTS)}" in ran.stdout
+    assert "files ['model.pt', 'tokenizer']" in ran.stdout
+    assert "this job has no model 'gpt'; it has bert-small" in ran.stdout
+    assert not (job.directory / "datasets").exists()
+    assert DatasetDelivery.objects.filter(job=job, sha256=version["sha256"]).count() == 1
+    # The record, the API's reproducibility record and a clone all keep the exact version.
+    shown = client_with_token(people.labmate).get(
+        reverse("api:job-detail", args=[job.public_id])).json()  # fmt: skip
+    assert [m["reference"] for m in shown["reproducibility"]["models"]] == [
+        "vision_robotics/bert-small@1"
+    ]
+    assert shown["reproducibility"]["datasets"] == []
+    from jobs.specs import job_spec_of
+
+    assert job_spec_of(job).models == ["vision_robotics/bert-small@1"]
+
+
+def test_a_model_whose_files_a_dataset_also_holds_outlives_that_datasets_deletion(
+    people, finished_job, portal
+):
+    version = published(people.student, finished_job(people.student, lab=people.lab.name))
+    from datasets.models import Dataset, DatasetVersion
+    from datasets.services import dataset_delete
+
+    dataset = Dataset.objects.create(name="same", owner=people.student)
+    DatasetVersion.objects.create(dataset=dataset, number=1, sha256=version["sha256"],
+                                  size_bytes=1, file_count=1, source="upload")  # fmt: skip
+    dataset_delete(user=people.student, dataset=dataset)
+    assert storage.archive_path(version["sha256"]).is_file()
+
+
+@pytest.mark.parametrize("hostile", [
+    "../../etc", "vision_robotics/../x", "$(touch /tmp/x)/m", "lab/m@1;rm -rf /",
+    "lab/m\nqueue 5", "lab/m@-1", "lab/m@", "/m", "lab/", "lab/m@1@2", "la b/m", "bert-small",
+])  # fmt: skip
+def test_a_hostile_reference_is_refused_and_no_job_is_made(people, hostile):
+    response = submit(people.student, [hostile])
+    assert response.status_code == 400
+    [message] = response.json()["error"]["fields"]["models"]
+    assert "is not a model: give LAB/NAME or LAB/NAME@VERSION" in message
+    assert Job.objects.count() == 0
+
+
+def test_two_models_of_one_name_and_a_missing_version_are_refused(people, finished_job):
+    published(people.student, finished_job(people.student, lab=people.lab.name))
+    twice = submit(people.student, ["vision_robotics/bert-small", "vision_robotics/bert-small@1"])
+    assert "Two models are called bert-small" in twice.json()["error"]["fields"]["models"][0]
+    missing = submit(people.student, ["vision_robotics/bert-small@9"])
+    assert "There is no model vision_robotics/bert-small@9" in (
+        missing.json()["error"]["fields"]["models"][0])  # fmt: skip
+
+
+def test_the_job_form_offers_the_models_one_may_use_and_a_models_page_links_to_it(
+    people, finished_job, client
+):
+    published(people.student, finished_job(people.student, lab=people.lab.name))
+    client.force_login(people.labmate)
+    form = client.get(reverse("jobs:new") + "?model=vision_robotics/bert-small@1").content.decode()
+    assert 'value="vision_robotics/bert-small@1"' in form and "checked" in form
+    client.force_login(people.outsider)
+    assert "bert-small" not in client.get(reverse("jobs:new")).content.decode()
