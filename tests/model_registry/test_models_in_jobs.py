@@ -117,3 +117,42 @@ def test_the_job_form_offers_the_models_one_may_use_and_a_models_page_links_to_i
     assert 'value="vision_robotics/bert-small@1"' in form and "checked" in form
     client.force_login(people.outsider)
     assert "bert-small" not in client.get(reverse("jobs:new")).content.decode()
+
+
+def test_where_htcondor_moves_the_files_its_plugin_brings_the_model_too(
+    people, finished_job, portal, tmp_path
+):
+    from urllib.parse import urlsplit
+
+    from tests.datasets.test_transfer_plugin import machine_ad, transfer
+
+    version = published(people.student, finished_job(people.student, lab=people.lab.name))
+    job = Job.objects.get(public_id=submit(people.labmate, ["vision_robotics/bert-small"])
+                          .json()["id"])  # fmt: skip
+    assert job.request["dataset_urls"] == [
+        f"nightshift://{urlsplit(portal.url).netloc}/{version['sha256']}"
+    ]
+    cache = tmp_path / "cache"
+    ran, [result] = transfer(job, machine_ad(tmp_path, NightshiftDataCache=cache))
+    assert ran.returncode == 0 and result["TransferSuccess"] == "true", ran.stdout + ran.stderr
+    started = launch(job, cache)
+    assert started.returncode == 0, started.stderr
+    assert f"weights {len(WEIGHTS)}" in started.stdout
+
+
+def test_a_sweeps_runs_each_read_the_model(people, finished_job):
+    from experiments.models import Sweep
+
+    published(people.student, finished_job(people.student, lab=people.lab.name))
+    response = client_with_token(people.labmate).post(reverse("api:sweep-list"), {
+        "name": "evaluate at two temperatures", "gpus": 0, "script": script_upload(READER),
+        "models": ["vision_robotics/bert-small"], "arguments": ["--t={t}"],
+        "parameters": json.dumps({"grid": {"t": [0.5, 1.0]}}),
+    }, format="multipart")  # fmt: skip
+    assert response.status_code == 201, response.json()
+    runs = list(Sweep.objects.get().runs.order_by("sweep_index"))
+    assert [run.source["models"][0]["reference"] for run in runs] == [
+        "vision_robotics/bert-small@1"
+    ] * 2
+    manifests = [run.directory / ".nightshift" / DATASETS_MANIFEST for run in runs]
+    assert all(json.loads(m.read_text())["datasets"][0]["folder"] == "models" for m in manifests)
