@@ -92,22 +92,33 @@ def test_a_backup_restores_into_a_fresh_database_with_jobs_and_outputs(
     before = portal_view(connection.settings_dict["NAME"], jobs_dir)
     assert len(before) == 3 and all(j["outputs"] for j in before.values())
 
+    # A stored archive (a dataset's or a published model's), and an import under way.
+    store = settings.DATASETS_DIR
+    (store / "objects").mkdir(parents=True)
+    archive = store / "objects" / f"{'a' * 64}.tar"
+    archive.write_bytes(os.urandom(4096))
+    (store / "objects" / ".partial-1.tar").write_bytes(b"half")
+    (store / "incoming" / "import-1").mkdir(parents=True)
     env = {"DATABASE_URL": database_url(connection.settings_dict["NAME"]),
-           "NIGHTSHIFT_JOBS_DIR": str(jobs_dir)}  # fmt: skip
+           "NIGHTSHIFT_JOBS_DIR": str(jobs_dir), "NIGHTSHIFT_DATASETS_DIR": str(store)}  # fmt: skip
     made = run("backup", str(tmp_path / "backups"), env=env)
     assert made.returncode == 0, made.stderr
     [backup] = (tmp_path / "backups").iterdir()
-    assert {p.name for p in backup.iterdir()} == {"database.dump", "jobs.tar", "SHA256SUMS",
-                                                  "MANIFEST"}  # fmt: skip
+    assert {p.name for p in backup.iterdir()} == {"database.dump", "jobs.tar", "datasets.tar",
+                                                  "SHA256SUMS", "MANIFEST"}  # fmt: skip
     assert oct(backup.stat().st_mode)[-3:] == "700"
+    kept = archive.read_bytes()
 
     shutil.rmtree(jobs_dir)  # the disk is gone
+    shutil.rmtree(store)
     restored = run("restore", str(backup),
                    env={**env, "DATABASE_URL": database_url(fresh_database)})  # fmt: skip
     assert restored.returncode == 0, restored.stderr
     assert portal_view(fresh_database, jobs_dir) == before
     assert (job.directory / "outputs" / "model.pt").read_bytes() == checkpoint
     assert not (jobs_dir / ".staging").exists()
+    assert archive.read_bytes() == kept
+    assert not (store / "incoming").exists() and not (store / "objects" / ".partial-1.tar").exists()
     restored_db = psycopg2.connect(database_url(fresh_database))
     try:
         with restored_db.cursor() as cursor:
