@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from django.db.models import Q, QuerySet
+from django.db.models import Count, Q, QuerySet
 
 from labs.models import Lab, Membership
 
@@ -54,12 +54,12 @@ def model_list_visible_to(user, *, query: str = "", lab: Lab | None = None,
     query = query.replace("\x00", "")
     if query:
         versions = versions.filter(Q(model__name__icontains=query) | Q(card__icontains=query))
-    newest: dict[int, ModelVersion] = {}
-    counts: dict[int, int] = {}
-    for version in versions.defer("lineage", "files").order_by("model_id", "-number"):
-        newest.setdefault(version.model_id, version)
-        counts[version.model_id] = counts.get(version.model_id, 0) + 1
-    listings = [ModelListing(v.model, v, counts[model_id]) for model_id, v in newest.items()]
+    # Each model's newest visible version (PostgreSQL's DISTINCT ON), and how many it has.
+    newest = versions.defer("lineage", "files").order_by("model_id", "-number").distinct("model_id")
+    counts = dict(versions.order_by().values("model_id").annotate(n=Count("pk"))
+                  .values_list("model_id", "n"))  # fmt: skip
+    listings = [ModelListing(version.model, version, counts[version.model_id])
+                for version in newest]  # fmt: skip
     return sorted(listings, key=lambda listing: listing.latest.created_at, reverse=True)
 
 

@@ -95,3 +95,26 @@ def test_a_job_may_use_only_a_model_its_owner_may_see(people, versions):
                 f"There is no model {reference} that you may use; the models page lists "
                 "yours, your labs' and the site's."
             ]
+
+
+def test_the_catalogue_costs_the_same_queries_for_two_models_and_for_twelve(
+    people, finished_job, client
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    job = finished_job(people.student, lab=people.lab.name)
+    client.force_login(people.labmate)
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert client.get(reverse("models:list")).status_code == 200
+            assert people.api(people.labmate).get(MODELS).json()["count"] > 0
+        return len(captured)
+
+    for number in range(2):
+        published(people.student, job, name=f"few-{number}")
+    few = queries()
+    for number in range(10):
+        published(people.student, job, name=f"many-{number}")
+    assert queries() == few
