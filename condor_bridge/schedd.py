@@ -63,6 +63,8 @@ _TRANSIENT_MARKERS = (
     "refused",
     _STALE_SESSION,
     "failed to fetch ads",
+    # A schedd that is stopping or starting refuses new clusters for a moment.
+    "failed to create new cluster",
 )
 MACHINE_PROJECTION = [
     "Name",

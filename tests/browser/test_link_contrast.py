@@ -5,8 +5,20 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-CONTRAST_OF = """(element) => axe.run(element, {runOnly: ["color-contrast"]})
-    .then((results) => results.violations.flatMap((v) => v.nodes.map((n) => n.target.join(" "))))"""
+# The page's own check (tests/browser/accessibility.py) may still be running when this one
+# starts, and axe refuses a second run meanwhile: wait for it, as that check does.
+CONTRAST_OF = """async (element) => {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    try {
+      const results = await axe.run(element, {runOnly: ["color-contrast"]});
+      return results.violations.flatMap((v) => v.nodes.map((n) => n.target.join(" ")));
+    } catch (error) {
+      if (!String(error).includes("already running")) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+  throw new Error("axe stayed busy for 10 s");
+}"""
 
 
 def test_a_link_held_down_on_the_login_page_keeps_its_contrast(page, live_server, db):
