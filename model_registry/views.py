@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
@@ -21,6 +24,24 @@ from .selectors import (
     model_versions_visible_to,
 )
 from .services import ModelError, model_may_publish_from, model_publish
+
+
+@dataclass(frozen=True)
+class VersionAction:
+    """A button on a model version's page that an app above this one offers (serving it)."""
+
+    label: str
+    url: str  # POSTed to, with the CSRF token
+    description: str = ""
+
+
+# Each takes (user, version) and returns the actions that user may take on it.
+_version_actions: list[Callable[..., list[VersionAction]]] = []
+
+
+def version_action_register(actions: Callable[..., list[VersionAction]]) -> None:
+    if actions not in _version_actions:
+        _version_actions.append(actions)
 
 
 @login_required
@@ -60,6 +81,8 @@ def model_version_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "version": version, "card": card_html(version.card), "metrics": metrics,
         "versions": model_versions_of(request.user, version.model),
         "lineage": version.lineage, "lab_slug": lab_slug(version.model.lab),
+        "actions": [action for actions in _version_actions
+                    for action in actions(request.user, version)],
     })  # fmt: skip
 
 

@@ -45,6 +45,7 @@ from .data_commands import data
 from .environment_commands import env
 from .experiment_commands import matrix, study, sweep, sweeps
 from .model_commands import model
+from .template_commands import run, template
 from .usage_commands import usage
 
 
@@ -493,7 +494,7 @@ def report(obj: Context, period: str | None, month: str | None, start: str | Non
     out.print(grid)
 
 
-for command in (sweep, matrix, study, sweeps, env, data, model, usage):
+for command in (sweep, matrix, study, sweeps, env, data, model, template, run, usage):
     cli.add_command(command)
 
 

@@ -97,6 +97,28 @@ def model_pull(obj: Context, reference: str, output: Path | None) -> None:
     pull_archive(obj, path, version, output or Path(name))
 
 
+@model.command("serve")
+@click.argument("reference", metavar="LAB/NAME@VERSION")
+@click.option("--template", default="", metavar="TEMPLATE",
+              help="LAB/NAME[@VERSION] of a template with a serve command (default: the one "
+              "that made the model, else the first that can serve it).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print the job as JSON.")
+@pass_context
+def model_serve(obj: Context, reference: str, template: str, as_json: bool) -> None:
+    """Serve a model version as a live session, with a template's serve command."""
+    lab, name, number = _split(reference)
+    if number is None:
+        number = obj.client.get(_path(lab, name))["number"]
+    job = obj.client.post(_path(lab, name, number) + "serve/", {"template": template})
+    if as_json:
+        print_json(job)
+        return
+    out.print(
+        f"Serving {lab}/{name}@{number} as job {job['id']} ({job['links']['web']}); "
+        "once it runs, its page opens the endpoint."
+    )
+
+
 @model.command("publish")
 @click.argument("job_id", metavar="JOB")
 @click.option("--name", required=True, help="The model's name in its lab.")

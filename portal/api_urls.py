@@ -11,6 +11,7 @@ from datasets.api import views as datasets_api
 from environments.api import views as environments_api
 from experiments.api import views as experiments_api
 from forecasts import api as forecasts_api
+from job_templates.api import views as templates_api
 from jobs.api import views as jobs_api
 from model_registry.api import views as models_api
 from plumbing.api import api_not_found
@@ -125,6 +126,32 @@ urlpatterns = [
         "models/<str:lab>/<str:name>/versions/<int:number>/archive.tar",
         models_api.ModelArchiveView.as_view(),
         name="model-archive",
+    ),
+    path(
+        "models/<str:lab>/<str:name>/versions/<int:number>/serve/",
+        templates_api.ModelServeView.as_view(),
+        name="model-serve",
+    ),
+    path("templates/", templates_api.TemplateListView.as_view(), name="template-list"),
+    path(
+        "templates/<str:lab>/<str:name>/",
+        templates_api.TemplateVersionView.as_view(),
+        name="template-latest",
+    ),
+    path(
+        "templates/<str:lab>/<str:name>/versions/<int:number>/",
+        templates_api.TemplateVersionView.as_view(),
+        name="template-version",
+    ),
+    path(
+        "templates/<str:lab>/<str:name>/runs/",
+        templates_api.TemplateRunView.as_view(),
+        name="template-run",
+    ),
+    path(
+        "templates/<str:lab>/<str:name>/versions/<int:number>/runs/",
+        templates_api.TemplateRunView.as_view(),
+        name="template-version-run",
     ),
     path("match/", jobs_api.MatchView.as_view(), name="match"),
     path("pool/", jobs_api.PoolView.as_view(), name="pool"),

@@ -98,6 +98,7 @@ INSTALLED_APPS = [
     "live_sessions",
     "usage",
     "forecasts",
+    "job_templates",
     "model_registry",
     "accounting",
     "operations",

@@ -52,6 +52,7 @@ urlpatterns = [
     path("environments/", include("environments.urls")),
     path("datasets/", include("datasets.urls")),
     path("models/", include("model_registry.urls")),
+    path("templates/", include("job_templates.urls")),
     path("api/v1/", include("portal.api_urls")),
     path("api/", RedirectView.as_view(url="/api/v1/docs/", permanent=False), name="api-docs"),
     # Experiments (sweeps, matrices, studies) have their pages in the jobs namespace.

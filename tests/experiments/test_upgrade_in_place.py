@@ -18,11 +18,11 @@ from jobs.models import Job
 from tests.conftest import client_with_token
 
 # Main before the split: every app at its latest migration then, experiments (and
-# environments, datasets, live sessions, usage, forecasts and models, which came later) not there.
+# environments, datasets, live sessions, usage, forecasts, models and templates, which came later) not there.
 BEFORE_THE_SPLIT = [("jobs", "0016_output_retention"), ("experiments", None),
                     ("environments", None), ("datasets", None),
                     ("live_sessions", None), ("usage", None), ("forecasts", None),
-                    ("model_registry", None)]  # fmt: skip
+                    ("job_templates", None), ("model_registry", None)]  # fmt: skip
 STUDY_PLAN = {"space": {"lr": {"kind": "log_uniform", "low": 1e-5, "high": 0.1}},
               "objective": "loss", "direction": "minimize", "max_trials": 2, "parallel": 2,
               "sampler": "tpe", "pruner": "median", "gpu_hours": None,

@@ -20,6 +20,7 @@ OUR_APPS = [
     "usage",
     "forecasts",
     "model_registry",
+    "job_templates",
 ]
 # Made before the first release, when no old version was serving: each adds a NOT NULL
 # column with a Python-side default, which an old version's INSERT would not fill. New

@@ -33,6 +33,8 @@ from experiments import sweeps
 from forecasts.models import Reservation
 from jobs import specs, submission, sync
 from live_sessions.services import live_token_create
+from job_templates.models import JobTemplate, TemplateVersion
+from job_templates.parameters import parameters_parse, parameters_to_json
 from model_registry.models import Model, ModelVersion
 from tests.conftest import client_with_token, script_upload
 from tests.datasets.files import SAMPLE, upload, zip_of
@@ -219,6 +221,21 @@ TABLE = {
     "api:model-latest": [("get", (401, 404, 404, 200, 404, 200))],
     "api:model-version": [("get", (401, 404, 404, 200, 404, 200))],
     "api:model-archive": [("get", (401, 404, 404, 200, 404, 200))],
+    # The owner's private model has no template to serve it: they and admins are told so.
+    "api:model-serve": [("post", (401, 404, 404, 400, 404, 400))],
+    "job_templates:serve": [("get", (LOGIN, 404, 404, 200, 404, 200))],
+    # Templates: the lab's lead published one for the lab. Leads of any lab (and admins)
+    # publish; an empty publication is invalid. A run without its needed value is refused.
+    "job_templates:list": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    "job_templates:lab": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    "job_templates:publish": [("get", (LOGIN, 404, 200, 404, 200, 200))],
+    "job_templates:detail": [("get", (LOGIN, 404, 404, 200, 200, 200))],
+    "api:template-list": [("get", (401, 200, 200, 200, 200, 200)),
+                          ("post", (401, 400, 400, 400, 400, 400))],
+    "api:template-latest": [("get", (401, 404, 404, 200, 200, 200))],
+    "api:template-version": [("get", (401, 404, 404, 200, 200, 200))],
+    "api:template-run": [("post", (401, 404, 404, 400, 400, 400))],
+    "api:template-version-run": [("post", (401, 404, 404, 400, 400, 400))],
 }
 # fmt: on
 
@@ -238,6 +255,7 @@ class World:
     live_token_id: int
     reservation: object
     model_version: object
+    template_version: object
 
 
 @pytest.fixture
@@ -292,6 +310,17 @@ def world(fake_bridge):
             number=1, visibility="private", sha256=dataset_import.version.sha256,
             size_bytes=1, file_count=1, lineage={}, published_by=owner,
         ),
+        # The lab lead's template for the lab, whose one parameter has no default.
+        template_version=TemplateVersion.objects.create(
+            template=JobTemplate.objects.create(lab=vision, name="lab-template",
+                                                created_by=users["lead of the lab"]),
+            number=1, title="Lab template", visibility="lab", project_name="train.py",
+            project_sha256=dataset_import.version.sha256, project_size=1,
+            entry_command="python train.py", resources={"gpus": 0},
+            parameters=parameters_to_json(parameters_parse([{"name": "epochs",
+                                                              "type": "integer"}])),
+            published_by=users["lead of the lab"],
+        ),
     )  # fmt: skip
 
 
@@ -336,6 +365,10 @@ def url_of(key, pattern, name, world):
                       guid=world.dataset_upload.guid)  # fmt: skip
     if name and ("models:" in name or "api:model" in name):
         values.update(pk=world.model_version.pk, lab="vision", name="owner-model")
+    if name and ("job_templates:" in name or "api:template" in name):
+        values.update(pk=world.template_version.pk, lab="vision", name="lab-template")
+    if name == "job_templates:serve":
+        values.update(pk=world.model_version.pk)
     wanted = re.findall(r"<(?:\w+:)?(\w+)>", pattern)
     return reverse(name, kwargs={param: values[param] for param in wanted})
 

@@ -1,0 +1,168 @@
+from __future__ import annotations
+
+import json
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+
+from jobs.errors import JobSubmissionError
+from labs.models import Membership
+from model_registry.cards import card_html, card_summary
+from model_registry.models import ModelVersion, Visibility, lab_slug
+from model_registry.selectors import lab_for_slug, model_versions_visible_to
+from model_registry.views import VersionAction
+
+from .forms import ModelServeForm, TemplatePublishForm, TemplateRunForm, labs_led_by
+from .models import TemplateVersion
+from .parameters import parameters_from_json
+from .selectors import (
+    serving_templates_for,
+    template_list_visible_to,
+    template_versions_of,
+    template_versions_visible_to,
+)
+from .services import TemplateError, model_serve, template_publish, template_run
+
+
+@login_required
+def template_catalogue(request: HttpRequest, lab: str | None = None) -> HttpResponse:
+    """The site's templates (everything the user may see), or one lab's, with search."""
+    the_lab = None
+    if lab is not None:
+        the_lab = lab_for_slug(lab)
+        if the_lab is None:
+            raise Http404("No such lab.")
+    query = request.GET.get("q", "").strip()[:100]
+    visibility = request.GET.get("visibility", "")
+    listings = template_list_visible_to(request.user, query=query, lab=the_lab,
+                                        visibility=visibility)  # fmt: skip
+    return render(request, "job_templates/list.html", {
+        "listings": [(listing, card_summary(listing.latest.card)) for listing in listings],
+        "lab": the_lab, "query": query, "visibility": visibility,
+        "visibilities": Visibility.choices,
+        "my_labs": [(lab_slug(m.lab), m.lab) for m in
+                    Membership.objects.filter(user=request.user).select_related("lab")],
+        "may_publish": labs_led_by(request.user).exists(),
+    })  # fmt: skip
+
+
+def _version_or_404(request: HttpRequest, pk: int) -> TemplateVersion:
+    version = template_versions_visible_to(request.user).filter(pk=pk).first()
+    if version is None:
+        raise Http404("No such template that you may see.")
+    return version
+
+
+def _show_error(form, exc: TemplateError | JobSubmissionError) -> None:
+    form.add_error(exc.field if exc.field in form.fields else None, exc.message)
+
+
+@login_required
+def template_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """A template's card and its short form; submitting the form runs it."""
+    version = _version_or_404(request, pk)
+    parameters = parameters_from_json(version.parameters)
+    form = TemplateRunForm(request.POST or None, user=request.user, parameters=parameters,
+                           default_name=version.title)  # fmt: skip
+    if request.method == "POST" and form.is_valid():
+        lab = form.cleaned_data.get("lab")
+        try:
+            job = template_run(user=request.user, version=version, values=form.values,
+                               name=form.cleaned_data["run_name"],
+                               lab_id=lab.pk if lab else None)  # fmt: skip
+        except (TemplateError, JobSubmissionError) as exc:
+            _show_error(form, exc)
+        else:
+            return redirect("jobs:detail", public_id=job.public_id)
+    is_lead = labs_led_by(request.user).filter(pk=version.template.lab_id).exists()
+    return render(request, "job_templates/detail.html", {
+        "version": version, "card": card_html(version.card), "form": form,
+        "parameters": parameters, "versions": template_versions_of(request.user, version.template),
+        "lab_slug": lab_slug(version.template.lab), "is_lead": is_lead,
+        "runs": version.runs.count(),
+    }, status=400 if form.errors else 200)  # fmt: skip
+
+
+@login_required
+def template_publish_page(request: HttpRequest) -> HttpResponse:
+    """For a lab's leads: a new template, or a new version of one (?from=VERSION)."""
+    if not labs_led_by(request.user).exists():
+        raise Http404("Only a lab's leads publish templates.")
+    initial = {}
+    start_from = request.GET.get("from", "")
+    if start_from.isdigit():
+        base = template_versions_visible_to(request.user).filter(pk=int(start_from)).first()
+        if base is not None:
+            initial = _initial_from(base)
+    form = TemplatePublishForm(request.POST or None, request.FILES or None, user=request.user,
+                               initial=initial)  # fmt: skip
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            version = template_publish(
+                user=request.user, lab=data["lab"], name=data["name"], title=data["title"],
+                project=data["project"], entry_command=data["entry_command"],
+                card=data["card"], visibility=data["visibility"],
+                serve_command=data["serve_command"], software=data["software"],
+                datasets=data["datasets"], models=data["models"], resources=form.resources,
+                parameters=data["parameters"],
+            )  # fmt: skip
+        except TemplateError as exc:
+            _show_error(form, exc)
+        else:
+            return redirect("job_templates:detail", pk=version.pk)
+    return render(request, "job_templates/publish.html", {"form": form},
+                  status=400 if form.errors else 200)  # fmt: skip
+
+
+def _initial_from(version: TemplateVersion) -> dict:
+    resources = version.resources
+    return {
+        "lab": version.template.lab_id, "name": version.template.name, "title": version.title,
+        "visibility": version.visibility, "entry_command": version.entry_command,
+        "serve_command": version.serve_command, "software": version.software,
+        "datasets": version.datasets, "models": version.input_models, "card": version.card,
+        "parameters": json.dumps(version.parameters, indent=2),
+        **{key: value for key, value in resources.items() if key != "output_paths"},
+        "output_paths": ", ".join(resources.get("output_paths") or ["outputs"]),
+    }  # fmt: skip
+
+
+def model_version_actions(user, version: ModelVersion) -> list[VersionAction]:
+    """The model page's Serve button, when a template the user may run can serve it."""
+    templates = serving_templates_for(user, version)
+    if not templates:
+        return []
+    return [VersionAction(
+        label="Serve this model",
+        url=reverse("job_templates:serve", kwargs={"pk": version.pk}),
+        description=f"as a live session with {templates[0].title} ({templates[0].reference})",
+    )]  # fmt: skip
+
+
+@login_required
+def model_serve_page(request: HttpRequest, pk: int) -> HttpResponse:
+    """POST from the model's page serves it with the first template that can; GET offers a
+    choice among them."""
+    model_version = model_versions_visible_to(request.user).filter(pk=pk).first()
+    if model_version is None:
+        raise Http404("No such model version that you may see.")
+    templates = serving_templates_for(request.user, model_version)
+    data = request.POST.copy() if request.method == "POST" else None
+    if data is not None and "template" not in data and templates:
+        data["template"] = str(templates[0].pk)
+    form = ModelServeForm(data, templates=templates)
+    if data is not None and templates and form.is_valid():
+        chosen = next(t for t in templates if str(t.pk) == form.cleaned_data["template"])
+        try:
+            job = model_serve(user=request.user, model_version=model_version,
+                              template_version=chosen)  # fmt: skip
+        except (TemplateError, JobSubmissionError) as exc:
+            _show_error(form, exc)
+        else:
+            return redirect("jobs:detail", public_id=job.public_id)
+    return render(request, "job_templates/serve.html", {
+        "model_version": model_version, "form": form, "templates": templates,
+    }, status=400 if form.errors else 200)  # fmt: skip
