@@ -67,10 +67,10 @@ class TemplatePublishForm(forms.Form):
         label="Published models", required=False, widget=forms.CheckboxSelectMultiple,
         help_text="Every run gets these at models/NAME/.",
     )  # fmt: skip
-    gpus = forms.IntegerField(min_value=0, max_value=MAX_GPUS, initial=1)
+    gpus = forms.IntegerField(label="GPUs", min_value=0, max_value=MAX_GPUS, initial=1)
     gpu_memory_gb = forms.FloatField(label="GPU memory (GB)", required=False, min_value=0,
                                      max_value=MAX_GPU_MEMORY_GB)  # fmt: skip
-    cpus = forms.IntegerField(min_value=1, max_value=MAX_CPUS, initial=1)
+    cpus = forms.IntegerField(label="CPUs", min_value=1, max_value=MAX_CPUS, initial=1)
     memory_mb = forms.IntegerField(label="Memory (MB)", min_value=1, initial=2048)
     disk_mb = forms.IntegerField(label="Disk (MB)", min_value=1, initial=4096)
     max_runtime_s = forms.IntegerField(label="Maximum runtime (seconds)", required=False,

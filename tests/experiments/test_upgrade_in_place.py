@@ -18,7 +18,8 @@ from jobs.models import Job
 from tests.conftest import client_with_token
 
 # Main before the split: every app at its latest migration then, experiments (and
-# environments, datasets, live sessions, usage, forecasts, models and templates, which came later) not there.
+# environments, datasets, live sessions, usage, forecasts, models and templates, which came
+# later) not there.
 BEFORE_THE_SPLIT = [("jobs", "0016_output_retention"), ("experiments", None),
                     ("environments", None), ("datasets", None),
                     ("live_sessions", None), ("usage", None), ("forecasts", None),

@@ -31,10 +31,10 @@ from datasets.models import DatasetUpload
 from environments.services import environment_create
 from experiments import sweeps
 from forecasts.models import Reservation
-from jobs import specs, submission, sync
-from live_sessions.services import live_token_create
 from job_templates.models import JobTemplate, TemplateVersion
 from job_templates.parameters import parameters_parse, parameters_to_json
+from jobs import specs, submission, sync
+from live_sessions.services import live_token_create
 from model_registry.models import Model, ModelVersion
 from tests.conftest import client_with_token, script_upload
 from tests.datasets.files import SAMPLE, upload, zip_of
