@@ -42,9 +42,13 @@ def version_record(version: DatasetVersion) -> dict:
     }
     if version.is_shared_path:
         return {**record, "kind": "shared", "path": version.shared_path}
+    return {**record, "kind": "archive", "url": delivery_url(version.sha256)}
+
+
+def delivery_url(sha256: str) -> str:
+    """Where a job's launcher fetches the stored archive `sha256`, with its credential."""
     base = (settings.DATASET_DELIVERY_URL or settings.PORTAL_URL).rstrip("/")
-    path = reverse("api:dataset-delivery", kwargs={"sha256": version.sha256})
-    return {**record, "kind": "archive", "url": base + path}
+    return base + reverse("api:dataset-delivery", kwargs={"sha256": sha256})
 
 
 class DatasetCatalogue:

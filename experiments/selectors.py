@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from django.db.models import Count, F, QuerySet, Sum
@@ -73,6 +74,28 @@ def default_goal(metric: str) -> str:
     return "min" if any(word in lowered for word in ("loss", "err", "perplexity")) else "max"
 
 
+def metric_series(rows: list[dict], name: str) -> list[tuple[int, float]]:
+    """(step, value) of one logged metric, in the order logged: numbers only (no booleans,
+    no NaN or infinity, which no comparison ranks)."""
+    return [
+        (row["step"], row[name])
+        for row in rows
+        if isinstance(row.get(name), int | float)
+        and not isinstance(row.get(name), bool)
+        and math.isfinite(row[name])
+    ]
+
+
+def final_and_best(
+    series: list[tuple[int, float]], goal: str
+) -> tuple[float | None, int | None, float | None]:
+    """The last value, and the step and value of the best (the lowest for "min")."""
+    if not series:
+        return None, None, None
+    step, best = (min if goal == "min" else max)(series, key=lambda item: item[1])
+    return series[-1][1], step, best
+
+
 def sweep_results(
     sweep: Sweep, runs: list[Job], *, metric: str | None = None, goal: str | None = None
 ) -> SweepResults:
@@ -97,11 +120,8 @@ def sweep_results(
     better = min if goal == "min" else max
     results = []
     for run in runs:
-        series = [(row["step"], row[chosen]) for row in logged[run.pk].rows
-                  if chosen is not None and isinstance(row.get(chosen), int | float)
-                  and not isinstance(row.get(chosen), bool)]  # fmt: skip
-        final = series[-1][1] if series else None
-        best_step, best = better(series, key=lambda item: item[1]) if series else (None, None)
+        series = metric_series(logged[run.pk].rows, chosen) if chosen is not None else []
+        final, best_step, best = final_and_best(series, goal)
         results.append(RunResult(run, final, best, best_step, hours.get(run.pk, 0.0)))
     scored = [result for result in results if result.best is not None]
     top = better(scored, key=lambda result: result.best) if scored else None

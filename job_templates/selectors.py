@@ -6,25 +6,16 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet
 
-from labs.models import Lab, Membership
+from labs.models import Lab
 from model_registry.models import ModelVersion, Visibility
-from model_registry.selectors import REFERENCE, lab_for_slug
+from model_registry.selectors import REFERENCE, lab_for_slug, visible_to
 
 from .models import JobTemplate, TemplateRun, TemplateVersion
 
 
 def template_versions_visible_to(user) -> QuerySet[TemplateVersion]:
-    """Versions published for everyone, for the user's labs, or privately by the user
-    (staff: all): the rule a published model follows."""
     versions = TemplateVersion.objects.select_related("template", "template__lab", "published_by")
-    if user.is_staff:
-        return versions
-    labs = Membership.objects.filter(user=user).values("lab_id")
-    return versions.filter(
-        Q(visibility=Visibility.SITE)
-        | Q(visibility=Visibility.LAB, template__lab__in=labs)
-        | Q(published_by=user)
-    )
+    return visible_to(user, versions, lab_field="template__lab")
 
 
 @dataclass(frozen=True)

@@ -8,11 +8,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from jobs.errors import JobSubmissionError
-from labs.models import Membership
 from model_registry.cards import card_html, card_summary
-from model_registry.models import ModelVersion, Visibility, lab_slug
-from model_registry.selectors import lab_for_slug, model_versions_visible_to
-from model_registry.views import VersionAction
+from model_registry.models import ModelVersion, lab_slug
+from model_registry.selectors import model_versions_visible_to
+from model_registry.views import VersionAction, catalogue_filters
 
 from .forms import ModelServeForm, TemplatePublishForm, TemplateRunForm, labs_led_by
 from .models import TemplateVersion
@@ -29,21 +28,13 @@ from .services import TemplateError, model_serve, template_publish, template_run
 @login_required
 def template_catalogue(request: HttpRequest, lab: str | None = None) -> HttpResponse:
     """The site's templates (everything the user may see), or one lab's, with search."""
-    the_lab = None
-    if lab is not None:
-        the_lab = lab_for_slug(lab)
-        if the_lab is None:
-            raise Http404("No such lab.")
-    query = request.GET.get("q", "").strip()[:100]
-    visibility = request.GET.get("visibility", "")
-    listings = template_list_visible_to(request.user, query=query, lab=the_lab,
-                                        visibility=visibility)  # fmt: skip
+    filters = catalogue_filters(request, lab, lab_url="job_templates:lab")
+    listings = template_list_visible_to(request.user, query=filters["query"], lab=filters["lab"],
+                                        visibility=filters["visibility"])  # fmt: skip
     return render(request, "job_templates/list.html", {
+        **filters, "all_url": reverse("job_templates:list"),
+        "search_hint": "name, title or words in its card",
         "listings": [(listing, card_summary(listing.latest.card)) for listing in listings],
-        "lab": the_lab, "query": query, "visibility": visibility,
-        "visibilities": Visibility.choices,
-        "my_labs": [(lab_slug(m.lab), m.lab) for m in
-                    Membership.objects.filter(user=request.user).select_related("lab")],
         "may_publish": labs_led_by(request.user).exists(),
     })  # fmt: skip
 

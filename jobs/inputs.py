@@ -39,9 +39,9 @@ _CREDENTIAL_SALT = "nightshift.jobs.dataset-delivery"
 
 @dataclass(frozen=True)
 class DataChoice:
-    """A dataset a user may attach, as the job form shows it."""
+    """A dataset (or published model) a user may attach, as the job form shows it."""
 
-    reference: str  # NAME (its latest version)
+    reference: str  # NAME (its latest version); a model's LAB/NAME@VERSION
     label: str
 
 
@@ -54,65 +54,71 @@ class DataCatalogue(Protocol):
         Raises specs.JobSubmissionError("datasets", ...) with the reason."""
 
 
-_catalogues: list[DataCatalogue] = []
+class InputCatalogues:
+    """The catalogues of one kind of input that the apps above hand in at startup: the
+    first resolves references, and all offer choices."""
+
+    def __init__(self, field: str, *, limit: int, none_offered: str) -> None:
+        self.field = field
+        self.limit = limit
+        self.none_offered = none_offered
+        self._catalogues: list[DataCatalogue] = []
+
+    def register(self, catalogue: DataCatalogue) -> None:
+        if catalogue not in self._catalogues:
+            self._catalogues.append(catalogue)
+
+    def choices(self, user) -> list[DataChoice]:
+        return [choice for catalogue in self._catalogues for choice in catalogue.choices(user)]
+
+    def prepare(self, *, user, references: list[str]) -> list[dict]:
+        if not references:
+            return []
+        if not self._catalogues:
+            raise JobSubmissionError(self.field, self.none_offered)
+        if len(references) > self.limit:
+            raise JobSubmissionError(self.field, f"A job may use at most {self.limit} "
+                                                 f"{self.field}.")  # fmt: skip
+        return self._catalogues[0].prepare(user=user, references=list(references))
+
+
+DATASET_CATALOGUES = InputCatalogues("datasets", limit=MAX_DATASETS_PER_JOB,
+                                     none_offered="This portal offers no datasets.")  # fmt: skip
 
 
 def data_catalogue_register(catalogue: DataCatalogue) -> None:
-    if catalogue not in _catalogues:
-        _catalogues.append(catalogue)
+    DATASET_CATALOGUES.register(catalogue)
 
 
 def data_choices(user) -> list[DataChoice]:
-    return [choice for catalogue in _catalogues for choice in catalogue.choices(user)]
+    return DATASET_CATALOGUES.choices(user)
 
 
 def data_prepare(*, user, references: list[str]) -> list[dict]:
-    if not references:
-        return []
-    if not _catalogues:
-        raise JobSubmissionError("datasets", "This portal offers no datasets.")
-    if len(references) > MAX_DATASETS_PER_JOB:
-        raise JobSubmissionError(
-            "datasets", f"A job may use at most {MAX_DATASETS_PER_JOB} datasets."
-        )
-    return _catalogues[0].prepare(user=user, references=list(references))
+    return DATASET_CATALOGUES.prepare(user=user, references=references)
 
 
 # Published models a job reads appear, read-only, at models/<name>/; they travel as datasets
 # do (the same archive store, credential, cache and file-transfer plugin), their records
-# marked with the folder they go to.
+# marked with the folder they go to. A model catalogue's prepare() takes LAB/NAME or
+# LAB/NAME@VERSION, and each record's "folder" is MODELS_FOLDER.
 MODELS_FOLDER = "models"
 MAX_MODELS_PER_JOB = 4
+MODEL_CATALOGUES = InputCatalogues(
+    "models", limit=MAX_MODELS_PER_JOB, none_offered="This portal offers no published models."
+)
 
 
-class ModelCatalogue(Protocol):
-    def choices(self, user) -> list[DataChoice]: ...
-
-    def prepare(self, *, user, references: list[str]) -> list[dict]:
-        """As DataCatalogue.prepare, for references LAB/NAME or LAB/NAME@VERSION; each
-        record's "folder" is MODELS_FOLDER. Raises JobSubmissionError("models", ...)."""
-
-
-_model_catalogues: list[ModelCatalogue] = []
-
-
-def model_catalogue_register(catalogue: ModelCatalogue) -> None:
-    if catalogue not in _model_catalogues:
-        _model_catalogues.append(catalogue)
+def model_catalogue_register(catalogue: DataCatalogue) -> None:
+    MODEL_CATALOGUES.register(catalogue)
 
 
 def model_choices(user) -> list[DataChoice]:
-    return [choice for catalogue in _model_catalogues for choice in catalogue.choices(user)]
+    return MODEL_CATALOGUES.choices(user)
 
 
 def model_prepare(*, user, references: list[str]) -> list[dict]:
-    if not references:
-        return []
-    if not _model_catalogues:
-        raise JobSubmissionError("models", "This portal offers no published models.")
-    if len(references) > MAX_MODELS_PER_JOB:
-        raise JobSubmissionError("models", f"A job may use at most {MAX_MODELS_PER_JOB} models.")
-    return _model_catalogues[0].prepare(user=user, references=list(references))
+    return MODEL_CATALOGUES.prepare(user=user, references=references)
 
 
 def data_install(

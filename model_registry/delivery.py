@@ -4,11 +4,8 @@ endpoint checked against the job's own credential, and the workstations' cache."
 
 from __future__ import annotations
 
-from django.conf import settings
-from django.urls import reverse
-
 from datasets import storage
-from datasets.delivery import size_text
+from datasets.delivery import delivery_url, size_text
 from jobs.inputs import MODELS_FOLDER, DataChoice
 from jobs.specs import JobSubmissionError
 
@@ -23,7 +20,6 @@ def archive_name(version: ModelVersion) -> str:
 
 def version_record(version: ModelVersion) -> dict:
     """What a job keeps of a model version (Job.source["models"]) and its launcher reads."""
-    base = (settings.DATASET_DELIVERY_URL or settings.PORTAL_URL).rstrip("/")
     return {
         "name": version.model.name,
         "reference": version.reference,
@@ -32,7 +28,7 @@ def version_record(version: ModelVersion) -> dict:
         "size_bytes": version.size_bytes,
         "file_count": version.file_count,
         "kind": "archive",
-        "url": base + reverse("api:dataset-delivery", kwargs={"sha256": version.sha256}),
+        "url": delivery_url(version.sha256),
         "folder": MODELS_FOLDER,
     }
 

@@ -18,18 +18,23 @@ REFERENCE = re.compile(
 )
 
 
-def model_versions_visible_to(user) -> QuerySet[ModelVersion]:
-    """Versions published for everyone, for the user's labs, or privately by the user
-    (staff: all)."""
-    versions = ModelVersion.objects.select_related("model", "model__lab", "published_by")
+def visible_to(user, versions: QuerySet, *, lab_field: str) -> QuerySet:
+    """The rule for what is published with a Visibility (model and template versions):
+    for everyone, for the user's labs (`lab_field` names the version's lab), or privately
+    by the user; staff see all."""
     if user.is_staff:
         return versions
     labs = Membership.objects.filter(user=user).values("lab_id")
     return versions.filter(
         Q(visibility=Visibility.SITE)
-        | Q(visibility=Visibility.LAB, model__lab__in=labs)
+        | Q(visibility=Visibility.LAB, **{f"{lab_field}__in": labs})
         | Q(published_by=user)
     )
+
+
+def model_versions_visible_to(user) -> QuerySet[ModelVersion]:
+    versions = ModelVersion.objects.select_related("model", "model__lab", "published_by")
+    return visible_to(user, versions, lab_field="model__lab")
 
 
 @dataclass(frozen=True)

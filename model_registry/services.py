@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -14,7 +13,7 @@ from django.db.models import Max
 from audit.services import audit_record
 from datasets import content, storage
 from datasets.quotas import StorageQuotaExceeded, storage_quota_check
-from experiments.selectors import default_goal
+from experiments.selectors import default_goal, final_and_best, metric_series
 from jobs.inputs import job_datasets, job_models
 from jobs.models import Job
 from jobs.selectors import job_metrics, job_output_path, kept_paths
@@ -180,16 +179,11 @@ def job_final_and_best_metrics(job: Job) -> dict:
     logged = job_metrics(job.directory, job_metrics_path(job))
     final, best = {}, {}
     for name in logged.names:
-        series = [
-            (row["step"], row[name])
-            for row in logged.rows
-            if isinstance(row.get(name), int | float) and math.isfinite(row[name])
-        ]
-        if not series:
-            continue
         goal = default_goal(name)
-        step, value = (min if goal == "min" else max)(series, key=lambda item: item[1])
-        final[name] = series[-1][1]
+        last, step, value = final_and_best(metric_series(logged.rows, name), goal)
+        if last is None:
+            continue
+        final[name] = last
         best[name] = {"value": value, "step": step, "goal": goal}
     return {"final": final, "best": best}
 

@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 
 from datasets import storage
 from jobs.models import Job
@@ -44,23 +45,31 @@ def version_action_register(actions: Callable[..., list[VersionAction]]) -> None
         _version_actions.append(actions)
 
 
-@login_required
-def model_catalogue(request: HttpRequest, lab: str | None = None) -> HttpResponse:
-    """The site's models (everything the user may see), or one lab's, with search."""
+def catalogue_filters(request: HttpRequest, lab: str | None, *, lab_url: str) -> dict:
+    """A catalogue page's filters (its lab, search words, visibility) and the links to each
+    of the user's labs' pages (the URL named `lab_url`), for models/_filters.html."""
     the_lab = None
     if lab is not None:
         the_lab = lab_for_slug(lab)
         if the_lab is None:
             raise Http404("No such lab.")
-    query = request.GET.get("q", "").strip()[:100]
-    visibility = request.GET.get("visibility", "")
-    listings = model_list_visible_to(request.user, query=query, lab=the_lab, visibility=visibility)
+    memberships = Membership.objects.filter(user=request.user).select_related("lab")
+    return {
+        "lab": the_lab, "query": request.GET.get("q", "").strip()[:100],
+        "visibility": request.GET.get("visibility", ""), "visibilities": Visibility.choices,
+        "lab_links": [(reverse(lab_url, args=[lab_slug(m.lab)]), m.lab) for m in memberships],
+    }  # fmt: skip
+
+
+@login_required
+def model_catalogue(request: HttpRequest, lab: str | None = None) -> HttpResponse:
+    """The site's models (everything the user may see), or one lab's, with search."""
+    filters = catalogue_filters(request, lab, lab_url="models:lab")
+    listings = model_list_visible_to(request.user, query=filters["query"], lab=filters["lab"],
+                                     visibility=filters["visibility"])  # fmt: skip
     return render(request, "models/list.html", {
+        **filters, "all_url": reverse("models:list"), "search_hint": "name or words in its card",
         "listings": [(listing, card_summary(listing.latest.card)) for listing in listings],
-        "lab": the_lab, "query": query, "visibility": visibility,
-        "visibilities": Visibility.choices,
-        "my_labs": [(lab_slug(m.lab), m.lab) for m in
-                    Membership.objects.filter(user=request.user).select_related("lab")],
     })  # fmt: skip
 
 

@@ -388,6 +388,24 @@ def exit_status(job: dict) -> int:
     return code if isinstance(code, int) and 0 < code < 256 else EXIT_ERROR
 
 
+def report_submitted(obj: Context, job: dict, *, wait: bool, follow: bool, as_json: bool) -> None:
+    """After a submission: the job (as JSON, or a line naming it), then with --follow its
+    output, or with --wait its end, exiting with its status."""
+    if as_json and not (wait or follow):
+        print_json(job)
+        return
+    err.print(f"Submitted “{job['name']}” as {job['id']}  ({job['links']['web']})")
+    if follow:
+        job = follow_log(obj.client, job, "stdout")
+    elif wait:
+        job = wait_until_final(obj.client, job)
+    else:
+        return
+    if as_json:
+        print_json(job)
+    sys.exit(exit_status(job))
+
+
 def job_resolve(client: Client, job_id: str) -> dict:
     """A job by its full id or by the start of it, as `nightshift list` shows it."""
     try:

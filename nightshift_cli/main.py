@@ -33,12 +33,12 @@ from .common import (
     out,
     pass_context,
     print_json,
+    report_submitted,
     request_fields,
     size_text,
     slug,
     transfer_progress,
     upload_file,
-    wait_until_final,
     when_text,
 )
 from .data_commands import data
@@ -183,19 +183,7 @@ def submit(obj: Context, path: Path, name: str | None, wait: bool, follow: bool,
     nightshift submit ./my-project --entry "python train.py --epochs 5" --follow
     """
     job = upload_file(obj, "/jobs/", path, name, requirements, request_fields(fields))
-    if as_json and not (wait or follow):
-        print_json(job)
-        return
-    err.print(f"Submitted “{job['name']}” as {job['id']}  ({job['links']['web']})")
-    if follow:
-        job = follow_log(obj.client, job, "stdout")
-    elif wait:
-        job = wait_until_final(obj.client, job)
-    else:
-        return
-    if as_json:
-        print_json(job)
-    sys.exit(exit_status(job))
+    report_submitted(obj, job, wait=wait, follow=follow, as_json=as_json)
 
 
 # -- following -----------------------------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -17,14 +16,11 @@ from .common import (
     EPILOG,
     Context,
     archive_folder,
-    err,
-    exit_status,
-    follow_log,
     out,
     pass_context,
     print_json,
     progress_file,
-    wait_until_final,
+    report_submitted,
 )
 
 REFERENCE = re.compile(
@@ -155,19 +151,7 @@ def run(obj: Context, reference: str, params: tuple[str, ...], name: str, lab: s
     values = parse_params(params)
     job = obj.client.post(template_path(obj, reference) + "runs/",
                           {"parameters": values, "name": name, "lab": lab})  # fmt: skip
-    if as_json and not (wait or follow):
-        print_json(job)
-        return
-    err.print(f"Submitted “{job['name']}” as {job['id']}  ({job['links']['web']})")
-    if follow:
-        job = follow_log(obj.client, job, "stdout")
-    elif wait:
-        job = wait_until_final(obj.client, job)
-    else:
-        return
-    if as_json:
-        print_json(job)
-    sys.exit(exit_status(job))
+    report_submitted(obj, job, wait=wait, follow=follow, as_json=as_json)
 
 
 @template.command("publish")

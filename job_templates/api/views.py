@@ -14,8 +14,8 @@ from jobs.api.serializers import JobSerializer
 from jobs.api.views import JobPagination, error_responses, job_response
 from jobs.errors import JobSubmissionError
 from labs.models import Lab
+from model_registry.api.views import catalogue_params
 from model_registry.api.views import version_or_404 as model_version_or_404
-from model_registry.selectors import lab_for_slug
 from plumbing.api import ApiError, ErrorSerializer
 
 from ..models import TemplateVersion
@@ -74,15 +74,7 @@ class TemplateListView(GenericAPIView):
                    404: OpenApiResponse(ErrorSerializer, description="A page past the end.")},
     )  # fmt: skip
     def get(self, request: Request) -> Response:
-        lab = None
-        if request.query_params.get("lab"):
-            lab = lab_for_slug(request.query_params["lab"][:63])
-            if lab is None:
-                raise ApiError("No such lab.", code="not_found", status_code=404)
-        listings = template_list_visible_to(
-            request.user, query=request.query_params.get("q", "").strip()[:100], lab=lab,
-            visibility=request.query_params.get("visibility", ""),
-        )  # fmt: skip
+        listings = template_list_visible_to(request.user, **catalogue_params(request))
         page = self.paginate_queryset([listing.latest for listing in listings])
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 

@@ -38,6 +38,17 @@ def version_or_404(request: Request, lab: str, name: str, number: int | None) ->
     return version
 
 
+def catalogue_params(request: Request) -> dict:
+    """A catalogue's filters from the query: lab (as references name it), q, visibility."""
+    lab = None
+    if request.query_params.get("lab"):
+        lab = lab_for_slug(request.query_params["lab"][:63])
+        if lab is None:
+            raise ApiError("No such lab.", code="not_found", status_code=404)
+    return {"lab": lab, "query": request.query_params.get("q", "").strip()[:100],
+            "visibility": request.query_params.get("visibility", "")}  # fmt: skip
+
+
 class ModelListView(GenericAPIView):
     serializer_class = ModelVersionSummarySerializer
     pagination_class = JobPagination
@@ -54,15 +65,7 @@ class ModelListView(GenericAPIView):
                    404: OpenApiResponse(ErrorSerializer, description="A page past the end.")},
     )  # fmt: skip
     def get(self, request: Request) -> Response:
-        lab = None
-        if request.query_params.get("lab"):
-            lab = lab_for_slug(request.query_params["lab"][:63])
-            if lab is None:
-                raise ApiError("No such lab.", code="not_found", status_code=404)
-        listings = model_list_visible_to(
-            request.user, query=request.query_params.get("q", "").strip()[:100], lab=lab,
-            visibility=request.query_params.get("visibility", ""),
-        )  # fmt: skip
+        listings = model_list_visible_to(request.user, **catalogue_params(request))
         page = self.paginate_queryset([listing.latest for listing in listings])
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
 
