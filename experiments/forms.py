@@ -172,7 +172,7 @@ class MatrixForm(JobSubmitForm):
         return rows
 
     def system_rows(self) -> list[dict]:
-        return self.rows("system", ("name", "entry"))
+        return self.rows("system", ("name", "entry", "model"))
 
     def dataset_rows(self) -> list[dict]:
         return self.rows("dataset", ("name", "path"))
@@ -184,11 +184,15 @@ class MatrixForm(JobSubmitForm):
             name = self.data.get(f"system_name_{number}", "").strip()
             upload = self.files.get(f"system_file_{number}")
             entry = self.data.get(f"system_entry_{number}", "").strip() or None
-            if name or upload:
+            model = self.data.get(f"system_model_{number}", "").strip()[:200] or None
+            if model and upload is None and systems:
+                # A model's row without a file: evaluated by the first system's script.
+                upload, entry = systems[0][1], entry or systems[0][2]
+            if name or upload or model:
                 if not (name and upload):
                     self.add_error(None, f"System row {number + 1}: give a name and a file.")
                     continue
-                systems.append((name, upload, entry))
+                systems.append((name, upload, entry, model))
             name = self.data.get(f"dataset_name_{number}", "").strip()
             path = self.data.get(f"dataset_path_{number}", "").strip() or None
             upload = self.files.get(f"dataset_file_{number}")

@@ -16,6 +16,7 @@ from django.conf import settings
 from condor_bridge import InvalidJobRequest
 from condor_bridge.types import check_text
 from jobs.archives import ArchiveError, check_archive, extract_archive, is_archive
+from jobs.inputs import MODELS_FOLDER, model_prepare
 from jobs.models import Job
 from jobs.specs import JobSpec, JobSubmissionError
 from jobs.staging import (
@@ -56,6 +57,9 @@ class MatrixSystem:
     name: str
     upload: object  # an UploadedFile: a .py script or a project archive
     entry_command: str | None = None
+    # A published model (LAB/NAME[@VERSION]) the system is: its run gets the model at
+    # models/NAME/, which {model} names; systems of models usually share one evaluator.
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,20 @@ def _link_tree(source: Path, target: Path) -> None:
     shutil.copytree(source, target, copy_function=os.link)
 
 
+def _model_folders(user, systems: list[MatrixSystem]) -> dict[str, str]:
+    """Each model system's folder in its runs (models/NAME), its model checked to be one
+    the user may use, before anything is staged."""
+    folders = {}
+    for system in systems:
+        if system.model:
+            try:
+                [record] = model_prepare(user=user, references=[system.model])
+            except JobSubmissionError as exc:
+                raise JobSubmissionError("systems", f"{system.name}: {exc.message}") from None
+            folders[system.name] = f"{MODELS_FOLDER}/{record['name']}"
+    return folders
+
+
 def matrix_submit(
     *,
     user,
@@ -120,9 +138,10 @@ def matrix_submit(
 ) -> Sweep:
     """Accept an evaluation matrix: every system run on every dataset, as one sweep.
 
-    A system is its own upload and entry command; `{dataset}` in the entry command or the
-    arguments becomes the dataset's path (or `dataset`, the folder an uploaded dataset is
-    unpacked into in each run's folder), and `{system}` the system's name.
+    A system is its own upload and entry command, and may be a published model (its runs
+    get it at models/NAME/); `{dataset}` in the entry command or the arguments becomes the
+    dataset's path (or `dataset`, the folder an uploaded dataset is unpacked into in each
+    run's folder), `{system}` the system's name, and `{model}` a model system's folder.
     """
     _check_names("systems", [system.name for system in systems])
     _check_names("datasets", [dataset.name for dataset in datasets])
@@ -141,16 +160,22 @@ def matrix_submit(
                                  f"make {len(systems) * len(datasets):,} runs; at most "
                                  f"{settings.MAX_SWEEP_RUNS:,} are allowed.")  # fmt: skip
     job_validate_request(user=user, spec=spec)
+    folders = _model_folders(user, systems)
     cells = [(system, dataset) for system in systems for dataset in datasets]
     run_specs = []
     for index, (system, dataset) in enumerate(cells):
         system_spec = dataclasses.replace(spec, entry_command=system.entry_command)
-        check_placeholders(system_spec, {"system", "dataset"})
         values = {"system": system.name, "dataset": dataset.location}
+        if system.model:
+            system_spec = dataclasses.replace(system_spec,
+                                              models=[*spec.models, system.model])  # fmt: skip
+            values["model"] = folders[system.name]
+        check_placeholders(system_spec, set(values))
         run_specs.append(run_spec(system_spec, index, values))
     lab, remove_after_s = check_runs(user, spec, run_specs, check_pool=check_pool)
     sweep = Sweep(owner=user, lab=lab, name=spec.name.strip(), kind=Sweep.Kind.MATRIX,
-                  definition={"systems": [{"name": s.name, "entry_command": s.entry_command}
+                  definition={"systems": [{"name": s.name, "entry_command": s.entry_command,
+                                           **({"model": s.model} if s.model else {})}
                                           for s in systems],
                               "datasets": [{"name": d.name, "path": d.path,
                                             "file": d.upload.name if d.upload else None}

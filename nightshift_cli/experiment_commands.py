@@ -91,6 +91,12 @@ def sweep(obj: Context, path: Path, name: str | None, requirements: Path | None,
     help="How to start a project system, e.g. bert='python eval.py --data {dataset}'.",
 )
 @click.option(
+    "--system-model",
+    multiple=True,
+    metavar="NAME=LAB/MODEL@VERSION",
+    help="The published model a system is; its runs find it at models/MODEL/ ({model}).",
+)
+@click.option(
     "--dataset",
     "datasets",
     multiple=True,
@@ -106,12 +112,14 @@ def sweep(obj: Context, path: Path, name: str | None, requirements: Path | None,
 @click.option("--json", "as_json", is_flag=True, help="Print the sweep as JSON.")
 @pass_context
 def matrix(obj: Context, name: str | None, requirements: Path | None, systems: tuple[str, ...],
-           system_entry: tuple[str, ...], datasets: tuple[str, ...],
+           system_entry: tuple[str, ...], system_model: tuple[str, ...],
+           datasets: tuple[str, ...],
            dataset_path: tuple[str, ...], as_json: bool, **fields: Any) -> None:  # fmt: skip
     """Evaluate every system on every dataset: an evaluation matrix, as one sweep.
 
     {dataset} in --arg or a --system-entry becomes the dataset's path (or dataset/, where
-    an uploaded one is unpacked), {system} the system's name.
+    an uploaded one is unpacked), {system} the system's name, and {model} the folder of a
+    --system-model's published model.
 
     \b
     nightshift matrix --system bert=./bert --system t5=./t5 \\
@@ -123,6 +131,7 @@ def matrix(obj: Context, name: str | None, requirements: Path | None, systems: t
     if not systems or not (datasets or dataset_path):
         raise click.UsageError("Give at least one --system and one --dataset or --dataset-path.")
     entries = dict(_pair(item, "--system-entry") for item in system_entry)
+    models = dict(_pair(item, "--system-model") for item in system_model)
     data = request_fields({k: v for k, v in fields.items() if k != "entry_command"})
     data["name"] = name or "evaluation"
     system_list, dataset_list, files = [], [], []
@@ -146,10 +155,15 @@ def matrix(obj: Context, name: str | None, requirements: Path | None, systems: t
             entry = entries.pop(system, None)
             if entry is None and (path.is_dir() or path.name.lower().endswith(ARCHIVE_SUFFIXES)):
                 entry = default_entry(path) if path.is_dir() else "python train.py"
-            system_list.append({"name": system, "file": add_file("system_files", path, number),
-                                "entry_command": entry})  # fmt: skip
+            entry_record = {"name": system, "file": add_file("system_files", path, number),
+                            "entry_command": entry}  # fmt: skip
+            if system in models:
+                entry_record["model"] = models.pop(system)
+            system_list.append(entry_record)
         if entries:
             raise click.UsageError(f"--system-entry names no system: {', '.join(entries)}.")
+        if models:
+            raise click.UsageError(f"--system-model names no system: {', '.join(models)}.")
         for number, item in enumerate(datasets):
             dataset, location = _pair(item, "--dataset")
             path = Path(location)

@@ -36,8 +36,10 @@ class MatrixSubmitSerializer(JobRequestSerializer):
     systems = serializers.JSONField(
         help_text='The systems: [{"name": "bert", "file": "bert.zip", "entry_command": '
         '"python eval.py --data {dataset}"}, ...]; each file is one of system_files, by its '
-        "name. {dataset} becomes the dataset's path (or dataset, the folder an uploaded one is "
-        "unpacked into), {system} the system's name. Multipart: as JSON text.",
+        'name. A system may be a published model: {"name": "v2", "file": "eval.py", "model": '
+        '"LAB/NAME@2"}; its runs get it at models/NAME/, which {model} names. {dataset} '
+        "becomes the dataset's path (or dataset, the folder an uploaded one is unpacked "
+        "into), {system} the system's name. Multipart: as JSON text.",
     )
     system_files = serializers.ListField(
         child=serializers.FileField(), max_length=100,
@@ -67,7 +69,8 @@ class MatrixSubmitSerializer(JobRequestSerializer):
         return entries
 
     def validate(self, data: dict) -> dict:
-        systems = self._named(data["systems"], "systems", {"name", "file", "entry_command"})
+        systems = self._named(data["systems"], "systems",
+                              {"name", "file", "entry_command", "model"})  # fmt: skip
         datasets = self._named(data["datasets"], "datasets", {"name", "file", "path"})
         for field, entries, uploads in (("systems", systems, data["system_files"]),
                                         ("datasets", datasets, data["dataset_files"])):  # fmt: skip

@@ -107,7 +107,8 @@ class MatrixSubmitView(APIView):
         try:
             sweep = matrices.matrix_submit(
                 user=request.user, spec=form.to_spec(data["name"]),
-                systems=[matrices.MatrixSystem(s["name"], s["upload"], s.get("entry_command"))
+                systems=[matrices.MatrixSystem(s["name"], s["upload"], s.get("entry_command"),
+                                               s.get("model"))
                          for s in data["systems"]],
                 datasets=[matrices.MatrixDataset(d["name"], d.get("path"), d["upload"])
                           for d in data["datasets"]],

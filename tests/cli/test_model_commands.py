@@ -50,3 +50,21 @@ def test_refusals_say_why_and_exit_nonzero(nightshift, ada_in_a_lab, finished_jo
     assert nightshift("model", "pull", "not a reference").status != 0
     missing = nightshift("model", "show", "nlp/nothing")
     assert missing.status != 0 and "No model 'nlp/nothing' that you may use" in missing.stderr
+
+
+def test_a_matrix_evaluates_a_published_model_as_a_system(nightshift, ada_in_a_lab,
+                                                          finished_job, tmp_path):  # fmt: skip
+    job = finished_job(ada_in_a_lab)
+    assert nightshift("model", "publish", str(job.public_id), "--name", "sentiment",
+                      "--file", "outputs/model.pt").status == 0  # fmt: skip
+    (tmp_path / "score.py").write_text("import sys; print(sys.argv)\n")
+    made = nightshift("matrix", "--system", "v1=score.py",
+                      "--system-model", "v1=nlp/sentiment@1", "--dataset-path",
+                      "squad=/shared/squad", "--arg", "{model}", "--gpus", "0")  # fmt: skip
+    assert made.status == 0, made.stderr
+    [run] = Job.objects.exclude(pk=job.pk)
+    assert run.request["arguments"] == ["models/sentiment"]
+    assert run.source["models"][0]["reference"] == "nlp/sentiment@1"
+    wrong = nightshift("matrix", "--system", "v1=score.py", "--system-model", "v2=nlp/x",
+                       "--dataset-path", "squad=/shared/squad")  # fmt: skip
+    assert wrong.status != 0 and "--system-model names no system: v2" in wrong.stderr

@@ -60,14 +60,18 @@ def submit(api, *, datasets=("cats",), script=READER, **fields) -> Job:
 
 
 def launch(job: Job, cache: Path | None, **extra) -> subprocess.CompletedProcess:
+    """The job's launcher, a real process, with the arguments and environment values its
+    submit description gives it (the pool's tests take the same path through HTCondor)."""
     environment = {key: value for key, value in os.environ.items()
                    if not key.startswith("NIGHTSHIFT_")}  # fmt: skip
-    environment.update(PYTHONPATH=".nightshift", NIGHTSHIFT_JOB_ID=str(job.public_id), **extra)
+    environment.update(PYTHONPATH=".nightshift", NIGHTSHIFT_JOB_ID=str(job.public_id),
+                       **dict(job.request.get("environment") or []), **extra)  # fmt: skip
     if cache is not None:  # without, as on a workstation without the kit's cache
         environment["NIGHTSHIFT_DATA_CACHE"] = str(cache)
-    return subprocess.run([sys.executable, ".nightshift/launch.py", job.request["script_name"]],
-                          cwd=job.directory, env=environment, capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    command = [sys.executable, ".nightshift/launch.py", job.request["script_name"],
+               *job.request.get("arguments", [])]  # fmt: skip
+    return subprocess.run(command, cwd=job.directory, env=environment, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
 
 
 def delivered(job: Job) -> list[dict]:

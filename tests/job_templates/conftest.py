@@ -2,9 +2,6 @@
 member, on the fake bridge."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 from django.urls import reverse
@@ -79,16 +76,3 @@ def finish(fake_bridge):
         return job
 
     return make
-
-
-def launch(job):
-    """The job's launcher, a real process, given the arguments and environment values its
-    submit description gives it (the pool's tests take the same path through HTCondor)."""
-    environment = {key: value for key, value in os.environ.items()
-                   if not key.startswith("NIGHTSHIFT_")}  # fmt: skip
-    environment.update(PYTHONPATH=".nightshift", NIGHTSHIFT_JOB_ID=str(job.public_id),
-                       **dict(job.request["environment"]))  # fmt: skip
-    command = [sys.executable, ".nightshift/launch.py", job.request["script_name"],
-               *job.request["arguments"]]  # fmt: skip
-    return subprocess.run(command, cwd=job.directory, env=environment, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip

@@ -10,7 +10,8 @@ from django.urls import reverse
 from audit.models import AuditEntry
 from jobs.models import Job
 from tests.conftest import client_with_token
-from tests.job_templates.conftest import launch, published, run
+from tests.datasets.test_delivery import launch
+from tests.job_templates.conftest import published, run
 
 pytestmark = pytest.mark.django_db
 
@@ -32,7 +33,7 @@ def test_a_students_values_reach_the_script_as_arguments_and_environment_values(
                                                    "optimizer": "sgd"}))  # fmt: skip
     assert job.name == "Fine-tune a text classifier" and job.owner == people.student
     assert job.parameters == {"epochs": 5, "learning_rate": 0.01, "optimizer": "sgd"}
-    ran = launch(job)
+    ran = launch(job, None)
     assert ran.returncode == 0, ran.stderr
     assert 'argv ["--base", "bert", "--epochs=5", "--lr=0.01"]' in ran.stdout
     assert "optimizer sgd" in ran.stdout
@@ -52,7 +53,7 @@ def test_shell_syntax_in_a_text_value_reaches_the_script_as_one_argument(
 ):
     hostile = "$(touch pwned) `id`; rm -rf ~ \"'\\"
     job = started(run(people.student, parameters={"note": hostile}))
-    ran = launch(job)
+    ran = launch(job, None)
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout.split("argv ", 1)[1].splitlines()[0])[-1] == f"--note={hostile}"
     assert not (job.directory / "pwned").exists()

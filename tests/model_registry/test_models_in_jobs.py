@@ -156,3 +156,73 @@ def test_a_sweeps_runs_each_read_the_model(people, finished_job):
     ] * 2
     manifests = [run.directory / ".nightshift" / DATASETS_MANIFEST for run in runs]
     assert all(json.loads(m.read_text())["datasets"][0]["folder"] == "models" for m in manifests)
+
+
+SCORER = """
+import os, sys
+folder = sys.argv[1]
+print("scored", folder, len(open(os.path.join(folder, "model.pt"), "rb").read()))
+"""
+
+
+def test_an_evaluation_matrix_takes_model_versions_as_its_systems(
+    people, finished_job, portal, tmp_path
+):
+    from experiments.models import Sweep
+
+    for weights in (b"v1" * 10, b"v2" * 30):
+        job = finished_job(people.student, lab=people.lab.name,
+                           files={"outputs/model.pt": weights})  # fmt: skip
+        published(people.student, job, visibility="lab")
+    systems = [{"name": f"bert v{n}", "file": "score.py",
+                "model": f"vision_robotics/bert-small@{n}"} for n in (1, 2)]  # fmt: skip
+    response = client_with_token(people.labmate).post(reverse("api:sweep-matrix"), {
+        "name": "which version", "gpus": 0, "arguments": ["{model}"],
+        "systems": json.dumps(systems), "system_files": [script_upload(SCORER, "score.py")],
+        "datasets": json.dumps([{"name": "reviews", "path": "/shared/reviews"}]),
+    }, format="multipart")  # fmt: skip
+    assert response.status_code == 201, response.json()
+    runs = list(Sweep.objects.get().runs.order_by("sweep_index"))
+    assert [run.parameters["system"] for run in runs] == ["bert v1", "bert v2"]
+    for run, size in zip(runs, (20, 60), strict=True):
+        ran = launch(run, tmp_path / "cache")
+        assert ran.returncode == 0, ran.stderr
+        assert f"scored models/bert-small {size}" in ran.stdout
+
+
+def test_a_matrix_system_naming_a_model_one_may_not_use_is_refused(people, finished_job):
+    published(people.student, finished_job(people.student, lab=people.lab.name),
+              visibility="lab")  # fmt: skip
+    response = client_with_token(people.outsider).post(reverse("api:sweep-matrix"), {
+        "name": "peek", "gpus": 0, "arguments": ["{model}"],
+        "systems": json.dumps([{"name": "theirs", "file": "score.py",
+                                "model": "vision_robotics/bert-small"}]),
+        "system_files": [script_upload(SCORER, "score.py")],
+        "datasets": json.dumps([{"name": "reviews", "path": "/shared/reviews"}]),
+    }, format="multipart")  # fmt: skip
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert "systems" in error["fields"] and error["message"].startswith("theirs:")
+
+
+def test_the_matrix_form_takes_models_as_systems_sharing_the_first_rows_script(
+    people, finished_job, client
+):
+    from experiments.models import Sweep
+
+    published(people.student, finished_job(people.student, lab=people.lab.name),
+              visibility="lab")  # fmt: skip
+    client.force_login(people.labmate)
+    response = client.post(reverse("jobs:matrix_new"), {
+        "name": "eval", "gpus": 0, "cpus": 1, "memory_gb": 0.25, "arguments": "{system}",
+        "system_name_0": "baseline", "system_file_0": script_upload(SCORER, "score.py"),
+        "system_name_1": "bert", "system_model_1": "vision_robotics/bert-small@1",
+        "dataset_name_0": "squad", "dataset_path_0": "/shared/squad",
+    })  # fmt: skip
+    assert response.status_code == 302, response.content.decode()[-3000:]
+    sweep = Sweep.objects.get()
+    runs = {run.parameters["system"]: run for run in sweep.runs.all()}
+    assert runs["baseline"].source.get("models") is None
+    assert runs["bert"].source["models"][0]["reference"] == "vision_robotics/bert-small@1"
+    assert runs["bert"].request["script_name"] == "score.py"
+    assert sweep.definition["systems"][1]["model"] == "vision_robotics/bert-small@1"
