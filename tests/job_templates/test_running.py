@@ -128,3 +128,20 @@ def test_the_catalogue_searches_titles_and_cards(people, fake_bridge):
     assert [v["name"] for v in found] == ["finetune"]
     found = api.get(reverse("api:template-list"), {"q": "objects"}).json()["results"]
     assert [v["name"] for v in found] == ["detect"]
+
+
+@pytest.mark.django_db(transaction=True)  # the dataset's import runs once its upload commits
+def test_a_dataset_parameter_attaches_the_students_choice_and_names_its_folder(people, fake_bridge):
+    from tests.datasets.test_delivery import push
+
+    published(people.lead, people.lab, name="reader", parameters=[
+        {"name": "data", "type": "dataset", "label": "Training data"}])  # fmt: skip
+    push(client_with_token(people.student), name="reviews")
+    job = started(run(people.student, reference="vision_robotics/reader",
+                      parameters={"data": "reviews"}))  # fmt: skip
+    assert job.request["arguments"][-1] == "--data=datasets/reviews"
+    assert [d["reference"] for d in job.source["datasets"]] == ["reviews@1"]
+    refused = run(people.labmate, reference="vision_robotics/reader",
+                  parameters={"data": "reviews"})  # the student's own dataset  # fmt: skip
+    assert refused.status_code == 400
+    assert "not a dataset you may use" in refused.json()["error"]["message"]
