@@ -9,10 +9,11 @@ class JobTemplatesConfig(AppConfig):
 
     def ready(self) -> None:
         from datasets.storage import archive_holder_register
-        from model_registry.views import version_action_register
+        from plumbing.panels import panel_register
 
         from .selectors import projects_held
-        from .views import model_version_actions
+        from .views import job_panel, model_version_panel
 
         archive_holder_register(projects_held)
-        version_action_register(model_version_actions)
+        panel_register("model_version", model_version_panel)
+        panel_register("job", job_panel)

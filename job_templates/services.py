@@ -140,8 +140,7 @@ def _check_project(upload, entry_command: str) -> str:
         raise TemplateError("entry_command", exc.message) from None
     if is_archive(name):
         with tempfile.NamedTemporaryFile(suffix=safe_archive_name(name)) as copy:
-            for chunk in upload.chunks():
-                copy.write(chunk)
+            _copy_and_hash(upload, copy)
             copy.flush()
             try:
                 members = check_archive(Path(copy.name), archive_limits())
@@ -154,6 +153,9 @@ def _check_project(upload, entry_command: str) -> str:
     if not name.lower().endswith(".py"):
         raise TemplateError("project", "Upload a Python script (.py) or a project archive "
                                        "(.zip, .tar.gz).")  # fmt: skip
+    if (upload.size or 0) > settings.MAX_SCRIPT_MB * 1024 * 1024:
+        raise TemplateError("project", f"The script is larger than {settings.MAX_SCRIPT_MB} "
+                                       "MB; make it a project archive.")  # fmt: skip
     stored = safe_script_name(name)
     if script != stored:
         raise TemplateError("entry_command", f"The project is {stored}: start it, e.g. "

@@ -11,10 +11,11 @@ from jobs.errors import JobSubmissionError
 from model_registry.cards import card_html, card_summary
 from model_registry.models import ModelVersion, lab_slug
 from model_registry.selectors import model_versions_visible_to
-from model_registry.views import VersionAction, catalogue_filters
+from model_registry.views import catalogue_filters
+from plumbing.panels import Panel
 
 from .forms import ModelServeForm, TemplatePublishForm, TemplateRunForm, labs_led_by
-from .models import TemplateVersion
+from .models import TemplateRun, TemplateVersion
 from .parameters import parameters_from_json
 from .selectors import (
     serving_templates_for,
@@ -121,16 +122,21 @@ def _initial_from(version: TemplateVersion) -> dict:
     }  # fmt: skip
 
 
-def model_version_actions(user, version: ModelVersion) -> list[VersionAction]:
+def model_version_panel(*, user, version: ModelVersion) -> Panel | None:
     """The model page's Serve button, when a template the user may run can serve it."""
     templates = serving_templates_for(user, version)
     if not templates:
-        return []
-    return [VersionAction(
-        label="Serve this model",
-        url=reverse("job_templates:serve", kwargs={"pk": version.pk}),
-        description=f"as a live session with {templates[0].title} ({templates[0].reference})",
-    )]  # fmt: skip
+        return None
+    return Panel("job_templates/_serve_panel.html", {
+        "version": version, "template": templates[0], "others": len(templates) > 1})  # fmt: skip
+
+
+def job_panel(*, user, job) -> Panel | None:
+    """The job page's line naming the template it was run from."""
+    run = TemplateRun.objects.filter(job=job).select_related("version__template__lab").first()
+    if run is None or not template_versions_visible_to(user).filter(pk=run.version_id).exists():
+        return None
+    return Panel("job_templates/_job_panel.html", {"run": run})
 
 
 @login_required

@@ -32,6 +32,8 @@ from django.views.decorators.cache import cache_control, never_cache
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
+from plumbing.panels import panels_for
+
 from . import actions, polling, readouts, selectors, specs, staging, submission
 from .bridge import get_bridge
 from .filters import JobListFilter
@@ -249,6 +251,7 @@ def job_detail(request: HttpRequest, public_id) -> HttpResponse:
             "reproduction": selectors.reproduction_of(job),
             "pip_freeze": selectors.job_pip_freeze(job),
             "schedd_problem": schedd_problem(job),
+            "panels": panels_for("job", user=request.user, job=job),
             **_permissions(request, job),
         },
     )

@@ -1,8 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
@@ -13,6 +10,7 @@ from datasets import storage
 from jobs.models import Job
 from jobs.selectors import job_get_visible, job_output_files
 from labs.models import Membership
+from plumbing.panels import panels_for
 
 from .cards import card_html, card_summary
 from .delivery import archive_name
@@ -25,24 +23,6 @@ from .selectors import (
     model_versions_visible_to,
 )
 from .services import ModelError, model_may_publish_from, model_publish
-
-
-@dataclass(frozen=True)
-class VersionAction:
-    """A button on a model version's page that an app above this one offers (serving it)."""
-
-    label: str
-    url: str  # POSTed to, with the CSRF token
-    description: str = ""
-
-
-# Each takes (user, version) and returns the actions that user may take on it.
-_version_actions: list[Callable[..., list[VersionAction]]] = []
-
-
-def version_action_register(actions: Callable[..., list[VersionAction]]) -> None:
-    if actions not in _version_actions:
-        _version_actions.append(actions)
 
 
 def catalogue_filters(request: HttpRequest, lab: str | None, *, lab_url: str) -> dict:
@@ -90,8 +70,7 @@ def model_version_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "version": version, "card": card_html(version.card), "metrics": metrics,
         "versions": model_versions_of(request.user, version.model),
         "lineage": version.lineage, "lab_slug": lab_slug(version.model.lab),
-        "actions": [action for actions in _version_actions
-                    for action in actions(request.user, version)],
+        "panels": panels_for("model_version", user=request.user, version=version),
     })  # fmt: skip
 
 

@@ -64,6 +64,9 @@ def test_a_student_runs_a_template_with_its_short_form(people, fake_bridge, clie
     job = Job.objects.get()
     assert response["Location"] == reverse("jobs:detail", args=[job.public_id])
     assert job.parameters == {"epochs": 4, "learning_rate": 0.01, "optimizer": "sgd"}
+    page = client.get(response["Location"]).content.decode()
+    assert 'data-role="from-template"' in page
+    assert "vision_robotics/finetune@1" in page and "Fine-tune a text classifier" in page
 
 
 def test_an_out_of_bounds_value_comes_back_with_the_reason(people, fake_bridge, client):
