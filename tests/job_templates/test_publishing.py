@@ -92,3 +92,16 @@ def test_a_project_archive_must_hold_the_script_its_entry_command_starts(people,
                        name="project.zip"), entry_command="python src/run.py")  # fmt: skip
     assert response.status_code == 201, response.json()
     assert response.json()["project_name"] == "project.zip"
+
+
+def test_a_hostile_card_is_shown_as_text_on_the_page_and_in_the_api(people, fake_bridge, client):
+    hostile = "<script>alert(1)</script> [x](javascript:alert(2)) <img src=x onerror=alert(3)>"
+    version = published(people.lead, people.lab, card=hostile)
+    assert "<script" not in version["card_html"] and "javascript:" not in version["card_html"]
+    assert "<img" not in version["card_html"]
+    client.force_login(people.student)
+    page = client.get(reverse("job_templates:list")).content.decode()
+    assert "<script>alert(1)" not in page
+    detail = TemplateVersion.objects.get()
+    page = client.get(reverse("job_templates:detail", args=[detail.pk])).content.decode()
+    assert "<script>alert(1)" not in page and "<img src=x" not in page
