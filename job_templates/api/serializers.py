@@ -82,26 +82,44 @@ class JSONTextField(serializers.JSONField):
 
 class TemplatePublishSerializer(serializers.Serializer):
     lab = serializers.CharField(max_length=100, help_text="The lab, by name; you lead it.")
-    name = serializers.RegexField(TEMPLATE_NAME_PATTERN, max_length=80,
-                                  error_messages={"invalid": TEMPLATE_NAME_HELP})  # fmt: skip
-    title = serializers.CharField(max_length=120)
+    name = serializers.RegexField(
+        TEMPLATE_NAME_PATTERN, max_length=80, error_messages={"invalid": TEMPLATE_NAME_HELP},
+        help_text="The template's name in its lab; an existing one gets a new version.",
+    )  # fmt: skip
+    title = serializers.CharField(max_length=120, help_text="What students see.")
     project = serializers.FileField(help_text="A Python script or a project archive.")
-    entry_command = serializers.CharField(max_length=1000)
-    serve_command = serializers.CharField(max_length=1000, required=False, allow_blank=True,
-                                          default="")  # fmt: skip
-    software = serializers.CharField(max_length=120, required=False, allow_blank=True,
-                                     default="")  # fmt: skip
-    datasets = serializers.ListField(child=serializers.CharField(max_length=200),
-                                     required=False, default=list)  # fmt: skip
-    models = serializers.ListField(child=serializers.CharField(max_length=200),
-                                   required=False, default=list)  # fmt: skip
+    entry_command = serializers.CharField(
+        max_length=1000, help_text="How a run starts, e.g. python train.py; the parameters' "
+        "arguments follow.",
+    )  # fmt: skip
+    serve_command = serializers.CharField(
+        max_length=1000, required=False, allow_blank=True, default="",
+        help_text="How a model made by this template is served, e.g. python serve.py.",
+    )  # fmt: skip
+    software = serializers.CharField(
+        max_length=120, required=False, allow_blank=True, default="",
+        help_text="The environment every run uses (NAME@VERSION); empty: the site's.",
+    )  # fmt: skip
+    datasets = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, default=list,
+        help_text="Datasets every run gets (NAME or NAME@VERSION).",
+    )  # fmt: skip
+    models = serializers.ListField(
+        child=serializers.CharField(max_length=200), required=False, default=list,
+        help_text="Published models every run gets (LAB/NAME@VERSION).",
+    )  # fmt: skip
     resources = JSONTextField(required=False, default=dict, help_text="gpus, gpu_memory_gb, "
                               "cpus, memory_mb, disk_mb, max_runtime_s, output_paths.")  # fmt: skip
     parameters = JSONTextField(required=False, default=list, help_text="The parameter form: "
                                "a list of objects (docs/job-templates.md).")  # fmt: skip
-    card = serializers.CharField(required=False, allow_blank=True, default="",
-                                 max_length=MAX_CARD_CHARACTERS, trim_whitespace=False)  # fmt: skip
-    visibility = serializers.ChoiceField(choices=Visibility.choices, default=Visibility.LAB)
+    card = serializers.CharField(
+        required=False, allow_blank=True, default="", max_length=MAX_CARD_CHARACTERS,
+        trim_whitespace=False, help_text="Markdown; raw HTML is shown as text.",
+    )  # fmt: skip
+    visibility = serializers.ChoiceField(
+        choices=Visibility.choices, default=Visibility.LAB,
+        help_text="Who may see and run it: private, lab or site.",
+    )  # fmt: skip
 
 
 class TemplateRunSerializer(serializers.Serializer):

@@ -1,5 +1,6 @@
 """A lab with a lead and two members, another lab's member, and jobs of theirs that ended
-with output files and metrics, on the fake bridge."""
+with output files and metrics, on the fake bridge (never the real pool, which another lane
+of the tests may be restarting)."""
 
 from dataclasses import dataclass
 
@@ -25,7 +26,7 @@ class People:
 
 
 @pytest.fixture
-def people(db):
+def people(db, fake_bridge):
     lab = LabFactory(name="Vision & Robotics")
     other_lab = LabFactory(name="Other Lab")
     lead, student, labmate, outsider = (UserFactory(username=name) for name in
