@@ -44,8 +44,12 @@ class TemplatePublishForm(forms.Form):
                             "text classifier”.")  # fmt: skip
     visibility = forms.ChoiceField(choices=Visibility.choices, initial=Visibility.LAB,
                                    help_text="Who may see and run it.")  # fmt: skip
-    project = forms.FileField(help_text="A Python script (.py) or a project archive (.zip, "
-                              ".tar.gz). Students never need to see it.")  # fmt: skip
+    project = forms.FileField(
+        required=False, help_text="A Python script (.py) or a project archive (.zip, .tar.gz). "
+        "Students never need to see it. For a new version, leave it empty to keep the project.",
+    )  # fmt: skip
+    # Set when publishing a new version: its project is kept unless a new one is chosen.
+    project_from = forms.IntegerField(required=False, widget=forms.HiddenInput)
     entry_command = forms.CharField(
         max_length=1000, help_text="How it starts, e.g. python train.py. The parameters' "
         "arguments come after it.",

@@ -179,10 +179,21 @@ def template_publish(
     models: list[str] | None = None,
     resources: Mapping[str, Any] | None = None,
     parameters: Any = None,
+    project_from: TemplateVersion | None = None,
 ) -> TemplateVersion:
     """A new version of the lab's template `name` (made on first use). Everything a run
     will need is checked now, with the publisher's defaults, so that a student's run fails
-    only on what the student chose. Raises TemplateError with the reason."""
+    only on what the student chose. Without a new `project`, `project_from`'s is kept (a
+    new version that changes only the form). Raises TemplateError with the reason."""
+    if project is None and project_from is not None:
+        _check_visible(user, project_from)
+        with _project_file(project_from) as kept:
+            return template_publish(
+                user=user, lab=lab, name=name, title=title, project=kept,
+                entry_command=entry_command, card=card, visibility=visibility,
+                serve_command=serve_command, software=software, datasets=datasets,
+                models=models, resources=resources, parameters=parameters,
+            )  # fmt: skip
     if lab is None or not template_may_publish(user, lab):
         raise TemplateError("lab", "Only a lab's leads (and admins) publish its templates.")
     if not re.fullmatch(TEMPLATE_NAME_PATTERN, name or ""):

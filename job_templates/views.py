@@ -87,11 +87,15 @@ def template_publish_page(request: HttpRequest) -> HttpResponse:
     if start_from.isdigit():
         base = template_versions_visible_to(request.user).filter(pk=int(start_from)).first()
         if base is not None:
-            initial = _initial_from(base)
+            initial = {**_initial_from(base), "project_from": base.pk}
     form = TemplatePublishForm(request.POST or None, request.FILES or None, user=request.user,
                                initial=initial)  # fmt: skip
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
+        project_from = None
+        if data["project_from"]:
+            project_from = template_versions_visible_to(request.user).filter(
+                pk=data["project_from"]).first()  # fmt: skip
         try:
             version = template_publish(
                 user=request.user, lab=data["lab"], name=data["name"], title=data["title"],
@@ -99,7 +103,7 @@ def template_publish_page(request: HttpRequest) -> HttpResponse:
                 card=data["card"], visibility=data["visibility"],
                 serve_command=data["serve_command"], software=data["software"],
                 datasets=data["datasets"], models=data["models"], resources=form.resources,
-                parameters=data["parameters"],
+                parameters=data["parameters"], project_from=project_from,
             )  # fmt: skip
         except TemplateError as exc:
             _show_error(form, exc)

@@ -93,3 +93,27 @@ def test_another_labs_member_gets_not_found(people, fake_bridge, client):
 def version_pk(version: dict) -> int:
     return TemplateVersion.objects.get(template__name=version["name"],
                                        number=version["number"]).pk  # fmt: skip
+
+
+def test_a_new_version_keeps_the_project_unless_another_is_uploaded(people, fake_bridge, client):
+    first = published(people.lead, people.lab)
+    client.force_login(people.lead)
+    page = client.get(reverse("job_templates:publish"), {"from": version_pk(first)})
+    assert 'name="project_from"' in page.content.decode()
+    fields = publish_form(people.lab, project_from=version_pk(first),
+                          parameters=json.dumps(FORM[:1]))  # fmt: skip
+    del fields["project"]
+    response = client.post(reverse("job_templates:publish"), fields)
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    second = TemplateVersion.objects.get(number=2)
+    assert second.project_sha256 == first["project_sha256"] and len(second.parameters) == 1
+
+
+def test_without_a_project_or_a_version_to_keep_it_from_publishing_is_refused(
+    people, fake_bridge, client
+):
+    client.force_login(people.lead)
+    fields = publish_form(people.lab)
+    del fields["project"]
+    response = client.post(reverse("job_templates:publish"), fields)
+    assert response.status_code == 400 and "Upload the project" in response.content.decode()
