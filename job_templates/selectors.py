@@ -68,22 +68,17 @@ def template_version_get_visible(user, reference: str) -> TemplateVersion | None
     """LAB/NAME@VERSION, LAB/NAME for its newest version the user may see, or NAME alone
     when exactly one template the user may see has that name."""
     text = str(reference).strip()
-    versions = template_versions_visible_to(user)
-    match = REFERENCE.fullmatch(text)
-    if match is not None:
+    match = REFERENCE.fullmatch(text) or REFERENCE.fullmatch(f"_/{text}")
+    if match is None:
+        return None
+    versions = template_versions_visible_to(user).filter(template__name=match["name"])
+    if "/" in text:
         lab = lab_for_slug(match["lab"])
         if lab is None:
             return None
-        versions = versions.filter(template__lab=lab, template__name=match["name"])
-    else:
-        name, _, number = text.partition("@")
-        match = REFERENCE.fullmatch(f"lab/{text}")
-        if match is None:
-            return None
-        versions = versions.filter(template__name=name)
-        if versions.order_by().values("template_id").distinct().count() != 1:
-            return None
-        match = {"number": number}
+        versions = versions.filter(template__lab=lab)
+    elif versions.order_by().values("template_id").distinct().count() != 1:
+        return None  # no template of that name, or one in each of several labs
     if match["number"]:
         return versions.filter(number=int(match["number"])).first()
     return versions.order_by("-number").first()
