@@ -17,6 +17,8 @@ from typing import Any
 
 TYPES = ("integer", "number", "choice", "boolean", "text", "dataset")
 MAX_PARAMETERS = 20
+# The run form's own fields, beside the parameters.
+FORM_FIELDS = frozenset({"run_name", "lab"})
 KEYS = frozenset({"name", "type", "label", "help", "default", "min", "max", "choices",
                   "max_length", "argument", "environment", "required"})  # fmt: skip
 MAX_CHOICES = 50
@@ -111,6 +113,9 @@ def parameters_parse(raw: Any) -> list[Parameter]:
                 "digits and _, starting with a letter (at most 40).",
             )  # fmt: skip
         where = f"Parameter {name}"
+        if name in FORM_FIELDS:
+            raise ParameterError("parameters", f"{where}: the run form uses that name; "
+                                               "choose another.")  # fmt: skip
         if name in names:
             raise ParameterError("parameters", f"{where} is defined twice.")
         names.add(name)

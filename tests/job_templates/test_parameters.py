@@ -154,6 +154,7 @@ def test_the_definition_survives_storage():
         ({"name": "x", "type": "text", "label": "two\nlines"}, "one line"),
         ({"name": "x", "type": "text", "script": "evil"}, "unknown key 'script'"),
         ({"name": "x", "type": "text", "argument": "--x", "environment": "X"}, "not both"),
+        ({"name": "run_name", "type": "text"}, "the run form uses that name"),
     ],
 )
 def test_a_bad_definition_is_refused_with_the_reason(item, message):
