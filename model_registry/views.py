@@ -35,8 +35,7 @@ def catalogue_filters(request: HttpRequest, lab: str | None, *, lab_url: str) ->
             raise Http404("No such lab.")
     memberships = Membership.objects.filter(user=request.user).select_related("lab")
     return {
-        "lab": the_lab, "lab_slug": lab_slug(the_lab) if the_lab else "",
-        "query": request.GET.get("q", "").strip()[:100],
+        "lab": the_lab, "query": request.GET.get("q", "").strip()[:100],
         "visibility": request.GET.get("visibility", ""), "visibilities": Visibility.choices,
         "lab_links": [(reverse(lab_url, args=[lab_slug(m.lab)]), m.lab) for m in memberships],
     }  # fmt: skip
