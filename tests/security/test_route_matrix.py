@@ -14,8 +14,8 @@ did not exist, on the web and in the API.
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.contrib import admin
