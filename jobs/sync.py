@@ -8,7 +8,7 @@ import logging
 import time
 from collections import defaultdict, namedtuple
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Protocol
 
@@ -30,11 +30,11 @@ from .bridge import get_bridge
 from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Workstation
 from .notifications import NOTIFY_STATES, notify_enqueue
 from .schedulers import raise_unless_one_answered, schedds_answered, schedds_ask
-from .selectors import checkpoint_of, job_output_files
+from .selectors import job_output_files
 from .specs import request_from_json
 from .staging import uploads_clean_stale
 from .submission import batch_submitters, job_enqueue_submit
-from .timeline import job_event_record, log_job_events
+from .timeline import Timelines, change_events, job_event_record, log_job_events
 
 logger = logging.getLogger(__name__)
 
@@ -84,72 +84,6 @@ def portal_state(observation: JobObservation) -> str:
         ok = observation.exit_code == 0 and observation.exit_signal is None
         return JobState.COMPLETED if ok else JobState.FAILED
     return JobState(observation.state.value)
-
-
-@dataclass(frozen=True)
-class _Timelines:
-    """What the timelines of a batch of jobs already say, read in two queries for the batch."""
-
-    ran: frozenset[int] = frozenset()
-    cancel_requested: frozenset[int] = frozenset()
-    latest_kind: dict[int, str] = field(default_factory=dict)
-
-    @classmethod
-    def of(cls, job_pks: list[int]) -> _Timelines:
-        if not job_pks:
-            return cls()
-        kinds = set(
-            JobEvent.objects.filter(
-                job_id__in=job_pks, kind__in=("started", "resumed", "cancel requested")
-            ).values_list("job_id", "kind")
-        )
-        latest = (
-            JobEvent.objects.filter(job_id__in=job_pks)
-            .order_by("job_id", "-at", "-id")
-            .distinct("job_id")
-            .values_list("job_id", "kind")
-        )
-        return cls(
-            ran=frozenset(pk for pk, kind in kinds if kind != "cancel requested"),
-            cancel_requested=frozenset(pk for pk, kind in kinds if kind == "cancel requested"),
-            latest_kind=dict(latest),
-        )
-
-
-def _describe(
-    job: Job, previous_state: str, observation: JobObservation, timelines: _Timelines
-) -> tuple[str, str]:
-    state = job.state
-    if state == JobState.RUNNING:
-        where = observation.workstation or "a workstation"
-        if observation.gpu_model:
-            where += f" ({observation.gpu_model})"
-        return ("resumed" if job.pk in timelines.ran else "started"), f"Running on {where}"
-    if state == JobState.IDLE and (previous_state == JobState.RUNNING or observation.evicted):
-        where = observation.last_workstation or job.workstation
-        source = f"{where} was reclaimed by its owner" if where else "The workstation was reclaimed"
-        if timelines.latest_kind.get(job.pk) == "vacate requested":
-            source = f"Moved off {where or 'its workstation'} by an administrator"
-        if "notebook" in job.live_services:
-            return "evicted", f"{source}; a notebook session does not move, so it ends."
-        checkpoint = checkpoint_of(job)
-        if checkpoint is not None:
-            saved = timezone.localtime(checkpoint.saved_at)
-            resume = f"it will resume from its checkpoint of {saved:%H:%M:%S}"
-        else:
-            resume = "with no checkpoint, it will start again from the beginning"
-        return "evicted", f"{source}; {resume} on the next free workstation."
-    if state == JobState.HELD:
-        return "held", observation.hold_reason or "Held by HTCondor."
-    if state == JobState.COMPLETED:
-        return "completed", "Exited with code 0."
-    if state == JobState.FAILED:
-        if observation.exit_signal is not None:
-            return "failed", f"Killed by signal {observation.exit_signal}."
-        return "failed", f"Exited with code {observation.exit_code}."
-    if state == JobState.REMOVED:
-        return "removed", observation.status_detail or "Removed from the queue."
-    return state, observation.status_detail
 
 
 def observed_changes(
@@ -208,22 +142,36 @@ def job_apply_observation(job_pk: int, observation: JobObservation) -> bool:
 APPLY_BATCH = 1000
 
 
-def jobs_apply_observations(observations: Mapping[int, JobObservation]) -> set[int]:
+def jobs_apply_observations(
+    observations: Mapping[int, JobObservation], *, as_read: Mapping[int, tuple] | None = None
+) -> set[int]:
     """Bring jobs (and their usage records) in line with what HTCondor reports, keyed by
     job pk; returns the pks of those that changed.
 
     Each batch is one transaction under the jobs' row locks, so that overlapping syncs or a
     crash halfway never count a run twice or lose it. Rows, timeline events and usage
     records are written in bulk.
+
+    `as_read`: each job's SYNC_FIELDS as the caller read them before asking HTCondor. A job
+    whose row has changed since is left alone: whoever changed it may have asked HTCondor
+    after this caller did, and an older answer written over a newer one would undo it (a
+    run that ended shown running again). The next sync, asking afresh, brings it in line.
     """
     changed: set[int] = set()
     pks = sorted(observations)
     for start in range(0, len(pks), APPLY_BATCH):
-        changed |= _apply_batch({pk: observations[pk] for pk in pks[start : start + APPLY_BATCH]})
+        batch = {pk: observations[pk] for pk in pks[start : start + APPLY_BATCH]}
+        changed |= _apply_batch(batch, as_read)
     return changed
 
 
-def _apply_batch(observations: Mapping[int, JobObservation]) -> set[int]:
+def _moved_on(job: Job, as_read: Mapping[int, tuple] | None) -> bool:
+    return as_read is not None and tuple(getattr(job, f) for f in SYNC_FIELDS) != as_read[job.pk]
+
+
+def _apply_batch(
+    observations: Mapping[int, JobObservation], as_read: Mapping[int, tuple] | None
+) -> set[int]:
     with transaction.atomic():
         # FOR NO KEY UPDATE, not FOR UPDATE: a statement that inserts rows referencing many
         # jobs (usage samples, events) takes a key-share lock on each as its deferred
@@ -235,8 +183,9 @@ def _apply_batch(observations: Mapping[int, JobObservation]) -> set[int]:
             .exclude(state__in=FINAL_STATES)
             .order_by("pk")
         )
+        jobs = [job for job in jobs if not _moved_on(job, as_read)]
         runs_changed = _run_ledger.record_runs([(job, observations[job.pk]) for job in jobs])
-        timelines = _Timelines.of([
+        timelines = Timelines.of([
             job.pk for job in jobs
             if portal_state(observations[job.pk]) != job.state
             or observations[job.pk].num_starts > job.num_starts
@@ -258,9 +207,9 @@ def _apply_batch(observations: Mapping[int, JobObservation]) -> set[int]:
             changed_jobs.append(job)
             fields.update(changes)
             if "state" in changes or "num_starts" in changes and job.state == JobState.IDLE:
-                kind, detail = _describe(job, previous_state, observation, timelines)
-                events.append(JobEvent(job=job, kind=kind, state=job.state, detail=detail))
-                if kind == "evicted":
+                new_events = change_events(job, previous_state, observation, timelines)
+                events += new_events
+                if new_events[-1].kind == "evicted":
                     evicted.append(job)
             if job.state in (JobState.COMPLETED, JobState.FAILED):
                 transaction.on_commit(functools.partial(_enqueue_collect, job.pk))
@@ -380,7 +329,7 @@ def _sync_cycle() -> SyncReport:
         started = {pk: seen for pk, seen in unchanged.items() if _may_have_run(rows[pk], seen)}
         for pk in _run_ledger.runs_outdated(started):
             outdated[pk] = unchanged[pk]
-        report.changed = len(jobs_apply_observations(outdated))
+        report.changed = len(jobs_apply_observations(outdated, as_read=rows))
         report.resubmitted += _withdraw_stranded(active, observations)
     _explain_unmatched_jobs(get_bridge())
     report.resubmitted += _resubmit_stale_jobs()

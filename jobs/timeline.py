@@ -1,11 +1,18 @@
-"""A job's timeline: each event is a row and a log line with the job's id."""
+"""A job's timeline: each event is a row and a log line with the job's id; what the sync's
+changes say there."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
-from .models import Job, JobEvent
+from django.utils import timezone
+
+from condor_bridge import JobObservation
+
+from .models import Job, JobEvent, JobState
+from .selectors import checkpoint_of
 
 event_log = logging.getLogger("nightshift.jobs")
 
@@ -22,3 +29,100 @@ def log_job_events(events: Iterable[JobEvent]) -> None:
     for event in events:
         event_log.info("%s (%s): %s", event.kind, event.state, event.detail,
                        extra={"job_id": str(event.job.public_id)})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Timelines:
+    """What the timelines of a batch of jobs already say, read in two queries for the batch."""
+
+    ran: frozenset[int] = frozenset()
+    cancel_requested: frozenset[int] = frozenset()
+    latest_kind: dict[int, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, job_pks: list[int]) -> Timelines:
+        if not job_pks:
+            return cls()
+        kinds = set(
+            JobEvent.objects.filter(
+                job_id__in=job_pks, kind__in=("started", "resumed", "cancel requested")
+            ).values_list("job_id", "kind")
+        )
+        latest = (
+            JobEvent.objects.filter(job_id__in=job_pks)
+            .order_by("job_id", "-at", "-id")
+            .distinct("job_id")
+            .values_list("job_id", "kind")
+        )
+        return cls(
+            ran=frozenset(pk for pk, kind in kinds if kind != "cancel requested"),
+            cancel_requested=frozenset(pk for pk, kind in kinds if kind == "cancel requested"),
+            latest_kind=dict(latest),
+        )
+
+
+def _describe(
+    job: Job, previous_state: str, observation: JobObservation, timelines: Timelines
+) -> tuple[str, str]:
+    state = job.state
+    if state == JobState.RUNNING:
+        where = observation.workstation or "a workstation"
+        if observation.gpu_model:
+            where += f" ({observation.gpu_model})"
+        return ("resumed" if job.pk in timelines.ran else "started"), f"Running on {where}"
+    if state == JobState.IDLE and (previous_state == JobState.RUNNING or observation.evicted):
+        where = observation.last_workstation or job.workstation
+        source = f"{where} was reclaimed by its owner" if where else "The workstation was reclaimed"
+        if timelines.latest_kind.get(job.pk) == "vacate requested":
+            source = f"Moved off {where or 'its workstation'} by an administrator"
+        if "notebook" in job.live_services:
+            return "evicted", f"{source}; a notebook session does not move, so it ends."
+        checkpoint = checkpoint_of(job)
+        if checkpoint is not None:
+            saved = timezone.localtime(checkpoint.saved_at)
+            resume = f"it will resume from its checkpoint of {saved:%H:%M:%S}"
+        else:
+            resume = "with no checkpoint, it will start again from the beginning"
+        return "evicted", f"{source}; {resume} on the next free workstation."
+    if state == JobState.HELD:
+        return "held", observation.hold_reason or "Held by HTCondor."
+    if state == JobState.COMPLETED:
+        return "completed", "Exited with code 0."
+    if state == JobState.FAILED:
+        if observation.exit_signal is not None:
+            return "failed", f"Killed by signal {observation.exit_signal}."
+        return "failed", f"Exited with code {observation.exit_code}."
+    if state == JobState.REMOVED:
+        return "removed", observation.status_detail or "Removed from the queue."
+    return state, observation.status_detail
+
+
+def _ran_unseen(job: Job, kind: str, observation: JobObservation, timelines: Timelines) -> bool:
+    """A run that started and stopped between two syncs (a short job, or a sync that was
+    slow or lost to an overlapping one): its timeline would go from waiting straight to its
+    end, and never say where it ran."""
+    return (
+        kind not in ("started", "resumed") and observation.num_starts > 0
+        and job.pk not in timelines.ran
+    )  # fmt: skip
+
+
+def _unseen_run(observation: JobObservation) -> str:
+    where = observation.last_workstation or observation.workstation or "a workstation"
+    if observation.started_at is None:
+        return f"Ran on {where}"
+    return f"Ran on {where} from {timezone.localtime(observation.started_at):%H:%M:%S}"
+
+
+def change_events(
+    job: Job, previous_state: str, observation: JobObservation, timelines: Timelines
+) -> list[JobEvent]:
+    """The timeline events for a job the sync has just changed (not yet saved): what it
+    changed to, after the run it had when no sync saw it running."""
+    kind, detail = _describe(job, previous_state, observation, timelines)
+    events = []
+    if _ran_unseen(job, kind, observation, timelines):
+        events.append(JobEvent(job=job, kind="started", state=JobState.RUNNING,
+                               detail=_unseen_run(observation)))  # fmt: skip
+    events.append(JobEvent(job=job, kind=kind, state=job.state, detail=detail))
+    return events

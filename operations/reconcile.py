@@ -77,6 +77,9 @@ def reconcile(*, dry_run: bool, actor=None) -> list[Drift]:
         .exclude(state__in=FINAL_STATES)
         .values(*SYNC_FIELDS, "cluster_id", "proc_id")
     ]
+    # A sync that writes a job between this read and the repair may have asked HTCondor
+    # later than this command: such a job is left to the sync.
+    as_read = {job.pk: tuple(getattr(job, name) for name in SYNC_FIELDS) for job in active}
     drifts: list[Drift] = []
     in_a_queue: set[str] = set()
     repairs = []
@@ -101,8 +104,8 @@ def reconcile(*, dry_run: bool, actor=None) -> list[Drift]:
 
     if not dry_run and drifts:
         for bridge, to_remove, to_adopt, outdated, lost in repairs:
-            _repair(bridge, to_remove, to_adopt, outdated, lost, [])
-        _repair(None, [], [], {}, [], resend)
+            _repair(bridge, to_remove, to_adopt, outdated, lost, [], as_read)
+        _repair(None, [], [], {}, [], resend, as_read)
         counts = {kind: sum(d.kind == kind for d in drifts) for kind in REPAIRS}
         summary = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
         audit_record(action="portal.reconcile", actor=actor, detail=summary)
@@ -164,7 +167,7 @@ def _reconcile_schedd(name: str, active: list):
     return drifts, set(queue), (bridge, to_remove, to_adopt, outdated, lost)
 
 
-def _repair(bridge, to_remove, to_adopt, outdated, lost, resend) -> None:
+def _repair(bridge, to_remove, to_adopt, outdated, lost, resend, as_read) -> None:
     for observation in to_remove:
         bridge.act("remove", observation.cluster_id, observation.proc_id,
                    reason="Removed by Nightshift's reconcile: the portal has no running job "
@@ -182,7 +185,7 @@ def _repair(bridge, to_remove, to_adopt, outdated, lost, resend) -> None:
     for sweep in sweeps:
         Sweep.objects.filter(pk=sweep.pk).update(submit_attempts=F("submit_attempts") + 1)
         sweep_enqueue_submit(sweep.pk)
-    jobs_apply_observations(outdated)
+    jobs_apply_observations(outdated, as_read=as_read)
     now = timezone.now()
     for pk in lost:
         with transaction.atomic():

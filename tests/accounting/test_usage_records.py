@@ -190,7 +190,7 @@ def test_a_sync_that_crashes_halfway_records_nothing_and_the_next_one_everything
         raise RuntimeError("worker killed")
 
     # The crash comes after the usage records were written, inside the same transaction.
-    monkeypatch.setattr(sync, "_describe", crash)
+    monkeypatch.setattr(sync, "change_events", crash)
     with pytest.raises(RuntimeError):
         sync.job_apply_observation(job.pk, EVICTED_TWICE_NO_CHECKPOINT[1])
     assert [r.ended_at for r in UsageRecord.objects.filter(job=job)] == [None]
