@@ -15,7 +15,7 @@ import htcondor2
 from htcondor2 import HTCondorException
 
 from .observe import Observer, timed
-from .states import PROJECTION, USAGE_PROJECTION, map_job_ad, map_usage_ad
+from .states import PROJECTION, USAGE_PROJECTION, JobAdMemo, map_job_ad, map_usage_ad
 from .submit import (
     INSTANCE_ATTR,
     JOB_ID_ATTR,
@@ -189,6 +189,7 @@ class HTCondorBridge:
         self.schedd_name = schedd_name
         self.mode = FileMode(mode)
         self.instance = instance
+        self._queue_memo = JobAdMemo()
         with _config_lock:
             if token_dir:
                 htcondor2.param["SEC_TOKEN_DIRECTORY"] = token_dir
@@ -390,7 +391,7 @@ class HTCondorBridge:
     def active_jobs(self) -> list[JobObservation]:
         """Every job of this portal instance in the queue, in one query."""
         ads = self._query(f"{INSTANCE_ATTR} == {classad_string(self.instance)}")
-        return [map_job_ad(ad, in_queue=True) for ad in ads]
+        return self._queue_memo.observations(ads, in_queue=True)
 
     def finished_jobs(self, job_ids: Iterable[str]) -> list[JobObservation]:
         """The given jobs that have left the queue, in one history call."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -157,6 +157,33 @@ def map_job_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobObservation:
         held_memory_mb=_kib_as_mb(ad.get("ResidentSetSize")) if state is JobState.HELD else None,
         held_disk_mb=_kib_as_mb(ad.get("DiskUsage")) if state is JobState.HELD else None,
     )
+
+
+class JobAdMemo:
+    """`map_job_ad` over a queue's ads, each ad's observation kept until the next query: an
+    ad whose text is unchanged (most of a large queue from one sync to the next) is not
+    converted again. Reading an ad's text is one call into classad2; converting its
+    attributes one by one cost most of a sync with nothing changed (docs/benchmarks.md).
+    What is kept is the last query's, so it never outgrows the queue; a query from another
+    thread replaces it whole. The schedd stamps every ad it sends with its clock
+    (ServerTime), which nothing here reads: it is taken out before the text is compared."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, JobObservation] = {}
+
+    def observations(self, ads: Iterable[Any], *, in_queue: bool) -> list[JobObservation]:
+        last, kept, found = self._last, {}, []
+        for ad in ads:
+            if "ServerTime" in ad:
+                del ad["ServerTime"]
+            text = str(ad)
+            observation = last.get(text)
+            if observation is None:
+                observation = map_job_ad(ad, in_queue=in_queue)
+            kept[text] = observation
+            found.append(observation)
+        self._last = kept
+        return found
 
 
 def pool_of(ad: Mapping[str, Any]) -> str:

@@ -100,3 +100,29 @@ def test_a_run_in_another_pool_names_that_pool_and_a_home_run_names_none():
     ended = map_job_ad(ad(JobStatus=4, LastRemoteHost="slot1_1@ws-fermi@vm", ExitCode=0,
                           LastRemotePool="cm.physics:9618"), in_queue=False)  # fmt: skip
     assert (ended.workstation, ended.pool) == ("ws-fermi", "cm.physics:9618")
+
+
+def classad(**fields):
+    import classad2
+
+    made = classad2.ClassAd()
+    for name, value in ad(**fields).items():
+        made[name] = value
+    return made
+
+
+def test_a_queue_ad_seen_again_unchanged_is_not_converted_again():
+    from condor_bridge.states import JobAdMemo
+
+    memo = JobAdMemo()
+    first = memo.observations([classad(JobStatus=1, ServerTime=1),
+                               classad(JobStatus=1, ProcId=1)], in_queue=True)  # fmt: skip
+    # The schedd's clock in every ad it sends moves on between queries.
+    again = memo.observations([classad(JobStatus=1, ServerTime=2),
+                               classad(JobStatus=2, ProcId=1, RemoteHost="slot1@ws-volta")],
+                              in_queue=True)  # fmt: skip
+    assert again[0] is first[0]
+    assert (again[1].state, again[1].workstation) == (JobState.RUNNING, "ws-volta")
+    assert again == [map_job_ad(classad(JobStatus=1), in_queue=True),
+                     map_job_ad(classad(JobStatus=2, ProcId=1, RemoteHost="slot1@ws-volta"),
+                                in_queue=True)]  # fmt: skip
