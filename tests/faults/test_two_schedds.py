@@ -8,9 +8,11 @@ from django.urls import reverse
 
 from jobs.models import Job, JobState
 from tests.faults.conftest import (
+    assert_each_change_recorded_once,
     assert_spread_over,
     postgres_drops_every_connection,
     redis_loses_everything,
+    syncs_overlap_until_final,
 )
 from tests.helpers import pool_command, wait_for
 
@@ -84,3 +86,10 @@ def test_the_database_dropping_every_connection_loses_nothing_on_either_schedd(
     assert_spread_over(two_schedds, spread_burst.jobs)
     spread_burst.assert_each_ran_once_and_completed()
     assert live_pipeline.worker.poll() is None  # the same worker process, never restarted
+
+
+def test_syncs_overlapping_over_two_schedds_record_every_change_once(spread_burst, two_schedds):
+    jobs = spread_burst.submit(BURST)
+    assert_spread_over(two_schedds, jobs)
+    syncs_overlap_until_final(spread_burst)
+    assert_each_change_recorded_once(spread_burst, jobs)
