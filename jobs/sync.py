@@ -10,7 +10,7 @@ from collections import defaultdict, namedtuple
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.core.cache import cache
@@ -166,7 +166,7 @@ def jobs_apply_observations(
 
 
 def _moved_on(job: Job, as_read: Mapping[int, tuple] | None) -> bool:
-    return as_read is not None and tuple(getattr(job, f) for f in SYNC_FIELDS) != as_read[job.pk]
+    return as_read is not None and sync_row(job) != as_read[job.pk]
 
 
 def _apply_batch(
@@ -290,6 +290,11 @@ SYNC_FIELDS = (
     "wait_reason", "outcome",
 )  # fmt: skip
 SyncRow = namedtuple("SyncRow", SYNC_FIELDS)
+
+
+def sync_row(job: Any) -> SyncRow:
+    """What the sync compares of a job (a model instance, or a row read as values)."""
+    return SyncRow._make(getattr(job, name) for name in SYNC_FIELDS)
 
 
 def jobs_sync() -> SyncReport:

@@ -27,7 +27,13 @@ from jobs.bridge import get_bridge
 from jobs.models import FINAL_STATES, Job, JobOutcome, JobState
 from jobs.schedulers import schedd_label, schedd_names
 from jobs.submission import job_enqueue_submit
-from jobs.sync import SYNC_FIELDS, jobs_apply_observations, observed_changes, portal_state
+from jobs.sync import (
+    SYNC_FIELDS,
+    jobs_apply_observations,
+    observed_changes,
+    portal_state,
+    sync_row,
+)
 from jobs.timeline import job_event_record
 
 # How each kind of drift is repaired.
@@ -79,7 +85,7 @@ def reconcile(*, dry_run: bool, actor=None) -> list[Drift]:
     ]
     # A sync that writes a job between this read and the repair may have asked HTCondor
     # later than this command: such a job is left to the sync.
-    as_read = {job.pk: tuple(getattr(job, name) for name in SYNC_FIELDS) for job in active}
+    as_read = {job.pk: sync_row(job) for job in active}
     drifts: list[Drift] = []
     in_a_queue: set[str] = set()
     repairs = []
