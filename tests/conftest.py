@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -24,14 +25,31 @@ def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: "celery_processes" in getattr(item, "fixturenames", ()))
 
 
+def fake_bridge_settings(folder: Path) -> dict:
+    """The settings of a test on the fake bridge, its job folders in `folder`."""
+    return {"CONDOR_BRIDGE": "fake", "JOBS_DIR": folder / "jobs", "JOB_DIR_UID": None}
+
+
+def datasets_settings(folder: Path) -> dict:
+    """The settings of a test's datasets, kept in `folder`, with no roots or URLs allowed."""
+    return {"DATASETS_DIR": folder / "datasets", "DATASET_ROOTS": [], "DATASET_URL_ALLOW": []}
+
+
+# Real hashing costs a third of a second per user; tests make hundreds of users.
+FAST_PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def apply_settings(settings, values: dict) -> None:
+    for name, value in values.items():
+        setattr(settings, name, value)
+
+
 @pytest.fixture
 def fake_bridge(settings, tmp_path):
     """Services and views talk to an in-memory bridge; job folders live in tmp_path."""
     from jobs.bridge import get_bridge
 
-    settings.CONDOR_BRIDGE = "fake"
-    settings.JOBS_DIR = tmp_path / "jobs"
-    settings.JOB_DIR_UID = None
+    apply_settings(settings, fake_bridge_settings(tmp_path))
     get_bridge.cache_clear()
     # Tests on the fake bridge that commit (live_server) must not hand their jobs to a real
     # worker, which would send them to the real pool: their tasks run here, on the fake.
@@ -64,9 +82,7 @@ def script_upload(body: str = "print('hello')\n", name: str = "train.py") -> Sim
 @pytest.fixture(autouse=True)
 def datasets_in_tmp(settings, tmp_path):
     """Datasets a test imports are kept in its own folder, never in the checkout's var/."""
-    settings.DATASETS_DIR = tmp_path / "datasets"
-    settings.DATASET_ROOTS = []
-    settings.DATASET_URL_ALLOW = []
+    apply_settings(settings, datasets_settings(tmp_path))
 
 
 @pytest.fixture(autouse=True)
@@ -91,8 +107,7 @@ def no_unanswering_schedd_left_over():
 
 @pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
-    """Real hashing costs a third of a second per user; tests make hundreds of users."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    settings.PASSWORD_HASHERS = FAST_PASSWORD_HASHERS
 
 
 @pytest.fixture(autouse=True)

@@ -40,7 +40,14 @@ from jobs import specs, submission, sync
 from live_sessions.services import live_token_create
 from model_registry.models import Model, ModelVersion
 from portal.celery import app
-from tests.conftest import client_with_token, script_upload
+from tests.conftest import (
+    FAST_PASSWORD_HASHERS,
+    apply_settings,
+    client_with_token,
+    datasets_settings,
+    fake_bridge_settings,
+    script_upload,
+)
 from tests.datasets.files import SAMPLE, upload, zip_of
 from tests.factories import LabFactory, MembershipFactory, UserFactory
 
@@ -330,11 +337,8 @@ def build_world() -> World:
 
 def settings_for_a_world(folder: Path) -> dict:
     """What `fake_bridge` and the autouse fixtures set for one test, for a world kept longer."""
-    return {
-        "CONDOR_BRIDGE": "fake", "JOBS_DIR": folder / "jobs", "JOB_DIR_UID": None,
-        "DATASETS_DIR": folder / "datasets", "DATASET_ROOTS": [], "DATASET_URL_ALLOW": [],
-        "PASSWORD_HASHERS": ["django.contrib.auth.hashers.MD5PasswordHasher"],
-    }  # fmt: skip
+    return {**fake_bridge_settings(folder), **datasets_settings(folder),
+            "PASSWORD_HASHERS": FAST_PASSWORD_HASHERS}  # fmt: skip
 
 
 @pytest.fixture
@@ -364,8 +368,7 @@ def world_to_read(shared_world, settings):
     """The shared world, with its settings back over those each test's autouse fixtures
     set (its datasets live in its own folder, not the test's)."""
     world, overrides = shared_world
-    for name, value in overrides.items():
-        setattr(settings, name, value)
+    apply_settings(settings, overrides)
     return world
 
 
