@@ -52,15 +52,22 @@ class Burst:
         return new
 
     def copies_in_htcondor(self) -> collections.Counter:
-        """How many HTCondor jobs carry each of this burst's ids, queue plus history."""
+        """How many HTCondor jobs carry each of this burst's ids, queue plus history.
+
+        A job is counted by its GlobalJobId, so that one leaving the queue for the history
+        between the two tools' calls (a spooled job whose outputs the worker is retrieving
+        just then) is still one job, as it is to HTCondor."""
         constraint = f'NightshiftInstance == "{settings.NIGHTSHIFT_INSTANCE}"'
-        seen = collections.Counter()
+        seen: dict[str, set[str]] = collections.defaultdict(set)
         for name in ([], *(["-name", schedd] for schedd in self.other_schedds)):
             for tool in (["condor_q", "-allusers"], ["condor_history"]):
                 done = pool_command(*tool, *name, "-constraint", constraint,
-                                    "-af", "NightshiftJobId")  # fmt: skip
-                seen.update(line.strip() for line in done.stdout.splitlines() if line.strip())
-        return collections.Counter({str(job.public_id): seen[str(job.public_id)]
+                                    "-af", "NightshiftJobId", "GlobalJobId")  # fmt: skip
+                for line in done.stdout.splitlines():
+                    if line.strip():
+                        job_id, global_id = line.split()
+                        seen[job_id].add(global_id)
+        return collections.Counter({str(job.public_id): len(seen[str(job.public_id)])
                                     for job in self.jobs})  # fmt: skip
 
     def wait_until_final(self, timeout: float = 420) -> None:
