@@ -6,11 +6,11 @@ import functools
 import json
 import logging
 import time
-from collections import defaultdict, namedtuple
+from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Protocol
 
 from django.conf import settings
 from django.core.cache import cache
@@ -20,20 +20,20 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from condor_bridge import BridgeError, FileMode, JobObservation, MatchSummary, summarize_matches
-from condor_bridge import JobState as CondorState
 from condor_bridge.explain import SUBCODE_NIGHTSHIFT_NO_PROGRESS
 from plumbing import metrics
-from plumbing.db import bulk_update_rows
+from plumbing.db import bulk_update_rows, copy_insert
 from plumbing.tasks import enqueue
 
 from .bridge import get_bridge
-from .models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState, Workstation
+from .models import FINAL_STATES, Job, JobEvent, JobState, Workstation
 from .notifications import NOTIFY_STATES, notify_enqueue
 from .schedulers import raise_unless_one_answered, schedds_answered, schedds_ask
 from .selectors import job_output_files
 from .specs import request_from_json
 from .staging import uploads_clean_stale
 from .submission import batch_submitters, job_enqueue_submit
+from .sync_compare import ActiveRows, Comparison, observed_changes, portal_state, sync_row
 from .timeline import Timelines, change_events, job_event_record, log_job_events
 
 logger = logging.getLogger(__name__)
@@ -79,57 +79,6 @@ def run_ledger_register(ledger: RunLedger) -> None:
     _run_ledger = ledger
 
 
-def portal_state(observation: JobObservation) -> str:
-    if observation.state is CondorState.COMPLETED:
-        ok = observation.exit_code == 0 and observation.exit_signal is None
-        return JobState.COMPLETED if ok else JobState.FAILED
-    return JobState(observation.state.value)
-
-
-def observed_changes(
-    job: Job, observation: JobObservation, *, cancel_requested: bool = False
-) -> dict:
-    """The fields of `job` that differ from what HTCondor reports.
-
-    `cancel_requested` only decides the outcome of a removed job, which changes its state
-    too: a caller that only asks whether anything differs can leave it out. Jobs that
-    ended are never compared: HTCondor has nothing more to say about them.
-    """
-    new_state = portal_state(observation)
-    values = {
-        "state": new_state,
-        "status_detail": observation.status_detail,
-        "hold_reason": observation.hold_reason,
-        "hold_reason_code": observation.hold_reason_code,
-        "hold_reason_subcode": observation.hold_reason_subcode,
-        "hold_memory_mb": observation.held_memory_mb,
-        "hold_disk_mb": observation.held_disk_mb,
-        "num_starts": max(job.num_starts, observation.num_starts),
-        "workstation": observation.workstation or job.workstation,
-        "pool": observation.pool if observation.workstation else job.pool,
-        "gpu_model": observation.gpu_model or job.gpu_model,
-        "exit_code": observation.exit_code,
-        "exit_signal": observation.exit_signal,
-        "started_at": observation.started_at or job.started_at,
-    }
-    if new_state != JobState.IDLE:
-        values["match_problem"] = values["wait_reason"] = ""
-    if new_state in FINAL_STATES:
-        values["finished_at"] = job.finished_at or observation.finished_at or timezone.now()
-        values["outcome"] = _outcome(new_state, observation, cancel_requested)
-    return {key: value for key, value in values.items() if getattr(job, key) != value}
-
-
-def _outcome(state: str, observation: JobObservation, cancel_requested: bool) -> str:
-    if state != JobState.REMOVED:
-        return JobOutcome(state)
-    if observation.removed_by_limit:
-        return JobOutcome.RUNTIME_LIMIT
-    if cancel_requested:
-        return JobOutcome.CANCELLED
-    return JobOutcome.REMOVED
-
-
 def job_apply_observation(job_pk: int, observation: JobObservation) -> bool:
     """Bring one job (and its usage records) in line with what HTCondor reports.
 
@@ -140,6 +89,8 @@ def job_apply_observation(job_pk: int, observation: JobObservation) -> bool:
 
 # Jobs locked and written together: one transaction, and a few queries, per batch.
 APPLY_BATCH = 1000
+# What applying an observation never reads of a job: its largest texts, left in the table.
+UNREAD_FIELDS = ("submit_description", "source", "parameters", "last_error")
 
 
 def jobs_apply_observations(
@@ -179,6 +130,7 @@ def _apply_batch(
         # wait on it (a deadlock CI saw). The sync never changes a job's key.
         jobs = list(
             Job.objects.select_for_update(no_key=True)
+            .defer(*UNREAD_FIELDS)
             .filter(pk__in=list(observations))
             .exclude(state__in=FINAL_STATES)
             .order_by("pk")
@@ -217,7 +169,7 @@ def _apply_batch(
                 transaction.on_commit(functools.partial(notify_enqueue, job.pk, job.state))
         if changed_jobs:
             bulk_update_rows(Job, changed_jobs, sorted(fields))
-        JobEvent.objects.bulk_create(events, batch_size=1000)
+        copy_insert(JobEvent, events)
         log_job_events(events)
         for job in evicted:
             if "notebook" in job.live_services:
@@ -280,23 +232,6 @@ class SyncReport:
     seconds: float = 0.0
 
 
-# What a sync compares; the rest of a job's row (its request above all) is not read, and
-# rows are read as plain values: building 10,000 model instances would cost more than the
-# comparison.
-SYNC_FIELDS = (
-    "pk", "public_id", "schedd", "state", "status_detail", "hold_reason", "hold_reason_code",
-    "hold_reason_subcode", "hold_memory_mb", "hold_disk_mb", "num_starts", "workstation",
-    "pool", "gpu_model", "exit_code", "exit_signal", "started_at", "finished_at", "match_problem",
-    "wait_reason", "outcome",
-)  # fmt: skip
-SyncRow = namedtuple("SyncRow", SYNC_FIELDS)
-
-
-def sync_row(job: Any) -> SyncRow:
-    """What the sync compares of a job (a model instance, or a row read as values)."""
-    return SyncRow._make(getattr(job, name) for name in SYNC_FIELDS)
-
-
 def jobs_sync() -> SyncReport:
     """One sync cycle: one queue query, one history call, and only changed rows written."""
     started = time.perf_counter()
@@ -310,28 +245,19 @@ def jobs_sync() -> SyncReport:
     return report
 
 
+_active_rows = ActiveRows()
+_comparison = Comparison()
+
+
 def _sync_cycle() -> SyncReport:
     report = SyncReport()
-    # Plain tuples: cheaper to build than dicts made into namespaces, 100,000 at a time.
-    queued = Job.objects.filter(cluster_id__isnull=False).exclude(state__in=FINAL_STATES)
-    active = list(map(SyncRow._make, queued.values_list(*SYNC_FIELDS)))
+    active = _active_rows.read()
     report.active = len(active)
     if active:
         observations, report.finished = _observe_every_schedd(active)
         # Compared in memory first: an unchanged job costs no lock and no write.
         rows = {job.pk: job for job in active}
-        outdated, unchanged = {}, {}
-        for job in active:
-            observation = observations.get(str(job.public_id))
-            if observation is None:
-                continue
-            if observed_changes(job, observation):
-                outdated[job.pk] = observation
-            else:
-                unchanged[job.pk] = observation
-        # Only a job that has started can have a run to record: most of a large queue waits,
-        # and asking the ledger about every one was a fifth of a cycle with nothing changed.
-        started = {pk: seen for pk, seen in unchanged.items() if _may_have_run(rows[pk], seen)}
+        outdated, unchanged, started = _comparison.split(active, observations)
         for pk in _run_ledger.runs_outdated(started):
             outdated[pk] = unchanged[pk]
         report.changed = len(jobs_apply_observations(outdated, as_read=rows))
@@ -342,15 +268,6 @@ def _sync_cycle() -> SyncReport:
     return report
 
 
-def _may_have_run(job, observation: JobObservation) -> bool:
-    """Whether the portal's row or HTCondor's ad shows that the job ever started (usage
-    records are written with the row that says so, in one transaction)."""
-    return bool(
-        job.num_starts or job.started_at or observation.num_starts or observation.started_at
-        or observation.run_started_at or observation.wall_time_s
-    )  # fmt: skip
-
-
 def _observe_every_schedd(active: list) -> tuple[dict[str, JobObservation], int]:
     """What each schedd with active jobs says of them: one queue query and at most one
     history call per schedd, the schedds asked in parallel. A schedd that does not answer
@@ -358,7 +275,7 @@ def _observe_every_schedd(active: list) -> tuple[dict[str, JobObservation], int]
     the cycle fail."""
     by_schedd: dict[str, list[str]] = defaultdict(list)
     for job in active:
-        by_schedd[job.schedd].append(str(job.public_id))
+        by_schedd[job.schedd].append(job.public_id)
     answers, failures = schedds_ask(by_schedd, lambda name: _observe_schedd(name, by_schedd[name]))
     schedds_answered(answers, {name: str(exc) for name, exc in failures.items()})
     raise_unless_one_answered(failures, answers)
@@ -489,8 +406,8 @@ def _withdraw_stranded(active: list, observations: Mapping[str, JobObservation])
                if seen.awaiting_input and (seen.entered_state_at or cutoff) < cutoff}  # fmt: skip
     if not waiting:
         return 0
-    stranded = {(job.schedd, waiting[str(job.public_id)]) for job in active
-                if str(job.public_id) in waiting}  # fmt: skip
+    stranded = {(job.schedd, waiting[job.public_id]) for job in active
+                if job.public_id in waiting}  # fmt: skip
     for schedd, cluster_id in sorted(stranded):
         try:
             get_bridge(schedd).withdraw(cluster_id)

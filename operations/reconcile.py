@@ -27,13 +27,8 @@ from jobs.bridge import get_bridge
 from jobs.models import FINAL_STATES, Job, JobOutcome, JobState
 from jobs.schedulers import schedd_label, schedd_names
 from jobs.submission import job_enqueue_submit
-from jobs.sync import (
-    SYNC_FIELDS,
-    jobs_apply_observations,
-    observed_changes,
-    portal_state,
-    sync_row,
-)
+from jobs.sync import jobs_apply_observations
+from jobs.sync_compare import SYNC_FIELDS, observed_changes, portal_state, sync_row
 from jobs.timeline import job_event_record
 
 # How each kind of drift is repaired.
