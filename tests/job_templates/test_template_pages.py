@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from job_templates.models import TemplateVersion
 from jobs.models import Job
+from labs.models import Lab, Membership
 from tests.conftest import script_upload
 from tests.job_templates.conftest import FORM, TRAINER, published
 
@@ -117,3 +118,18 @@ def test_without_a_project_or_a_version_to_keep_it_from_publishing_is_refused(
     del fields["project"]
     response = client.post(reverse("job_templates:publish"), fields)
     assert response.status_code == 400 and "Upload the project" in response.content.decode()
+
+
+def test_keeping_the_project_of_a_version_the_lead_may_not_see_is_refused(
+    people, fake_bridge, client
+):
+    first = published(people.lead, people.lab)  # seen by its own lab only
+    Membership.objects.filter(user=people.outsider).update(role="lead")
+    client.force_login(people.outsider)
+    other_lab = Lab.objects.get(memberships__user=people.outsider)
+    fields = publish_form(other_lab, project_from=version_pk(first))
+    del fields["project"]
+    response = client.post(reverse("job_templates:publish"), fields)
+    assert response.status_code == 400
+    assert "No such template that you may use." in response.content.decode()
+    assert TemplateVersion.objects.count() == 1
