@@ -3,36 +3,28 @@
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.validators import RegexValidator
 from django.db import models
 
-from model_registry.models import Visibility, lab_slug
+from model_registry.models import (
+    MODEL_NAME_HELP,
+    MODEL_NAME_PATTERN,
+    PublishedName,
+    Visibility,
+    lab_slug,
+)
 
-# A template is typed in the CLI (nightshift run LAB/NAME@VERSION), as a model is.
-TEMPLATE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$"
-TEMPLATE_NAME_HELP = "Use letters, digits and . _ -, starting with a letter or digit."
+# A template is typed in the CLI (nightshift run LAB/NAME@VERSION) as a model is, by the
+# same rule.
+TEMPLATE_NAME_PATTERN, TEMPLATE_NAME_HELP = MODEL_NAME_PATTERN, MODEL_NAME_HELP
 
 
-class JobTemplate(models.Model):
-    """A name in a lab under which versions are published."""
-
+class JobTemplate(PublishedName):
     lab = models.ForeignKey("labs.Lab", on_delete=models.CASCADE, related_name="job_templates")
-    name = models.CharField(
-        max_length=80, validators=[RegexValidator(TEMPLATE_NAME_PATTERN, TEMPLATE_NAME_HELP)]
-    )
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
 
-    class Meta:
-        ordering = ["lab__name", "name"]
+    class Meta(PublishedName.Meta):
         constraints = [
             models.UniqueConstraint(fields=["lab", "name"], name="template_name_unique_per_lab"),
         ]
-
-    def __str__(self) -> str:
-        return self.name
 
 
 class TemplateVersion(models.Model):

@@ -18,11 +18,11 @@ class Visibility(models.TextChoices):
     SITE = "site", "Everyone"
 
 
-class Model(models.Model):
-    """A name in a lab under which versions are published; it holds nothing else, so that
-    what a version says can never change after it is published."""
+class PublishedName(models.Model):
+    """A name in a lab under which versions are published (a model's, a job template's); it
+    holds nothing else, so that what a version says can never change after it is published.
+    Each kind adds its lab, under its own related name, and its uniqueness in the lab."""
 
-    lab = models.ForeignKey("labs.Lab", on_delete=models.CASCADE, related_name="models")
     name = models.CharField(
         max_length=80, validators=[RegexValidator(MODEL_NAME_PATTERN, MODEL_NAME_HELP)]
     )
@@ -32,13 +32,20 @@ class Model(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        abstract = True
         ordering = ["lab__name", "name"]
-        constraints = [
-            models.UniqueConstraint(fields=["lab", "name"], name="model_name_unique_per_lab"),
-        ]
 
     def __str__(self) -> str:
         return self.name
+
+
+class Model(PublishedName):
+    lab = models.ForeignKey("labs.Lab", on_delete=models.CASCADE, related_name="models")
+
+    class Meta(PublishedName.Meta):
+        constraints = [
+            models.UniqueConstraint(fields=["lab", "name"], name="model_name_unique_per_lab"),
+        ]
 
 
 class ModelVersion(models.Model):
