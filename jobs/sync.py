@@ -256,11 +256,12 @@ def _sync_cycle() -> SyncReport:
     if active:
         observations, report.finished = _observe_every_schedd(active)
         # Compared in memory first: an unchanged job costs no lock and no write.
-        rows = {job.pk: job for job in active}
         outdated, unchanged, started = _comparison.split(active, observations)
         for pk in _run_ledger.runs_outdated(started):
             outdated[pk] = unchanged[pk]
-        report.changed = len(jobs_apply_observations(outdated, as_read=rows))
+        if outdated:
+            as_read = {job.pk: job for job in active}
+            report.changed = len(jobs_apply_observations(outdated, as_read=as_read))
         report.resubmitted += _withdraw_stranded(active, observations)
     _explain_unmatched_jobs(get_bridge())
     report.resubmitted += _resubmit_stale_jobs()

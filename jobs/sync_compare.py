@@ -156,7 +156,7 @@ def _outcome(state: str, observation: JobObservation, cancel_requested: bool) ->
     return JobOutcome.REMOVED
 
 
-def may_have_run(job, observation: JobObservation) -> bool:
+def _may_have_run(job, observation: JobObservation) -> bool:
     """Whether the portal's row or HTCondor's ad shows that the job ever started (usage
     records are written with the row that says so, in one transaction)."""
     return bool(
@@ -204,7 +204,7 @@ class Comparison:
         self._in_line = in_line
         # Only a job that has started can have a run to record: most of a large queue waits,
         # and asking the ledger about every one was a fifth of a cycle with nothing changed.
-        started = {pk: seen for pk, (job, seen) in in_line.items() if may_have_run(job, seen)}
+        started = {pk: seen for pk, (job, seen) in in_line.items() if _may_have_run(job, seen)}
         # Remembered whole only when everything was in line: a job out of line now (its
         # write may yet be refused) is compared again next time.
         self._last = None if outdated else (active, dict(observations), unchanged, started)
