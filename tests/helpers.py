@@ -107,7 +107,9 @@ POOL_SCRIPT = str(Path(__file__).resolve().parents[1] / "deploy/personal-pool/po
 def pool_schedds(count: int) -> list[str]:
     """Runs the personal pool's second schedd (2) or stops it (1); the schedds' names."""
     done = subprocess.run([POOL_SCRIPT, "schedds", str(count)], capture_output=True, text=True,
-                          timeout=120, check=True)  # fmt: skip
+                          timeout=240)  # fmt: skip
+    if done.returncode != 0:
+        raise AssertionError(f"pool schedds {count} exited {done.returncode}: {done.stderr or done.stdout}")
     return done.stdout.split()
 
 
