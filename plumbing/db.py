@@ -49,7 +49,7 @@ def bulk_update_rows(model: type[models.Model], objects: Sequence[models.Model],
                 for obj in batch
                 for value in (
                     obj.pk,
-                    *(f.get_db_prep_save(getattr(obj, f.attname), connection) for f in targets),
+                    *(_prepared(f, getattr(obj, f.attname)) for f in targets),
                 )
             ]
             cursor.execute(sql.format(rows=", ".join([row_placeholder] * len(batch))), params)
@@ -89,7 +89,12 @@ def _copy_value(field: models.Field, obj: models.Model, *, add: bool):
             raise TypeError(f"{field.name}'s database default is computed by the database.")
     if isinstance(field, models.JSONField):
         return None if value is None else json.dumps(value, cls=field.encoder)
-    if (
+    return _prepared(field, value)
+
+
+def _prepared(field: models.Field, value):
+    """`value` as the database takes it for `field`."""
+    if not isinstance(field, models.JSONField) and (
         value is None
         or type(value) in (str, int)
         or (type(value) is datetime and value.tzinfo is not None)

@@ -55,6 +55,18 @@ def test_text_that_looks_like_sql_or_placeholders_is_stored_literally():
     assert set(Job.objects.values_list("hold_reason", "status_detail")) == {(HOSTILE, "%s")}
 
 
+def test_json_that_is_a_bare_string_or_number_stays_json():
+    """Plain strings and integers skip Django's preparing, except in a JSON field, where
+    they are JSON values and must be encoded as such."""
+    jobs = make_jobs(3)
+    for job, value in zip(jobs, ["a plain string", 7, {"gpus": 1}], strict=True):
+        job.request = value
+    bulk_update_rows(Job, jobs, ["request"])
+    assert list(Job.objects.order_by("pk").values_list("request", flat=True)) == [
+        "a plain string", 7, {"gpus": 1},
+    ]  # fmt: skip
+
+
 def test_thousands_of_rows_take_one_statement_per_thousand():
     jobs = make_jobs(2500)
     for job in jobs:
