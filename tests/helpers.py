@@ -109,7 +109,8 @@ def pool_schedds(count: int) -> list[str]:
     done = subprocess.run([POOL_SCRIPT, "schedds", str(count)], capture_output=True, text=True,
                           timeout=240)  # fmt: skip
     if done.returncode != 0:
-        raise AssertionError(f"pool schedds {count} exited {done.returncode}: {done.stderr or done.stdout}")
+        message = done.stderr or done.stdout
+        raise AssertionError(f"pool schedds {count} exited {done.returncode}: {message}")
     return done.stdout.split()
 
 
