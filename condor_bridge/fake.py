@@ -82,6 +82,9 @@ class FakeBridge:
         self.spool_fault: type[BaseException] | None = None
         self.withdrawn: list[JobObservation] = []  # jobs taken out for input that never came
         self._jobs: dict[str, JobObservation] = {}
+        # Earlier copies of an id submitted again without looking first: HTCondor queues a
+        # second job beside the first, each with its own cluster.
+        self._earlier_copies: list[JobObservation] = []
         self._sweeps: dict[str, str] = {}  # job id -> the sweep whose cluster it is in
         self._usage: dict[str, dict[str, float]] = {}  # job id -> measured figures
         self._clusters = itertools.count(1)
@@ -194,6 +197,7 @@ class FakeBridge:
             self.submit_calls += 1
             cluster = next(self._clusters)
             self.submitted[request.job_id] = description
+            self._keep_earlier_copy(request.job_id)
             self._jobs[request.job_id] = JobObservation(
                 job_id=request.job_id,
                 cluster_id=cluster,
@@ -233,6 +237,7 @@ class FakeBridge:
                                else value for key, value in template.items()}  # fmt: skip
                 self.submitted[request.job_id] = description
                 self._sweeps[request.job_id] = sweep_id
+                self._keep_earlier_copy(request.job_id)
                 self._jobs[request.job_id] = JobObservation(
                     job_id=request.job_id, cluster_id=cluster, proc_id=proc,
                     state=JobState.TRANSFERRING if self.mode is FileMode.SPOOL else JobState.IDLE,
@@ -244,6 +249,11 @@ class FakeBridge:
         if self.mode is FileMode.SPOOL:
             self._spool([request.job_id for request in requests])
         return [SubmitResult(cluster, proc, adopted=False) for proc in range(len(requests))]
+
+    def _keep_earlier_copy(self, job_id: str) -> None:
+        earlier = self._jobs.get(job_id)
+        if earlier is not None and earlier.in_queue:
+            self._earlier_copies.append(earlier)
 
     def _spool(self, job_ids: list[str]) -> None:
         if self.spool_fault is not None:
@@ -303,7 +313,7 @@ class FakeBridge:
 
     def active_jobs(self) -> list[JobObservation]:
         self._check_up("query")
-        return [job for job in self._jobs.values() if job.in_queue]
+        return [job for job in [*self._earlier_copies, *self._jobs.values()] if job.in_queue]
 
     def finished_jobs(self, job_ids: Iterable[str]) -> list[JobObservation]:
         self._check_up("history")
@@ -325,7 +335,7 @@ class FakeBridge:
         return [self._usage_of(job) for job in self.finished_jobs(job_ids)]
 
     def _by_cluster(self, cluster_id: int, proc_id: int) -> JobObservation | None:
-        for job in self._jobs.values():
+        for job in [*self._earlier_copies, *self._jobs.values()]:
             if (job.cluster_id, job.proc_id) == (cluster_id, proc_id):
                 return job
         return None
@@ -339,6 +349,11 @@ class FakeBridge:
         self.actions.append((action, cluster_id, proc_id, reason))
         job = self._by_cluster(cluster_id, proc_id)
         if job is None or not job.in_queue:
+            return
+        if job in self._earlier_copies:
+            if action == "remove":
+                with self._lock:
+                    self._earlier_copies.remove(job)
             return
         if action == "remove":
             self.set_state(job.job_id, JobState.REMOVED, status_detail=reason)

@@ -29,11 +29,19 @@ from .bridge import get_bridge
 from .models import FINAL_STATES, Job, JobEvent, JobState, Workstation
 from .notifications import NOTIFY_STATES, notify_enqueue
 from .schedulers import raise_unless_one_answered, schedds_answered, schedds_ask
+from .second_copies import second_copies, second_copies_remove
 from .selectors import job_output_files
 from .specs import request_from_json
 from .staging import uploads_clean_stale
 from .submission import batch_submitters, job_enqueue_submit
-from .sync_compare import ActiveRows, Comparison, observed_changes, portal_state, sync_row
+from .sync_compare import (
+    ActiveRows,
+    Comparison,
+    may_have_run,
+    observed_changes,
+    portal_state,
+    sync_row,
+)
 from .timeline import Timelines, change_events, job_event_record, log_job_events
 
 logger = logging.getLogger(__name__)
@@ -136,7 +144,10 @@ def _apply_batch(
             .order_by("pk")
         )
         jobs = [job for job in jobs if not _moved_on(job, as_read)]
-        runs_changed = _run_ledger.record_runs([(job, observations[job.pk]) for job in jobs])
+        # A job that never started has no run to record (most of a waiting queue).
+        runs_changed = _run_ledger.record_runs([
+            (job, observations[job.pk]) for job in jobs if may_have_run(job, observations[job.pk])
+        ])  # fmt: skip
         timelines = Timelines.of([
             job.pk for job in jobs
             if portal_state(observations[job.pk]) != job.state
@@ -229,6 +240,7 @@ class SyncReport:
     changed: int = 0
     finished: int = 0
     resubmitted: int = 0
+    second_copies_removed: int = 0
     seconds: float = 0.0
 
 
@@ -254,7 +266,7 @@ def _sync_cycle() -> SyncReport:
     active = _active_rows.read()
     report.active = len(active)
     if active:
-        observations, report.finished = _observe_every_schedd(active)
+        observations, report.finished, report.second_copies_removed = _observe_every_schedd(active)
         # Compared in memory first: an unchanged job costs no lock and no write.
         outdated, unchanged, started = _comparison.split(active, observations)
         for pk in _run_ledger.runs_outdated(started):
@@ -269,32 +281,47 @@ def _sync_cycle() -> SyncReport:
     return report
 
 
-def _observe_every_schedd(active: list) -> tuple[dict[str, JobObservation], int]:
+def _observe_every_schedd(active: list) -> tuple[dict[str, JobObservation], int, int]:
     """What each schedd with active jobs says of them: one queue query and at most one
     history call per schedd, the schedds asked in parallel. A schedd that does not answer
     leaves its own jobs as they were (and their pages say so); only when none answers does
-    the cycle fail."""
-    by_schedd: dict[str, list[str]] = defaultdict(list)
+    the cycle fail. Each job is observed only through the copy its row records; second
+    copies in the queues are removed (the last count)."""
+    by_schedd: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)
     for job in active:
-        by_schedd[job.schedd].append(job.public_id)
+        by_schedd[job.schedd][job.public_id] = (job.cluster_id, job.proc_id)
     answers, failures = schedds_ask(by_schedd, lambda name: _observe_schedd(name, by_schedd[name]))
     schedds_answered(answers, {name: str(exc) for name, exc in failures.items()})
     raise_unless_one_answered(failures, answers)
     observations: dict[str, JobObservation] = {}
-    for found, _ in answers.values():
+    for found, _, _ in answers.values():
         observations.update(found)
-    return observations, sum(from_history for _, from_history in answers.values())
+    copies = second_copies(
+        (name, ad) for name, (_, _, unexpected) in answers.items() for ad in unexpected
+    )
+    from_history = sum(count for _, count, _ in answers.values())
+    return observations, from_history, second_copies_remove(copies)
 
 
-def _observe_schedd(name: str, job_ids: list[str]) -> tuple[dict[str, JobObservation], int]:
+def _observe_schedd(
+    name: str, recorded: Mapping[str, tuple[int, int]]
+) -> tuple[dict[str, JobObservation], int, list[JobObservation]]:
+    """The observations of the jobs recorded on this schedd, how many came from its
+    history, and the queue's other ads (most of them expected, see second_copies)."""
     bridge = get_bridge(name)
-    observations = {o.job_id: o for o in bridge.active_jobs()}
-    missing = [job_id for job_id in job_ids if job_id not in observations]
+    observations, unexpected = {}, []
+    for ad in bridge.active_jobs():
+        if recorded.get(ad.job_id) == (ad.cluster_id, ad.proc_id):
+            observations[ad.job_id] = ad
+        else:
+            unexpected.append(ad)
+    missing = [job_id for job_id in recorded if job_id not in observations]
     finished = {}
     if missing:
-        finished = {o.job_id: o for o in bridge.finished_jobs(missing)}
+        finished = {ad.job_id: ad for ad in bridge.finished_jobs(missing)
+                    if recorded[ad.job_id] == (ad.cluster_id, ad.proc_id)}  # fmt: skip
         observations.update(finished)
-    return observations, len(finished)
+    return observations, len(finished), unexpected
 
 
 SEEN_REFRESH_S = 60

@@ -33,10 +33,10 @@ from .models import FINAL_STATES, Job, JobOutcome, JobState
 # rows are read as plain values: building 10,000 model instances would cost more than the
 # comparison.
 SYNC_FIELDS = (
-    "pk", "public_id", "schedd", "state", "status_detail", "hold_reason", "hold_reason_code",
-    "hold_reason_subcode", "hold_memory_mb", "hold_disk_mb", "num_starts", "workstation",
-    "pool", "gpu_model", "exit_code", "exit_signal", "started_at", "finished_at", "match_problem",
-    "wait_reason", "outcome",
+    "pk", "public_id", "schedd", "cluster_id", "proc_id", "state", "status_detail",
+    "hold_reason", "hold_reason_code", "hold_reason_subcode", "hold_memory_mb", "hold_disk_mb",
+    "num_starts", "workstation", "pool", "gpu_model", "exit_code", "exit_signal", "started_at",
+    "finished_at", "match_problem", "wait_reason", "outcome",
 )  # fmt: skip
 SyncRow = namedtuple("SyncRow", SYNC_FIELDS)
 
@@ -156,7 +156,7 @@ def _outcome(state: str, observation: JobObservation, cancel_requested: bool) ->
     return JobOutcome.REMOVED
 
 
-def _may_have_run(job, observation: JobObservation) -> bool:
+def may_have_run(job, observation: JobObservation) -> bool:
     """Whether the portal's row or HTCondor's ad shows that the job ever started (usage
     records are written with the row that says so, in one transaction)."""
     return bool(
@@ -204,7 +204,7 @@ class Comparison:
         self._in_line = in_line
         # Only a job that has started can have a run to record: most of a large queue waits,
         # and asking the ledger about every one was a fifth of a cycle with nothing changed.
-        started = {pk: seen for pk, (job, seen) in in_line.items() if _may_have_run(job, seen)}
+        started = {pk: seen for pk, (job, seen) in in_line.items() if may_have_run(job, seen)}
         # Remembered whole only when everything was in line: a job out of line now (its
         # write may yet be refused) is compared again next time.
         self._last = None if outdated else (active, dict(observations), unchanged, started)

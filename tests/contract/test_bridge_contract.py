@@ -62,6 +62,22 @@ def test_submitting_the_same_id_again_adopts_the_first_job(bridge):
     assert [job.job_id for job in bridge.active_jobs()].count(request.job_id) == 1
 
 
+def test_an_id_submitted_again_without_looking_is_a_second_job_that_can_be_removed_alone(bridge):
+    """What a resend that found nothing in the queue (the first submit still in flight) does:
+    HTCondor keeps both copies, and each goes by its own cluster."""
+    request = job_request(bridge)
+    first = bridge.submit(request, check_existing=False)
+    second = bridge.submit(request, check_existing=False)
+    copies = sorted((job.cluster_id, job.proc_id) for job in bridge.active_jobs())
+    assert copies == sorted([(first.cluster_id, 0), (second.cluster_id, 0)])
+    assert first.cluster_id != second.cluster_id
+
+    bridge.act("remove", first.cluster_id, first.proc_id, reason="contract: second copy")
+    # The real schedd lists a removed job (state X) until its shadow has gone.
+    left = [job for job in bridge.active_jobs() if job.state is not JobState.REMOVED]
+    assert [(job.job_id, job.cluster_id) for job in left] == [(request.job_id, second.cluster_id)]
+
+
 def test_active_jobs_lists_only_this_instances_jobs(bridge):
     request = job_request(bridge)
     bridge.submit(request)
