@@ -148,11 +148,12 @@ def _apply_batch(
         runs_changed = _run_ledger.record_runs([
             (job, observations[job.pk]) for job in jobs if may_have_run(job, observations[job.pk])
         ])  # fmt: skip
-        timelines = Timelines.of([
-            job.pk for job in jobs
-            if portal_state(observations[job.pk]) != job.state
+        timelines = Timelines.for_changes(
+            (job.pk, state, observations[job.pk])
+            for job in jobs
+            if (state := portal_state(observations[job.pk])) != job.state
             or observations[job.pk].num_starts > job.num_starts
-        ])  # fmt: skip
+        )
         changed_jobs: list[Job] = []
         fields: set[str] = set()
         events: list[JobEvent] = []

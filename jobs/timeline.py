@@ -33,31 +33,45 @@ def log_job_events(events: Iterable[JobEvent]) -> None:
 
 @dataclass(frozen=True)
 class Timelines:
-    """What the timelines of a batch of jobs already say, read in two queries for the batch."""
+    """What the timelines of a batch of jobs already say, read in at most two queries for the
+    batch, and only for the jobs whose new events depend on it."""
 
     ran: frozenset[int] = frozenset()
     cancel_requested: frozenset[int] = frozenset()
     latest_kind: dict[int, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, job_pks: list[int]) -> Timelines:
-        if not job_pks:
-            return cls()
-        kinds = set(
-            JobEvent.objects.filter(
-                job_id__in=job_pks, kind__in=("started", "resumed", "cancel requested")
-            ).values_list("job_id", "kind")
-        )
-        latest = (
-            JobEvent.objects.filter(job_id__in=job_pks)
-            .order_by("job_id", "-at", "-id")
-            .distinct("job_id")
-            .values_list("job_id", "kind")
-        )
+    def for_changes(cls, changes: Iterable[tuple[int, str, JobObservation]]) -> Timelines:
+        """For changes (job pk, its new state, the observation) about to be written: whether
+        each job ran before (a start says "started" or "resumed"; a run no sync saw is
+        added), and whether a cancel was asked (a removal's outcome), for jobs that start,
+        are removed or have run; and the latest event (an administrator's vacate) of jobs
+        back to waiting. A batch that only goes to held, say, reads nothing."""
+        runs, latest = [], []
+        for pk, state, observation in changes:
+            if state in (JobState.RUNNING, JobState.REMOVED) or observation.num_starts > 0:
+                runs.append(pk)
+            if state == JobState.IDLE:
+                latest.append(pk)
+        kinds: set[tuple[int, str]] = set()
+        if runs:
+            kinds = set(
+                JobEvent.objects.filter(
+                    job_id__in=runs, kind__in=("started", "resumed", "cancel requested")
+                ).values_list("job_id", "kind")
+            )
+        latest_kind = {}
+        if latest:
+            latest_kind = dict(
+                JobEvent.objects.filter(job_id__in=latest)
+                .order_by("job_id", "-at", "-id")
+                .distinct("job_id")
+                .values_list("job_id", "kind")
+            )
         return cls(
             ran=frozenset(pk for pk, kind in kinds if kind != "cancel requested"),
             cancel_requested=frozenset(pk for pk, kind in kinds if kind == "cancel requested"),
-            latest_kind=dict(latest),
+            latest_kind=latest_kind,
         )
 
 

@@ -498,3 +498,18 @@ def test_a_spooled_job_still_awaiting_its_input_is_left_alone_for_a_while(
     sync.jobs_sync()
     assert spooling.withdrawn == []
     assert Job.objects.get(pk=job.pk).cluster_id == job.cluster_id
+
+
+def test_jobs_that_only_go_to_held_cost_no_read_of_their_timelines(student, fake_bridge):
+    """Their "held" event depends on nothing said before (a start, a cancel, a vacate)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    jobs = [submission.job_submit_to_pool(submit(student).pk) for _ in range(3)]
+    for job in jobs:
+        fake_bridge.set_state(str(job.public_id), CondorState.HELD, hold_reason="held by a test")
+    with CaptureQueriesContext(connection) as queries:
+        sync.jobs_sync()
+    assert [job.events.last().kind for job in jobs] == ["held"] * 3
+    reads = [q["sql"] for q in queries if 'FROM "jobs_jobevent"' in q["sql"]]
+    assert reads == []
