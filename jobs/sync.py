@@ -320,7 +320,7 @@ def _observe_schedd(
     finished = {}
     if missing:
         finished = {ad.job_id: ad for ad in bridge.finished_jobs(missing)
-                    if recorded[ad.job_id] == (ad.cluster_id, ad.proc_id)}  # fmt: skip
+                    if recorded.get(ad.job_id) == (ad.cluster_id, ad.proc_id)}  # fmt: skip
         observations.update(finished)
     return observations, len(finished), unexpected
 

@@ -36,6 +36,7 @@ REPAIRS = {
     "unknown": "removed from the pool: the portal has no such job",
     "ended": "removed from the pool: the job had already ended in the portal",
     "unrecorded": "adopted: the pool has it, the portal missed the schedd's reply",
+    "copy": "removed from the pool: a second copy of a job whose own copy is recorded",
     "stale": "updated from the pool",
     "lost": "marked failed: neither the queue nor the history knows it",
     "unsent": "sent to the pool again",
@@ -76,7 +77,7 @@ def reconcile(*, dry_run: bool, actor=None) -> list[Drift]:
         SimpleNamespace(**row)
         for row in Job.objects.filter(cluster_id__isnull=False)
         .exclude(state__in=FINAL_STATES)
-        .values(*SYNC_FIELDS, "cluster_id", "proc_id")
+        .values(*SYNC_FIELDS)
     ]
     # A sync that writes a job between this read and the repair may have asked HTCondor
     # later than this command: such a job is left to the sync.
@@ -117,19 +118,35 @@ def _reconcile_schedd(name: str, active: list):
     """One schedd's drifts, the ids in its queue, and what would repair them."""
     bridge = get_bridge(name)
     try:
-        queue = {o.job_id: o for o in bridge.active_jobs()}
+        ads = bridge.active_jobs()
     except BridgeError as exc:
         raise BridgeError(f"{schedd_label(name)}: {exc}", transient=True) from exc
     known = {
         str(row["public_id"]): row
-        for row in Job.objects.filter(public_id__in=[i for i in queue if _is_uuid(i)]).values(
-            "pk", "public_id", "state", "cluster_id", "sweep_id"
-        )
+        for row in Job.objects.filter(
+            public_id__in={ad.job_id for ad in ads if _is_uuid(ad.job_id)}
+        ).values("pk", "public_id", "state", "schedd", "cluster_id", "proc_id", "sweep_id")
     }
     drifts: list[Drift] = []
     to_remove: list[JobObservation] = []
     to_adopt: list[int] = []
-    for job_id, observation in sorted(queue.items()):
+    queue: list[JobObservation] = []
+    for ad in ads:
+        row = known.get(ad.job_id)
+        recorded = row and (row["schedd"], row["cluster_id"], row["proc_id"])
+        if (
+            row is None
+            or row["cluster_id"] is None
+            or recorded == (name, ad.cluster_id, ad.proc_id)
+        ):
+            queue.append(ad)
+        elif ad.state not in (CondorState.REMOVED, CondorState.COMPLETED):
+            # Sent twice (docs/faults.md): the sync removes such copies too.
+            drifts.append(Drift("copy", ad.job_id, f"{ad.cluster_id}.{ad.proc_id}",
+                                row["state"], ad.state.value))  # fmt: skip
+            to_remove.append(ad)
+    for observation in sorted(queue, key=lambda ad: (ad.job_id, ad.cluster_id, ad.proc_id)):
+        job_id = observation.job_id
         row = known.get(job_id)
         condor_id = f"{observation.cluster_id}.{observation.proc_id}"
         pool_state = observation.state.value
@@ -147,16 +164,21 @@ def _reconcile_schedd(name: str, active: list):
             drifts.append(Drift("unrecorded", job_id, condor_id, row["state"], pool_state))
             to_adopt.append(row["pk"])
 
-    missing = [str(job.public_id) for job in active if str(job.public_id) not in queue]
+    recorded_here = {str(job.public_id): (job.cluster_id, job.proc_id) for job in active}
+    current = {ad.job_id: ad for ad in queue
+               if recorded_here.get(ad.job_id) == (ad.cluster_id, ad.proc_id)}  # fmt: skip
+    missing = [job_id for job_id in recorded_here if job_id not in current]
     history: dict[str, JobObservation] = {}
     for start in range(0, len(missing), HISTORY_BATCH):
         found = bridge.finished_jobs(missing[start : start + HISTORY_BATCH])
-        history.update({o.job_id: o for o in found})
+        history.update(
+            {o.job_id: o for o in found if recorded_here.get(o.job_id) == (o.cluster_id, o.proc_id)}
+        )
     outdated: dict[int, JobObservation] = {}
     lost: list[int] = []
     for job in active:
         job_id = str(job.public_id)
-        observation = queue.get(job_id) or history.get(job_id)
+        observation = current.get(job_id) or history.get(job_id)
         condor_id = f"{job.cluster_id}.{job.proc_id}"
         if observation is None:
             drifts.append(Drift("lost", job_id, condor_id, job.state, ""))
@@ -165,7 +187,7 @@ def _reconcile_schedd(name: str, active: list):
             pool_state = portal_state(observation)
             drifts.append(Drift("stale", job_id, condor_id, job.state, pool_state))
             outdated[job.pk] = observation
-    return drifts, set(queue), (bridge, to_remove, to_adopt, outdated, lost)
+    return drifts, {ad.job_id for ad in ads}, (bridge, to_remove, to_adopt, outdated, lost)
 
 
 def _repair(bridge, to_remove, to_adopt, outdated, lost, resend, as_read) -> None:

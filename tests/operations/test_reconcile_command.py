@@ -53,9 +53,11 @@ def drifted(student, fake_bridge, tmp_path):
     Job.objects.filter(pk=lost.pk).update(cluster_id=987654, proc_id=0, state=JobState.RUNNING)
     unsent = accepted(student, "unsent")
     Job.objects.filter(pk=unsent.pk).update(created_at=timezone.now() - timedelta(hours=1))
+    copied = in_pool(student, "copy")
+    fake_bridge.submit(specs.job_request_of(copied), check_existing=False)  # sent twice
     fine = in_pool(student, "fine")
     return {"unknown": stranger, "ended": ended, "unrecorded": unrecorded, "stale": stale,
-            "lost": lost, "unsent": unsent, "fine": fine}  # fmt: skip
+            "lost": lost, "unsent": unsent, "copy": copied, "fine": fine}  # fmt: skip
 
 
 def test_a_dry_run_lists_every_drift_and_changes_nothing(drifted, fake_bridge):
@@ -69,7 +71,7 @@ def test_a_dry_run_lists_every_drift_and_changes_nothing(drifted, fake_bridge):
         else:
             assert len(lines) == 1 and lines[0].startswith(kind), (kind, said)
             assert " would be " in lines[0]
-    assert "6 differences found; run without --dry-run" in said
+    assert "7 differences found; run without --dry-run" in said
     assert list(Job.objects.order_by("pk").values_list("state", "cluster_id")) == before
     assert fake_bridge.actions == []
     assert not AuditEntry.objects.filter(action="portal.reconcile").exists()
@@ -77,7 +79,11 @@ def test_a_dry_run_lists_every_drift_and_changes_nothing(drifted, fake_bridge):
 
 def test_a_run_repairs_each_drift_and_a_second_run_finds_none(drifted, fake_bridge):
     said = reconcile()
-    assert "6 differences repaired." in said
+    assert "7 differences repaired." in said
+    copied = drifted["copy"]
+    copies = [(o.cluster_id, o.state) for o in fake_bridge.active_jobs()
+              if o.job_id == str(copied.public_id)]  # fmt: skip
+    assert copies == [(copied.cluster_id, CondorState.IDLE)]
     removed = {(a[0], a[1]) for a in fake_bridge.actions}
     assert ("remove", drifted["ended"].cluster_id) in removed
     assert fake_bridge.find(drifted["unknown"]).state is CondorState.REMOVED
