@@ -10,7 +10,8 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
-from jobs import actions, specs, submission
+from condor_bridge import JobState as CondorState
+from jobs import actions, specs, submission, sync
 from jobs.bridge import get_bridge
 from jobs.models import Job, JobState
 from tests.conftest import script_upload
@@ -58,6 +59,14 @@ def test_injected_drift_is_repaired(own_instance, student):
                  reason=("held by an administrator", 1))  # fmt: skip
     ended = submitted("ended-in-portal-only")
     Job.objects.filter(pk=ended.pk).update(state=JobState.REMOVED)
+    copied = submitted("sent-twice")
+    # Held, and its row told so, so that only its second copy differs from the portal.
+    actions.job_hold(job=copied, user=student)
+    seen = wait_for(lambda: [o for o in [get_bridge().find(str(copied.public_id))]
+                             if o is not None and o.state is CondorState.HELD],
+                    timeout=60, what="the job held")  # fmt: skip
+    sync.job_apply_observation(copied.pk, seen[0])
+    copy = get_bridge().submit(specs.job_request_of(copied), check_existing=False)
     lost = submission.job_submit(user=student, spec=specs.JobSpec(name="never-there"),
                                script=script_upload())  # fmt: skip
     Job.objects.filter(pk=lost.pk).update(cluster_id=9_999_999, proc_id=0, state=JobState.IDLE)
@@ -65,14 +74,18 @@ def test_injected_drift_is_repaired(own_instance, student):
     out = StringIO()
     call_command("reconcile", stdout=out)
     said = out.getvalue()
-    assert "4 differences repaired." in said, said
+    assert "5 differences repaired." in said, said
     for kind, job_id in [("unknown", stranger), ("ended", ended.public_id),
-                         ("stale", held.public_id), ("lost", lost.public_id)]:  # fmt: skip
+                         ("stale", held.public_id), ("lost", lost.public_id),
+                         ("copy", copied.public_id)]:  # fmt: skip
         assert any(line.startswith(kind) and str(job_id) in line for line in said.splitlines())
 
-    gone = f'NightshiftJobId == "{stranger}" || ClusterId == {ended.cluster_id}'
+    gone = (f'NightshiftJobId == "{stranger}" || ClusterId == {ended.cluster_id} '
+            f"|| ClusterId == {copy.cluster_id}")  # fmt: skip
     wait_for(lambda: not [ad for ad in in_queue(gone) if ad["JobStatus"] != 3],
-             timeout=60, what="the unknown and the ended job to leave the pool")  # fmt: skip
+             timeout=60, what="the unknown and ended jobs and the copy to leave")  # fmt: skip
+    kept = in_queue(f'NightshiftJobId == "{copied.public_id}" && JobStatus != 3')
+    assert [ad["ClusterId"] for ad in kept] == [copied.cluster_id]
     held.refresh_from_db()
     lost.refresh_from_db()
     assert held.state == JobState.HELD
@@ -84,3 +97,24 @@ def test_injected_drift_is_repaired(own_instance, student):
     # Removed jobs may linger in the queue a moment as "removed"; they are not drift.
     assert "nothing to repair" in out.getvalue(), out.getvalue()
     actions.job_cancel(job=held, user=student)
+    actions.job_cancel(job=copied, user=student)
+
+
+def test_the_sync_removes_a_second_copy_and_keeps_the_recorded_one(own_instance, student):
+    sleeper = script_upload("import time; time.sleep(600)\n")
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name="sent-twice"),
+                                script=sleeper)  # fmt: skip
+    job = submission.job_submit_to_pool(job.pk)
+    copy = get_bridge().submit(specs.job_request_of(job), check_existing=False)
+
+    report = sync.jobs_sync()
+
+    assert report.second_copies_removed == 1
+    wait_for(lambda: not [ad for ad in in_queue(f"ClusterId == {copy.cluster_id}")
+                          if ad["JobStatus"] != 3],
+             timeout=60, what="the copy to leave the pool")  # fmt: skip
+    kept = in_queue(f'NightshiftJobId == "{job.public_id}" && JobStatus != 3')
+    assert [ad["ClusterId"] for ad in kept] == [job.cluster_id]
+    assert job.events.filter(kind="second copy removed").exists()
+    assert sync.jobs_sync().second_copies_removed == 0
+    actions.job_cancel(job=job, user=student)
