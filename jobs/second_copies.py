@@ -29,8 +29,9 @@ from .timeline import job_event_record
 logger = logging.getLogger(__name__)
 
 SECOND_COPY_DETAIL = (
-    "HTCondor had a second copy of this job (it was sent twice after a lost database "
-    "connection); Nightshift removed the copy cluster {cluster}.{proc} and kept {kept}."
+    "HTCondor had a second copy of this job (sent twice, as when a database connection "
+    "drops during a submission); Nightshift removed the copy cluster {cluster}.{proc} and "
+    "kept {kept}."
 )
 
 
