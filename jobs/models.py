@@ -38,6 +38,15 @@ class JobOutcome(models.TextChoices):
     REMOVED = "removed", "Removed by HTCondor or an admin"
 
 
+def is_public_id(text: str) -> bool:
+    """Whether text is a job's public id as HTCondor's ads carry it (a UUID's text form):
+    what may be looked up as one."""
+    try:
+        return str(uuid.UUID(text)) == text
+    except ValueError:
+        return False
+
+
 class Job(models.Model):
     public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     owner = models.ForeignKey(

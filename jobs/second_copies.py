@@ -16,14 +16,13 @@ is left alone: the attempt in flight may yet record either copy.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Iterable
 
 from audit.services import audit_record
-from condor_bridge import BridgeError, JobObservation
+from condor_bridge import BridgeError, JobObservation, JobState
 
 from .bridge import get_bridge
-from .models import Job
+from .models import Job, is_public_id
 from .timeline import job_event_record
 
 logger = logging.getLogger(__name__)
@@ -35,11 +34,20 @@ SECOND_COPY_DETAIL = (
 )
 
 
-def _is_job_id(text: str) -> bool:
-    try:
-        return str(uuid.UUID(text)) == text
-    except ValueError:
-        return False
+# An ad already leaving the queue: a removed copy until its shadow has gone, or one that
+# ended and waits in a spool for outputs nobody will fetch. Removing it again would only
+# write another timeline event each cycle.
+LEAVING = (JobState.REMOVED, JobState.COMPLETED)
+
+
+def is_second_copy(schedd: str, ad: JobObservation, recorded: tuple | None) -> bool:
+    """Whether `ad`, in `schedd`'s queue, is a second copy still to be removed. `recorded`:
+    the (schedd, cluster, proc) its job's row records, None while none is recorded."""
+    return (
+        recorded is not None
+        and recorded != (schedd, ad.cluster_id, ad.proc_id)
+        and ad.state not in LEAVING
+    )
 
 
 def second_copies(
@@ -51,7 +59,7 @@ def second_copies(
     Most such ads are expected (a finished job waiting for its outputs to be fetched from
     the spool, a submission not recorded yet), so one query checks them all against their
     rows."""
-    unexpected = [(schedd, ad) for schedd, ad in unexpected if _is_job_id(ad.job_id)]
+    unexpected = [(schedd, ad) for schedd, ad in unexpected if is_public_id(ad.job_id)]
     if not unexpected:
         return []
     jobs = {
@@ -63,9 +71,9 @@ def second_copies(
     copies = []
     for schedd, ad in unexpected:
         job = jobs.get(ad.job_id)
-        if job is not None and (job.schedd, job.cluster_id, job.proc_id) != (
-            schedd, ad.cluster_id, ad.proc_id,
-        ):  # fmt: skip
+        if job is not None and is_second_copy(
+            schedd, ad, (job.schedd, job.cluster_id, job.proc_id)
+        ):
             copies.append((job, schedd, ad))
     return copies
 

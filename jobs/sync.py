@@ -267,7 +267,8 @@ def _sync_cycle() -> SyncReport:
     active = _active_rows.read()
     report.active = len(active)
     if active:
-        observations, report.finished, report.second_copies_removed = _observe_every_schedd(active)
+        observations, report.finished, copies = _observe_every_schedd(active)
+        report.second_copies_removed = second_copies_remove(copies)
         # Compared in memory first: an unchanged job costs no lock and no write.
         outdated, unchanged, started = _comparison.split(active, observations)
         for pk in _run_ledger.runs_outdated(started):
@@ -282,12 +283,12 @@ def _sync_cycle() -> SyncReport:
     return report
 
 
-def _observe_every_schedd(active: list) -> tuple[dict[str, JobObservation], int, int]:
+def _observe_every_schedd(active: list) -> tuple[dict[str, JobObservation], int, list]:
     """What each schedd with active jobs says of them: one queue query and at most one
     history call per schedd, the schedds asked in parallel. A schedd that does not answer
     leaves its own jobs as they were (and their pages say so); only when none answers does
-    the cycle fail. Each job is observed only through the copy its row records; second
-    copies in the queues are removed (the last count)."""
+    the cycle fail. Each job is observed only through the copy its row records; the second
+    copies found in the queues come last (second_copies)."""
     by_schedd: dict[str, dict[str, tuple[int, int]]] = defaultdict(dict)
     for job in active:
         by_schedd[job.schedd][job.public_id] = (job.cluster_id, job.proc_id)
@@ -301,7 +302,7 @@ def _observe_every_schedd(active: list) -> tuple[dict[str, JobObservation], int,
         (name, ad) for name, (_, _, unexpected) in answers.items() for ad in unexpected
     )
     from_history = sum(count for _, count, _ in answers.values())
-    return observations, from_history, second_copies_remove(copies)
+    return observations, from_history, copies
 
 
 def _observe_schedd(

@@ -8,7 +8,6 @@ pool has lost, or a submission whose reply never came back.
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 from types import SimpleNamespace
@@ -24,8 +23,9 @@ from condor_bridge import JobState as CondorState
 from experiments.models import Sweep
 from experiments.sweeps import sweep_enqueue_submit
 from jobs.bridge import get_bridge
-from jobs.models import FINAL_STATES, Job, JobOutcome, JobState
+from jobs.models import FINAL_STATES, Job, JobOutcome, JobState, is_public_id
 from jobs.schedulers import schedd_label, schedd_names
+from jobs.second_copies import is_second_copy
 from jobs.submission import job_enqueue_submit
 from jobs.sync import jobs_apply_observations
 from jobs.sync_compare import SYNC_FIELDS, observed_changes, portal_state, sync_row
@@ -55,14 +55,6 @@ class Drift:
     @property
     def repair(self) -> str:
         return REPAIRS[self.kind]
-
-
-def _is_uuid(text: str) -> bool:
-    try:
-        uuid.UUID(text)
-    except ValueError:
-        return False
-    return True
 
 
 def reconcile(*, dry_run: bool, actor=None) -> list[Drift]:
@@ -96,7 +88,7 @@ def reconcile(*, dry_run: bool, actor=None) -> list[Drift]:
     cutoff = timezone.now() - timedelta(seconds=settings.RESUBMIT_AFTER_S)
     unsent = (
         Job.objects.filter(state=JobState.QUEUED, cluster_id__isnull=True, created_at__lt=cutoff)
-        .exclude(public_id__in=[i for i in in_a_queue if _is_uuid(i)])
+        .exclude(public_id__in=[i for i in in_a_queue if is_public_id(i)])
         .values_list("pk", "public_id", "state")
     )
     resend = []
@@ -124,7 +116,7 @@ def _reconcile_schedd(name: str, active: list):
     known = {
         str(row["public_id"]): row
         for row in Job.objects.filter(
-            public_id__in={ad.job_id for ad in ads if _is_uuid(ad.job_id)}
+            public_id__in={ad.job_id for ad in ads if is_public_id(ad.job_id)}
         ).values("pk", "public_id", "state", "schedd", "cluster_id", "proc_id", "sweep_id")
     }
     drifts: list[Drift] = []
@@ -133,14 +125,12 @@ def _reconcile_schedd(name: str, active: list):
     queue: list[JobObservation] = []
     for ad in ads:
         row = known.get(ad.job_id)
-        recorded = row and (row["schedd"], row["cluster_id"], row["proc_id"])
-        if (
-            row is None
-            or row["cluster_id"] is None
-            or recorded == (name, ad.cluster_id, ad.proc_id)
-        ):
+        recorded = None
+        if row is not None and row["cluster_id"] is not None:
+            recorded = (row["schedd"], row["cluster_id"], row["proc_id"])
+        if recorded is None or recorded == (name, ad.cluster_id, ad.proc_id):
             queue.append(ad)
-        elif ad.state not in (CondorState.REMOVED, CondorState.COMPLETED):
+        elif is_second_copy(name, ad, recorded):
             # Sent twice (docs/faults.md): the sync removes such copies too.
             drifts.append(Drift("copy", ad.job_id, f"{ad.cluster_id}.{ad.proc_id}",
                                 row["state"], ad.state.value))  # fmt: skip

@@ -56,6 +56,20 @@ def test_a_second_copy_is_removed_and_the_timeline_and_audit_log_say_so(student,
     assert sync.jobs_sync().second_copies_removed == 0
 
 
+@pytest.mark.parametrize("leaving", [CondorState.REMOVED, CondorState.COMPLETED])
+def test_a_copy_already_leaving_the_queue_is_not_removed_again(student, fake_bridge, leaving):
+    """A removed copy stays listed until its shadow has gone, and a spooled one that ended
+    waits for outputs nobody fetches: neither gets another removal or event each cycle."""
+    job = submitted(student)
+    send_again(fake_bridge, job)
+    # The fake moves the newest job of an id: here the copy.
+    fake_bridge.set_state(str(job.public_id), leaving, exit_code=0, in_queue=True)
+
+    assert sync.jobs_sync().second_copies_removed == 0
+    assert removals(fake_bridge) == []
+    assert not job.events.filter(kind="second copy removed").exists()
+
+
 def test_the_second_copys_state_is_never_read_into_the_job(student, fake_bridge):
     job = submitted(student)
     copy = send_again(fake_bridge, job)
