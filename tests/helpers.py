@@ -23,6 +23,14 @@ def wait_for(probe: Callable[[], T], *, timeout: float = 120, interval: float = 
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
+def htcondor_copies(bridge, job_id: str) -> set[tuple[int, int]]:
+    """The HTCondor jobs (cluster, proc) carrying a Nightshift id, queue plus history. Asked
+    queue first, so a job leaving the queue between the two questions is met in the history,
+    and counted once by its id rather than twice."""
+    in_queue = {(o.cluster_id, o.proc_id) for o in bridge.active_jobs() if o.job_id == job_id}
+    return in_queue | {(o.cluster_id, o.proc_id) for o in bridge.finished_jobs([job_id])}
+
+
 def copy_job_helpers(directory: Path) -> None:
     """The helper folder the portal stages into every job (a GPU job runs its launcher)."""
     from jobs.staging import HELPER_FILES

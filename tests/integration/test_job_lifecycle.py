@@ -11,7 +11,7 @@ from jobs import specs, submission
 from jobs.bridge import get_bridge
 from jobs.models import Job, JobState
 from tests.conftest import script_upload
-from tests.helpers import wait_for
+from tests.helpers import htcondor_copies, wait_for
 from tests.integration.conftest import upload
 from tests.pipeline import wait_for_state
 
@@ -29,9 +29,7 @@ print("done")
 
 def condor_count(job: Job) -> int:
     """How many HTCondor jobs, queue plus history, carry this job's Nightshift id."""
-    bridge = get_bridge()
-    in_queue = [o for o in bridge.active_jobs() if o.job_id == str(job.public_id)]
-    return len(in_queue) + len(bridge.finished_jobs([str(job.public_id)]))
+    return len(htcondor_copies(get_bridge(), str(job.public_id)))
 
 
 def test_a_script_that_writes_a_file_completes_and_the_file_downloads(web, live_pipeline):

@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from jobs.bridge import get_bridge
 from jobs.models import Job, JobState
-from tests.helpers import pool_command, wait_for
+from tests.helpers import htcondor_copies, pool_command, wait_for
 from tests.integration.conftest import upload
 from tests.pipeline import wait_for_state
 
@@ -26,9 +26,7 @@ SLEEPS = "import time\nprint('started', flush=True)\ntime.sleep(600)\n"
 def copies_in(schedd: str, job: Job) -> int:
     """How many HTCondor jobs with this job's id `schedd` has, queue plus history (a spooled
     job stays in the queue until its outputs are fetched, and a while after)."""
-    bridge, job_id = get_bridge(schedd), str(job.public_id)
-    in_queue = [o for o in bridge.active_jobs() if o.job_id == job_id]
-    return len(in_queue) + len(bridge.finished_jobs([job_id]))
+    return len(htcondor_copies(get_bridge(schedd), str(job.public_id)))
 
 
 def in_queue_of(schedd: str, job: Job) -> bool:
