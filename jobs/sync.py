@@ -22,7 +22,7 @@ from audit.services import audit_record
 from condor_bridge import BridgeError, FileMode, JobObservation, MatchSummary, summarize_matches
 from condor_bridge.explain import SUBCODE_NIGHTSHIFT_NO_PROGRESS
 from plumbing import metrics
-from plumbing.db import bulk_update_rows, copy_insert
+from plumbing.db import bulk_update_rows, copy_insert, instances_of
 from plumbing.tasks import enqueue
 
 from .bridge import get_bridge
@@ -99,6 +99,12 @@ def job_apply_observation(job_pk: int, observation: JobObservation) -> bool:
 APPLY_BATCH = 1000
 # What applying an observation never reads of a job: its largest texts, left in the table.
 UNREAD_FIELDS = ("submit_description", "source", "parameters", "last_error")
+# What it reads: every other field, the request only for a batch where a job may have been
+# evicted (whether it is a notebook session); a field not read loads if something asks.
+READ_FIELDS = tuple(
+    field.name for field in Job._meta.concrete_fields
+    if field.name not in UNREAD_FIELDS and field.name != "request"
+)  # fmt: skip
 
 
 def jobs_apply_observations(
@@ -136,12 +142,13 @@ def _apply_batch(
         # jobs (usage samples, events) takes a key-share lock on each as its deferred
         # foreign-key checks run at commit, and FOR UPDATE would wait on those while they
         # wait on it (a deadlock CI saw). The sync never changes a job's key.
-        jobs = list(
+        evictions = any(seen.evicted for seen in observations.values())
+        jobs = instances_of(
             Job.objects.select_for_update(no_key=True)
-            .defer(*UNREAD_FIELDS)
             .filter(pk__in=list(observations))
             .exclude(state__in=FINAL_STATES)
-            .order_by("pk")
+            .order_by("pk"),
+            (*READ_FIELDS, "request") if evictions else READ_FIELDS,
         )
         jobs = [job for job in jobs if not _moved_on(job, as_read)]
         # A job that never started has no run to record (most of a waiting queue).
