@@ -70,7 +70,8 @@ def instances_of(queryset: models.QuerySet, fields: Sequence[str]) -> list[model
     model = queryset.model
     meta = model._meta
     attnames = [meta.pk.attname]
-    attnames += [a for a in (meta.get_field(name).attname for name in fields) if a != attnames[0]]
+    attnames += [meta.get_field(name).attname for name in fields
+                 if name != "pk" and meta.get_field(name) is not meta.pk]  # fmt: skip
     new, database, instances = model.__new__, queryset.db, []
     for row in queryset.values_list(*attnames):
         instance = new(model)

@@ -69,3 +69,11 @@ def test_rows_come_in_the_querysets_order_and_none_when_nothing_matches():
 
     assert [instance.pk for instance in ordered] == [second.pk, first.pk]
     assert instances_of(Job.objects.none(), ["name"]) == []
+
+
+def test_the_key_may_be_named_as_pk_or_by_its_name_and_is_read_once():
+    job = make_job()
+    [by_pk] = instances_of(Job.objects.filter(pk=job.pk), ["pk", "name"])
+    [by_name] = instances_of(Job.objects.filter(pk=job.pk), ["id", "name"])
+
+    assert (by_pk.pk, by_pk.name) == (by_name.pk, by_name.name) == (job.pk, "a job")
