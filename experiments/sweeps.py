@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -59,7 +60,7 @@ from jobs.submission import (
     request_match_summary,
 )
 from plumbing import metrics
-from plumbing.db import bulk_update_rows, copy_insert, copy_update
+from plumbing.db import bulk_update_rows, copy_insert, copy_update, instances_of
 from plumbing.tasks import enqueue
 
 from . import parameters
@@ -160,14 +161,49 @@ def check_sweep_quota(user, lab, spec: JobSpec, runs: int) -> int | None:
         raise QuotaRefusal(exc.field or "quota", exc.message) from None
 
 
-def staged_tree(folder: Path) -> tuple[list[Path], list[Path]]:
+@dataclass(frozen=True)
+class StagedTree:
+    """What the first run's folder holds (relative to it), for the other runs' copies."""
+
+    folders: list[Path]
+    files: list[Path]
+    # Files the runs share by hard links instead of copies (see jobs_cannot_write).
+    shared: frozenset[Path]
+    # What the jobs' account owns there (a project's files, unpacked for the jobs): each
+    # run's copy is given to that account too.
+    jobs_own: frozenset[Path]
+
+
+def staged_tree(folder: Path) -> StagedTree:
     """The folders and files staged in the first run's folder, relative to it."""
     folders, files = [], []
     for root, dirnames, filenames in os.walk(folder):
         base = Path(root).relative_to(folder)
         folders += [base / name for name in dirnames]
         files += [base / name for name in filenames]
-    return folders, files
+    job_uid = settings.JOB_DIR_UID
+    jobs_own = frozenset(
+        path for path in (*folders, *files)
+        if job_uid is not None and (folder / path).lstat().st_uid == job_uid
+    )  # fmt: skip
+    shared = frozenset(
+        file for file in files
+        if file.parent.name == SOURCE_DIR or jobs_cannot_write(folder / file)
+    )  # fmt: skip
+    return StagedTree(folders, files, shared, jobs_own)
+
+
+def jobs_cannot_write(path: Path) -> bool:
+    """Whether no job can change this file: jobs run as another account than the portal's
+    (NIGHTSHIFT_JOB_DIR_UID), which neither owns it nor may write it. Only then may runs
+    share it: a file a run could write (a project's, unpacked for the jobs' account) would
+    change under every other run."""
+    status = path.lstat()
+    job_uid = settings.JOB_DIR_UID
+    return (
+        job_uid is not None and job_uid != os.geteuid() and status.st_uid != job_uid
+        and stat.S_ISREG(status.st_mode) and not status.st_mode & 0o022
+    )  # fmt: skip
 
 
 # Two threads made a sweep's folders fastest on a 2-core machine; more only contend.
@@ -175,25 +211,30 @@ FOLDER_THREADS = 2
 FOLDER_CHUNK = 250
 
 
-def copy_run_folders(first: Path, targets: list[Path], tree: tuple[list[Path], list[Path]]) -> None:
+def copy_run_folders(first: Path, targets: list[Path], tree: StagedTree) -> None:
     """The other runs' folders of a sweep, each a copy of the first run's with its helper."""
     for target in targets:
         copy_inputs(first, target, tree)
     install_helpers_linked(first, targets)
 
 
-def copy_inputs(source: Path, target: Path, tree: tuple[list[Path], list[Path]]) -> None:
-    """A run's folder from the first run's staged files. The kept project archive is
-    linked, not copied: it is the portal's, read-only to jobs, and can be large."""
-    folders, files = tree
-    target.mkdir()
-    for folder in folders:
-        (target / folder).mkdir()
-    for file in files:
-        if file.parent.name == SOURCE_DIR:
-            (target / file).hardlink_to(source / file)
-        else:
-            shutil.copyfile(source / file, target / file)
+def copy_inputs(source: Path, target: Path, tree: StagedTree) -> None:
+    """A run's folder from the first run's staged files. What no job can write is linked,
+    not copied (the kept project archive, which can be large; a script the portal owns):
+    each file system call counts, at 10,000 runs, and more on a network file system."""
+    os.mkdir(target)
+    for folder in tree.folders:
+        os.mkdir(target / folder)
+    for file in tree.files:
+        if file in tree.shared:
+            try:
+                os.link(source / file, target / file)
+                continue
+            except OSError:  # another file system: copied
+                pass
+        shutil.copyfile(source / file, target / file)
+    for path in tree.jobs_own:
+        os.chown(target / path, settings.JOB_DIR_UID, -1)
 
 
 def sweep_submit(
@@ -396,11 +437,13 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
             return sweep
         # Locked in pk order, as the sync locks jobs, so that the two never deadlock.
         jobs = sorted(
-            sweep.runs.select_for_update(no_key=True)
-            .filter(cluster_id__isnull=True)
-            .exclude(state__in=FINAL_STATES)
-            .only(*SUBMIT_FIELDS)
-            .order_by("pk"),
+            instances_of(
+                sweep.runs.select_for_update(no_key=True)
+                .filter(cluster_id__isnull=True)
+                .exclude(state__in=FINAL_STATES)
+                .order_by("pk"),
+                SUBMIT_FIELDS,
+            ),
             key=lambda job: job.sweep_index,
         )
         if not jobs:

@@ -3,6 +3,7 @@ and uploads kept across a form error."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
@@ -139,7 +140,9 @@ def install_helpers_linked(first: Path, directories: list[Path]) -> None:
     for directory in directories:
         folder = os.fspath(directory)
         outputs, helper = os.path.join(folder, OUTPUTS), os.path.join(folder, HELPER_DIR)
-        os.makedirs(outputs, exist_ok=True)
+        # One call (makedirs asks first): a project may have brought its own outputs folder.
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(outputs)
         os.mkdir(helper)
         os.mkdir(os.path.join(helper, CONTROL_DIR), 0o755)
         for name in shared:

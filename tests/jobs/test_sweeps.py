@@ -2,6 +2,7 @@
 submitted as one cluster, exactly once."""
 
 import json
+import os
 
 import pytest
 
@@ -186,6 +187,68 @@ def test_a_project_sweep_varies_the_entry_command_and_each_run_keeps_its_own(stu
     spec = specs.job_spec_of(runs[3])
     assert spec.entry_command == "python eval.py --system t5"
     assert spec.arguments == ["--data", "glue"]
+
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="giving folders to the jobs' account")
+
+
+@needs_root
+def test_where_jobs_run_as_another_account_the_runs_share_the_portals_script(
+    student, fake_bridge, settings
+):
+    settings.JOB_DIR_UID = 2000
+    runs = list(submit_sweep(student).runs.all())
+
+    scripts = {os.stat(run.directory / "train.py") for run in runs}
+    assert len({(s.st_dev, s.st_ino) for s in scripts}) == 1
+    [script] = scripts
+    assert script.st_uid == os.geteuid() and not script.st_mode & 0o022  # no job can write it
+    assert all(os.stat(run.directory).st_uid == 2000 for run in runs)
+    assert all(os.stat(run.directory / "outputs").st_uid == 2000 for run in runs)
+
+
+def test_where_jobs_run_as_the_portals_account_each_run_has_its_own_script(
+    student, fake_bridge, settings
+):
+    assert settings.JOB_DIR_UID is None
+    runs = list(submit_sweep(student).runs.all())
+
+    assert len({os.stat(run.directory / "train.py").st_ino for run in runs}) == len(runs)
+    assert {(run.directory / "train.py").read_text() for run in runs} == {"print('hello')\n"}
+
+
+@needs_root
+def test_a_projects_files_given_to_the_jobs_account_are_copied_for_each_run(
+    student, fake_bridge, settings
+):
+    from tests.jobs.test_projects import project
+
+    settings.JOB_DIR_UID = 2000
+    sweep = sweeps.sweep_submit(
+        user=student, spec=specs.JobSpec(name="p", entry_command="python eval.py {n}"),
+        plan=sweeps.SweepPlan.from_json({"grid": {"n": [1, 2, 3]}}),
+        script=project({"eval.py": "print(1)", "data/x.csv": "1"}),
+    )  # fmt: skip
+    runs = list(sweep.runs.all())
+
+    for name in ("eval.py", "data/x.csv"):
+        assert len({os.stat(run.directory / name).st_ino for run in runs}) == 3
+    for name in ("eval.py", "data/x.csv", "data"):  # as the first run's: the jobs may write
+        assert {os.stat(run.directory / name).st_uid for run in runs} == {2000}
+    assert len({os.stat(run.directory / ".source" / "project.zip").st_ino for run in runs}) == 1
+
+
+def test_a_file_others_may_write_is_never_shared(tmp_path, settings):
+    settings.JOB_DIR_UID = os.geteuid() + 1
+    script = tmp_path / "train.py"
+    script.write_text("print(1)")
+    script.chmod(0o644)
+    assert sweeps.jobs_cannot_write(script)
+    script.chmod(0o664)
+    assert not sweeps.jobs_cannot_write(script)
+    settings.JOB_DIR_UID = None
+    script.chmod(0o644)
+    assert not sweeps.jobs_cannot_write(script)
 
 
 def test_a_run_refused_while_the_folders_are_being_made_leaves_no_folder_behind(
