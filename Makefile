@@ -11,7 +11,7 @@ export NIGHTSHIFT_LIVE_TUNNEL_DIR ?= $(CURDIR)/var/live-tunnels
 TEST_DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test lint format venv gpu-check bench-venv pool-start pool-stop pool-status db-start db-stop bench bench-sync bench-api bench-list bench-load bench-reports bench-goodput bench-environments bench-datasets bench-sessions bench-usage bench-placement bench-polls bench-sync-schedds bench-sweep clean
+.PHONY: run test lint format venv gpu-check bench-venv pool-start pool-stop pool-status db-start db-stop bench bench-sync bench-api bench-list bench-load bench-reports bench-goodput bench-environments bench-datasets bench-sessions bench-usage bench-placement bench-polls bench-sync-schedds bench-sweep bench-gil clean
 
 venv: $(VENV)/.installed
 
@@ -115,6 +115,12 @@ bench-sweep: bench-venv
 	deploy/personal-pool/pool start
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/14 \
 	$(BIN)/python bench/sweep_scale.py $(ARGS)
+
+# How much a thread runs beside a htcondor2 query or submit (does the call keep the GIL?).
+bench-gil: bench-venv
+	deploy/personal-pool/pool start
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/14 \
+	$(BIN)/python bench/bindings_gil.py $(ARGS)
 
 # 1,000 students watching their job pages: the status poll's 304 against the full document.
 bench-polls: bench-venv
