@@ -49,6 +49,7 @@ from jobs.staging import (
     content_hashes,
     install_helper,
     install_helpers_linked,
+    link_or_copy,
     stage_files,
 )
 from jobs.submission import (
@@ -227,12 +228,9 @@ def copy_inputs(source: Path, target: Path, tree: StagedTree) -> None:
         os.mkdir(target / folder)
     for file in tree.files:
         if file in tree.shared:
-            try:
-                os.link(source / file, target / file)
-                continue
-            except OSError:  # another file system: copied
-                pass
-        shutil.copyfile(source / file, target / file)
+            link_or_copy(source / file, target / file)
+        else:
+            shutil.copyfile(source / file, target / file)
     for path in tree.jobs_own:
         os.chown(target / path, settings.JOB_DIR_UID, -1)
 

@@ -146,10 +146,7 @@ def install_helpers_linked(first: Path, directories: list[Path]) -> None:
         os.mkdir(helper)
         os.mkdir(os.path.join(helper, CONTROL_DIR), 0o755)
         for name in shared:
-            try:
-                os.link(os.path.join(source, name), os.path.join(helper, name))
-            except OSError:  # another file system: copied, as install_helper would
-                shutil.copyfile(os.path.join(source, name), os.path.join(helper, name))
+            link_or_copy(os.path.join(source, name), os.path.join(helper, name))
         if has_datasets:
             data_install(directory, None, link_from=first)
             try:
@@ -160,6 +157,15 @@ def install_helpers_linked(first: Path, directories: list[Path]) -> None:
         if uid is not None:
             for path in (folder, outputs, helper):
                 os.chown(path, uid, -1)
+
+
+def link_or_copy(source: str | Path, target: str | Path) -> None:
+    """A hard link to a file many jobs' folders share; a copy where the two folders are on
+    different file systems, where no link can be made."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 LIVE_SECRET = f"{HELPER_DIR}/live-secret"
