@@ -88,15 +88,19 @@ COPY_TYPES = (str, int, float, Decimal, UUID, date, time)
 
 def _copy_text(value) -> str:
     """A value in COPY's text format: NULL as \\N, and the characters it escapes escaped."""
+    kind = type(value)
+    # The commonest first: a COPY of thousands of rows calls this for every value.
+    if kind is int:
+        return str(value)
     if value is None:
         return "\\N"
-    if isinstance(value, bool):
+    if kind is bool:
         return "t" if value else "f"
-    if not isinstance(value, COPY_TYPES):
+    if kind is not str and not isinstance(value, COPY_TYPES):
         # An adapter (bytes, arrays, ranges...) has no plain text form here: say so.
-        raise TypeError(f"COPY cannot write a {type(value).__name__} here")
+        raise TypeError(f"COPY cannot write a {kind.__name__} here")
     return (
-        str(value)
+        (value if kind is str else str(value))
         .replace("\\", "\\\\")
         .replace("\t", "\\t")
         .replace("\n", "\\n")
