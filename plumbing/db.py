@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from datetime import date, datetime, time
 from decimal import Decimal
+from typing import TypeVar
 from uuid import UUID
 
 from django.db import connection, models, transaction
@@ -14,6 +16,8 @@ from django.db.models.base import ModelState
 from django.db.models.expressions import DatabaseDefault, Value
 
 BULK_UPDATE_ROWS = 1000
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def bulk_update_rows(model: type[models.Model], objects: Sequence[models.Model], fields) -> int:
@@ -211,3 +215,40 @@ def copy_update(model: type[models.Model], objects: Sequence[models.Model], fiel
         updated = cursor.rowcount
         cursor.execute(f"DROP TABLE {quote(staging)}")
     return updated
+
+
+def in_threads(call: Callable[[T], R], items: Sequence[T], *, threads: int) -> list[R]:
+    """`call(item)` for each item, its results in order, the items shared out over `threads`
+    threads (the caller's and new ones with a database connection each, closed when done),
+    where each call is its own transaction: one thread's Python runs while PostgreSQL works
+    for another's. Only in the caller's thread inside an atomic block (a test's transaction,
+    which other connections cannot see). What a call raises reaches the caller, once every
+    thread has ended."""
+    if threads < 2 or len(items) < 2 or connection.in_atomic_block:
+        return [call(item) for item in items]
+    shares = min(threads, len(items))
+    results: list = [None] * len(items)
+    errors: list[BaseException] = []
+
+    def share(offset: int) -> None:
+        try:
+            results[offset::shares] = [call(item) for item in items[offset::shares]]
+        except BaseException as exc:  # noqa: BLE001 (raised again in the caller's thread)
+            errors.append(exc)
+
+    def share_in_own_thread(offset: int) -> None:
+        try:
+            share(offset)
+        finally:
+            connection.close()
+
+    others = [threading.Thread(target=share_in_own_thread, args=(offset,))
+              for offset in range(1, shares)]  # fmt: skip
+    for thread in others:
+        thread.start()
+    share(0)
+    for thread in others:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
