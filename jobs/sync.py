@@ -22,7 +22,7 @@ from audit.services import audit_record
 from condor_bridge import BridgeError, FileMode, JobObservation, MatchSummary, summarize_matches
 from condor_bridge.explain import SUBCODE_NIGHTSHIFT_NO_PROGRESS
 from plumbing import metrics
-from plumbing.db import bulk_update_rows, copy_insert, instances_of
+from plumbing.db import bulk_update_rows, copy_insert, in_threads, instances_of
 from plumbing.tasks import enqueue
 
 from .bridge import get_bridge
@@ -97,6 +97,7 @@ def job_apply_observation(job_pk: int, observation: JobObservation) -> bool:
 
 # Jobs locked and written together: one transaction, and a few queries, per batch.
 APPLY_BATCH = 1000
+APPLY_THREADS = 2
 # What applying an observation never reads of a job: its largest texts, left in the table.
 UNREAD_FIELDS = ("submit_description", "source", "parameters", "last_error")
 # What it reads: every other field, the request only for a batch where a job may have been
@@ -122,11 +123,13 @@ def jobs_apply_observations(
     after this caller did, and an older answer written over a newer one would undo it (a
     run that ended shown running again). The next sync, asking afresh, brings it in line.
     """
-    changed: set[int] = set()
     pks = sorted(observations)
-    for start in range(0, len(pks), APPLY_BATCH):
-        batch = {pk: observations[pk] for pk in pks[start : start + APPLY_BATCH]}
-        changed |= _apply_batch(batch, as_read)
+    batches = [{pk: observations[pk] for pk in pks[start : start + APPLY_BATCH]}
+               for start in range(0, len(pks), APPLY_BATCH)]  # fmt: skip
+    changed: set[int] = set()
+    for found in in_threads(lambda batch: _apply_batch(batch, as_read), batches,
+                            threads=APPLY_THREADS):  # fmt: skip
+        changed |= found
     return changed
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import namedtuple
 from collections.abc import Mapping
+from operator import attrgetter
 from typing import Any
 
 from django.db import connection
@@ -44,11 +45,16 @@ SyncRow = namedtuple("SyncRow", SYNC_FIELDS)
 READ_ALL_SHARE = 0.25
 
 
+_read_sync_fields = attrgetter(*SYNC_FIELDS)
+_PUBLIC_ID = SYNC_FIELDS.index("public_id")
+
+
 def sync_row(job: Any) -> SyncRow:
     """What the sync compares of a job (a model instance, or a row read as values), its
     public id as text, as HTCondor's ads carry it."""
-    row = SyncRow._make(getattr(job, name) for name in SYNC_FIELDS)
-    return row._replace(public_id=str(row.public_id))
+    fields = list(_read_sync_fields(job))
+    fields[_PUBLIC_ID] = str(fields[_PUBLIC_ID])
+    return SyncRow._make(fields)
 
 
 # The rows' columns, the public id read as text: the sync looks each job's ad up by it, and
