@@ -27,6 +27,7 @@ import htcondor2  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection  # noqa: E402
+from django.db.backends.signals import connection_created  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
 from pyinstrument import Profiler  # noqa: E402
 
@@ -103,15 +104,26 @@ def instance_constraint() -> str:
 
 @contextmanager
 def counting_sql():
-    """Counts the SQL statements sent while inside (Django's query log keeps only 9,000)."""
+    """Counts the SQL statements sent while inside (Django's query log keeps only 9,000), on
+    this thread's connection and on those other threads open meanwhile: the sync applies
+    its batches of changes in two."""
     statements = [0]
+    lock = threading.Lock()
 
     def count(execute, sql, params, many, context):
-        statements[0] += 1
+        with lock:
+            statements[0] += 1
         return execute(sql, params, many, context)
 
-    with connection.execute_wrapper(count):
-        yield statements
+    def count_on(sender, connection, **kwargs):
+        connection.execute_wrappers.append(count)
+
+    connection_created.connect(count_on)
+    try:
+        with connection.execute_wrapper(count):
+            yield statements
+    finally:
+        connection_created.disconnect(count_on)
 
 
 def timed_sync(label: str, figures: list[tuple[str, ...]]) -> sync.SyncReport:
