@@ -11,7 +11,7 @@ export NIGHTSHIFT_LIVE_TUNNEL_DIR ?= $(CURDIR)/var/live-tunnels
 TEST_DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test lint format venv gpu-check bench-venv pool-start pool-stop pool-status db-start db-stop bench bench-sync bench-api bench-list bench-load bench-reports bench-goodput bench-environments bench-datasets bench-sessions bench-usage bench-placement bench-polls bench-sync-schedds bench-sweep bench-gil clean
+.PHONY: run test lint format venv gpu-check bench-venv pool-start pool-stop pool-status db-start db-stop bench bench-sync bench-api bench-list bench-load bench-reports bench-goodput bench-environments bench-datasets bench-sessions bench-usage bench-placement bench-polls bench-sync-schedds bench-sync-apply bench-sweep bench-gil clean
 
 venv: $(VENV)/.installed
 
@@ -73,6 +73,11 @@ bench-sync: bench-venv
 	deploy/personal-pool/pool start
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/14 \
 	$(BIN)/python bench/sync_scale.py $(ARGS)
+
+# The sync's applying of 10,000 changes alone, on one thread and on two (no pool needed).
+bench-sync-apply: bench-venv
+	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/14 \
+	$(BIN)/python bench/sync_apply.py $(ARGS)
 
 # The same over two schedds (the personal pool's second one); ARGS="--jobs 100000".
 bench-sync-schedds: bench-venv
