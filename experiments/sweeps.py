@@ -61,7 +61,13 @@ from jobs.submission import (
     request_match_summary,
 )
 from plumbing import metrics
-from plumbing.db import bulk_update_rows, copy_insert, copy_update, instances_of
+from plumbing.db import (
+    bulk_update_rows,
+    copy_insert,
+    copy_update,
+    instances_of,
+    new_instances,
+)
 from plumbing.tasks import enqueue
 
 from . import parameters
@@ -257,9 +263,12 @@ def sweep_submit(
                   definition=plan.definition)  # fmt: skip
     # One cluster, so one schedd for every run.
     schedd = schedd_choose(lab=lab)
-    jobs = [Job(owner=user, name=run.name.strip(), lab=lab, gpus=spec.gpus, sweep_index=index,
-                parameters=runs[index], schedd=schedd)
-            for index, run in enumerate(run_specs)]  # fmt: skip
+    jobs = new_instances(
+        Job,
+        ({"name": run.name.strip(), "sweep_index": index, "parameters": runs[index]}
+         for index, run in enumerate(run_specs)),
+        owner=user, lab=lab, gpus=spec.gpus, schedd=schedd,
+    )  # fmt: skip
     made: list[Path] = []
     try:
         first = new_folder(jobs[0], made)
