@@ -213,7 +213,12 @@ class FakeBridge:
         return SubmitResult(cluster, 0, adopted=False)
 
     def submit_cluster(
-        self, requests: list[JobRequest], *, sweep_id: str, check_existing: bool = True
+        self,
+        requests: list[JobRequest],
+        *,
+        sweep_id: str,
+        check_existing: bool = True,
+        descriptions: list[dict[str, str]] | None = None,
     ) -> list[SubmitResult]:
         self._check_up("submit")
         if check_existing:
@@ -226,8 +231,9 @@ class FakeBridge:
             if adopted is not None:
                 return adopted
         template, items = build_cluster_description(
-            requests, mode=self.mode, sweep_id=sweep_id, instance=self.instance
-        )
+            requests, mode=self.mode, sweep_id=sweep_id, instance=self.instance,
+            descriptions=descriptions,
+        )  # fmt: skip
         with self._lock:
             self.submit_calls += 1
             cluster = next(self._clusters)

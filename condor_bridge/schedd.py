@@ -282,11 +282,18 @@ class HTCondorBridge:
             raise bridge_error("withdraw", exc) from exc
 
     def submit_cluster(
-        self, requests: list[JobRequest], *, sweep_id: str, check_existing: bool = True
+        self,
+        requests: list[JobRequest],
+        *,
+        sweep_id: str,
+        check_existing: bool = True,
+        descriptions: list[dict[str, str]] | None = None,
     ) -> list[SubmitResult]:
         """Submit many runs as one cluster with itemdata, exactly once: a cluster that an
         earlier attempt submitted (the schedd creates a cluster whole or not at all) is
-        found by its sweep id and adopted. Results come in the order of `requests`."""
+        found by its sweep id and adopted. Results come in the order of `requests`.
+        `descriptions`: each run's own, as `description(request)` gives it, where the caller
+        has built them already (to keep them)."""
         if check_existing:
             found = self.find_sweep(sweep_id, expected=len(requests))
             stranded = {run.cluster_id for run in found if run.awaiting_input}
@@ -297,8 +304,9 @@ class HTCondorBridge:
             if adopted is not None:
                 return adopted
         template, items = build_cluster_description(
-            requests, mode=self.mode, sweep_id=sweep_id, instance=self.instance
-        )
+            requests, mode=self.mode, sweep_id=sweep_id, instance=self.instance,
+            descriptions=descriptions,
+        )  # fmt: skip
         result = self._submit_to_schedd(htcondor2.Submit(template),
                                         None if len(requests) == 1 else items)  # fmt: skip
         first = result.first_proc()

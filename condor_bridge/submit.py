@@ -280,20 +280,31 @@ SWEEP_ID_ATTR = "NightshiftSweepId"
 
 
 def build_cluster_description(
-    requests: list[JobRequest], *, mode: FileMode, sweep_id: str, instance: str = "default"
+    requests: list[JobRequest],
+    *,
+    mode: FileMode,
+    sweep_id: str,
+    instance: str = "default",
+    descriptions: list[dict[str, str]] | None = None,
 ) -> tuple[dict[str, str], list[dict[str, str]]]:
     """One submit description and its itemdata for many runs of the same job: one cluster.
 
-    Each run's own description is built as for a single job; the commands whose values
-    differ between runs (job id, folder, arguments, environment for a sweep) become
-    `$(nsvN)` macros whose values come from the itemdata, already quoted and escaped exactly
-    as a single job's would be. All runs must use the same commands.
+    Each run's own description is built as for a single job (or given, as
+    build_submit_description made it for the same mode and instance, by a caller that keeps
+    them too); the commands whose values differ between runs (job id, folder, arguments,
+    environment for a sweep) become `$(nsvN)` macros whose values come from the itemdata,
+    already quoted and escaped exactly as a single job's would be. All runs must use the
+    same commands.
     """
     if not requests:
         raise ValueError("a cluster needs at least one run")
     if not JOB_ID_PATTERN.fullmatch(sweep_id):
         raise ValueError(f"not a Nightshift sweep id: {sweep_id!r}")
-    descriptions = [build_submit_description(r, mode=mode, instance=instance) for r in requests]
+    if descriptions is None:
+        descriptions = [build_submit_description(r, mode=mode, instance=instance)
+                        for r in requests]  # fmt: skip
+    elif len(descriptions) != len(requests):
+        raise ValueError("one description for each run of the cluster")
     first = descriptions[0]
     for description in descriptions[1:]:
         if description.keys() != first.keys():

@@ -458,9 +458,13 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
         now = timezone.now()
         requests = [job_request_of(job) for job in jobs]
         try:
+            # Each run's own description, as it would be submitted alone: what its
+            # reproduction submits, and what the cluster's description is made of.
+            descriptions = [bridge.description(request) for request in requests]
             results = bridge.submit_cluster(requests,
                                             sweep_id=str(sweep.public_id),
-                                            check_existing=not first_attempt)  # fmt: skip
+                                            check_existing=not first_attempt,
+                                            descriptions=descriptions)  # fmt: skip
         except BridgeError as exc:
             sweep.last_error = str(exc)
             sweep.save(update_fields=["last_error"])
@@ -480,12 +484,10 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
             metrics.submission_done(kind="sweep", outcome="invalid")
             return sweep
         else:
-            for job, request, result in zip(jobs, requests, results, strict=True):
+            for job, description, result in zip(jobs, descriptions, results, strict=True):
                 job.cluster_id, job.proc_id = result.cluster_id, result.proc_id
                 job.state, job.status_detail, job.submitted_at = JobState.IDLE, "", now
-                # Each run's own description, as it would be submitted alone: what its
-                # reproduction submits.
-                job.submit_description = description_text(bridge.description(request))
+                job.submit_description = description_text(description)
             copy_update(Job, jobs, ["cluster_id", "proc_id", "state", "status_detail",
                                     "submitted_at", "submit_description"])  # fmt: skip
             how = "found already submitted" if results[0].adopted else "submitted"

@@ -278,6 +278,19 @@ def test_a_cluster_varies_only_what_differs_between_runs():
     assert "$(DOLLAR)(HOME)" in items[2][template["arguments"][2:-1]]
 
 
+def test_a_cluster_made_from_the_runs_own_descriptions_is_the_same_cluster():
+    runs = [_run("run-0", "0.1"), _run("run-1", "$(HOME)")]
+    own = [build_submit_description(run, mode=FileMode.SPOOL, instance="i") for run in runs]
+
+    given = build_cluster_description(runs, mode=FileMode.SPOOL, sweep_id="s", instance="i",
+                                      descriptions=own)  # fmt: skip
+
+    assert given == build_cluster_description(runs, mode=FileMode.SPOOL, sweep_id="s",
+                                              instance="i")  # fmt: skip
+    with pytest.raises(ValueError, match="one description for each run"):
+        build_cluster_description(runs, mode=FileMode.SPOOL, sweep_id="s", descriptions=own[:1])
+
+
 def test_runs_that_differ_in_anything_but_their_text_cannot_share_a_cluster():
     with pytest.raises(ValueError, match="same submit commands"):
         build_cluster_description([_run("a", "1"), _run("b", "2", gpus=1)],
