@@ -1,12 +1,12 @@
 """The sync's applying of changes alone: 10,000 jobs' observations written to their rows,
 events and usage records, in the sync's batches on one thread and on two, in one run.
 
-Run with `make bench-sync-apply` (`ARGS="--jobs 20000 --repeat 7"`). It needs PostgreSQL
-as `make test` does (no pool: the observations are made here), makes and drops its own
-database, and alternates the two ways so that the machine's drift falls on both alike. Each
-round sets the jobs back to queued and empties their timelines first, then applies one
-observation per job saying it is held: every job changes, as in the 10,000-changed cycle
-of `make bench-sync-schedds`.
+Run with `make bench-sync-apply` (`ARGS="--jobs 20000 --repeat 7"`; `ARGS="--threads
+1,2,3,4"` compares more thread counts). It needs PostgreSQL as `make test` does (no pool:
+the observations are made here), makes and drops its own database, and alternates the ways
+so that the machine's drift falls on each alike. Each round sets the jobs back to queued and
+empties their timelines first, then applies one observation per job saying it is held:
+every job changes, as in the 10,000-changed cycle of `make bench-sync-schedds`.
 
 The last line reads `apply 10k changes, 2 threads / 1 thread: R x` (medians).
 """
@@ -79,17 +79,19 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--threads", default="1,2", help="the thread counts to compare")
     args = parser.parse_args()
+    counts = sorted({int(count) for count in args.threads.split(",")} | {1, 2})
     logging.getLogger("nightshift.jobs").setLevel(logging.WARNING)
     setup_test_environment()
     settings.DEBUG = False
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
-    seconds: dict[int, list[float]] = {1: [], 2: []}
+    seconds: dict[int, list[float]] = {count: [] for count in counts}
     try:
         make_jobs(args.jobs)
         apply_once(2, args.jobs)  # warm-up: the first round pays for cold caches
         for _ in range(args.repeat):
-            for threads in (1, 2):
+            for threads in counts:
                 seconds[threads].append(apply_once(threads, args.jobs))
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
