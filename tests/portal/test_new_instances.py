@@ -53,7 +53,7 @@ def test_the_instances_store_as_the_models_own_would():
     owner = UserFactory()
     [made] = new_instances(Job, [{"name": "copied", "state": JobState.HELD}], owner=owner,
                            output_dir="/x")  # fmt: skip
-    saved = Job.objects.create(owner=owner, output_dir="/x", name="saved", state=JobState.HELD)
+    Job.objects.create(owner=owner, output_dir="/x", name="saved", state=JobState.HELD)
 
     copy_insert(Job, [made])
 
