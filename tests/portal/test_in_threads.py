@@ -5,17 +5,11 @@ connections could not see the caller's rows."""
 import threading
 
 import pytest
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 
 from jobs.models import Job
 from plumbing.db import in_threads
 from tests.factories import UserFactory
-
-
-def open_connections() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
-        return cursor.fetchone()[0]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -33,12 +27,19 @@ def test_calls_run_in_the_callers_thread_and_others_and_come_back_in_order():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_each_thread_closes_its_connection_when_done():
-    before = open_connections()
+def test_each_new_thread_closes_its_connection_when_done():
+    used = {}
 
-    in_threads(lambda n: Job.objects.count(), [1, 2, 3, 4], threads=2)
+    def count_jobs(n: int) -> int:
+        used[threading.get_ident()] = connections[DEFAULT_DB_ALIAS]
+        return Job.objects.count()
 
-    assert open_connections() == before
+    in_threads(count_jobs, [1, 2, 3, 4], threads=2)
+
+    others = [wrapper for ident, wrapper in used.items() if ident != threading.get_ident()]
+    assert len(others) == 1 and others[0] is not connections[DEFAULT_DB_ALIAS]
+    assert others[0].connection is None
+    assert connection.connection is not None  # the caller's own stays open
 
 
 @pytest.mark.django_db(transaction=True)
