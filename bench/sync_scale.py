@@ -5,8 +5,9 @@ pyinstrument profile of each cycle). It creates its own throw-away database, sub
 10,000 held jobs to the personal pool in one raw itemdata submit, gives the portal a row
 for each, and times sync cycles: when every job changed, when a tenth did (some of them
 having left the queue), and when none did. Each cycle's schedd and collector calls and
-SQL queries are counted. The floor is one raw `Schedd.query` of the same jobs with the
-same projection.
+SQL queries are counted, and a second table gives each cycle's phases (`SyncReport.phases`:
+read, ask, compare, apply, housekeeping). The floor is one raw `Schedd.query` of the same
+jobs with the same projection.
 """
 
 from __future__ import annotations
@@ -126,6 +127,20 @@ def counting_sql():
         connection_created.disconnect(count_on)
 
 
+# Each timed cycle's label and the seconds of its phases (SyncReport.phases), in order.
+cycle_phases: list[tuple[str, dict[str, float]]] = []
+
+
+def print_phases() -> None:
+    """Where each timed cycle's time went, phase by phase (jobs.sync.SYNC_PHASES)."""
+    width = max(len(label) for label, _ in cycle_phases)
+    print("\n  " + "where each cycle's time went (s)".ljust(width)
+          + "".join(phase.rjust(13) for phase in sync.SYNC_PHASES))  # fmt: skip
+    for label, phases in cycle_phases:
+        cells = (f"{phases[phase]:.2f}" if phase in phases else "-" for phase in sync.SYNC_PHASES)
+        print("  " + label.ljust(width) + "".join(cell.rjust(13) for cell in cells))
+
+
 def timed_sync(label: str, figures: list[tuple[str, ...]]) -> sync.SyncReport:
     profiler = Profiler() if PROFILE else None
     with counting_condor_calls() as calls, counting_sql() as statements:
@@ -140,6 +155,7 @@ def timed_sync(label: str, figures: list[tuple[str, ...]]) -> sync.SyncReport:
     condor = ", ".join(f"{name} {count}" for name, count in sorted(calls.items()))
     figures.append((f"{label} ({report.changed:,} rows changed)", f"{seconds:.2f} s",
                     str(statements[0]), condor))  # fmt: skip
+    cycle_phases.append((label, report.phases))
     return report
 
 
@@ -205,6 +221,7 @@ def main() -> None:
     print(f"\nNightshift sync at scale ({time.strftime('%Y-%m-%d %H:%M')})")
     for row in [headers, *figures]:
         print("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+    print_phases()
 
 
 if __name__ == "__main__":

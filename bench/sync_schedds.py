@@ -7,7 +7,8 @@ makes its own throw-away database, submits half the held jobs to each schedd in 
 itemdata submit apiece, gives the portal a row for each (its schedd recorded), and times
 sync cycles: every job changed, nothing changed, and 10,000 changed. The floor is one raw
 `Schedd.query` of each schedd with the same projection, the two run in parallel threads,
-as the sync asks them. The pool goes back to one schedd at the end.
+as the sync asks them; the "ask" phase in the table of each cycle's phases is what to set
+beside it. The pool goes back to one schedd at the end.
 
 The last line reads `sync 2 schedds, nothing changed / raw parallel query: R x`.
 """
@@ -30,7 +31,12 @@ from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
-from sync_scale import held_description, instance_constraint, timed_sync  # noqa: E402
+from sync_scale import (  # noqa: E402
+    held_description,
+    instance_constraint,
+    print_phases,
+    timed_sync,
+)
 
 from condor_bridge.states import PROJECTION  # noqa: E402
 from jobs.bridge import get_bridge  # noqa: E402
@@ -143,6 +149,7 @@ def main() -> None:
     print(f"\nNightshift sync over two schedds ({time.strftime('%Y-%m-%d %H:%M')})")
     for row in [headers, *figures]:
         print("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+    print_phases()
     print(
         f"sync 2 schedds, nothing changed / raw parallel query: {min(nothing) / min(floors):.2f} x"
     )

@@ -8,7 +8,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Protocol
 
@@ -103,8 +103,8 @@ UNREAD_FIELDS = ("submit_description", "source", "parameters", "last_error")
 # What it reads: every other field, the request only for a batch where a job may have been
 # evicted (whether it is a notebook session); a field not read loads if something asks.
 READ_FIELDS = tuple(
-    field.name for field in Job._meta.concrete_fields
-    if field.name not in UNREAD_FIELDS and field.name != "request"
+    model_field.name for model_field in Job._meta.concrete_fields
+    if model_field.name not in UNREAD_FIELDS and model_field.name != "request"
 )  # fmt: skip
 
 
@@ -245,6 +245,16 @@ def _enqueue_collect(job_pk: int) -> None:
     enqueue("jobs.tasks.collect_outputs", job_pk)
 
 
+# A cycle's phases, in the order they run; SyncReport.phases and /metrics time each.
+SYNC_PHASES = (
+    "read",  # the portal's rows of its active jobs
+    "ask",  # the schedds' queues (and histories), asked in parallel, as observations
+    "compare",  # the observations against the rows in memory; second copies removed
+    "apply",  # the changed jobs' rows, events and usage records written
+    "housekeeping",  # stranded jobs, why jobs wait, stale submissions, old uploads
+)
+
+
 @dataclass
 class SyncReport:
     active: int = 0
@@ -253,6 +263,17 @@ class SyncReport:
     resubmitted: int = 0
     second_copies_removed: int = 0
     seconds: float = 0.0
+    # Seconds spent in each of SYNC_PHASES: where a slow cycle's time went.
+    phases: dict[str, float] = field(default_factory=dict)
+
+    def phase_done(self, phase: str) -> None:
+        """The phase that ends now began where the previous one ended."""
+        now = time.perf_counter()
+        self.phases[phase] = self.phases.get(phase, 0.0) + now - self._phase_started
+        self._phase_started = now
+
+    def __post_init__(self) -> None:
+        self._phase_started = time.perf_counter()
 
 
 def jobs_sync() -> SyncReport:
@@ -264,7 +285,7 @@ def jobs_sync() -> SyncReport:
         metrics.sync_done(seconds=time.perf_counter() - started, ok=False)
         raise
     report.seconds = time.perf_counter() - started
-    metrics.sync_done(seconds=report.seconds, ok=True)
+    metrics.sync_done(seconds=report.seconds, ok=True, phases=report.phases)
     return report
 
 
@@ -276,20 +297,25 @@ def _sync_cycle() -> SyncReport:
     report = SyncReport()
     active = _active_rows.read()
     report.active = len(active)
+    report.phase_done("read")
     if active:
         observations, report.finished, copies = _observe_every_schedd(active)
+        report.phase_done("ask")
         report.second_copies_removed = second_copies_remove(copies)
         # Compared in memory first: an unchanged job costs no lock and no write.
         outdated, unchanged, started = _comparison.split(active, observations)
         for pk in _run_ledger.runs_outdated(started):
             outdated[pk] = unchanged[pk]
+        report.phase_done("compare")
         if outdated:
             as_read = {job.pk: job for job in active}
             report.changed = len(jobs_apply_observations(outdated, as_read=as_read))
+        report.phase_done("apply")
         report.resubmitted += _withdraw_stranded(active, observations)
     _explain_unmatched_jobs(get_bridge())
     report.resubmitted += _resubmit_stale_jobs()
     uploads_clean_stale()
+    report.phase_done("housekeeping")
     return report
 
 

@@ -36,7 +36,8 @@ def submit_job(self, job_pk: int) -> None:
 @shared_task(acks_late=True)
 def sync_jobs() -> dict:
     report = sync.jobs_sync()
-    return {"active": report.active, "changed": report.changed, "seconds": report.seconds}
+    return {"active": report.active, "changed": report.changed, "seconds": report.seconds,
+            "phases": report.phases}  # fmt: skip
 
 
 @shared_task(

@@ -146,6 +146,9 @@ class PortalCollector:
                        ["outcome"])  # fmt: skip
         yield _histogram("sync", "nightshift_sync_duration_seconds",
                          "How long a sync cycle took.", [])  # fmt: skip
+        yield _histogram("sync_phase", "nightshift_sync_phase_duration_seconds",
+                         "How long each phase of a sync cycle took (read, ask, compare, "
+                         "apply, housekeeping).", ["phase"])  # fmt: skip
         yield _histogram("schedd_call", "nightshift_schedd_call_duration_seconds",
                          "Calls to the schedd and collector, by call.", ["call"])  # fmt: skip
         yield _counter("schedd_call_errors", "nightshift_schedd_call_errors",

@@ -27,6 +27,7 @@ INF = math.inf
 BUCKETS = {
     "submission": (0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, INF),
     "sync": (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, INF),
+    "sync_phase": (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, INF),
     "schedd_call": (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, INF),
 }
 _SEPARATOR = "\x1f"
@@ -89,11 +90,15 @@ def submission_done(*, kind: str, outcome: str, waited_s: float | None = None) -
     _write(commands)
 
 
-def sync_done(*, seconds: float, ok: bool) -> None:
+def sync_done(*, seconds: float, ok: bool, phases: dict[str, float] | None = None) -> None:
+    """A sync cycle, and the seconds each of its phases took (jobs.sync.SYNC_PHASES)."""
+
     def commands(pipe) -> None:
         _count(pipe, "syncs", outcome="ok" if ok else "failed")
         if ok:
             _observe(pipe, "sync", seconds)
+            for phase, phase_seconds in (phases or {}).items():
+                _observe(pipe, "sync_phase", phase_seconds, phase=phase)
             _mark(pipe, "sync_success")
 
     _write(commands)
