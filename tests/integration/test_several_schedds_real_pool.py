@@ -7,7 +7,7 @@ from django.urls import reverse
 
 from jobs.bridge import get_bridge
 from jobs.models import Job, JobState
-from tests.helpers import htcondor_copies, pool_command, wait_for
+from tests.helpers import htcondor_copies, pool_command, pool_schedds, wait_for
 from tests.integration.conftest import upload
 from tests.pipeline import wait_for_state
 
@@ -88,3 +88,29 @@ def test_a_stopped_schedd_holds_up_only_its_jobs_and_actions_reach_each_jobs_sch
     assert in_queue_of(first, here)
     assert web.post(reverse("jobs:cancel", args=[here.public_id])).status_code == 302
     wait_for_state(here, {JobState.REMOVED}, timeout=60)
+
+
+def submitters_of(schedd: str) -> list[str]:
+    """The submitter ads (one per user with jobs) the collector holds for `schedd`."""
+    listed = pool_command("condor_status", "-submitters", "-af", "ScheddName", "Name")
+    return [line.split()[1] for line in listed.stdout.splitlines() if line.split()[0] == schedd]
+
+
+def test_a_second_schedd_stopped_fast_leaves_no_submitter_and_its_next_jobs_run(web, two_schedds):
+    first, second = two_schedds
+    upload(web, SLEEPS, name="here")
+    there = upload(web, SLEEPS, name="there")
+    assert there.schedd == second
+    wait_for_state(there, {JobState.RUNNING}, timeout=120)
+    assert submitters_of(second)
+    # A fast stop (the fixture's teardown) skips the schedd's own taking out of its
+    # submitters. One left in the collector for a user the next ap2, at the same address,
+    # no longer has, and the negotiator matched none of that ap2's jobs.
+    assert pool_schedds(1) == [first]
+    assert submitters_of(second) == []
+    assert pool_schedds(2) == [first, second]
+    assert web.post(reverse("jobs:cancel", args=[there.public_id])).status_code == 302
+    wait_for_state(there, {JobState.REMOVED}, timeout=120)
+    later = upload(web, SLEEPS, name="later")
+    assert later.schedd == second
+    wait_for_state(later, {JobState.RUNNING}, timeout=120)
