@@ -111,6 +111,25 @@ def again_if_session_stale(call: Callable[[], Any]) -> Any:
         return call()
 
 
+# What htcondor2's Schedd.act says of any failure, a rejected session's included: the
+# first action on a job after its schedd restarted failed with it, the second went through.
+_ACTION_FAILED = "error when performing action on the schedd"
+
+
+def again_if_action_failed(call: Callable[[], Any]) -> Any:
+    """`call` (a Schedd.act), and once more if it failed as a stale session makes it fail
+    (again_if_session_stale; act's error does not say why). Safe where a read would be: an
+    action done twice does no more than once (a removed job is not removed again, a held
+    one not held again), and its tally of jobs changed is not read."""
+    try:
+        return call()
+    except HTCondorException as exc:
+        text = str(exc).lower()
+        if _ACTION_FAILED not in text and _STALE_SESSION not in text:
+            raise
+        return call()
+
+
 def _id_constraint(job_ids: Iterable[str]) -> str:
     ids = list(job_ids)
     for job_id in ids:
@@ -439,10 +458,10 @@ class HTCondorBridge:
             if reason:
                 # htcondor2 drops a plain-string reason; only the (text, code) form
                 # reaches the schedd.
-                again_if_session_stale(lambda: self._schedd().act(
+                again_if_action_failed(lambda: self._schedd().act(
                     _ACTIONS[action], job_spec, reason=(reason, int(reason_code))))  # fmt: skip
             else:
-                again_if_session_stale(lambda: self._schedd().act(_ACTIONS[action], job_spec))
+                again_if_action_failed(lambda: self._schedd().act(_ACTIONS[action], job_spec))
         except BridgeError:
             raise
         except (HTCondorException, OSError, RuntimeError) as exc:
@@ -456,7 +475,7 @@ class HTCondorBridge:
         constraint = (f"{INSTANCE_ATTR} == {classad_string(self.instance)} && "
                       f"{SWEEP_ID_ATTR} == {classad_string(sweep_id)}")  # fmt: skip
         try:
-            again_if_session_stale(lambda: self._schedd().act(
+            again_if_action_failed(lambda: self._schedd().act(
                 htcondor2.JobAction.Remove, constraint, reason=(reason, 1)))  # fmt: skip
         except BridgeError:
             raise

@@ -57,3 +57,40 @@ def test_other_failures_are_not_tried_again():
     with pytest.raises(HTCondorException):
         again_if_session_stale(query)
     assert len(calls) == 1
+
+
+def test_an_action_is_tried_once_more_when_it_fails_as_after_a_schedd_restart():
+    from condor_bridge.schedd import again_if_action_failed
+
+    calls = []
+
+    def act():
+        calls.append(1)
+        if len(calls) == 1:
+            raise HTCondorException("Error when performing action on the schedd.")
+        return "done"
+
+    assert again_if_action_failed(act) == "done" and len(calls) == 2
+
+
+def test_an_action_that_fails_twice_or_cannot_connect_says_so():
+    from condor_bridge.schedd import again_if_action_failed
+
+    calls = []
+
+    def act():
+        calls.append(1)
+        raise HTCondorException("Error when performing action on the schedd.")
+
+    with pytest.raises(HTCondorException):
+        again_if_action_failed(act)
+    assert len(calls) == 2
+
+    def unreachable():
+        calls.append(1)
+        raise HTCondorException("Failed to connect to schedd")
+
+    calls.clear()
+    with pytest.raises(HTCondorException, match="connect"):
+        again_if_action_failed(unreachable)
+    assert len(calls) == 1
