@@ -270,7 +270,7 @@ def _clock(queued_at: int, before: float, after: float) -> Check:
 
 
 def _gpus(collector: str) -> Check:
-    from .schedd import MACHINE_PROJECTION, machines_from_slot_ads
+    from .machines import MACHINE_PROJECTION, machines_from_slot_ads
 
     try:
         ads = htcondor2.Collector(collector).query(

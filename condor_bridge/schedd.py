@@ -14,6 +14,7 @@ import classad2
 import htcondor2
 from htcondor2 import HTCondorException
 
+from .machines import MACHINE_PROJECTION, machines_from_slot_ads
 from .observe import Observer, timed
 from .states import PROJECTION, USAGE_PROJECTION, JobAdMemo, map_job_ad, map_usage_ad
 from .submit import (
@@ -30,7 +31,6 @@ from .types import (
     WITHDRAWN_REASON,
     BridgeError,
     FileMode,
-    GpuModel,
     JobObservation,
     JobRequest,
     JobUsage,
@@ -66,26 +66,6 @@ _TRANSIENT_MARKERS = (
     # A schedd that is stopping or starting refuses new clusters for a moment.
     "failed to create new cluster",
 )
-MACHINE_PROJECTION = [
-    "Name",
-    "Machine",
-    "State",
-    "Activity",
-    "PartitionableSlot",
-    "DynamicSlot",
-    "Cpus",
-    "TotalSlotCpus",
-    "Memory",
-    "TotalSlotMemory",
-    "GPUs",
-    "TotalSlotGPUs",
-    "GPUs_DeviceName",
-    "GPUs_GlobalMemoryMb",
-    "GPUs_Capability",
-    "HasContainer",
-    "HasDocker",
-    "HasSingularity",
-]
 _config_lock = threading.Lock()
 # Allowed clock difference between the portal and the schedd when bounding history scans.
 HISTORY_CLOCK_SLACK_S = 300
@@ -538,71 +518,3 @@ def _evaluated(ad: Any) -> dict[str, Any]:
 def _plain(value: Any) -> Any:
     """A ClassAd value as Python: literals as they are, expressions as their text."""
     return str(value) if isinstance(value, classad2.ExprTree) else value
-
-
-def _machine_name(slot_ad: Any) -> str:
-    from .states import workstation_of
-
-    return workstation_of(str(slot_ad.get("Name", ""))) or str(slot_ad.get("Machine", ""))
-
-
-def machines_from_slot_ads(ads: Iterable[Any]) -> list[PoolMachine]:
-    """Sum slot ads per workstation: partitionable slots hold what is still free."""
-    grouped: dict[str, list[Any]] = {}
-    for ad in ads:
-        if ad.get("DynamicSlot") is True:
-            continue  # its resources are already counted out of the partitionable slot
-        if "Cpus" not in ad:
-            continue  # a startd daemon ad, not a slot
-        grouped.setdefault(_machine_name(ad), []).append(ad)
-    machines = []
-    for name, slots in sorted(grouped.items()):
-        total_cpus = free_cpus = total_memory = free_memory = total_gpus = free_gpus = 0
-        gpu = None
-        states = set()
-        runs_containers = any(
-            slot.get(attr) is True
-            for slot in slots
-            for attr in ("HasContainer", "HasDocker", "HasSingularity")
-        )
-        for slot in slots:
-            partitionable = slot.get("PartitionableSlot") is True
-            cpus = int(slot.get("TotalSlotCpus") or slot.get("Cpus") or 0)
-            memory = int(slot.get("TotalSlotMemory") or slot.get("Memory") or 0)
-            gpus = int(slot.get("TotalSlotGPUs") or slot.get("GPUs") or 0)
-            # A slot whose owner has it back (state Owner) has resources, none of them free.
-            unclaimed = slot.get("State") == "Unclaimed" or (
-                partitionable and slot.get("State") != "Owner"
-            )
-            total_cpus += cpus
-            total_memory += memory
-            total_gpus += gpus
-            if unclaimed:
-                free_cpus += int(slot.get("Cpus") or 0)
-                free_memory += int(slot.get("Memory") or 0)
-                free_gpus += int(slot.get("GPUs") or 0)
-            if gpus and slot.get("GPUs_DeviceName"):
-                gpu = GpuModel(
-                    name=str(slot.get("GPUs_DeviceName")),
-                    memory_mb=int(slot.get("GPUs_GlobalMemoryMb") or 0),
-                    capability=float(slot.get("GPUs_Capability") or 0),
-                )
-            states.add(str(slot.get("State", "")))
-        state = "Claimed" if free_cpus < total_cpus else ("Unclaimed" if states else "")
-        if states - {"Unclaimed", "Claimed"}:
-            state = sorted(states - {"Unclaimed", "Claimed"})[0]
-        machines.append(
-            PoolMachine(
-                name=name,
-                state=state,
-                total_cpus=total_cpus,
-                free_cpus=free_cpus,
-                total_memory_mb=total_memory,
-                free_memory_mb=free_memory,
-                total_gpus=total_gpus,
-                free_gpus=free_gpus,
-                gpu=gpu,
-                runs_containers=runs_containers,
-            )
-        )
-    return machines

@@ -1,6 +1,6 @@
 """Slot ads summed into workstations, as the collector reports them."""
 
-from condor_bridge.schedd import machines_from_slot_ads
+from condor_bridge.machines import machines_from_slot_ads
 
 
 def slot(state, *, cpus=4, gpus=2, free_cpus=4, free_gpus=2, dynamic=False, name="slot1@ws-a@vm"):
