@@ -79,16 +79,22 @@ def bridge_error(action: str, exc: Exception) -> BridgeError:
     return BridgeError(f"{action}: {text or type(exc).__name__}", transient=transient)
 
 
+def _once_more_if_failed_with(call: Callable[[], Any], markers: tuple[str, ...]) -> Any:
+    """`call`, and once more if htcondor2 failed it with an error naming one of `markers`."""
+    try:
+        return call()
+    except HTCondorException as exc:
+        text = str(exc).lower()
+        if not any(marker in text for marker in markers):
+            raise
+        return call()
+
+
 def again_if_session_stale(call: Callable[[], Any]) -> Any:
     """`call`, and once more if the schedd rejected the security session: a restarted schedd
     forgets the sessions it granted, HTCondor then drops ours, and the second call
     negotiates a new one. A rejected session means the command was never carried out."""
-    try:
-        return call()
-    except HTCondorException as exc:
-        if _STALE_SESSION not in str(exc).lower():
-            raise
-        return call()
+    return _once_more_if_failed_with(call, (_STALE_SESSION,))
 
 
 # What htcondor2's Schedd.act says of any failure, a rejected session's included: the
@@ -98,16 +104,10 @@ _ACTION_FAILED = "error when performing action on the schedd"
 
 def again_if_action_failed(call: Callable[[], Any]) -> Any:
     """`call` (a Schedd.act), and once more if it failed as a stale session makes it fail
-    (again_if_session_stale; act's error does not say why). Safe where a read would be: an
-    action done twice does no more than once (a removed job is not removed again, a held
-    one not held again), and its tally of jobs changed is not read."""
-    try:
-        return call()
-    except HTCondorException as exc:
-        text = str(exc).lower()
-        if _ACTION_FAILED not in text and _STALE_SESSION not in text:
-            raise
-        return call()
+    (again_if_session_stale; act's error does not say why). Safe as for a read: an action
+    done twice does no more than once (a removed job is not removed again, a held one not
+    held again), and its tally of jobs changed is not read."""
+    return _once_more_if_failed_with(call, (_ACTION_FAILED, _STALE_SESSION))
 
 
 def _id_constraint(job_ids: Iterable[str]) -> str:
