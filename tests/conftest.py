@@ -1,3 +1,4 @@
+import gc
 import json
 from pathlib import Path
 
@@ -204,3 +205,24 @@ def finished_job(fake_bridge):
         return job
 
     return make
+
+
+@pytest.fixture
+def collections():
+    """The generations of the collections that start while the test runs."""
+    started: list[int] = []
+
+    def note(phase: str, info: dict) -> None:
+        if phase == "start":
+            started.append(info["generation"])
+
+    gc.callbacks.append(note)
+    yield started
+    gc.callbacks.remove(note)
+
+
+@pytest.fixture
+def unfrozen():
+    """What a test leaves frozen (gc.freeze) goes back to the collector afterwards."""
+    yield
+    gc.unfreeze()
