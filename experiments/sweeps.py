@@ -61,6 +61,7 @@ from jobs.submission import (
     request_match_summary,
 )
 from plumbing import metrics
+from plumbing.collector import collector_paused
 from plumbing.db import (
     bulk_update_rows,
     copy_insert,
@@ -241,6 +242,9 @@ def copy_inputs(source: Path, target: Path, tree: StagedTree) -> None:
         os.chown(target / path, settings.JOB_DIR_UID, -1)
 
 
+# Accepting and submitting 10,000 runs makes objects that live until the end: the cycle
+# collector would walk them again and again (0.8 s of a 10,000-run sweep, docs/benchmarks.md).
+@collector_paused()
 def sweep_submit(
     *,
     user,
@@ -419,6 +423,7 @@ SUBMIT_FIELDS = ("pk", "public_id", "output_dir", "request", "sweep_id", "sweep_
                  "cluster_id", "proc_id", "status_detail", "last_error")  # fmt: skip
 
 
+@collector_paused()
 def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
     """Hand a sweep's runs to HTCondor as one cluster, exactly once. Transient failures
     re-raise for retry.

@@ -1,6 +1,7 @@
 """Sweeps through their services, against the fake bridge: accepted whole or refused whole,
 submitted as one cluster, exactly once."""
 
+import gc
 import json
 import os
 
@@ -275,3 +276,23 @@ def test_re_running_a_sweep_run_keeps_its_parameters(student, fake_bridge):
     assert again.request["arguments"] == run.request["arguments"]
     assert dict(again.request["environment"])["NIGHTSHIFT_PARAMETERS"] == json.dumps(run.parameters)
     assert "NIGHTSHIFT_PARAMETERS" not in specs.job_spec_of(run).environment
+
+
+def test_accepting_and_submitting_a_large_sweep_start_no_collection(
+    student, fake_bridge, collections
+):
+    grid = {"grid": {"lr": [10**-n for n in range(1, 11)], "batch": list(range(20))}}
+    spec = specs.JobSpec(name="large", arguments=["--lr", "{lr}", "--batch={batch}"])
+    plan, script = sweeps.SweepPlan.from_json(grid), script_upload()
+    # Counting from an empty young generation: the few objects made on the way in start none.
+    gc.collect()
+    collections.clear()
+    sweep = sweeps.sweep_submit(user=student, spec=spec, plan=plan, script=script)
+    # Counted without making an object: the first one made after a pause starts a collection.
+    while_accepting = len(collections)
+    gc.collect()
+    collections.clear()
+    sweeps.sweep_submit_to_pool(sweep.pk)
+    while_submitting = len(collections)
+    assert sweep.runs.filter(cluster_id__isnull=False).count() == 200
+    assert (while_accepting, while_submitting) == (0, 0)
