@@ -45,6 +45,7 @@ from raw_condor import (  # noqa: E402
     submit_bench_start,
 )
 from rest_framework.test import APIClient  # noqa: E402
+from timing import CollectorTime  # noqa: E402
 
 from accounts.services import token_create  # noqa: E402
 from experiments.models import Sweep  # noqa: E402
@@ -148,6 +149,7 @@ def main() -> None:
     old_name, celery = submit_bench_start()
     scratch = Path(settings.JOBS_DIR) / f"bench-raw-{uuid.uuid4().hex[:8]}"
     figures: list[tuple[str, str]] = []
+    post_notes: list[tuple[str, str]] = []
     try:
         if not ARGS.profile:
             celery.start_worker()
@@ -177,9 +179,12 @@ def main() -> None:
             portal = posted + worker
         else:
             started = time.perf_counter()
-            response = post_sweep(api, runs)
+            with CollectorTime() as collector:
+                response = post_sweep(api, runs)
             assert response.status_code == 201, response.content[:500]
             posted = time.perf_counter() - started
+            post_notes.append(("  of which Python's cycle collector",
+                               f"{collector.seconds:.2f} s, {collector.full} full"))  # fmt: skip
             wait_until_assigned(warm + runs - runs % 10)
             portal = time.perf_counter() - started
         empty_queue(schedd)
@@ -194,6 +199,7 @@ def main() -> None:
 
         figures += [
             (f"{runs:,}-run sweep: API POST answered", f"{posted:.2f} s"),
+            *post_notes,
             (f"{runs:,}-run sweep: API POST -> all ClusterIds", f"{portal:.2f} s"),
             ("  of which after the answer (the worker)", f"{portal - posted:.2f} s"),
             (f"raw: one {runs:,}-job itemdata cluster (before, after)",

@@ -31,6 +31,7 @@ from django.db import connection  # noqa: E402
 from django.db.backends.signals import connection_created  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
 from pyinstrument import Profiler  # noqa: E402
+from timing import CollectorTime  # noqa: E402
 
 from condor_bridge.states import PROJECTION  # noqa: E402
 from condor_bridge.submit import build_submit_description  # noqa: E402
@@ -132,18 +133,21 @@ cycle_phases: list[tuple[str, dict[str, float]]] = []
 
 
 def print_phases() -> None:
-    """Where each timed cycle's time went, phase by phase (jobs.sync.SYNC_PHASES)."""
+    """Where each timed cycle's time went, phase by phase (jobs.sync.SYNC_PHASES), and how
+    much of it, across the phases, Python's cycle collector took."""
+    columns = (*sync.SYNC_PHASES, "(collector)")
     width = max(len(label) for label, _ in cycle_phases)
     print("\n  " + "where each cycle's time went (s)".ljust(width)
-          + "".join(phase.rjust(13) for phase in sync.SYNC_PHASES))  # fmt: skip
+          + "".join(column.rjust(13) for column in columns))  # fmt: skip
     for label, phases in cycle_phases:
-        cells = (f"{phases[phase]:.2f}" if phase in phases else "-" for phase in sync.SYNC_PHASES)
+        cells = (f"{phases[column]:.2f}" if column in phases else "-" for column in columns)
         print("  " + label.ljust(width) + "".join(cell.rjust(13) for cell in cells))
 
 
 def timed_sync(label: str, figures: list[tuple[str, ...]]) -> sync.SyncReport:
     profiler = Profiler() if PROFILE else None
-    with counting_condor_calls() as calls, counting_sql() as statements:
+    collector = CollectorTime()
+    with counting_condor_calls() as calls, counting_sql() as statements, collector:
         if profiler:
             profiler.start()
         started = time.perf_counter()
@@ -155,7 +159,7 @@ def timed_sync(label: str, figures: list[tuple[str, ...]]) -> sync.SyncReport:
     condor = ", ".join(f"{name} {count}" for name, count in sorted(calls.items()))
     figures.append((f"{label} ({report.changed:,} rows changed)", f"{seconds:.2f} s",
                     str(statements[0]), condor))  # fmt: skip
-    cycle_phases.append((label, report.phases))
+    cycle_phases.append((label, report.phases | {"(collector)": collector.seconds}))
     return report
 
 
