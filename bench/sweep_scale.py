@@ -108,32 +108,25 @@ def raw_cluster_from_file(schedd: htcondor2.Schedd, directory: Path, scratch: Pa
     return elapsed
 
 
-class RolledBack(Exception):
-    pass
-
-
 def rows_alone(user, runs: int) -> float:
     """What writing a sweep's rows costs with nothing else done (no checks, folders or
     submit): its runs made with `new_instances` and written with their first events by
     COPY, as the portal writes them, in a transaction rolled back afterwards."""
     started = time.perf_counter()
-    try:
-        with collector_paused(), transaction.atomic():
-            sweep = Sweep.objects.create(owner=user, name="rows alone", kind="grid",
-                                         definition={})  # fmt: skip
-            jobs = new_instances(Job, ({"name": f"rows alone [{n}]", "sweep_index": n,
-                                        "parameters": {"lr": 0.001, "seed": n},
-                                        "output_dir": f"/nonexistent/{n}"}
-                                       for n in range(runs)),
-                                 owner=user, sweep=sweep, schedd="")  # fmt: skip
-            copy_insert(Job, jobs)
-            copy_insert(JobEvent, [JobEvent(job=job, kind="created", state=job.state,
-                                            actor=user, detail=f"run {n}")
-                                   for n, job in enumerate(jobs)])  # fmt: skip
-            elapsed = time.perf_counter() - started
-            raise RolledBack
-    except RolledBack:
-        return elapsed
+    with collector_paused(), transaction.atomic():
+        sweep = Sweep.objects.create(owner=user, name="rows alone", kind="grid", definition={})
+        jobs = new_instances(Job, ({"name": f"rows alone [{n}]", "sweep_index": n,
+                                    "parameters": {"lr": 0.001, "seed": n},
+                                    "output_dir": f"/nonexistent/{n}"}
+                                   for n in range(runs)),
+                             owner=user, sweep=sweep, schedd="")  # fmt: skip
+        copy_insert(Job, jobs)
+        copy_insert(JobEvent, [JobEvent(job=job, kind="created", state=job.state,
+                                        actor=user, detail=f"run {n}")
+                               for n, job in enumerate(jobs)])  # fmt: skip
+        elapsed = time.perf_counter() - started
+        transaction.set_rollback(True)
+    return elapsed
 
 
 def raw_cluster_with_folders(schedd: htcondor2.Schedd, directory: Path, scratch: Path,
