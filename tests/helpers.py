@@ -66,6 +66,32 @@ def pool_command(*args: str, check: bool = True) -> subprocess.CompletedProcess:
                           text=True, timeout=120, check=check)  # fmt: skip
 
 
+def job_story(job, workstation: str | None = None) -> str:
+    """What the portal and the pool say happened to a job, for a failing assertion's message:
+    its events, its usage records, HTCondor's dates and counters for it, and the end of the
+    workstation's startd log (the pool's logs are gone once CI's machine is)."""
+    lines = [f"events: {list(job.events.order_by('pk').values_list('kind', 'detail'))}"]
+    for record in job.usage_records.order_by("started_at"):
+        ending = record.ended_by or "open"
+        lines.append(f"run: {record.started_at} - {record.ended_at} on {record.workstation} "
+                     f"({ending}, {record.wall_s} s)")  # fmt: skip
+    if job.cluster_id is not None:
+        attributes = ("JobStatus", "NumJobStarts", "NumShadowStarts", "NumShadowExceptions",
+                      "JobCurrentStartDate", "RemoteWallClockTime", "LastVacateTime",
+                      "LastRemoteHost", "LastHoldReason", "LastRejMatchReason")  # fmt: skip
+        for tool in ("condor_q", "condor_history"):
+            found = pool_command(tool, f"{job.cluster_id}.{job.proc_id}", "-af:lr", *attributes,
+                                 check=False).stdout.strip()  # fmt: skip
+            lines.append(f"{tool}: {found or '(not there)'}")
+    if workstation:
+        log = POOL_ROOT / "var/log/condor" / f"StartLog.{workstation}"
+        lines_of_log = log.read_text(errors="replace").splitlines() if log.exists() else []
+        # The owner probe starts every 5 s and says nothing of the job.
+        tail = [line for line in lines_of_log if "STARTD_CRON" not in line][-40:]
+        lines += [f"{log.name}:", *tail]
+    return "\n".join(lines)
+
+
 class OwnerAtDesk:
     """Plays a personal-pool workstation's owner using its GPU, through the execute-node
     kit's owner-GPU probe override file (deploy/personal-pool/nightshift-pool.conf)."""
