@@ -115,6 +115,23 @@ def gpu_requirement(request: JobRequest) -> str | None:
     return " && ".join(clauses) or None
 
 
+def reused_slot_requirement(gpus: int) -> str:
+    """The job runs on an already claimed slot only if that slot holds exactly its GPUs.
+
+    The schedd hands a finished job's claim, slot and all, to the same submitter's next idle
+    job that fits it. A job asking for no GPU would then keep a GPU from every GPU job for as
+    long as it runs (and be charged for it); one asking for one GPU would sit on a two-GPU
+    slot. A slot the negotiator offers fresh (partitionable or static) is not concerned.
+
+    The slot's GPUs are read from TotalSlotGPUs (a claimed slot's own count), not from GPUs:
+    a requirements expression that names TARGET.GPUs makes condor_submit leave out its own
+    GPU clauses (TARGET.GPUs >= RequestGPUs, and require_gpus's countMatches), and a GPU job
+    would then match workstations without a GPU, or without the GPU it asked for.
+    """
+    slot_gpus = "ifThenElse(isUndefined(TARGET.TotalSlotGPUs), 0, TARGET.TotalSlotGPUs)"
+    return f"(TARGET.DynamicSlot =!= true || {slot_gpus} == {int(gpus)})"
+
+
 def _first_match(cases: list[tuple[str, str]]) -> str:
     """A ClassAd expression worth the value of the first case whose condition holds."""
     expression = cases[-1][1]
@@ -192,10 +209,12 @@ def build_submit_description(
     }
     if request.live_services:
         description[f"My.{LIVE_ATTR}"] = classad_string(",".join(request.live_services))
+    requirements = [reused_slot_requirement(request.gpus)]
     if "notebook" in request.live_services:
         # A session does not move: once it has run, no workstation matches it again, and
         # the portal ends it (the owner of its workstation came back) with its files kept.
-        description["requirements"] = "(MY.NumJobStarts =?= 0 || MY.NumJobStarts =?= undefined)"
+        requirements.append("(MY.NumJobStarts =?= 0 || MY.NumJobStarts =?= undefined)")
+    description["requirements"] = " && ".join(requirements)
     if request.job_lease_s:
         description["job_lease_duration"] = str(request.job_lease_s)
     if request.container_image:

@@ -3,7 +3,11 @@
 import pytest
 
 from condor_bridge import FileMode, InvalidJobRequest, JobRequest, build_submit_description
-from condor_bridge.submit import build_cluster_description, quote_arguments
+from condor_bridge.submit import (
+    build_cluster_description,
+    quote_arguments,
+    reused_slot_requirement,
+)
 
 
 def request(**overrides) -> JobRequest:
@@ -166,7 +170,7 @@ def test_an_attribute_line_smuggled_into_an_argument_stays_an_argument():
         request(arguments=('+Owner = "root"', "requirements = true")), mode=FileMode.SHARED
     )
     assert "Owner" not in {key.removeprefix("My.").removeprefix("+") for key in description}
-    assert "requirements" not in description
+    assert description["requirements"] == reused_slot_requirement(0)
     assert description["arguments"].startswith('"') and description["arguments"].endswith('"')
 
 
@@ -378,7 +382,7 @@ def test_a_notebook_session_never_moves_to_another_workstation():
         mode=FileMode.SHARED,
     )
     assert description["requirements"] == (
-        "(MY.NumJobStarts =?= 0 || MY.NumJobStarts =?= undefined)"
+        f"{reused_slot_requirement(0)} && (MY.NumJobStarts =?= 0 || MY.NumJobStarts =?= undefined)"
     )
     assert "NIGHTSHIFT_SESSION_LIMIT_S='3600'" in description["environment"]
     assert "NIGHTSHIFT_SESSION_IDLE_S='900'" in description["environment"]
