@@ -45,6 +45,10 @@ def test_a_cpu_job_waiting_behind_a_gpu_job_gets_a_slot_of_its_own_without_the_g
         desks.returns_to(desk)
     wait_for(lambda: owners_present() >= set(OTHER_DESKS), timeout=60,
              what="the owners back at every desk but ws-volta's")  # fmt: skip
+    # An earlier test's job still running there would leave the GPU job no room.
+    wait_for(lambda: any(m.name == "ws-volta" and (m.free_cpus, m.free_gpus) == (4, 2)
+                         for m in bridge.pool_machines()),
+             timeout=120, what="ws-volta free of other jobs")  # fmt: skip
     user = f"reuse-{uuid.uuid4().hex[:8]}"
     # All of ws-volta's CPUs and one of its GPUs: nothing is left for another job to start.
     gpu_job = request(user, gpus=1, cpus=4)
