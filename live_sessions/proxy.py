@@ -55,8 +55,48 @@ HOP_BY_HOP = {
     "cookie", "forwarded", "x-real-ip", "sec-websocket-key", "sec-websocket-version",
     "sec-websocket-extensions", "sec-websocket-protocol", "sec-websocket-accept",
 }  # fmt: skip
+# What a job may never say to a browser. Each of these acts beyond the job's own pages:
+# cookies ignore ports (and paths isolate nothing from a page of the same origin); a
+# service worker's scope, site data, HSTS, key pins, alternative services and reporting
+# belong to a whole origin or host; credentialed CORS would let another site read the
+# job's pages with its visitor's cookie. The proxy's own framing policy replaces the rest.
+FROM_JOB_DROPPED = frozenset(
+    {
+        "set-cookie",
+        "set-cookie2",
+        "service-worker-allowed",
+        "clear-site-data",
+        "strict-transport-security",
+        "public-key-pins",
+        "public-key-pins-report-only",
+        "expect-ct",
+        "alt-svc",
+        "nel",
+        "report-to",
+        "reporting-endpoints",
+        "origin-trial",
+        "access-control-allow-credentials",
+        "x-frame-options",
+        "content-security-policy",
+        "content-security-policy-report-only",
+        "supports-loading-mode",
+        "refresh",
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "upgrade",
+        "trailer",
+    }
+)
+# A served endpoint's pages on an origin shared by every job are sandboxed: an opaque
+# origin, so its scripts reach no other job's pages, no cookie, no storage and no service
+# worker. (On an origin of its own, NIGHTSHIFT_LIVE_URL with {job}, it needs none.)
+SERVE_SANDBOX = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
 MAX_BODY_BYTES = 64 * 1024 * 1024
 DECISION_TTL_S = 5.0
+# An open WebSocket is asked about again this often: revoking, unsharing, a password
+# change or the job's end closes it.
+RECHECK_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -114,17 +154,32 @@ def origin_of(url: str) -> str:
     return f"{scheme}://{rest.split('/', 1)[0]}"
 
 
-def origin_allowed(headers: list[tuple[str, str]]) -> bool:
-    """A browser's request from a page of the live proxy itself, or from no page (a
-    program): a page elsewhere cannot drive a user's notebook (its WebSocket above all)."""
-    origins = [value for name, value in headers if name == "origin"]
-    if not origins:
+def per_job_origins() -> bool:
+    return "{job}" in settings.LIVE_URL
+
+
+def job_origin(public_id: str) -> str:
+    """Where the browser sees this job's pages: NIGHTSHIFT_LIVE_URL's origin, with {job}
+    filled in when each job has a host of its own."""
+    return origin_of(settings.LIVE_URL.replace("{job}", public_id)).lower()
+
+
+def origin_allowed(headers: list[tuple[str, str]], route: Route) -> bool:
+    """A browser's request from a page of this job's own origin, or from no page (a
+    program): a page elsewhere, another job's included when each has its own host, cannot
+    drive a user's notebook (its WebSocket above all)."""
+    expected = job_origin(route.public_id)
+    return all(value.lower() == expected for name, value in headers if name == "origin")
+
+
+def host_allowed(headers: list[tuple[str, str]], route: Route) -> bool:
+    """With a host per job, a job's paths answer on its own host alone: another job's
+    host serving them would put both in one origin again."""
+    if not per_job_origins():
         return True
-    live = origin_of(settings.LIVE_URL)
-    if "{job}" in live:
-        pattern = re.escape(live).replace(re.escape("{job}"), "[0-9a-f-]{36}")
-        return all(re.fullmatch(pattern, origin) for origin in origins)
-    return all(origin == live for origin in origins)
+    expected = job_origin(route.public_id).partition("://")[2]
+    hosts = [value.lower() for name, value in headers if name == "host"]
+    return bool(hosts) and all(host == expected for host in hosts)
 
 
 def headers_of(scope: dict) -> list[tuple[str, str]]:
@@ -168,7 +223,12 @@ def upstream_headers(
 
 class LiveProxy:
     def __init__(
-        self, manager: TunnelManager, *, boards: Boards | None = None, reap_every_s: float = 15.0
+        self,
+        manager: TunnelManager,
+        *,
+        boards: Boards | None = None,
+        reap_every_s: float = 15.0,
+        recheck_every_s: float = RECHECK_S,
     ) -> None:
         self.manager = manager
         # Finished jobs' TensorBoards, run here.
@@ -176,6 +236,7 @@ class LiveProxy:
             program=tensorboard_program(settings.LIVE_TENSORBOARD), idle_s=settings.LIVE_IDLE_S
         )
         self.reap_every_s = reap_every_s
+        self.recheck_every_s = recheck_every_s
         self._decisions: dict[tuple, tuple[float, Decision]] = {}
         self._reaper: asyncio.Task | None = None
 
@@ -213,7 +274,9 @@ class LiveProxy:
         running = await database(access_running_jobs)(keys) if keys else set()
         return [*await self.manager.reap(running), *await self.boards.reap()]
 
-    async def decide(self, route: Route, headers: list[tuple[str, str]]) -> Decision:
+    async def decide(
+        self, route: Route, headers: list[tuple[str, str]], *, fresh: bool = False
+    ) -> Decision:
         token = None
         for name, value in headers:
             if name == "authorization" and value.lower().startswith("bearer "):
@@ -229,7 +292,7 @@ class LiveProxy:
         key = (route.public_id, route.service, user_id, token)
         now = time.monotonic()
         remembered = self._decisions.get(key)
-        if remembered and now - remembered[0] < DECISION_TTL_S:
+        if remembered and now - remembered[0] < DECISION_TTL_S and not fresh:
             return remembered[1]
         decision = await database(access_decide)(
             route.public_id, route.service, user_id=user_id, token=token
@@ -254,9 +317,9 @@ class LiveProxy:
 
     async def http(self, scope: dict, receive: Callable, send: Callable) -> None:
         route = route_of(scope)
-        if route is None:
-            return await page(send, 404, NOT_FOUND)
         headers = headers_of(scope)
+        if route is None or not host_allowed(headers, route):
+            return await page(send, 404, NOT_FOUND)
         if route.rest == ENTER:
             return await self.enter(route, send)
         if route.rest == "" and scope["method"] in ("GET", "HEAD"):
@@ -265,7 +328,7 @@ class LiveProxy:
         if decision.status != 200:
             message = NOT_FOUND if decision.status == 404 else decision.message
             return await page(send, decision.status, message)
-        if not origin_allowed(headers):
+        if not origin_allowed(headers, route):
             return await page(send, 403, "A page elsewhere cannot use a live session.")
         body = await read_body(receive)
         if body is None:
@@ -319,10 +382,12 @@ class LiveProxy:
             return
         route = route_of(scope)
         headers = headers_of(scope)
+        if route is not None and not host_allowed(headers, route):
+            route = None
         decision = await self.decide(route, headers) if route else Decision(404)
         if decision.status != 200 or route is None:
             return await refuse_websocket(scope, send, decision.status)
-        if not origin_allowed(headers):
+        if not origin_allowed(headers, route):
             return await refuse_websocket(scope, send, 403)
         assert decision.target is not None
         try:
@@ -340,10 +405,23 @@ class LiveProxy:
         except (aiohttp.ClientError, OSError):
             return await refuse_websocket(scope, send, 502)
         await send({"type": "websocket.accept", "subprotocol": upstream.protocol})
-        await pump(receive, send, upstream)
+        await pump(
+            receive, send, upstream, still_allowed=lambda: self.still_allowed(route, headers)
+        )
+
+    async def still_allowed(self, route: Route, headers: list[tuple[str, str]]) -> None:
+        """Returns once the user may no longer reach the service (the pump then closes
+        the socket): checked every recheck_every_s, past the remembered decisions."""
+        while True:
+            await asyncio.sleep(self.recheck_every_s)
+            with contextlib.suppress(Exception):
+                if (await self.decide(route, headers, fresh=True)).status != 200:
+                    return
 
 
-async def pump(receive: Callable, send: Callable, upstream) -> None:
+async def pump(
+    receive: Callable, send: Callable, upstream, still_allowed: Callable | None = None
+) -> None:
     async def client_to_upstream() -> None:
         while True:
             message = await receive()
@@ -370,9 +448,16 @@ async def pump(receive: Callable, send: Callable, upstream) -> None:
         asyncio.ensure_future(client_to_upstream()),
         asyncio.ensure_future(upstream_to_client()),
     ]
-    _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    watch = asyncio.ensure_future(still_allowed()) if still_allowed else None
+    done, pending = await asyncio.wait(
+        [*tasks, *([watch] if watch else [])], return_when=asyncio.FIRST_COMPLETED
+    )
     for task in pending:
         task.cancel()
+    if watch in done:
+        # 4403: the portal took the user's access away while the socket was open.
+        with contextlib.suppress(Exception):
+            await send({"type": "websocket.close", "code": 4403})
     with contextlib.suppress(Exception):
         await upstream.close()
 
@@ -381,15 +466,16 @@ def response_headers(upstream, route: Route) -> list[tuple[bytes, bytes]]:
     out = []
     for name, value in upstream.raw_headers:
         lowered = name.decode("latin-1").lower()
-        if lowered in ("connection", "keep-alive", "transfer-encoding", "upgrade", "trailer"):
+        if lowered in FROM_JOB_DROPPED:
             continue
-        if lowered in ("x-frame-options", "content-security-policy"):
-            continue  # replaced below: the portal's session page frames the service
         if lowered == "location" and route.service == "serve" and value.startswith(b"/"):
             value = route.prefix.encode() + value  # the endpoint's own paths are under it
         out.append((name, value))
-    ancestors = f"frame-ancestors 'self' {origin_of(settings.PORTAL_URL)}"
-    out.append((b"content-security-policy", ancestors.encode()))
+    # The portal's session page frames the service, and no other site may.
+    policy = f"frame-ancestors 'self' {origin_of(settings.PORTAL_URL)}"
+    if route.service == "serve" and not per_job_origins():
+        policy = f"{SERVE_SANDBOX}; {policy}"
+    out.append((b"content-security-policy", policy.encode()))
     return out
 
 

@@ -7,6 +7,7 @@ import secrets
 
 from django.conf import settings
 from django.core import signing
+from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 
@@ -27,21 +28,31 @@ class LiveError(Exception):
 
 
 def live_ticket(*, user, job: Job, service: str) -> str:
-    """What the portal hands the proxy, through the browser, to say who opens what."""
+    """What the portal hands the proxy, through the browser, to say who opens what. It
+    lets one browser in once: its nonce is spent on first use (live_ticket_read)."""
     audit_record(action="live.open", actor=user, target=job, detail=service)
     return signing.dumps(
-        {"u": user.pk, "j": str(job.public_id), "s": service, "h": user.get_session_auth_hash()},
+        {"u": user.pk, "j": str(job.public_id), "s": service, "h": user.get_session_auth_hash(),
+         "n": secrets.token_urlsafe(16)},
         salt=TICKET_SALT, compress=True,
     )  # fmt: skip
 
 
 def live_ticket_read(ticket: str, *, public_id: str, service: str) -> int | None:
-    """The user a ticket names, if it is fresh and for this job and service."""
+    """The user a ticket names, if it is fresh, for this job and service, and not used
+    before: a ticket read from a URL (a log, a history, a page's script) after its browser
+    came in opens nothing. The spent nonces are in the shared cache, so every proxy
+    process knows them, for as long as the ticket could be fresh."""
     try:
         value = signing.loads(ticket, salt=TICKET_SALT, max_age=TICKET_MAX_AGE_S)
     except signing.BadSignature:
         return None
     if not isinstance(value, dict) or value.get("j") != public_id or value.get("s") != service:
+        return None
+    nonce = value.get("n")
+    if not isinstance(nonce, str) or not nonce:
+        return None
+    if not cache.add(f"live-ticket-spent:{nonce}", 1, timeout=TICKET_MAX_AGE_S + 5):
         return None
     return _user_if_current(value)
 

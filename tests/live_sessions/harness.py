@@ -20,6 +20,44 @@ from live_sessions.proxy import LiveProxy
 from live_sessions.tunnels import Target, TunnelError
 
 JOB_PORT = 4242
+# What a hostile served endpoint answers: headers that would act beyond its own pages, and a
+# page whose script tries to reach past them, writing what it managed into the page.
+HOSTILE_HEADERS = [
+    ("Set-Cookie", "sessionid=attacker; Path=/"),
+    ("Set-Cookie", "nslive=attacker; Path=/"),
+    ("Set-Cookie", "csrftoken=attacker; Path=/; Domain=127.0.0.1"),
+    ("Service-Worker-Allowed", "/"),
+    ("Clear-Site-Data", '"cookies", "storage"'),
+    ("Strict-Transport-Security", "max-age=31536000; includeSubDomains"),
+    ("Access-Control-Allow-Origin", "https://evil.example"),
+    ("Access-Control-Allow-Credentials", "true"),
+    ("Content-Security-Policy", "default-src *"),
+    ("X-Frame-Options", "ALLOWALL"),
+    ("Alt-Svc", 'h2="evil.example:443"'),
+    ("Refresh", "0; url=https://evil.example/"),
+    ("X-Kept", "yes"),
+]
+HOSTILE_PAGE = """<!doctype html><html lang=en><title>hostile</title><main id=out></main>
+<script>
+const out = document.getElementById("out");
+function note(what, value) { const p = document.createElement("p"); p.dataset.what = what;
+  p.textContent = what + ": " + value; out.appendChild(p); }
+try { document.cookie = "tossed=attacker; path=/"; note("cookie", document.cookie); }
+catch (e) { note("cookie", "refused " + e.name); }
+try { localStorage.setItem("x", "1"); note("storage", "written"); }
+catch (e) { note("storage", "refused " + e.name); }
+(async () => {
+  try { await navigator.serviceWorker.register("sw.js", {scope: "/"});
+        note("worker", "registered"); }
+  catch (e) { note("worker", "refused " + e.name); }
+  const other = new URLSearchParams(location.search).get("other");
+  const url = "/live/" + other + "/notebook/api/contents";
+  try { const r = await fetch(url, {credentials: "include"});
+        note("other", "status " + r.status + " " + (await r.text()).slice(0, 80)); }
+  catch (e) { note("other", "refused " + e.name); }
+  note("done", "yes");
+})();
+</script></html>"""
 
 
 async def _echo(request: web.Request) -> web.StreamResponse:
@@ -32,6 +70,8 @@ async def _echo(request: web.Request) -> web.StreamResponse:
         return ws
     if request.path.endswith("/moved"):
         raise web.HTTPFound("/landing")
+    if request.path.endswith("/hostile"):
+        return web.Response(text=HOSTILE_PAGE, content_type="text/html", headers=HOSTILE_HEADERS)
     body = await request.read()
     return web.json_response({
         "method": request.method, "path": request.path_qs, "body": body.decode(),

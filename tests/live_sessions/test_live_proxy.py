@@ -1,6 +1,7 @@
 """The live proxy, for real, in front of a stand-in job: who gets in, and that nothing in a
 request reaches anything but the job's own service."""
 
+import asyncio
 import json
 
 import httpx
@@ -373,3 +374,93 @@ def test_the_portals_session_page_may_frame_a_service_and_no_other_site_may(
         f"frame-ancestors 'self' {settings.PORTAL_URL.rstrip('/')}"
     )
     assert "x-frame-options" not in answer.headers
+
+
+def test_a_served_endpoint_cannot_set_cookies_or_act_on_the_whole_origin(proxy, lab_with_people):
+    _, owner, _, _ = lab_with_people
+    job = running_job(owner)
+    answer = signed_in(proxy, owner, job).get(f"/live/{job.public_id}/serve/hostile")
+    assert answer.status_code == 200
+    for dropped in ("set-cookie", "service-worker-allowed", "clear-site-data",
+                    "strict-transport-security", "access-control-allow-credentials",
+                    "x-frame-options", "alt-svc", "refresh"):  # fmt: skip
+        assert dropped not in answer.headers, dropped
+    assert answer.headers["x-kept"] == "yes"
+    assert answer.headers["access-control-allow-origin"] == "https://evil.example"
+    # On the origin every job shares, its pages get an opaque origin of their own.
+    policy = answer.headers.get_list("content-security-policy")
+    assert len(policy) == 1
+    assert policy[0].startswith("sandbox allow-scripts allow-forms")
+    assert "allow-same-origin" not in policy[0]
+    assert policy[0].endswith("frame-ancestors 'self' " + origin_of_portal())
+
+
+def origin_of_portal() -> str:
+    from django.conf import settings
+
+    return settings.PORTAL_URL.rstrip("/")
+
+
+def test_a_ticket_lets_one_browser_in_once(proxy, lab_with_people):
+    _, owner, _, _ = lab_with_people
+    job = running_job(owner)
+    ticket = live_ticket(user=owner, job=job, service="serve")
+    enter = f"{proxy.url}/live/{job.public_id}/serve/_nightshift/enter"
+    assert httpx.get(enter, params={"ticket": ticket}).status_code == 302
+    again = httpx.get(enter, params={"ticket": ticket})
+    assert again.status_code == 404
+    assert "nslive" not in again.cookies
+
+
+def test_with_a_host_per_job_another_jobs_host_or_origin_gets_nothing(
+    proxy, lab_with_people, settings
+):
+    _, owner, _, _ = lab_with_people
+    settings.LIVE_URL = f"http://{{job}}.localhost:{proxy.port}"
+    job, other = running_job(owner), running_job(owner)
+    own_host = f"{job.public_id}.localhost:{proxy.port}"
+    other_host = f"{other.public_id}.localhost:{proxy.port}"
+    client = httpx.Client(base_url=proxy.url, timeout=10, headers={"Host": own_host})
+    ticket = live_ticket(user=owner, job=job, service="serve")
+    page = f"/live/{job.public_id}/serve/"
+    assert client.get(page + "_nightshift/enter", params={"ticket": ticket}).status_code == 302
+    answer = client.get(page)
+    assert answer.status_code == 200
+    # Its own origin needs no sandbox: a served app's scripts may call its own paths.
+    assert not answer.headers["content-security-policy"].startswith("sandbox")
+    assert client.get(page, headers={"Host": other_host}).status_code == 404
+    assert client.get(page, headers={"Host": f"127.0.0.1:{proxy.port}"}).status_code == 404
+    own_origin = f"http://{own_host}"
+    assert client.post(page, headers={"Origin": own_origin}).status_code == 200
+    assert client.post(page, headers={"Origin": f"http://{other_host}"}).status_code == 403
+
+
+def test_unsharing_or_revoking_closes_websockets_already_open(proxy, lab_with_people):
+    lab, owner, lead, _ = lab_with_people
+    proxy.app.recheck_every_s = 0.2
+    job = running_job(owner, lab=lab)
+    live_share_set(user=owner, job=job, shared=True)
+    cookie = signed_in(proxy, lead, job).cookies.get("nslive")
+    _, secret = live_token_create(user=owner, job=job, name="client")
+    url = f"ws://127.0.0.1:{proxy.port}/live/{job.public_id}/serve/ws"
+
+    async def held_open(headers, take_away):
+        async with websockets.connect(url, additional_headers=headers) as ws:
+            await ws.send("before")
+            assert (await ws.recv()).startswith("echo before")
+            await asyncio.to_thread(take_away)
+            try:
+                async with asyncio.timeout(10):
+                    while True:
+                        await ws.recv()
+            except websockets.exceptions.ConnectionClosed as closed:
+                return closed.rcvd.code if closed.rcvd else None
+
+    def unshare():
+        live_share_set(user=owner, job=job, shared=False)
+
+    def revoke():
+        live_token_revoke(user=owner, token=job.live_tokens.get())
+
+    assert run_async(held_open({"Cookie": f"nslive={cookie}"}, unshare)) == 4403
+    assert run_async(held_open({"Authorization": f"Bearer {secret}"}, revoke)) == 4403
