@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from plumbing.files import open_beneath
+
 PREVIEW_FILES = 200
 PREVIEW_ROWS = 5
 PREVIEW_TABLES = 3
@@ -123,18 +125,23 @@ def pack(
     files: list[DatasetFile],
     out: IO[bytes] | None,
     progress: Callable[[int], None] | None = None,
-    sources: Mapping[str, Path] | None = None,
+    sources: Mapping[str, str] | None = None,
 ) -> Digest:
     """Writes the canonical archive of `files` to `out` (None: only hashes it). A file that
     changes size while it is read is an error: the version would not be what was checked.
-    `sources` reads a file from elsewhere than `root`/its path (a model's file, from where
-    its job wrote it)."""
+    `sources` reads a file from elsewhere under `root` than its path (a model's file, from
+    where its job wrote it). No link below `root` is ever followed (plumbing.files): a
+    job that swaps a file for a link while it is packed gets an error, never the link's
+    target in its archive."""
     writer = _HashingWriter(out)
     counted = _Counter(progress)
     with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as archive:
         for file in files:
-            source = sources[file.path] if sources is not None else root / file.path
-            with open(source, "rb", opener=_no_follow) as data:
+            relative = sources[file.path] if sources is not None else file.path
+            opened = open_beneath(root, relative)
+            if opened is None:
+                raise DatasetContentError(f"{file.path}: is no longer a plain file.")
+            with opened as data:
                 if os.fstat(data.fileno()).st_size != file.size:
                     raise DatasetContentError(f"{file.path}: changed while it was being read.")
                 archive.addfile(_tar_info(file.path, file.size), _Exactly(data, file.path, counted))
@@ -151,10 +158,6 @@ class _Counter:
         self.done += count
         if self.progress is not None:
             self.progress(self.done)
-
-
-def _no_follow(path: str, flags: int) -> int:
-    return os.open(path, flags | os.O_NOFOLLOW)
 
 
 class _Exactly(io.RawIOBase):

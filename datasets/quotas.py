@@ -5,7 +5,9 @@ A user's limit is the site's NIGHTSHIFT_DATASET_QUOTA_GB; a lab's is its "Datase
 in the admin, counting the datasets shared with that lab. Versions registered from a shared
 file system keep nothing on the portal and count for nothing. Content kept once for several
 versions counts once. Published models are kept in the same store and count too
-(storage_kept_register): for their publisher, and for their lab when shared with it.
+(storage_kept_register): for their publisher, and for their lab when shared with it. A
+resumable upload still in progress counts for its owner at its declared length, from its
+creation: uploads started side by side cannot together pass the limit each passed alone.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from django.db.models import Sum
 from labs.models import Lab
 from plumbing.panels import Panel
 
-from .models import Dataset, DatasetVersion
+from .models import Dataset, DatasetUpload, DatasetVersion
 
 GB = 10**9
 
@@ -72,9 +74,16 @@ def storage_kept_register(*, by_user: Callable[[object], int],
         _also_kept_by_lab.append(by_lab)
 
 
+def _uploading(user) -> int:
+    unfinished = DatasetUpload.objects.filter(
+        owner=user, dataset_import__isnull=True, upload_length__gt=0
+    )
+    return unfinished.aggregate(total=Sum("upload_length"))["total"] or 0
+
+
 def storage_use_of_user(user) -> StorageUse:
     kept = _kept(DatasetVersion.objects.filter(dataset__owner=user))
-    kept += sum(count(user) for count in _also_kept_by_user)
+    kept += sum(count(user) for count in _also_kept_by_user) + _uploading(user)
     return StorageUse(kept, _limit(settings.DATASET_QUOTA_GB))
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 
 from django.conf import settings
+from django.db import transaction
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework import serializers
@@ -26,8 +27,9 @@ from rest_framework.exceptions import ParseError
 from rest_framework.parsers import BaseParser, DataAndFiles
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework_tus import constants, tus_api_extensions
 from rest_framework_tus.storage import AbstractUploadSaveHandler
-from rest_framework_tus.views import UploadViewSet
+from rest_framework_tus.views import UploadMetadata, UploadViewSet
 
 from jobs.api.views import error_responses
 from plumbing.api import ApiError, error_body
@@ -51,6 +53,17 @@ class ChunkParser(BaseParser):
         if len(chunk) > MAX_CHUNK_BYTES:
             raise ParseError(f"Send at most {MAX_CHUNK_BYTES // 2**20} MiB in one PATCH.")
         return DataAndFiles({"chunk": chunk}, {})
+
+
+class KnownLengthsOnly(UploadMetadata):
+    """drf-tus's OPTIONS answer, less creation-defer-length: an upload says its length when
+    it is created, so that the limits and the quota are checked before the first byte."""
+
+    def determine_metadata(self, request, view) -> dict:
+        metadata = super().determine_metadata(request, view)
+        extensions = [name for name in tus_api_extensions if name != "creation-defer-length"]
+        metadata["Tus-Extension"] = ",".join(extensions)
+        return metadata
 
 
 class DatasetUploadSerializer(serializers.ModelSerializer):
@@ -123,6 +136,7 @@ class DatasetUploadViewSet(UploadViewSet):
 
     serializer_class = DatasetUploadSerializer
     parser_classes = [ChunkParser]
+    metadata_class = KnownLengthsOnly
 
     @property
     def max_file_size(self) -> int:
@@ -134,6 +148,50 @@ class DatasetUploadViewSet(UploadViewSet):
             code = TUS_ERROR_CODES.get(response.status_code, "invalid")
             response.data = error_body(code, response.data)
         return super().finalize_response(request, response, *args, **kwargs)
+
+    def options(self, request: Request, *args, **kwargs) -> Response:
+        """tus's discovery, in the headers where the specification puts it (drf-tus gives
+        it as the body alone)."""
+        response = super().options(request, *args, **kwargs)
+        for name in ("Tus-Version", "Tus-Extension", "Tus-Max-Size", "Tus-Checksum-Algorithm"):
+            if name in (response.data or {}):
+                response[name] = str(response.data[name])
+        return response
+
+    def create(self, request: Request, *args, **kwargs) -> Response:
+        # The tus middleware read Upload-Length and Upload-Defer-Length into the request.
+        length = getattr(request, constants.UPLOAD_LENGTH_FIELD_NAME, None)
+        deferred = getattr(request, constants.UPLOAD_DEFER_LENGTH_FIELD_NAME, None)
+        if deferred is not None or not isinstance(length, int) or length < 1:
+            raise ApiError(
+                "Send Upload-Length, the whole file's size in bytes (at least 1): it is checked "
+                "against the size limit and your storage quota before the first byte, so an "
+                "upload whose length comes later (Upload-Defer-Length) is not accepted.",
+                code="invalid", status_code=400, field="Upload-Length",
+            )  # fmt: skip
+        return super().create(request, *args, **kwargs)
+
+    def partial_update(self, request: Request, *args, **kwargs) -> Response:
+        """A chunk, written only within the upload's declared length. The upload's row is
+        locked for the whole PATCH: two PATCHes of one upload never write at once (the
+        second then finds the offset moved and gets 409)."""
+        with transaction.atomic():
+            upload = (
+                self.get_queryset()
+                .select_for_update()
+                .filter(guid=kwargs.get(self.lookup_field))
+                .first()
+            )
+            offset = getattr(request, constants.UPLOAD_OFFSET_NAME, None)
+            if upload is not None and offset == upload.upload_offset:
+                chunk = self.get_chunk(request)
+                if upload.upload_offset + len(chunk) > upload.upload_length:
+                    raise ApiError(
+                        f"This chunk would go past the upload's declared length "
+                        f"({upload.upload_length:,} bytes): none of it was kept.",
+                        code="too_large", status_code=413,
+                    )  # fmt: skip
+            return super().partial_update(request, *args, **kwargs)
 
     def get_chunk(self, request: Request) -> bytes:
         return request.data.get("chunk", b"")

@@ -3,6 +3,7 @@ time or as a zip, and its logged metrics."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -43,15 +44,47 @@ def _accel_redirect(file_path: Path) -> HttpResponse | None:
     return response
 
 
+class OutputChanged(Exception):
+    """A finished job's output file is no longer what was listed: the zip stops."""
+
+
 def outputs_zip_response(job: Job) -> StreamingHttpResponse:
-    """Every output file in one zip, streamed as it is built (no temporary file)."""
-    archive = ZipStream(sized=True)
+    """Every output file in one zip, streamed as it is built (no temporary file). Each file
+    is opened as the zip reaches it, never through a link (selectors.open_job_file). A
+    finished job's files no longer change, so its zip has a length; a running job's are
+    read as they are when reached, and may grow or turn into links meanwhile."""
+    sized = job.is_final
+    archive = ZipStream(sized=sized)
     for output in selectors.job_output_files(job):
-        archive.add_path(str(job.directory / output.path), arcname=output.path)
+        content = _output_bytes(job, output, exact=sized)
+        archive.add(content, arcname=output.path, size=output.size if sized else None)
     response = StreamingHttpResponse(archive, content_type="application/zip")
-    response["Content-Length"] = str(len(archive))
+    if sized:
+        response["Content-Length"] = str(len(archive))
     response["Content-Disposition"] = f'attachment; filename="outputs-{job.public_id}.zip"'
     return response
+
+
+def _output_bytes(job: Job, output: selectors.OutputFile, *, exact: bool) -> Iterator[bytes]:
+    opened = selectors.open_job_file(job.directory, job.directory / output.path)
+    if opened is None:
+        if exact:
+            raise OutputChanged(f"{output.path} is gone or is no longer a plain file.")
+        return
+    left = output.size if exact else None
+    with opened:
+        while left is None or left > 0:
+            chunk = opened.read(ZIP_CHUNK_BYTES if left is None else min(left, ZIP_CHUNK_BYTES))
+            if not chunk:
+                break
+            if left is not None:
+                left -= len(chunk)
+            yield chunk
+    if left:
+        raise OutputChanged(f"{output.path} shrank while it was zipped.")
+
+
+ZIP_CHUNK_BYTES = 1024 * 1024
 
 
 def metrics_payload(job: Job, *, limit: int) -> dict:

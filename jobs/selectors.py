@@ -18,6 +18,7 @@ from django.utils.timesince import timesince
 from condor_bridge import GpuModel, PoolMachine
 from condor_bridge.submit import CHECKPOINT_DIR, HELPER_DIR
 from labs.models import Membership
+from plumbing.files import open_beneath, relative_to_root
 
 from .models import Job, Workstation
 
@@ -124,24 +125,13 @@ def open_job_file(root: Path, path: Path) -> BinaryIO | None:
     """Open a file the job may have written, only if it really lies inside `root`.
 
     The job runs as the pool's account and can replace any file in its folder, a log by a
-    link to /etc/shadow say; the portal reads as another user, so it never follows a link
-    out of the job's folder, nor opens anything but a regular file.
+    link to /etc/shadow say, and swap it back and forth while the portal reads; the portal
+    reads as another user, so it follows no link at all below the job's folder (every
+    component is opened without following, plumbing.files), nor opens anything but a
+    regular file.
     """
-    base = root.resolve()
-    try:
-        resolved = path.resolve(strict=True)
-    except (FileNotFoundError, NotADirectoryError, RuntimeError):
-        return None
-    if base not in resolved.parents:
-        return None
-    try:
-        descriptor = os.open(resolved, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
-        return None
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-        os.close(descriptor)
-        return None
-    return os.fdopen(descriptor, "rb")
+    relative = relative_to_root(root, path)
+    return open_beneath(root, relative) if relative is not None else None
 
 
 def kept_paths(job: Job) -> list[str]:
@@ -149,24 +139,33 @@ def kept_paths(job: Job) -> list[str]:
     return list(job.request.get("output_paths") or ["outputs"])
 
 
-def _plain_file(path: Path) -> bool:
-    return not path.is_symlink() and path.is_file()
+def _plain_file_size(path: Path) -> int | None:
+    """The size of a regular file that is not a link, or None (also for one that a running
+    job removed a moment ago)."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
 def job_output_files(job: Job) -> list[OutputFile]:
-    """Every kept file, with its size; links are never followed or listed."""
+    """Every kept file, with its size; links are never followed or listed. What a running
+    job changes meanwhile may be listed or not; reading it (open_job_file) checks again."""
     files = []
     for name in kept_paths(job):
         top = job.directory / name
-        if _plain_file(top):
-            files.append(OutputFile(name, top.stat().st_size))
+        size = _plain_file_size(top)
+        if size is not None:
+            files.append(OutputFile(name, size))
         elif top.is_dir() and not top.is_symlink():
             for dirpath, _dirnames, filenames in os.walk(top, followlinks=False):
                 for filename in filenames:
                     path = Path(dirpath) / filename
-                    if _plain_file(path):
+                    size = _plain_file_size(path)
+                    if size is not None:
                         relative = path.relative_to(job.directory).as_posix()
-                        files.append(OutputFile(relative, path.stat().st_size))
+                        files.append(OutputFile(relative, size))
     return sorted(files, key=lambda f: f.path)
 
 

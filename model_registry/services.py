@@ -93,7 +93,7 @@ def model_publish(
     except StorageQuotaExceeded as exc:
         raise ModelError("files", str(exc)) from None
     listed = [content.DatasetFile(file.path, file.size) for file in chosen]
-    sources = {file.path: job.directory / file.origin for file in chosen}
+    sources = {file.path: file.origin for file in chosen}
     try:
         digest = storage.archive_store(
             storage.partial_archive_path(),

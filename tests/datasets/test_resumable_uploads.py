@@ -172,3 +172,89 @@ def test_the_dataset_form_says_how_much_of_the_quota_is_used(client, student, se
     client.force_login(student)
     page = client.get(reverse("accounts:account")).content.decode()
     assert "Dataset storage" in page and "of 2.00 GB" in page
+
+
+def patch_chunk(location, token, offset, data):
+    return requests.patch(
+        location,
+        data=data,
+        timeout=60,
+        headers={
+            "Tus-Resumable": "1.0.0",
+            "Authorization": f"Bearer {token}",
+            "Upload-Offset": str(offset),
+            "Content-Type": "application/offset+octet-stream",
+        },
+    )
+
+
+def test_a_byte_past_the_declared_length_is_refused_and_none_of_its_chunk_is_kept(portal, token):
+    created = create(portal, token, 1, name="one", filename="a.csv")
+    location = portal.url + created.headers["Location"]
+    too_long = patch_chunk(location, token, 0, b"x" * 8 * 2**20)
+    assert too_long.status_code == 413
+    assert "past the upload's declared length (1 bytes)" in too_long.json()["error"]["message"]
+    upload = DatasetUpload.objects.get()
+    assert upload.upload_offset == 0
+    assert Path(upload.temporary_file_path).stat().st_size == 0
+    assert patch_chunk(location, token, 0, b"x").status_code == 204
+    assert patch_chunk(location, token, 1, b"y").status_code in (404, 409, 413)
+
+
+def test_an_upload_must_say_its_length_when_it_is_created(portal, token):
+    headers = {"Authorization": f"Bearer {token}", "Tus-Resumable": "1.0.0"}
+    url = f"{portal.url}/api/v1/dataset-uploads/"
+    for extra in (
+        {"Upload-Defer-Length": "1"},
+        {},
+        {"Upload-Length": "0"},
+        {"Upload-Length": "-1"},
+        {"Upload-Length": "10", "Upload-Defer-Length": "1"},
+    ):
+        refused = requests.post(url, timeout=30, headers={**headers, **extra})
+        assert refused.status_code == 400, (extra, refused.text)
+    assert "Send Upload-Length" in refused.json()["error"]["message"]
+    assert DatasetUpload.objects.count() == 0
+    offered = requests.options(url, timeout=30, headers=headers)
+    assert "creation-defer-length" not in offered.headers["Tus-Extension"]
+    assert "creation" in offered.headers["Tus-Extension"].split(",")
+
+
+def test_uploads_in_progress_count_against_the_quota(portal, token, settings):
+    settings.DATASET_QUOTA_GB = 1.0
+    first = create(portal, token, 600 * 10**6, name="first", filename="a.csv")
+    assert first.status_code == 201, first.text
+    second = create(portal, token, 600 * 10**6, name="second", filename="b.csv")
+    assert second.status_code == 403
+    assert "keep 0.60 GB; this one needs 0.60 GB more" in second.json()["error"]["message"]
+    requests.delete(
+        portal.url + first.headers["Location"],
+        timeout=30,
+        headers={"Authorization": f"Bearer {token}", "Tus-Resumable": "1.0.0"},
+    )
+    again = create(portal, token, 600 * 10**6, name="second", filename="b.csv")
+    assert again.status_code == 201, again.text
+
+
+def test_patches_of_one_upload_at_the_same_moment_are_written_one_at_a_time(portal, token):
+    import threading
+
+    size = 8 * 2**20
+    created = create(portal, token, 2 * size, name="raced", filename="a.bin")
+    location = portal.url + created.headers["Location"]
+    start, answers = threading.Barrier(2), {}
+
+    def send(byte):
+        start.wait()
+        answers[byte] = patch_chunk(location, token, 0, byte * size).status_code
+
+    senders = [threading.Thread(target=send, args=(byte,)) for byte in (b"a", b"b")]
+    for sender in senders:
+        sender.start()
+    for sender in senders:
+        sender.join(60)
+    assert sorted(answers.values()) == [204, 409], answers
+    winner = next(byte for byte, status in answers.items() if status == 204)
+    upload = DatasetUpload.objects.get()
+    assert upload.upload_offset == size
+    assert Path(upload.temporary_file_path).read_bytes() == winner * size
