@@ -13,12 +13,18 @@ from django.urls import reverse
 from jobs.inputs import DataChoice, job_for_data_credential, job_inputs
 from jobs.models import Job
 from jobs.specs import JobSubmissionError
+from plumbing.names import AmbiguousName, needs_qualifying, qualified_name
 
 from . import storage
 from .models import Dataset, DatasetDelivery, DatasetVersion
 from .selectors import dataset_get_visible, dataset_list_visible_to
 
-REFERENCE = re.compile(r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,79})(?:@(?P<number>[0-9]{1,9}))?")
+# OWNER/ is there only where several owners offer the name (plumbing.names).
+REFERENCE = re.compile(
+    r"(?:(?P<owner>[\w.@+-]{1,150})/)?"
+    r"(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,79})(?:@(?P<number>[0-9]{1,9}))?",
+    re.ASCII,
+)
 _WORKSTATION = re.compile(r"[^A-Za-z0-9@._:-]+")
 
 
@@ -56,14 +62,15 @@ class DatasetCatalogue:
 
     def choices(self, user) -> list[DataChoice]:
         choices = []
-        datasets = dataset_list_visible_to(user).prefetch_related("versions")
+        datasets = list(dataset_list_visible_to(user).prefetch_related("versions"))
+        ambiguous = needs_qualifying(datasets, user_id=user.pk)
         for dataset in datasets:
             latest = max(dataset.versions.all(), key=lambda v: v.number, default=None)
             if latest is None:
                 continue
             whose = "" if dataset.owner_id == user.pk else f", {dataset.owner.get_username()}'s"
             choices.append(DataChoice(
-                reference=dataset.name,
+                reference=qualified_name(dataset) if dataset.name in ambiguous else dataset.name,
                 label=f"{dataset.name} (version {latest.number}, {size_text(latest.size_bytes)}, "
                       f"{latest.file_count:,} files{whose})",
             ))  # fmt: skip
@@ -80,11 +87,14 @@ class DatasetCatalogue:
                     "(letters, digits and . _ -).",
                 )  # fmt: skip
             name, number = match["name"], match["number"]
-            dataset = dataset_get_visible(user, name)
+            try:
+                dataset = dataset_get_visible(user, text.partition("@")[0])
+            except AmbiguousName as exc:
+                raise JobSubmissionError("datasets", str(exc)) from None
             if dataset is None:
                 raise JobSubmissionError(
-                    "datasets", f"There is no dataset {name} that you may use; the datasets "
-                    "page lists yours, your labs' and the site's.",
+                    "datasets", f"There is no dataset {text.partition('@')[0]} that you may "
+                    "use; the datasets page lists yours, your labs' and the site's.",
                 )  # fmt: skip
             version = _version(dataset, number)
             if name in records:

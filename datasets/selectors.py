@@ -10,6 +10,7 @@ from jobs.inputs import jobs_using_versions
 from jobs.models import Job
 from jobs.selectors import job_list_visible_to
 from labs.models import Membership
+from plumbing.names import pick_named, split_qualified
 
 from .models import Dataset, DatasetDelivery, DatasetImport
 
@@ -27,15 +28,13 @@ def dataset_list_visible_to(user) -> QuerySet[Dataset]:
     )
 
 
-def dataset_get_visible(user, name: str) -> Dataset | None:
-    """By name: the user's own first, then their labs', then the site's."""
-    matches = list(dataset_list_visible_to(user).filter(name=name))
-    order = {Dataset.Visibility.PRIVATE: 0, Dataset.Visibility.LAB: 1}
-
-    def rank(dataset: Dataset) -> tuple[int, int]:
-        return (0 if dataset.owner_id == user.pk else 1, order.get(dataset.visibility, 2))
-
-    return min(matches, key=rank) if matches else None
+def dataset_get_visible(user, reference: str) -> Dataset | None:
+    """By NAME (the user's own, or the only one anyone else offers under that name) or by
+    OWNER/NAME; plumbing.names.AmbiguousName where a bare name is offered by several
+    owners, so that no lab member's dataset takes the place of the one another meant."""
+    qualifier, name = split_qualified(reference)
+    matches = list(dataset_list_visible_to(user).filter(name=name).order_by("pk"))
+    return pick_named("dataset", matches, user_id=user.pk, qualifier=qualifier)
 
 
 def dataset_may_change(user, dataset: Dataset) -> bool:

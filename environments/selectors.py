@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db.models import Q, QuerySet
 
 from labs.models import Membership
+from plumbing.names import pick_named, split_qualified
 
 from .models import Environment, EnvironmentVersion
 
@@ -24,15 +25,15 @@ def environment_list_usable_by(user, *, include_automatic: bool = False) -> Quer
     )
 
 
-def environment_get_usable(user, name: str) -> Environment | None:
-    """By name: the user's own first, then their labs', then the site's."""
-    matches = list(environment_list_usable_by(user, include_automatic=True).filter(name=name))
-    order = {Environment.Visibility.PRIVATE: 0, Environment.Visibility.LAB: 1}
-
-    def rank(environment: Environment) -> tuple[int, int]:
-        return (0 if environment.owner_id == user.pk else 1, order.get(environment.visibility, 2))
-
-    return min(matches, key=rank) if matches else None
+def environment_get_usable(user, reference: str) -> Environment | None:
+    """By NAME (the user's own, or the only one anyone else offers under that name) or by
+    OWNER/NAME (site/NAME: the site's); plumbing.names.AmbiguousName where a bare name is
+    offered by several owners, so that no lab member's environment takes the place of the
+    one another member meant."""
+    qualifier, name = split_qualified(reference)
+    usable = environment_list_usable_by(user, include_automatic=True)
+    matches = list(usable.filter(name=name).order_by("pk"))
+    return pick_named("environment", matches, user_id=user.pk, qualifier=qualifier)
 
 
 def environment_may_change(user, environment: Environment) -> bool:

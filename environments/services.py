@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from pathlib import Path
@@ -13,6 +14,7 @@ from django.db.models import Max
 from audit.services import audit_record
 from jobs.software import PreparedSoftware, SoftwareChoice, SoftwareNotFound
 from jobs.specs import JobSubmissionError
+from plumbing.names import AmbiguousName, needs_qualifying, qualified_name
 
 from .locking import Lock, LockError, lock_resolve, pinned_packages
 from .models import Environment, EnvironmentVersion
@@ -225,9 +227,13 @@ def private_version_for_requirements(*, user, text: str) -> EnvironmentVersion |
 
 
 def version_resolve(user, reference: str) -> EnvironmentVersion:
-    """NAME (its latest version) or NAME@VERSION, among those the user may use."""
+    """NAME (its latest version) or NAME@VERSION, among those the user may use; OWNER/NAME
+    where several owners offer NAME (SoftwareNotFound names the choices)."""
     name, _, number = reference.strip().partition("@")
-    environment = environment_get_usable(user, name) if name else None
+    try:
+        environment = environment_get_usable(user, name) if name else None
+    except AmbiguousName as exc:
+        raise SoftwareNotFound(str(exc)) from None
     if environment is None:
         offered = (
             ", ".join(environment_list_usable_by(user).values_list("name", flat=True)[:20])
@@ -266,6 +272,13 @@ def version_record(version: EnvironmentVersion) -> dict:
     }
 
 
+def _qualified(choice: SoftwareChoice, environment: Environment, number: int) -> SoftwareChoice:
+    whose = qualified_name(environment)
+    return dataclasses.replace(
+        choice, reference=f"{whose}@{number}", label=f"{whose} (version {number})"
+    )
+
+
 def _choice(version: EnvironmentVersion) -> SoftwareChoice:
     environment = version.environment
     return SoftwareChoice(
@@ -287,11 +300,17 @@ class Catalogue:
 
     def choices(self, user) -> list[SoftwareChoice]:
         choices = []
-        for environment in environment_list_usable_by(user).prefetch_related("versions"):
+        environments = list(environment_list_usable_by(user).prefetch_related("versions"))
+        # A name several owners offer is chosen by its qualified name (OWNER/NAME).
+        ambiguous = needs_qualifying(environments, user_id=user.pk)
+        for environment in environments:
             versions = sorted(environment.versions.all(), key=lambda v: -v.number)
             if versions:
                 versions[0].environment = environment
-                choices.append(_choice(versions[0]))
+                choice = _choice(versions[0])
+                if environment.name in ambiguous:
+                    choice = _qualified(choice, environment, versions[0].number)
+                choices.append(choice)
         return choices
 
     def lookup(self, user, reference: str) -> SoftwareChoice:

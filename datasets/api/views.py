@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 from jobs.api.views import JobPagination, error_responses
 from labs.models import Lab
 from plumbing.api import ApiError, ErrorSerializer
+from plumbing.names import AmbiguousName
 
 from .. import delivery, services, storage
 from ..models import Dataset, DatasetImport
@@ -27,7 +28,17 @@ from .serializers import (
 
 
 def dataset_or_404(request: Request, name: str) -> Dataset:
-    dataset = dataset_get_visible(request.user, name)
+    """The dataset a URL names; ?owner=USERNAME (or site) says whose, where several owners
+    offer the name."""
+    owner = request.query_params.get("owner")
+    try:
+        dataset = dataset_get_visible(request.user, f"{owner}/{name}" if owner else name)
+    except AmbiguousName as exc:
+        raise ApiError(
+            f"{exc} Add ?owner=USERNAME (or ?owner=site) to the address.",
+            code="ambiguous",
+            status_code=409,
+        ) from None
     if dataset is None:
         raise ApiError(f"No dataset called {name[:80]!r} that you may use.",
                        code="not_found", status_code=404)  # fmt: skip

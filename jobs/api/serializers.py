@@ -42,10 +42,11 @@ class JobRequestSerializer(serializers.Serializer):
         help_text="Environment variables for the script, each as KEY=VALUE.",
     )  # fmt: skip
     software_environment = serializers.CharField(
-        required=False, allow_blank=True, max_length=120,
+        required=False, allow_blank=True, max_length=240,
         help_text="A software environment, NAME (its latest version) or NAME@VERSION: the "
-        "site's, your lab's or your own (see /environments/). Empty: the site's default, or "
-        "the job's own requirements.txt.",
+        "site's, your lab's or your own (see /environments/); OWNER/NAME (site/NAME for the "
+        "site's) where several owners offer that name. Empty: the site's default, or the "
+        "job's own requirements.txt.",
     )  # fmt: skip
     environment_preset = serializers.CharField(
         required=False, allow_blank=True, max_length=120,
