@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import shutil
 import socket
 import sys
@@ -62,6 +63,17 @@ class Board:
         await stop(self.process, self.sessions)
 
 
+# Before 2.21, TensorBoard's projector plugin opened any absolute metadata_path that a
+# projector_config.pbtxt in the log folder names: a job could make the portal's
+# TensorBoard read the portal's own secrets. An older one is never started.
+SAFE_TENSORBOARD = (2, 21)
+
+
+def version_tuple(text: str) -> tuple[int, ...] | None:
+    found = re.match(r"\s*(\d+)\.(\d+)", text)
+    return (int(found[1]), int(found[2])) if found else None
+
+
 class Boards:
     def __init__(self, *, program: str | None, idle_s: float, start_timeout_s: float = 90):
         self.program = program
@@ -69,6 +81,33 @@ class Boards:
         self.start_timeout_s = start_timeout_s
         self.running: dict[str, Board] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._checked: dict[str, str] = {}  # program: "" when safe, else why not
+
+    async def refusal(self, program: str) -> str:
+        """Why this TensorBoard must not run jobs' folders ("" when it may), asked once."""
+        if program not in self._checked:
+            try:
+                process = await asyncio.create_subprocess_exec(
+                    program, "--version_tb", stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
+                )  # fmt: skip
+                out, _ = await asyncio.wait_for(process.communicate(), self.start_timeout_s)
+                version = version_tuple(out.decode(errors="replace"))
+            except (OSError, TimeoutError):
+                version = None
+            wanted = ".".join(map(str, SAFE_TENSORBOARD))
+            if version is None:
+                why = f"The portal could not tell which TensorBoard {program} is."
+            elif version < SAFE_TENSORBOARD:
+                why = (
+                    f"The TensorBoard beside the portal is {'.'.join(map(str, version))}, which "
+                    "lets a job's files make it read the portal's own; it needs "
+                    f"{wanted} or newer. Ask the admins to upgrade it."
+                )
+            else:
+                why = ""
+            self._checked[program] = why
+        return self._checked[program]
 
     async def connect(self, target: LocalTarget, service: str = "tensorboard") -> tuple[Board, int]:
         board = self.running.get(target.key)
@@ -81,6 +120,9 @@ class Boards:
                 "tensorboard/), and this portal shows them once tensorboard is installed "
                 "beside it: ask the admins, or download them and run TensorBoard yourself."
             )
+        refusal = await self.refusal(self.program)
+        if refusal:
+            raise TunnelError(refusal)
         async with self._locks.setdefault(target.key, asyncio.Lock()):
             board = self.running.get(target.key)
             if board and board.alive:

@@ -75,3 +75,20 @@ def test_without_tensorboard_beside_the_portal_the_page_says_what_to_do(proxy, t
     answer = entered(proxy, owner, job).get(f"/live/{job.public_id}/tensorboard/")
     assert answer.status_code == 503
     assert "shows them once tensorboard is installed beside it" in answer.text
+
+
+def test_a_tensorboard_older_than_2_21_is_never_started_on_a_jobs_files(proxy, tmp_path):
+    owner = UserFactory(username="ada")
+    job = finished_job(owner, tmp_path / "job")
+    old = tmp_path / "tensorboard"
+    started = tmp_path / "started"
+    old.write_text(
+        f'#!/bin/sh\nif [ "$1" = --version_tb ]; then echo 2.16.2; exit; fi\ntouch {started}\n'
+    )
+    old.chmod(0o755)
+    proxy.app.boards.program = str(old)
+    answer = entered(proxy, owner, job).get(f"/live/{job.public_id}/tensorboard/")
+    assert answer.status_code == 503
+    assert "The TensorBoard beside the portal is 2.16" in answer.text
+    assert "needs 2.21 or newer" in answer.text
+    assert not started.exists()
