@@ -37,6 +37,7 @@ PROJECTION = [
     "CompletionDate",
     "RemoveReason",
     "NightshiftRuntimeLimit",
+    "NightshiftSessionLimit",
     "LastVacateTime",
     "MachineAttrGPUs_DeviceName0",
     "RemoteWallClockTime",
@@ -107,7 +108,14 @@ def map_job_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobObservation:
     elif state is JobState.REMOVED:
         detail = str(ad.get("RemoveReason") or "")
         limit = _int(ad.get("NightshiftRuntimeLimit"))
-        if limit and "PeriodicRemove" in detail:
+        session_limit = _int(ad.get("NightshiftSessionLimit"))
+        if "PeriodicRemove" in detail and session_limit and not (limit and limit < session_limit):
+            removed_by_limit = True
+            detail = (
+                f"HTCondor ended the session: it ran past its time limit of "
+                f"{format_duration(session_limit)}."
+            )
+        elif limit and "PeriodicRemove" in detail:
             removed_by_limit = True
             detail = (
                 f"HTCondor removed it: it ran longer than {format_duration(limit)}, the "

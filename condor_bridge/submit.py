@@ -27,6 +27,9 @@ DEADLINE_PRIORITY_BASE = 100_000_000
 INSTANCE_ATTR = "NightshiftInstance"
 # The runtime limit a quota set, kept in the ad so that a removal can be explained.
 RUNTIME_LIMIT_ATTR = "NightshiftRuntimeLimit"
+# A notebook session's limit: the job's helper ends it there, saving first; HTCondor
+# removes it a grace later whatever runs in it (a student who stops the helper keeps no GPU).
+SESSION_LIMIT_ATTR = "NightshiftSessionLimit"
 # Inside every job sandbox: the helper module (importable as `nightshift`) and its metrics.
 HELPER_DIR = ".nightshift"
 DEFAULT_OUTPUT_DIR = "outputs"
@@ -261,11 +264,17 @@ def build_submit_description(
         description["periodic_hold_subcode"] = _first_match(
             [(when, str(code)) for when, _, code in holds]
         )
+    removals = []
     if request.remove_after_s:
-        description["periodic_remove"] = (
-            f"JobStatus == 2 && (time() - JobCurrentStartDate) > {request.remove_after_s}"
-        )
+        removals.append(request.remove_after_s)
         description[f"My.{RUNTIME_LIMIT_ATTR}"] = str(request.remove_after_s)
+    if request.session_limit_s:
+        removals.append(request.session_limit_s + session_grace_s(request.session_limit_s))
+        description[f"My.{SESSION_LIMIT_ATTR}"] = str(request.session_limit_s)
+    if removals:
+        description["periodic_remove"] = (
+            f"JobStatus == 2 && (time() - JobCurrentStartDate) > {min(removals)}"
+        )
     if mode is FileMode.SHARED:
         description["should_transfer_files"] = "NO"
     else:
@@ -293,6 +302,12 @@ def build_submit_description(
             " && (time() - EnteredCurrentStatus) < 864000"
         )
     return description
+
+
+def session_grace_s(limit_s: int) -> int:
+    """How long past its limit a session may take to end itself before HTCondor removes
+    it: a tenth of the limit, at least 5 s and at most 5 minutes."""
+    return max(5, min(300, limit_s // 10))
 
 
 SWEEP_ID_ATTR = "NightshiftSweepId"

@@ -9,7 +9,7 @@ import json
 from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from jobs.models import FINAL_STATES, Job, JobState
+from jobs.models import FINAL_STATES, Job, JobOutcome, JobState
 from jobs.software import SoftwareNotFound, software_lookup
 from jobs.specs import JobSpec, JobSubmissionError
 from jobs.submission import job_submit
@@ -125,6 +125,9 @@ def session_end_reason(job: Job) -> str:
     if reason == "idle":
         minutes = (job.request.get("session_idle_s") or 0) // 60
         return f"The session ended after {minutes} minutes without activity." + kept
+    if job.outcome == JobOutcome.RUNTIME_LIMIT:
+        # Its helper did not end it in time: HTCondor did (condor_bridge.submit).
+        return (job.status_detail or "The session reached its time limit.") + kept
     if job.outcome == "cancelled":
         return "You ended the session." + kept
     if job.state == JobState.FAILED:

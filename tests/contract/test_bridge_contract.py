@@ -210,13 +210,13 @@ def test_the_ad_of_a_job_never_seen_is_none(bridge):
     assert bridge.job_ad(str(uuid.uuid4())) is None
 
 
-def _move(bridge, job_id, state, **fields):
+def _move(bridge, job_id, state, timeout=90, **fields):
     """The fake moves when told to; the personal pool moves on its own."""
     if isinstance(bridge, FakeBridge):
         bridge.set_state(job_id, state, **fields)
     return wait_for(
         lambda: (job := bridge.find(job_id)) and job.state is state and job,
-        timeout=90,
+        timeout=timeout,
         what=f"the job to be {state}",
     )
 
@@ -480,3 +480,21 @@ def test_a_job_whose_input_never_arrived_is_withdrawn_and_submitted_again(stoppi
     wait_for(stranded_gone, timeout=60, what="the stranded copy to leave the queue")
     assert [job.job_id for job in bridge.active_jobs()] == [request.job_id]
     assert bridge.finished_jobs([request.job_id]) == []
+
+
+def test_a_session_that_outlives_its_limit_is_removed_by_htcondor_itself(bridge):
+    """Whatever runs in it: a job that ignores (or killed) the helper that ends a notebook
+    session still loses its slot a grace after its limit (60 s + 6 s here)."""
+    request = job_request(bridge, script="import time\ntime.sleep(600)\n", session_limit_s=60)
+    bridge.submit(request)
+    _move(bridge, request.job_id, JobState.RUNNING)
+    started = time.monotonic()
+    removed = _move(bridge, request.job_id, JobState.REMOVED, timeout=150,
+                    status_detail="HTCondor ended the session: it ran past its time limit "
+                    "of 1 minute.", removed_by_limit=True)  # fmt: skip
+    assert removed.removed_by_limit
+    assert removed.status_detail == (
+        "HTCondor ended the session: it ran past its time limit of 1 minute."
+    )
+    if not isinstance(bridge, FakeBridge):
+        assert time.monotonic() - started >= 55

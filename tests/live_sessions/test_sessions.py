@@ -163,3 +163,26 @@ def test_another_users_session_page_status_and_tokens_are_404(ada, client):
     assert (
         client.post(reverse("live:share", args=[job.public_id]), {"shared": "1"}).status_code == 404
     )
+
+
+def test_htcondor_itself_ends_a_session_whose_helper_did_not(ada, fake_bridge):
+    from condor_bridge import JobState as Condor
+    from jobs import submission, sync
+
+    job = session_submit(user=ada, spec=spec(software=environment(ada, "nb", "jupyterlab"),
+                                             session_limit_s=3600))  # fmt: skip
+    submission.job_submit_to_pool(job.pk)
+    description = fake_bridge.submitted[str(job.public_id)]
+    assert (
+        description["periodic_remove"] == "JobStatus == 2 && (time() - JobCurrentStartDate) > 3900"
+    )
+    fake_bridge.set_state(str(job.public_id), Condor.RUNNING)
+    sync.jobs_sync()
+    detail = "HTCondor ended the session: it ran past its time limit of 1 hour."
+    fake_bridge.set_state(str(job.public_id), Condor.REMOVED, status_detail=detail,
+                          removed_by_limit=True)  # fmt: skip
+    sync.jobs_sync()
+    job.refresh_from_db()
+    ended = session_status(job, now=timezone.now()).ended
+    assert ended.startswith(detail)
+    assert "files you saved in the session folder are kept" in ended

@@ -126,3 +126,16 @@ def test_a_queue_ad_seen_again_unchanged_is_not_converted_again():
     assert again == [map_job_ad(classad(JobStatus=1), in_queue=True),
                      map_job_ad(classad(JobStatus=2, ProcId=1, RemoteHost="slot1@ws-volta"),
                                 in_queue=True)]  # fmt: skip
+
+
+def test_a_session_removed_by_htcondor_at_its_limit_says_so():
+    reason = "The job attribute PeriodicRemove expression '...' evaluated to TRUE"
+    removed = ad(JobStatus=3, NightshiftSessionLimit=7200, RemoveReason=reason)
+    observation = map_job_ad(removed, in_queue=False)
+    assert observation.removed_by_limit
+    assert observation.status_detail == (
+        "HTCondor ended the session: it ran past its time limit of 2 hours."
+    )
+    cancelled = map_job_ad(ad(JobStatus=3, NightshiftSessionLimit=7200,
+                              RemoveReason="Cancelled by user 4"), in_queue=False)  # fmt: skip
+    assert not cancelled.removed_by_limit

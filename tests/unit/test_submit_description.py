@@ -396,3 +396,18 @@ def test_only_known_live_services_are_accepted(services):
     with pytest.raises(InvalidJobRequest) as refused:
         request(live_services=services)
     assert refused.value.field == "live_services"
+
+
+def test_a_session_is_removed_by_htcondor_a_grace_after_its_limit():
+    notebook = request(live_services=("notebook",), session_limit_s=7200)
+    description = build_submit_description(notebook, mode=FileMode.SHARED)
+    assert description["periodic_remove"] == (
+        "JobStatus == 2 && (time() - JobCurrentStartDate) > 7500"
+    )
+    assert description["My.NightshiftSessionLimit"] == "7200"
+    # With a quota's limit too, the earlier of the two removes it.
+    both = request(session_limit_s=7200, remove_after_s=3600)
+    assert build_submit_description(both, mode=FileMode.SHARED)["periodic_remove"].endswith(
+        "> 3600"
+    )
+    assert "periodic_remove" not in build_submit_description(request(), mode=FileMode.SHARED)
