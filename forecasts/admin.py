@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
-from .models import Reservation
+from .kit import kit_credentials_revoke
+from .models import KitCredential, Reservation
 
 
 @admin.register(Reservation)
@@ -37,3 +38,22 @@ class ReservationAdmin(admin.ModelAdmin):
         return format_html(
             '<a href="{}">open</a>', reverse("labs:detail", args=[reservation.lab_id])
         )
+
+
+@admin.register(KitCredential)
+class KitCredentialAdmin(admin.ModelAdmin):
+    """The execute-node kits' credentials: made by manage.py kit_token (the secret is shown
+    once, there); here they are read and revoked."""
+
+    list_display = ("label", "hint", "workstations", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("label",)
+    readonly_fields = [field.name for field in KitCredential._meta.fields]
+    actions = ["revoke"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.action(description="Revoke the chosen kit credentials")
+    def revoke(self, request, queryset) -> None:
+        for label in set(queryset.filter(revoked_at__isnull=True).values_list("label", flat=True)):
+            kit_credentials_revoke(label=label, actor=request.user)

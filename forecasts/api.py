@@ -11,6 +11,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from jobs.lookups import visible_job_or_404
@@ -19,19 +20,36 @@ from labs.selectors import labs_managed_by
 from plumbing.api import ApiError, ErrorSerializer
 
 from . import reservations, selectors
-from .models import Reservation
+from .authentication import KitCredentialAuthentication
+from .models import KitCredential, Reservation
 
 WORKSTATION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 
 def check_kit_request(request: Request, workstation: str, *, what: str) -> None:
-    """What an execute-node kit may ask: its token's account may view forecasts (the kit's
-    service account, or an admin), and the name is a workstation's."""
-    if not request.user.has_perm("forecasts.view_workstationforecast"):
-        raise ApiError(f"Only admins, or the account whose token the execute-node kit holds, "
-                       f"read {what}.", code="forbidden", status_code=403)  # fmt: skip
+    """What an execute-node kit may ask: a kit credential that names this workstation, or
+    an admin (who may view forecasts); and the name is a workstation's."""
+    if isinstance(request.auth, KitCredential):
+        if not request.auth.covers(workstation):
+            raise ApiError(f"This kit's credential is for {', '.join(request.auth.workstations)}"
+                           f", not {workstation}.", code="forbidden", status_code=403)  # fmt: skip
+    elif not (
+        request.user.is_staff and request.user.has_perm("forecasts.view_workstationforecast")
+    ):
+        raise ApiError(f"Only the workstation's execute-node kit (its credential, made by "
+                       f"manage.py kit_token) and admins read {what}.",
+                       code="forbidden", status_code=403)  # fmt: skip
     if not WORKSTATION_NAME.fullmatch(workstation):
         raise ApiError("That is not a workstation name.", code="invalid", status_code=400)
+
+
+class KitEndpoint(APIView):
+    """Accepts a kit's credential besides the API's usual authentication."""
+
+    authentication_classes = [
+        KitCredentialAuthentication,
+        *api_settings.DEFAULT_AUTHENTICATION_CLASSES,
+    ]
 
 
 class PlacementFiguresSerializer(serializers.Serializer):
@@ -51,13 +69,14 @@ class PlacementFiguresSerializer(serializers.Serializer):
     )
 
 
-class PlacementFiguresView(APIView):
+class PlacementFiguresView(KitEndpoint):
     @extend_schema(
         summary="A workstation's placement figures for the week (for its execute-node kit)",
-        description="Needs a token of an account allowed to view workstation forecasts (admins, "
-        "or the service account whose token the kit holds).",
+        description="Needs the workstation's kit credential (Bearer nsk_..., made by manage.py "
+        "kit_token for the workstations it names) or an admin's token.",
         responses={
             200: PlacementFiguresSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="Not a workstation's name."),
             401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
             403: OpenApiResponse(ErrorSerializer, description="Not allowed to read forecasts."),
             404: OpenApiResponse(ErrorSerializer, description="No forecast for it yet."),
@@ -109,6 +128,7 @@ class JobStartView(APIView):
         "predictions fared; refreshed every minute while the job waits (docs/placement.md).",
         responses={
             200: JobStartSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="Not a workstation's name."),
             401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
             404: OpenApiResponse(ErrorSerializer, description="No such job that you can see."),
         },
@@ -137,14 +157,15 @@ class KitReservationsSerializer(serializers.Serializer):
     )
 
 
-class KitReservationsView(APIView):
+class KitReservationsView(KitEndpoint):
     @extend_schema(
         summary="A workstation's reservation windows (for its execute-node kit)",
-        description="Needs a token of an account allowed to view workstation forecasts (admins, "
-        "or the service account whose token the kit holds). A workstation nobody has reserved "
-        "gets an empty list.",
+        description="Needs the workstation's kit credential (Bearer nsk_..., made by manage.py "
+        "kit_token for the workstations it names) or an admin's token. A workstation nobody "
+        "has reserved gets an empty list.",
         responses={
             200: KitReservationsSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="Not a workstation's name."),
             401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
             403: OpenApiResponse(ErrorSerializer, description="Not allowed to read forecasts."),
         },
@@ -188,6 +209,7 @@ class ReservationListView(APIView):
         summary="The reservations on now or to come",
         responses={
             200: ReservationSerializer(many=True),
+            400: OpenApiResponse(ErrorSerializer, description="Not a workstation's name."),
             401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
         },
     )
@@ -229,6 +251,7 @@ class ReservationDetailView(APIView):
         summary="One reservation",
         responses={
             200: ReservationSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="Not a workstation's name."),
             401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
             404: OpenApiResponse(ErrorSerializer, description="No such reservation."),
         },

@@ -1,3 +1,4 @@
+import fnmatch
 import uuid
 
 from django.conf import settings
@@ -119,3 +120,29 @@ class Reservation(models.Model):
         if moment >= self.ends_at:
             return "ended"
         return "on" if moment >= self.starts_at else "upcoming"
+
+
+class KitCredential(models.Model):
+    """What an execute-node kit authenticates with: not a person's token, and no account.
+    It reads the placement figures and reservations of the workstations it names (names or
+    shell patterns, `ws-*`) and nothing else; making a new one under the same label revokes
+    the earlier ones. Only its SHA-256 is kept."""
+
+    PREFIX = "nsk_"  # noqa: S105 - marks a string as a kit credential, not a secret
+
+    label = models.CharField(max_length=100)
+    workstations = ArrayField(models.CharField(max_length=200))
+    hint = models.CharField(max_length=16)
+    digest = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.label} ({self.hint}…, {', '.join(self.workstations)})"
+
+    def covers(self, workstation: str) -> bool:
+        return any(fnmatch.fnmatchcase(workstation, pattern) for pattern in self.workstations)

@@ -7,14 +7,13 @@ import sys
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth.models import Permission
 from django.urls import reverse
 from django.utils import timezone
 
-from accounts import services as account_services
+from forecasts.kit import kit_credential_create
 from forecasts.models import Reservation
 from tests.conftest import client_with_token
-from tests.factories import LabFactory, UserFactory
+from tests.factories import LabFactory
 from tests.forecasts.test_placement_figures import SCRIPT
 
 RESERVATION_ATTRIBUTES = ["NightshiftReservedFor", "NightshiftReservedLab",
@@ -23,9 +22,7 @@ RESERVATION_ATTRIBUTES = ["NightshiftReservedFor", "NightshiftReservedLab",
 
 @pytest.fixture
 def kit_token(db):
-    account = UserFactory(username="workstations")
-    account.user_permissions.add(Permission.objects.get(codename="view_workstationforecast"))
-    return account_services.token_create(user=account, name="kit").secret
+    return kit_credential_create(label="kit", workstations=["ws-volta"])[1]
 
 
 def hold(lab, *, starts_in: timedelta, hours: float, workstation="ws-volta") -> Reservation:

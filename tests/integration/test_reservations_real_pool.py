@@ -10,16 +10,15 @@ from datetime import timedelta
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import Permission
 from django.utils import timezone
 
-from accounts import services as account_services
 from condor_bridge import FileMode, JobRequest, JobState
 from condor_bridge.schedd import HTCondorBridge
+from forecasts.kit import kit_credential_create
 from forecasts.models import Reservation
 from forecasts.reservations import ReservationRequest, reservation_cancel, reservation_create
 from jobs.models import Workstation
-from tests.factories import LabFactory, MembershipFactory, UserFactory
+from tests.factories import LabFactory, MembershipFactory
 from tests.helpers import POOL_ROOT, copy_job_helpers, pool_command, pool_config, wait_for
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(600)]
@@ -44,10 +43,8 @@ def reserved_for() -> dict[str, str]:
 @pytest.fixture
 def kit_reads_the_portal(live_server, transactional_db):
     """Every workstation's startd runs the kit's cron job every 5 s against the live server."""
-    account = UserFactory(username="workstations")
-    account.user_permissions.add(Permission.objects.get(codename="view_workstationforecast"))
     token = POOL_ROOT / TOKEN_IN_ROOT
-    token.write_text(account_services.token_create(user=account, name="kit").secret + "\n")
+    token.write_text(kit_credential_create(label="kit", workstations=["ws-*"])[1] + "\n")
     token.chmod(0o644)  # a test token; the kit's own is readable by the condor account only
     pool_config(
         f"NIGHTSHIFT_PORTAL_URL = {live_server.url}\n"

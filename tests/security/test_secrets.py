@@ -18,6 +18,7 @@ LOOKS_LIKE_A_SECRET = {
     # HTCondor IDTOKENs and other JWTs: header.payload.signature, each base64url.
     "JWT (an IDTOKEN?)": re.compile(r"eyJ[\w-]{10,}\.eyJ[\w-]{10,}\.[\w-]{20,}"),
     "Nightshift API token": re.compile(r"nst_[\w-]{40,}"),
+    "execute-node kit credential": re.compile(r"nsk_[\w-]{40,}"),
     # Placeholders, the tests' made-up ones and the local test database's public default
     # (trust authentication, no password checked) are not secrets.
     "password in a URL": re.compile(
@@ -46,7 +47,8 @@ def test_the_scan_would_see_each_kind_of_secret():
     dash = "-" * 5
     samples = [f"{dash}BEGIN OPENSSH PRIVATE {'KEY'}{dash}",
                "eyJ" + "hbGciOiJIUzI1NiJ9" + ".eyJ" + "pYXQiOjE3MzAwMDAwMDB9." + "c2ln" * 8,
-               "nst_" + "x" * 43, "redis://:" + "hunter22" + "@cache:6379/0"]  # fmt: skip
+               "nst_" + "x" * 43, "nsk_" + "x" * 43,
+               "redis://:" + "hunter22" + "@cache:6379/0"]  # fmt: skip
     for sample in samples:
         assert any(pattern.search(sample) for pattern in LOOKS_LIKE_A_SECRET.values()), sample
 

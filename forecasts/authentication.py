@@ -1,0 +1,69 @@
+"""`Authorization: Bearer nsk_...`: an execute-node kit's credential, accepted by the kit's
+own endpoints alone (forecasts.api). Everywhere else the API does not know the scheme, so a
+kit's credential is a 401 there, like any unknown token."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.utils.decorators import method_decorator
+from django.views.decorators.debug import sensitive_variables
+from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from rest_framework import authentication, exceptions
+
+from .kit import kit_credential_authenticate
+from .models import KitCredential
+
+
+@dataclass(frozen=True)
+class KitPrincipal:
+    """Who a kit's request is from: no account, no permission, only its credential."""
+
+    credential: KitCredential
+    is_authenticated: bool = True
+    is_staff: bool = False
+    is_superuser: bool = False
+    is_active: bool = True
+    pk: None = None
+
+    def has_perm(self, perm: str, obj=None) -> bool:
+        return False
+
+    def get_username(self) -> str:
+        return f"kit:{self.credential.label}"
+
+
+class KitCredentialAuthentication(authentication.BaseAuthentication):
+    keyword = "Bearer"
+
+    @method_decorator(sensitive_variables("header", "secret"))
+    def authenticate(self, request):
+        header = authentication.get_authorization_header(request).split()
+        if len(header) != 2 or header[0].lower() != self.keyword.lower().encode():
+            return None
+        secret = header[1].decode("ascii", errors="replace")
+        if not secret.startswith(KitCredential.PREFIX):
+            return None  # a person's token: the next authentication's to judge
+        credential = kit_credential_authenticate(secret)
+        if credential is None:
+            raise exceptions.AuthenticationFailed(
+                "That kit credential is not valid: it may have been replaced (manage.py "
+                "kit_token) or revoked."
+            )
+        return KitPrincipal(credential), credential
+
+    def authenticate_header(self, request) -> str:
+        return f'{self.keyword} realm="api"'
+
+
+class KitCredentialScheme(OpenApiAuthenticationExtension):
+    target_class = "forecasts.authentication.KitCredentialAuthentication"
+    name = "kitCredential"
+
+    def get_security_definition(self, auto_schema):
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An execute-node kit's credential (nsk_...), from manage.py "
+            "kit_token: its own workstations' placement figures and reservations only.",
+        }
