@@ -16,6 +16,7 @@ from django.views.decorators.debug import sensitive_variables
 from audit.services import audit_record
 
 from .models import AccessToken
+from .selectors import token_list_active
 
 TOKEN_PREFIX = "nst_"  # noqa: S105 - marks a string as a Nightshift token, not a secret
 MAX_TOKEN_NAME = 100
@@ -87,6 +88,20 @@ def token_revoke(*, token: AccessToken, actor) -> AccessToken:
     audit_record(action="token.revoke", actor=actor, target=token,
                  detail=f"For {token.user.get_username()}")  # fmt: skip
     return token
+
+
+def password_changed(*, user, revoke_tokens: bool) -> int:
+    """After a new password (the reset's or the account page's): the audit line, and, when
+    asked, every active API token revoked. Other sessions end by themselves: Django checks
+    each against the password's hash, and so does the live proxy's cookie. Returns the
+    number of tokens revoked."""
+    revoked = 0
+    with transaction.atomic():
+        if revoke_tokens:
+            revoked = token_list_active(user).update(revoked_at=timezone.now())
+        audit_record(action="account.password_change", actor=user, target=user,
+                     detail=f"{revoked} API token{'s' * (revoked != 1)} revoked")  # fmt: skip
+    return revoked
 
 
 # How often a token's "last used" time is written: not on every request.

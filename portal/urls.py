@@ -2,10 +2,11 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
-from django.urls import include, path, re_path, reverse
+from django.urls import include, path, re_path, reverse, reverse_lazy
 from django.views.generic import RedirectView
 
 from accounting import urls as accounting_urls
+from accounts import forms as account_forms
 from experiments import urls as experiments_urls
 from forecasts import urls as forecasts_urls
 from jobs import urls as jobs_urls
@@ -36,13 +37,26 @@ urlpatterns = [
     ),
     path(
         "accounts/password-reset/<uidb64>/<token>/",
-        auth_views.PasswordResetConfirmView.as_view(),
+        auth_views.PasswordResetConfirmView.as_view(form_class=account_forms.NewPasswordForm),
         name="password_reset_confirm",
     ),
     path(
         "accounts/password-reset/done/",
         auth_views.PasswordResetCompleteView.as_view(),
         name="password_reset_complete",
+    ),
+    path(
+        "accounts/password/",
+        auth_views.PasswordChangeView.as_view(
+            form_class=account_forms.ChangePasswordForm,
+            success_url=reverse_lazy("password_change_done"),
+        ),
+        name="password_change",
+    ),
+    path(
+        "accounts/password/changed/",
+        auth_views.PasswordChangeDoneView.as_view(),
+        name="password_change_done",
     ),
     path("accounts/", include("accounts.urls")),
     path("oidc/", include("mozilla_django_oidc.urls")),

@@ -70,6 +70,9 @@ TABLE = {
     "password_reset_confirm": [("get", (200, 200, 200, 200, 200, 200))],
     "password_reset_complete": [("get", (200, 200, 200, 200, 200, 200))],
     "accounts:register": [("get", (200, 200, 200, 200, 200, 200))],
+    # Each user's own: signing in first.
+    "password_change": [("get", (302, 200, 200, 200, 200, 200))],
+    "password_change_done": [("get", (302, 200, 200, 200, 200, 200))],
     "oidc_authentication_init": [("get", (404, 404, 404, 404, 404, 404))],
     "oidc_authentication_callback": [("get", (404, 404, 404, 404, 404, 404))],
     "oidc_logout": [("post", (302, 302, 302, 302, 302, 302))],
