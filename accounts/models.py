@@ -73,3 +73,24 @@ class Registration(models.Model):
     @property
     def is_approved(self) -> bool:
         return self.approved_at is not None
+
+
+class CampusIdentity(models.Model):
+    """Who a user is at the campus's OpenID Connect provider: its subject, which never
+    changes and is never reassigned. A later sign-on finds the account by it, not by an
+    e-mail address, which anyone may have typed into a registration form."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="campus_identities"
+    )
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="one_account_per_subject")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"
