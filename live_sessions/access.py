@@ -67,9 +67,12 @@ def access_decide(public_id: str, service: str, *, user_id: int | None,
     return Decision(200, target=target, user_id=user.pk)
 
 
-def access_enter(public_id: str, service: str, ticket: str) -> tuple[int | None, str]:
-    """The user a fresh ticket names, and the cookie that lets them in from now on."""
-    user = _user(live_ticket_read(ticket, public_id=public_id, service=service))
+def access_enter(
+    public_id: str, service: str, ticket: str, bound_to: str
+) -> tuple[int | None, str]:
+    """The user a fresh ticket names, if this browser is the one it was made for (its
+    binding secret, from the proxy's cookie), and the cookie that lets them in from now on."""
+    user = _user(live_ticket_read(ticket, public_id=public_id, service=service, bound_to=bound_to))
     if user is None or live_job_for(user, public_id, service) is None:
         return None, ""
     value = live_cookie(

@@ -17,6 +17,7 @@ import contextlib
 import html
 import logging
 import re
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ import aiohttp
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections, connections
+from django.urls import reverse
 
 from .access import (
     Decision,
@@ -37,14 +39,20 @@ from .access import (
     service_name,
 )
 from .boards import Boards, LocalTarget, tensorboard_program
+from .services import bind_digest
 from .tunnels import TunnelError, TunnelManager
 
 log = logging.getLogger(__name__)
 
 COOKIE = "nslive"
 ENTER = "/_nightshift/enter"
+# A browser's way in starts here: the proxy gives it a secret (BIND_COOKIE) and sends it to
+# the portal with the secret's digest, which the portal writes into the ticket it makes.
+BEGIN = "/_nightshift/begin"
+BIND_COOKIE = "nsbind"
+BIND_MAX_AGE_S = 300
 # The portal's own cookies never reach a job.
-PORTAL_COOKIES = {COOKIE, "sessionid", "csrftoken"}
+PORTAL_COOKIES = {COOKIE, BIND_COOKIE, "sessionid", "csrftoken"}
 _PREFIX = re.compile(
     r"/live/(?P<job>[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
     r"/(?P<service>[a-z]{1,20})(?P<rest>/[^?#]*)?"
@@ -320,8 +328,10 @@ class LiveProxy:
         headers = headers_of(scope)
         if route is None or not host_allowed(headers, route):
             return await page(send, 404, NOT_FOUND)
+        if route.rest == BEGIN:
+            return await self.begin(route, send)
         if route.rest == ENTER:
-            return await self.enter(route, send)
+            return await self.enter(route, headers, send)
         if route.rest == "" and scope["method"] in ("GET", "HEAD"):
             return await redirect(send, route.prefix + "/")
         decision = await self.decide(route, headers)
@@ -362,17 +372,34 @@ class LiveProxy:
                 "in a moment; if it keeps failing, look at the job's log.", retry=True,
             )  # fmt: skip
 
-    async def enter(self, route: Route, send: Callable) -> None:
-        # The ticket is in the query of this one request: the portal's redirect.
+    async def begin(self, route: Route, send: Callable) -> None:
+        """A secret for this browser alone, and on to the portal, which makes a ticket
+        bound to it (live_sessions.services.live_ticket)."""
+        secret = secrets.token_urlsafe(32)
+        opened = reverse("live:open", args=[route.public_id, route.service])
+        location = f"{origin_of(settings.PORTAL_URL)}{opened}?bind={bind_digest(secret)}"
+        secure = "; Secure" if settings.HTTPS else ""
+        set_cookie = (f"{BIND_COOKIE}={secret}; Path={route.prefix}/_nightshift/; HttpOnly; "
+                      f"SameSite=Lax; Max-Age={BIND_MAX_AGE_S}{secure}")  # fmt: skip
+        await redirect(send, location, [(b"set-cookie", set_cookie.encode())])
+
+    async def enter(self, route: Route, headers: list[tuple[str, str]], send: Callable) -> None:
+        # The ticket is in the query of this one request: the portal's redirect; the
+        # binding secret in the cookie the proxy gave this browser at BEGIN.
         ticket = (parse_qs(route.query).get("ticket") or [""])[0]
-        user_id, cookie = await database(access_enter)(route.public_id, route.service, ticket)
+        bound = cookies_of(headers).get(BIND_COOKIE)
+        user_id, cookie = await database(access_enter)(
+            route.public_id, route.service, ticket, bound.value if bound else ""
+        )
         if user_id is None:
             return await page(send, 404, NOT_FOUND)
         secure = "; Secure" if settings.HTTPS else ""
         age = settings.LIVE_COOKIE_MAX_AGE_S
         set_cookie = (f"{COOKIE}={cookie}; Path=/live/{route.public_id}/; HttpOnly; "
                       f"SameSite=Lax; Max-Age={age}{secure}")  # fmt: skip
-        await redirect(send, route.prefix + "/", [(b"set-cookie", set_cookie.encode())])
+        spent = f"{BIND_COOKIE}=; Path={route.prefix}/_nightshift/; Max-Age=0{secure}"
+        await redirect(send, route.prefix + "/", [(b"set-cookie", set_cookie.encode()),
+                                                  (b"set-cookie", spent.encode())])  # fmt: skip
 
     # WebSocket
 

@@ -3,6 +3,7 @@ sharing. Each change writes its audit record."""
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 
 from django.conf import settings
@@ -27,18 +28,24 @@ class LiveError(Exception):
     """A refusal the user can act on."""
 
 
-def live_ticket(*, user, job: Job, service: str) -> str:
+def live_ticket(*, user, job: Job, service: str, bind: str) -> str:
     """What the portal hands the proxy, through the browser, to say who opens what. It
-    lets one browser in once: its nonce is spent on first use (live_ticket_read)."""
+    lets one browser in once: its nonce is spent on first use (live_ticket_read), and
+    `bind` is the SHA-256 of a secret the proxy gave that browser alone, in a cookie, just
+    before (bind_digest): a ticket read off a URL opens nothing in another browser."""
     audit_record(action="live.open", actor=user, target=job, detail=service)
     return signing.dumps(
         {"u": user.pk, "j": str(job.public_id), "s": service, "h": user.get_session_auth_hash(),
-         "n": secrets.token_urlsafe(16)},
+         "n": secrets.token_urlsafe(16), "b": bind},
         salt=TICKET_SALT, compress=True,
     )  # fmt: skip
 
 
-def live_ticket_read(ticket: str, *, public_id: str, service: str) -> int | None:
+def bind_digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def live_ticket_read(ticket: str, *, public_id: str, service: str, bound_to: str) -> int | None:
     """The user a ticket names, if it is fresh, for this job and service, and not used
     before: a ticket read from a URL (a log, a history, a page's script) after its browser
     came in opens nothing. The spent nonces are in the shared cache, so every proxy
@@ -48,6 +55,8 @@ def live_ticket_read(ticket: str, *, public_id: str, service: str) -> int | None
     except signing.BadSignature:
         return None
     if not isinstance(value, dict) or value.get("j") != public_id or value.get("s") != service:
+        return None
+    if not bound_to or not secrets.compare_digest(str(value.get("b", "")), bind_digest(bound_to)):
         return None
     nonce = value.get("n")
     if not isinstance(nonce, str) or not nonce:

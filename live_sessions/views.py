@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from urllib.parse import urlencode
 
 from csp.decorators import csp_update
@@ -18,7 +19,7 @@ from jobs.specs import JobSubmissionError
 
 from .access import service_name
 from .forms import SessionForm
-from .proxy import ENTER, origin_of
+from .proxy import BEGIN, ENTER, origin_of
 from .selectors import (
     live_is_running,
     live_is_shared,
@@ -28,6 +29,9 @@ from .selectors import (
 )
 from .services import LiveError, live_share_set, live_ticket, live_token_create, live_token_revoke
 from .sessions import session_status, session_submit
+
+# The digest of the secret the live proxy gave the browser (proxy.BEGIN).
+BIND = re.compile(r"[0-9a-f]{64}")
 
 
 def _framing_live(response: HttpResponse, job: Job) -> HttpResponse:
@@ -88,7 +92,11 @@ def live_open(request: HttpRequest, public_id, service: str) -> HttpResponse:
         messages.info(request, f"The job is {job.get_state_display().lower()}, not running: "
                       f"its {service_name(service)} opens while it runs.")  # fmt: skip
         return redirect("live:page", job.public_id)
-    ticket = live_ticket(user=request.user, job=job, service=service)
+    bind = request.GET.get("bind", "")
+    if not BIND.fullmatch(bind):
+        # First to the proxy, which gives this browser the secret the ticket is bound to.
+        return HttpResponseRedirect(_service_url(job, service).rstrip("/") + BEGIN)
+    ticket = live_ticket(user=request.user, job=job, service=service, bind=bind)
     target = _service_url(job, service).rstrip("/") + ENTER + "?" + urlencode({"ticket": ticket})
     return HttpResponseRedirect(target)
 

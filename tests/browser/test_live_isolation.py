@@ -2,6 +2,8 @@
 owner: whatever its headers and scripts try, the browser keeps the portal's cookies, and
 the page reaches no other job's pages."""
 
+from urllib.parse import parse_qs, urlsplit
+
 import pytest
 
 from jobs.models import Job, JobState
@@ -20,8 +22,13 @@ def running_job(owner, services):
 
 
 def enter(page, live_url, user, job, service):
-    ticket = live_ticket(user=user, job=job, service=service)
-    page.goto(f"{live_url}/live/{job.public_id}/{service}/_nightshift/enter?ticket={ticket}")
+    """Into the proxy as a browser gets there: the proxy's binding secret first (its redirect
+    to the portal, not followed here), then the ticket the portal makes for it."""
+    prefix = f"{live_url}/live/{job.public_id}/{service}/_nightshift"
+    began = page.context.request.get(f"{prefix}/begin", max_redirects=0)
+    bind = parse_qs(urlsplit(began.headers["location"]).query)["bind"][0]
+    ticket = live_ticket(user=user, job=job, service=service, bind=bind)
+    page.goto(f"{prefix}/enter?ticket={ticket}")
 
 
 def test_a_served_page_keeps_to_itself_in_a_real_browser(browser, proxy, lab_with_people):  # noqa: F811

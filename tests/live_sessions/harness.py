@@ -207,3 +207,16 @@ def raw_request(port: int, request: bytes) -> tuple[int, bytes]:
 def seen(response) -> dict:
     """What the stand-in job received, from its answer."""
     return json.loads(response.text if hasattr(response, "text") else response)
+
+
+def bound_ticket(client, user, job, service: str) -> str:
+    """The ticket the portal makes for a browser (`client`, an httpx client on the proxy)
+    that began at the proxy: the client keeps the binding cookie the proxy gave it."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from live_sessions.services import live_ticket
+
+    began = client.get(f"/live/{job.public_id}/{service}/_nightshift/begin")
+    assert began.status_code == 302, began.text
+    bind = parse_qs(urlsplit(began.headers["location"]).query)["bind"][0]
+    return live_ticket(user=user, job=job, service=service, bind=bind)

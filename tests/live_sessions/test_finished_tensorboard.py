@@ -11,8 +11,8 @@ from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 from jobs.models import Job, JobState
-from live_sessions.services import live_ticket
 from tests.factories import UserFactory
+from tests.live_sessions.harness import bound_ticket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,7 +32,7 @@ def finished_job(owner, folder, *, scalars: int = 3) -> Job:
 
 def entered(proxy, user, job) -> httpx.Client:
     client = httpx.Client(base_url=proxy.url, timeout=120)
-    ticket = live_ticket(user=user, job=job, service="tensorboard")
+    ticket = bound_ticket(client, user, job, "tensorboard")
     client.get(f"/live/{job.public_id}/tensorboard/_nightshift/enter", params={"ticket": ticket})
     return client
 

@@ -9,9 +9,9 @@ import pytest
 import websockets
 
 from jobs.models import Job, JobState
-from live_sessions.services import live_share_set, live_ticket, live_token_create, live_token_revoke
+from live_sessions.services import live_share_set, live_token_create, live_token_revoke
 from tests.factories import UserFactory
-from tests.live_sessions.harness import JOB_PORT, raw_request, run_async, seen
+from tests.live_sessions.harness import JOB_PORT, bound_ticket, raw_request, run_async, seen
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,7 +27,7 @@ def running_job(owner, *, lab=None, services=("serve", "tensorboard"), state=Job
 def signed_in(proxy, user, job, service="serve") -> httpx.Client:
     """A browser that followed the job page's link: the ticket, then the proxy's cookie."""
     client = httpx.Client(base_url=proxy.url, timeout=10)
-    ticket = live_ticket(user=user, job=job, service=service)
+    ticket = bound_ticket(client, user, job, service)
     entered = client.get(
         f"/live/{job.public_id}/{service}/_nightshift/enter", params={"ticket": ticket}
     )
@@ -53,11 +53,11 @@ def test_the_entry_cookie_is_http_only_and_scoped_to_the_jobs_path(proxy, lab_wi
     _, owner, _, _ = lab_with_people
     job = running_job(owner)
     client = httpx.Client(base_url=proxy.url)
-    ticket = live_ticket(user=owner, job=job, service="serve")
+    ticket = bound_ticket(client, owner, job, "serve")
     entered = client.get(
         f"/live/{job.public_id}/serve/_nightshift/enter", params={"ticket": ticket}
     )
-    cookie = entered.headers["set-cookie"]
+    cookie = entered.headers.get_list("set-cookie")[0]
     assert f"Path=/live/{job.public_id}/" in cookie and "HttpOnly" in cookie
     assert entered.headers["location"] == f"/live/{job.public_id}/serve/"
 
@@ -82,8 +82,8 @@ def test_every_session_url_is_404_for_another_user(proxy, tunnels, lab_with_peop
     _, owner, lead, stranger = lab_with_people
     job = running_job(owner)
     for user in (stranger, lead):
-        ticket = live_ticket(user=user, job=job, service="serve")
         client = httpx.Client(base_url=proxy.url)
+        ticket = bound_ticket(client, user, job, "serve")
         entered = client.get(
             f"/live/{job.public_id}/serve/_nightshift/enter", params={"ticket": ticket}
         )
@@ -106,14 +106,34 @@ def test_a_cookie_made_for_one_job_opens_no_other(proxy, tunnels, lab_with_peopl
 def test_a_ticket_is_bound_to_its_job_and_service_and_cannot_be_forged(proxy, lab_with_people):
     _, owner, _, _ = lab_with_people
     job, other = running_job(owner), running_job(owner)
-    ticket = live_ticket(user=owner, job=job, service="tensorboard")
+    client = httpx.Client(base_url=proxy.url)
+    ticket = bound_ticket(client, owner, job, "tensorboard")
+    bound = {"nsbind": client.cookies.get("nsbind")}  # sent by hand, to any path
     for url, value in (
         (f"/live/{job.public_id}/serve/", ticket),
         (f"/live/{other.public_id}/tensorboard/", ticket),
         (f"/live/{job.public_id}/tensorboard/", ticket[:-2] + "xx"),
     ):
-        answer = httpx.get(f"{proxy.url}{url}_nightshift/enter", params={"ticket": value})
+        answer = httpx.get(f"{proxy.url}{url}_nightshift/enter", params={"ticket": value},
+                           cookies=bound)  # fmt: skip
         assert answer.status_code == 404, url
+    url = f"{proxy.url}/live/{job.public_id}/tensorboard/_nightshift/enter"
+    assert httpx.get(url, params={"ticket": ticket}, cookies=bound).status_code == 302
+
+
+def test_a_ticket_opens_nothing_in_another_browser(proxy, lab_with_people):
+    """A ticket read off a URL (a history, a log, a page's script) is bound to the
+    browser the proxy gave a secret to before the portal made it."""
+    _, owner, _, _ = lab_with_people
+    job = running_job(owner)
+    asked, thief = httpx.Client(base_url=proxy.url), httpx.Client(base_url=proxy.url)
+    ticket = bound_ticket(asked, owner, job, "serve")
+    bound_ticket(thief, owner, job, "serve")  # a secret of its own, not the ticket's
+    enter = f"/live/{job.public_id}/serve/_nightshift/enter"
+    assert thief.get(enter, params={"ticket": ticket}).status_code == 404
+    assert httpx.get(proxy.url + enter, params={"ticket": ticket}).status_code == 404
+    # The refusals spent nothing: the browser it was made for still gets in.
+    assert asked.get(enter, params={"ticket": ticket}).status_code == 302
 
 
 def test_no_cookie_and_no_token_is_404(proxy, lab_with_people):
@@ -181,10 +201,9 @@ def test_sharing_lets_the_labs_lead_and_admins_in_and_nobody_else(proxy, lab_wit
     live_share_set(user=owner, job=job, shared=True)
     for user in (lead, admin):
         assert signed_in(proxy, user, job).get(f"/live/{job.public_id}/serve/").status_code == 200
-    ticket = live_ticket(user=stranger, job=job, service="serve")
-    answer = httpx.get(
-        f"{proxy.url}/live/{job.public_id}/serve/_nightshift/enter", params={"ticket": ticket}
-    )
+    client = httpx.Client(base_url=proxy.url)
+    ticket = bound_ticket(client, stranger, job, "serve")
+    answer = client.get(f"/live/{job.public_id}/serve/_nightshift/enter", params={"ticket": ticket})
     assert answer.status_code == 404
 
 
@@ -200,10 +219,9 @@ def test_a_job_that_does_not_run_is_closed_with_its_state(proxy, tunnels, lab_wi
 def test_a_service_the_job_did_not_ask_for_is_404(proxy, lab_with_people):
     _, owner, _, _ = lab_with_people
     job = running_job(owner, services=("tensorboard",))
-    ticket = live_ticket(user=owner, job=job, service="serve")
-    answer = httpx.get(
-        f"{proxy.url}/live/{job.public_id}/serve/_nightshift/enter", params={"ticket": ticket}
-    )
+    client = httpx.Client(base_url=proxy.url)
+    ticket = bound_ticket(client, owner, job, "serve")
+    answer = client.get(f"/live/{job.public_id}/serve/_nightshift/enter", params={"ticket": ticket})
     assert answer.status_code == 404
 
 
@@ -404,10 +422,11 @@ def origin_of_portal() -> str:
 def test_a_ticket_lets_one_browser_in_once(proxy, lab_with_people):
     _, owner, _, _ = lab_with_people
     job = running_job(owner)
-    ticket = live_ticket(user=owner, job=job, service="serve")
-    enter = f"{proxy.url}/live/{job.public_id}/serve/_nightshift/enter"
-    assert httpx.get(enter, params={"ticket": ticket}).status_code == 302
-    again = httpx.get(enter, params={"ticket": ticket})
+    client = httpx.Client(base_url=proxy.url)
+    ticket = bound_ticket(client, owner, job, "serve")
+    enter = f"/live/{job.public_id}/serve/_nightshift/enter"
+    assert client.get(enter, params={"ticket": ticket}).status_code == 302
+    again = client.get(enter, params={"ticket": ticket})
     assert again.status_code == 404
     assert "nslive" not in again.cookies
 
@@ -421,7 +440,7 @@ def test_with_a_host_per_job_another_jobs_host_or_origin_gets_nothing(
     own_host = f"{job.public_id}.localhost:{proxy.port}"
     other_host = f"{other.public_id}.localhost:{proxy.port}"
     client = httpx.Client(base_url=proxy.url, timeout=10, headers={"Host": own_host})
-    ticket = live_ticket(user=owner, job=job, service="serve")
+    ticket = bound_ticket(client, owner, job, "serve")
     page = f"/live/{job.public_id}/serve/"
     assert client.get(page + "_nightshift/enter", params={"ticket": ticket}).status_code == 302
     answer = client.get(page)

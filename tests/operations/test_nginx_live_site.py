@@ -13,12 +13,12 @@ import pytest
 import websockets
 
 from jobs.models import Job, JobState
-from live_sessions.services import live_ticket
 from tests.factories import UserFactory
 from tests.live_sessions.harness import (
     ProxyServer,
     StandInJob,
     StandInTunnels,
+    bound_ticket,
     free_port,
     run_async,
     seen,
@@ -95,7 +95,7 @@ def test_a_notebooks_http_and_websocket_go_through_nginx(nginx_in_front):
                              state=JobState.RUNNING, cluster_id=3, proc_id=0,
                              request={"live_services": ["notebook"]})  # fmt: skip
     client = httpx.Client(base_url=nginx_in_front, verify=False, timeout=10)
-    ticket = live_ticket(user=owner, job=job, service="notebook")
+    ticket = bound_ticket(client, owner, job, "notebook")
     entered = client.get(
         f"/live/{job.public_id}/notebook/_nightshift/enter", params={"ticket": ticket}
     )
