@@ -203,6 +203,28 @@ def cookies_of(headers: list[tuple[str, str]]) -> SimpleCookie:
     return jar
 
 
+def cookie_values(headers: list[tuple[str, str]], name: str) -> list[str]:
+    """Every value a cookie of this name has in the request (a browser may send several
+    of one name, for different domains or paths), at most 10."""
+    values = []
+    for header, value in headers:
+        if header != "cookie":
+            continue
+        for pair in value.split(";"):
+            key, sep, found = pair.strip().partition("=")
+            if sep and key == name and found:
+                values.append(found.strip('"'))
+    return values[:10]
+
+
+def first_cookie_user(public_id: str, values: list[str]) -> int | None:
+    for value in values:
+        user_id = access_cookie_user(public_id, value)
+        if user_id is not None:
+            return user_id
+    return None
+
+
 def upstream_headers(
     headers: list[tuple[str, str]], route: Route, port: int, secret: str = ""
 ) -> dict[str, str]:
@@ -291,10 +313,12 @@ class LiveProxy:
                 token = value[7:].strip()
         user_id = None
         if token is None:
-            morsel = cookies_of(headers).get(COOKIE)
-            if morsel is None:
+            # Every cookie of the name is tried: a page of another job's host (a sibling
+            # of this one) can add one for this path, and must not hide the real one.
+            values = cookie_values(headers, COOKIE)
+            if not values:
                 return Decision(404)
-            user_id = await database(access_cookie_user)(route.public_id, morsel.value)
+            user_id = await database(first_cookie_user)(route.public_id, values)
             if user_id is None:
                 return Decision(404)
         key = (route.public_id, route.service, user_id, token)

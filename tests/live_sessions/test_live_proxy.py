@@ -483,3 +483,12 @@ def test_unsharing_or_revoking_closes_websockets_already_open(proxy, lab_with_pe
 
     assert run_async(held_open({"Cookie": f"nslive={cookie}"}, unshare)) == 4403
     assert run_async(held_open({"Authorization": f"Bearer {secret}"}, revoke)) == 4403
+
+
+def test_a_cookie_tossed_onto_the_jobs_path_does_not_hide_the_real_one(proxy, lab_with_people):
+    _, owner, _, _ = lab_with_people
+    job = running_job(owner)
+    real = signed_in(proxy, owner, job).cookies.get("nslive")
+    for cookie in (f"nslive=tossed; nslive={real}", f"nslive={real}; nslive=tossed"):
+        answer = httpx.get(f"{proxy.url}/live/{job.public_id}/serve/", headers={"Cookie": cookie})
+        assert answer.status_code == 200, cookie
