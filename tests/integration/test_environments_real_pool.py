@@ -145,8 +145,11 @@ def test_a_build_killed_halfway_is_cleaned_up_by_the_next_job(web, desks):
     doomed = submit(web, requirements, script="import numpy\nprint(numpy.__version__)\n")
     pid = wait_for(lambda: uv_installing_into("ws-volta"), timeout=240, interval=0.01,
                    what="uv installing numpy into the cache")  # fmt: skip
-    # What an eviction's SIGKILL does to the job's processes: the launcher and its uv.
-    os.killpg(os.getpgid(pid), signal.SIGKILL)
+    # What an eviction's SIGKILL does to the job's processes: the launcher and its uv
+    # (by process id: the job's process group is led by its PID namespace's init).
+    launcher = int((Path("/proc") / str(pid) / "stat").read_text().rpartition(")")[2].split()[1])
+    for doomed_pid in (pid, launcher):
+        os.kill(doomed_pid, signal.SIGKILL)
     wait_for_state(doomed, {JobState.COMPLETED, JobState.FAILED, JobState.HELD}, timeout=120)
     [key] = os.listdir(cache("ws-volta") / "envs")
     assert not (cache("ws-volta") / "envs" / key / "COMPLETE").exists()
