@@ -11,8 +11,10 @@ or site/NAME for what the site's administrators keep.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
+
+from .api import ApiError
 
 SITE = "site"
 
@@ -80,3 +82,22 @@ def needs_qualifying(things: Sequence[Owned], *, user_id: int) -> set[str]:
     return {
         name for name, owned_by in owners.items() if len(owned_by) > 1 and user_id not in owned_by
     }
+
+
+def named_in_address(kind: str, find: Callable[[str], T | None], name: str, owner: str | None) -> T:
+    """What an API address names (`.../NAME/`, with `?owner=USERNAME` or `?owner=site`
+    where several owners offer NAME): 409 with the choices where the name alone cannot
+    tell, 404 where there is none the caller may use."""
+    try:
+        found = find(f"{owner}/{name}" if owner else name)
+    except AmbiguousName as exc:
+        raise ApiError(
+            f"{exc} Add ?owner=USERNAME (or ?owner=site) to the address.",
+            code="ambiguous",
+            status_code=409,
+        ) from None
+    if found is None:
+        raise ApiError(
+            f"No {kind} called {name[:80]!r} that you may use.", code="not_found", status_code=404
+        )
+    return found

@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 from jobs.api.views import JobPagination, error_responses
 from labs.models import Lab
 from plumbing.api import ApiError, ErrorSerializer
-from plumbing.names import AmbiguousName
+from plumbing.names import named_in_address
 
 from .. import delivery, services, storage
 from ..models import Dataset, DatasetImport
@@ -30,19 +30,12 @@ from .serializers import (
 def dataset_or_404(request: Request, name: str) -> Dataset:
     """The dataset a URL names; ?owner=USERNAME (or site) says whose, where several owners
     offer the name."""
-    owner = request.query_params.get("owner")
-    try:
-        dataset = dataset_get_visible(request.user, f"{owner}/{name}" if owner else name)
-    except AmbiguousName as exc:
-        raise ApiError(
-            f"{exc} Add ?owner=USERNAME (or ?owner=site) to the address.",
-            code="ambiguous",
-            status_code=409,
-        ) from None
-    if dataset is None:
-        raise ApiError(f"No dataset called {name[:80]!r} that you may use.",
-                       code="not_found", status_code=404)  # fmt: skip
-    return dataset
+    return named_in_address(
+        "dataset",
+        lambda reference: dataset_get_visible(request.user, reference),
+        name,
+        request.query_params.get("owner"),
+    )
 
 
 class DatasetListView(GenericAPIView):

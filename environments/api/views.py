@@ -14,7 +14,7 @@ from jobs import specs
 from jobs.api.views import JobPagination, error_responses, submission_refused
 from labs.models import Lab
 from plumbing.api import ApiError, ErrorSerializer
-from plumbing.names import AmbiguousName
+from plumbing.names import named_in_address
 
 from .. import builds, services
 from ..models import Environment
@@ -37,19 +37,12 @@ def refused(exc: services.EnvironmentError) -> ApiError:
 def environment_or_404(request: Request, name: str) -> Environment:
     """The environment a URL names; ?owner=USERNAME (or site) says whose, where several
     owners offer the name."""
-    owner = request.query_params.get("owner")
-    try:
-        environment = environment_get_usable(request.user, f"{owner}/{name}" if owner else name)
-    except AmbiguousName as exc:
-        raise ApiError(
-            f"{exc} Add ?owner=USERNAME (or ?owner=site) to the address.",
-            code="ambiguous",
-            status_code=409,
-        ) from None
-    if environment is None:
-        raise ApiError(f"No environment called {name[:80]!r} that you may use.",
-                       code="not_found", status_code=404)  # fmt: skip
-    return environment
+    return named_in_address(
+        "environment",
+        lambda reference: environment_get_usable(request.user, reference),
+        name,
+        request.query_params.get("owner"),
+    )
 
 
 def changeable_or_403(request: Request, name: str) -> Environment:
