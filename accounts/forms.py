@@ -41,9 +41,11 @@ class RevokeTokensOnPasswordChange(forms.Form):
     on: whoever had the old password may have made some."""
 
     revoke_tokens = forms.BooleanField(
-        required=False, initial=True, label="Also revoke my API tokens",
+        required=False,
+        initial=True,
+        label="Also revoke my API tokens",
         help_text="Programs and the CLI that use them must be given a new one.",
-    )  # fmt: skip
+    )
 
     def __init__(self, user, *args, **kwargs):
         super().__init__(user, *args, **kwargs)

@@ -80,8 +80,9 @@ def _link(user, claims: dict) -> None:
         issuer=issuer(), subject=subject, defaults={"user": user}
     )
     if created:
-        audit_record(action="account.campus_link", actor=user, target=user,
-                     detail=f"subject {subject}")  # fmt: skip
+        audit_record(
+            action="account.campus_link", actor=user, target=user, detail=f"subject {subject}"
+        )
 
 
 class _Enabled:

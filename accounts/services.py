@@ -99,8 +99,12 @@ def password_changed(*, user, revoke_tokens: bool) -> int:
     with transaction.atomic():
         if revoke_tokens:
             revoked = token_list_active(user).update(revoked_at=timezone.now())
-        audit_record(action="account.password_change", actor=user, target=user,
-                     detail=f"{revoked} API token{'s' * (revoked != 1)} revoked")  # fmt: skip
+        audit_record(
+            action="account.password_change",
+            actor=user,
+            target=user,
+            detail=f"{revoked} API token{'s' * (revoked != 1)} revoked",
+        )
     return revoked
 
 

@@ -167,8 +167,10 @@ class DatasetUploadViewSet(UploadViewSet):
                 "Send Upload-Length, the whole file's size in bytes (at least 1): it is checked "
                 "against the size limit and your storage quota before the first byte, so an "
                 "upload whose length comes later (Upload-Defer-Length) is not accepted.",
-                code="invalid", status_code=400, field="Upload-Length",
-            )  # fmt: skip
+                code="invalid",
+                status_code=400,
+                field="Upload-Length",
+            )
         return super().create(request, *args, **kwargs)
 
     def partial_update(self, request: Request, *args, **kwargs) -> Response:
@@ -189,8 +191,9 @@ class DatasetUploadViewSet(UploadViewSet):
                     raise ApiError(
                         f"This chunk would go past the upload's declared length "
                         f"({upload.upload_length:,} bytes): none of it was kept.",
-                        code="too_large", status_code=413,
-                    )  # fmt: skip
+                        code="too_large",
+                        status_code=413,
+                    )
             return super().partial_update(request, *args, **kwargs)
 
     def get_chunk(self, request: Request) -> bytes:

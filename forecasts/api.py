@@ -31,14 +31,21 @@ def check_kit_request(request: Request, workstation: str, *, what: str) -> None:
     an admin (who may view forecasts); and the name is a workstation's."""
     if isinstance(request.auth, KitCredential):
         if not request.auth.covers(workstation):
-            raise ApiError(f"This kit's credential is for {', '.join(request.auth.workstations)}"
-                           f", not {workstation}.", code="forbidden", status_code=403)  # fmt: skip
+            raise ApiError(
+                f"This kit's credential is for {', '.join(request.auth.workstations)}"
+                f", not {workstation}.",
+                code="forbidden",
+                status_code=403,
+            )
     elif not (
         request.user.is_staff and request.user.has_perm("forecasts.view_workstationforecast")
     ):
-        raise ApiError(f"Only the workstation's execute-node kit (its credential, made by "
-                       f"manage.py kit_token) and admins read {what}.",
-                       code="forbidden", status_code=403)  # fmt: skip
+        raise ApiError(
+            f"Only the workstation's execute-node kit (its credential, made by "
+            f"manage.py kit_token) and admins read {what}.",
+            code="forbidden",
+            status_code=403,
+        )
     if not WORKSTATION_NAME.fullmatch(workstation):
         raise ApiError("That is not a workstation name.", code="invalid", status_code=400)
 

@@ -42,11 +42,17 @@ def kit_credential_create(
     with transaction.atomic():
         revoked = kit_credentials_revoke(label=label, actor=actor)
         credential = KitCredential.objects.create(
-            label=label, workstations=patterns, hint=secret[: len(KitCredential.PREFIX) + 6],
+            label=label,
+            workstations=patterns,
+            hint=secret[: len(KitCredential.PREFIX) + 6],
             digest=_digest(secret),
-        )  # fmt: skip
-        audit_record(action="kit.credential_create", actor=actor, target=credential,
-                     detail=f"{', '.join(patterns)}; {revoked} earlier revoked")  # fmt: skip
+        )
+        audit_record(
+            action="kit.credential_create",
+            actor=actor,
+            target=credential,
+            detail=f"{', '.join(patterns)}; {revoked} earlier revoked",
+        )
     return credential, secret
 
 
@@ -54,8 +60,9 @@ def kit_credentials_revoke(*, label: str, actor=None) -> int:
     earlier = KitCredential.objects.filter(label=label, revoked_at__isnull=True)
     count = earlier.update(revoked_at=timezone.now())
     if count:
-        audit_record(action="kit.credential_revoke", actor=actor, target=None,
-                     detail=f"{label}: {count}")  # fmt: skip
+        audit_record(
+            action="kit.credential_revoke", actor=actor, target=None, detail=f"{label}: {count}"
+        )
     return count
 
 

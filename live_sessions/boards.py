@@ -88,9 +88,12 @@ class Boards:
         if program not in self._checked:
             try:
                 process = await asyncio.create_subprocess_exec(
-                    program, "--version_tb", stdin=asyncio.subprocess.DEVNULL,
-                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-                )  # fmt: skip
+                    program,
+                    "--version_tb",
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.DEVNULL,
+                )
                 out, _ = await asyncio.wait_for(process.communicate(), self.start_timeout_s)
                 version = version_tuple(out.decode(errors="replace"))
             except (OSError, TimeoutError):

@@ -403,8 +403,10 @@ class LiveProxy:
         opened = reverse("live:open", args=[route.public_id, route.service])
         location = f"{origin_of(settings.PORTAL_URL)}{opened}?bind={bind_digest(secret)}"
         secure = "; Secure" if settings.HTTPS else ""
-        set_cookie = (f"{BIND_COOKIE}={secret}; Path={route.prefix}/_nightshift/; HttpOnly; "
-                      f"SameSite=Lax; Max-Age={BIND_MAX_AGE_S}{secure}")  # fmt: skip
+        set_cookie = (
+            f"{BIND_COOKIE}={secret}; Path={route.prefix}/_nightshift/; HttpOnly; "
+            f"SameSite=Lax; Max-Age={BIND_MAX_AGE_S}{secure}"
+        )
         await redirect(send, location, [(b"set-cookie", set_cookie.encode())])
 
     async def enter(self, route: Route, headers: list[tuple[str, str]], send: Callable) -> None:
@@ -422,8 +424,11 @@ class LiveProxy:
         set_cookie = (f"{COOKIE}={cookie}; Path=/live/{route.public_id}/; HttpOnly; "
                       f"SameSite=Lax; Max-Age={age}{secure}")  # fmt: skip
         spent = f"{BIND_COOKIE}=; Path={route.prefix}/_nightshift/; Max-Age=0{secure}"
-        await redirect(send, route.prefix + "/", [(b"set-cookie", set_cookie.encode()),
-                                                  (b"set-cookie", spent.encode())])  # fmt: skip
+        await redirect(
+            send,
+            route.prefix + "/",
+            [(b"set-cookie", set_cookie.encode()), (b"set-cookie", spent.encode())],
+        )
 
     # WebSocket
 

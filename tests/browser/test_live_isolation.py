@@ -15,10 +15,14 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def running_job(owner, services):
     return Job.objects.create(
-        owner=owner, name="hostile", output_dir="/nonexistent", state=JobState.RUNNING,
-        cluster_id=41, proc_id=0,
+        owner=owner,
+        name="hostile",
+        output_dir="/nonexistent",
+        state=JobState.RUNNING,
+        cluster_id=41,
+        proc_id=0,
         request={"live_services": list(services), "python": "/usr/bin/python3"},
-    )  # fmt: skip
+    )
 
 
 def enter(page, live_url, user, job, service):
@@ -36,8 +40,9 @@ def test_a_served_page_keeps_to_itself_in_a_real_browser(browser, proxy, lab_wit
     served, notebook = running_job(owner, ["serve"]), running_job(owner, ["notebook"])
     context = browser.new_context()
     # The portal's session cookie, as a signed-in browser holds it (cookies ignore ports).
-    context.add_cookies([{"name": "sessionid", "value": "the-real-session",
-                          "url": "http://127.0.0.1:8000/"}])  # fmt: skip
+    context.add_cookies(
+        [{"name": "sessionid", "value": "the-real-session", "url": "http://127.0.0.1:8000/"}]
+    )
     page = context.new_page()
     enter(page, proxy.url, owner, notebook, "notebook")  # the owner's notebook is open too
     enter(page, proxy.url, owner, served, "serve")

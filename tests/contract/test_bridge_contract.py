@@ -489,9 +489,14 @@ def test_a_session_that_outlives_its_limit_is_removed_by_htcondor_itself(bridge)
     bridge.submit(request)
     _move(bridge, request.job_id, JobState.RUNNING)
     started = time.monotonic()
-    removed = _move(bridge, request.job_id, JobState.REMOVED, timeout=150,
-                    status_detail="HTCondor ended the session: it ran past its time limit "
-                    "of 1 minute.", removed_by_limit=True)  # fmt: skip
+    removed = _move(
+        bridge,
+        request.job_id,
+        JobState.REMOVED,
+        timeout=150,
+        status_detail="HTCondor ended the session: it ran past its time limit of 1 minute.",
+        removed_by_limit=True,
+    )
     assert removed.removed_by_limit
     assert removed.status_detail == (
         "HTCondor ended the session: it ran past its time limit of 1 minute."

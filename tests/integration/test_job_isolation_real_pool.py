@@ -62,9 +62,12 @@ def private_tmp() -> bool:
 
 @pytest.fixture
 def bridge():
-    real = HTCondorBridge(collector=settings.CONDOR_COLLECTOR,
-                          token_dir=str(settings.CONDOR_TOKEN_DIR), mode=FileMode.SHARED,
-                          instance=f"isolation-{uuid.uuid4().hex[:12]}")  # fmt: skip
+    real = HTCondorBridge(
+        collector=settings.CONDOR_COLLECTOR,
+        token_dir=str(settings.CONDOR_TOKEN_DIR),
+        mode=FileMode.SHARED,
+        instance=f"isolation-{uuid.uuid4().hex[:12]}",
+    )
     yield real
     for job in real.active_jobs():
         real.act("remove", job.cluster_id, job.proc_id, reason="isolation test cleanup")
@@ -72,8 +75,14 @@ def bridge():
 
 def submit(bridge, script: str, student: str, **fields) -> tuple[JobRequest, object]:
     job_id, directory = make_job_dir(settings.JOBS_DIR, script, uid=settings.JOB_DIR_UID)
-    request = JobRequest(job_id=job_id, job_dir=str(directory), script_name="train.py",
-                         memory_mb=128, accounting_user=student, **fields)  # fmt: skip
+    request = JobRequest(
+        job_id=job_id,
+        job_dir=str(directory),
+        script_name="train.py",
+        memory_mb=128,
+        accounting_user=student,
+        **fields,
+    )
     bridge.submit(request)
     return request, directory
 
@@ -82,9 +91,14 @@ def test_a_hostile_job_sees_no_other_jobs_processes_environment_or_tmp(bridge):
     if not isolation_on():
         pytest.skip("this machine refuses PID and mount namespaces in the pool's root")
     victim, victim_dir = submit(bridge, VICTIM, "victim", environment=(("TOKEN", SECRET),))
-    wait_for(lambda: (victim_dir / "stdout.txt").exists()
-             and "started" in (victim_dir / "stdout.txt").read_text(),
-             timeout=120, what="the victim's job to start")  # fmt: skip
+    wait_for(
+        lambda: (
+            (victim_dir / "stdout.txt").exists()
+            and "started" in (victim_dir / "stdout.txt").read_text()
+        ),
+        timeout=120,
+        what="the victim's job to start",
+    )
     hostile, hostile_dir = submit(bridge, f"SECRET = {SECRET!r}\n{HOSTILE}", "mallory")
     done = wait_for(
         lambda: (job := bridge.find(hostile.job_id)) and job.state is JobState.COMPLETED and job,

@@ -114,8 +114,9 @@ def test_a_ticket_is_bound_to_its_job_and_service_and_cannot_be_forged(proxy, la
         (f"/live/{other.public_id}/tensorboard/", ticket),
         (f"/live/{job.public_id}/tensorboard/", ticket[:-2] + "xx"),
     ):
-        answer = httpx.get(f"{proxy.url}{url}_nightshift/enter", params={"ticket": value},
-                           cookies=bound)  # fmt: skip
+        answer = httpx.get(
+            f"{proxy.url}{url}_nightshift/enter", params={"ticket": value}, cookies=bound
+        )
         assert answer.status_code == 404, url
     url = f"{proxy.url}/live/{job.public_id}/tensorboard/_nightshift/enter"
     assert httpx.get(url, params={"ticket": ticket}, cookies=bound).status_code == 302
@@ -399,9 +400,16 @@ def test_a_served_endpoint_cannot_set_cookies_or_act_on_the_whole_origin(proxy, 
     job = running_job(owner)
     answer = signed_in(proxy, owner, job).get(f"/live/{job.public_id}/serve/hostile")
     assert answer.status_code == 200
-    for dropped in ("set-cookie", "service-worker-allowed", "clear-site-data",
-                    "strict-transport-security", "access-control-allow-credentials",
-                    "x-frame-options", "alt-svc", "refresh"):  # fmt: skip
+    for dropped in (
+        "set-cookie",
+        "service-worker-allowed",
+        "clear-site-data",
+        "strict-transport-security",
+        "access-control-allow-credentials",
+        "x-frame-options",
+        "alt-svc",
+        "refresh",
+    ):
         assert dropped not in answer.headers, dropped
     assert answer.headers["x-kept"] == "yes"
     assert answer.headers["access-control-allow-origin"] == "https://evil.example"

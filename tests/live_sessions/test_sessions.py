@@ -169,8 +169,9 @@ def test_htcondor_itself_ends_a_session_whose_helper_did_not(ada, fake_bridge):
     from condor_bridge import JobState as Condor
     from jobs import submission, sync
 
-    job = session_submit(user=ada, spec=spec(software=environment(ada, "nb", "jupyterlab"),
-                                             session_limit_s=3600))  # fmt: skip
+    job = session_submit(
+        user=ada, spec=spec(software=environment(ada, "nb", "jupyterlab"), session_limit_s=3600)
+    )
     submission.job_submit_to_pool(job.pk)
     description = fake_bridge.submitted[str(job.public_id)]
     assert (
@@ -179,8 +180,9 @@ def test_htcondor_itself_ends_a_session_whose_helper_did_not(ada, fake_bridge):
     fake_bridge.set_state(str(job.public_id), Condor.RUNNING)
     sync.jobs_sync()
     detail = "HTCondor ended the session: it ran past its time limit of 1 hour."
-    fake_bridge.set_state(str(job.public_id), Condor.REMOVED, status_detail=detail,
-                          removed_by_limit=True)  # fmt: skip
+    fake_bridge.set_state(
+        str(job.public_id), Condor.REMOVED, status_detail=detail, removed_by_limit=True
+    )
     sync.jobs_sync()
     job.refresh_from_db()
     ended = session_status(job, now=timezone.now()).ended

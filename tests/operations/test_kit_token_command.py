@@ -59,8 +59,11 @@ def test_the_credential_is_nobodys_account_and_opens_nothing_else(tmp_path, fake
     minted = client.post(reverse("api:token-list"), {"name": "forever"}, format="json")
     assert minted.status_code == 401
     assert client.get(reverse("api:job-list")).status_code == 401
-    submitted = client.post(reverse("api:job-list"), {"name": "x", "gpus": 1,
-                            "script": script_upload()}, format="multipart")  # fmt: skip
+    submitted = client.post(
+        reverse("api:job-list"),
+        {"name": "x", "gpus": 1, "script": script_upload()},
+        format="multipart",
+    )
     assert submitted.status_code == 401
     assert client.get(reverse("api:pool")).status_code == 401
     assert get_user_model().objects.count() == 0
@@ -73,8 +76,7 @@ def test_running_it_again_replaces_the_credential_unless_asked_to_keep_a_valid_o
     first = secret_in(output)
     call_command("kit_token", *args, "--keep-valid")
     assert secret_in(output) == first
-    call_command("kit_token", "--output", str(output), "--workstations", "ws-volta",
-                 "--keep-valid")  # fmt: skip
+    call_command("kit_token", "--output", str(output), "--workstations", "ws-volta", "--keep-valid")
     assert secret_in(output) != first  # other workstations: a new one
     assert kit_credential_authenticate(first) is None
     second = secret_in(output)
@@ -114,5 +116,10 @@ def test_bad_workstation_names_are_a_clear_error(tmp_path, names):
 
 def test_a_file_it_cannot_write_is_a_clear_error(tmp_path):
     with pytest.raises(CommandError, match="Cannot write .*: No such file or directory"):
-        call_command("kit_token", "--output", str(tmp_path / "missing" / "kit.token"),
-                     "--workstations", "ws-*")  # fmt: skip
+        call_command(
+            "kit_token",
+            "--output",
+            str(tmp_path / "missing" / "kit.token"),
+            "--workstations",
+            "ws-*",
+        )

@@ -91,8 +91,11 @@ def racing_job(people, finished_job, tmp_path):  # noqa: F811
     secrets_dir = tmp_path / "etc-nightshift"
     secrets_dir.mkdir()
     (secrets_dir / "a.bin").write_bytes(SECRET)
-    job = finished_job(people.student, lab=people.lab.name,
-                       files={"outputs/a.bin": PLAIN, "outputs/sub/a.bin": PLAIN})  # fmt: skip
+    job = finished_job(
+        people.student,
+        lab=people.lab.name,
+        files={"outputs/a.bin": PLAIN, "outputs/sub/a.bin": PLAIN},
+    )
     return job, Flipper(job.directory / "outputs", secrets_dir)
 
 

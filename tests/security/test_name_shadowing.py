@@ -35,8 +35,9 @@ def mallory(lab):
 
 
 def submit(api, **fields):
-    return api.post(JOBS, {"name": "train", "gpus": 0, "script": script_upload(), **fields},
-                    format="multipart")  # fmt: skip
+    return api.post(
+        JOBS, {"name": "train", "gpus": 0, "script": script_upload(), **fields}, format="multipart"
+    )
 
 
 def environment_of(response) -> Environment:
@@ -85,8 +86,9 @@ def test_a_lab_members_dataset_never_stands_in_for_anothers(api, student, lab, m
     def push(user, **fields):
         response = client_with_token(user).post(
             reverse("api:dataset-list"),
-            {"name": "imagenet", "file": upload(zip_of(SAMPLE)), **fields}, format="multipart",
-        )  # fmt: skip
+            {"name": "imagenet", "file": upload(zip_of(SAMPLE)), **fields},
+            format="multipart",
+        )
         assert response.status_code == 202, response.json()
 
     curator = UserFactory(username="curator", is_staff=True)

@@ -45,10 +45,13 @@ def test_no_secret_is_committed():
 def test_the_scan_would_see_each_kind_of_secret():
     # Put together here, so that this file does not hold what it looks for.
     dash = "-" * 5
-    samples = [f"{dash}BEGIN OPENSSH PRIVATE {'KEY'}{dash}",
-               "eyJ" + "hbGciOiJIUzI1NiJ9" + ".eyJ" + "pYXQiOjE3MzAwMDAwMDB9." + "c2ln" * 8,
-               "nst_" + "x" * 43, "nsk_" + "x" * 43,
-               "redis://:" + "hunter22" + "@cache:6379/0"]  # fmt: skip
+    samples = [
+        f"{dash}BEGIN OPENSSH PRIVATE {'KEY'}{dash}",
+        "eyJ" + "hbGciOiJIUzI1NiJ9" + ".eyJ" + "pYXQiOjE3MzAwMDAwMDB9." + "c2ln" * 8,
+        "nst_" + "x" * 43,
+        "nsk_" + "x" * 43,
+        "redis://:" + "hunter22" + "@cache:6379/0",
+    ]
     for sample in samples:
         assert any(pattern.search(sample) for pattern in LOOKS_LIKE_A_SECRET.values()), sample
 

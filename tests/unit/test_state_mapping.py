@@ -136,6 +136,8 @@ def test_a_session_removed_by_htcondor_at_its_limit_says_so():
     assert observation.status_detail == (
         "HTCondor ended the session: it ran past its time limit of 2 hours."
     )
-    cancelled = map_job_ad(ad(JobStatus=3, NightshiftSessionLimit=7200,
-                              RemoveReason="Cancelled by user 4"), in_queue=False)  # fmt: skip
+    cancelled = map_job_ad(
+        ad(JobStatus=3, NightshiftSessionLimit=7200, RemoveReason="Cancelled by user 4"),
+        in_queue=False,
+    )
     assert not cancelled.removed_by_limit

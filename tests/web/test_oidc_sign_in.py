@@ -10,12 +10,19 @@ from oidc_provider_mock import User, run_server_in_thread
 
 pytestmark = pytest.mark.django_db
 
-ADA_CLAIMS = {"email": "ada@campus.example", "email_verified": True, "preferred_username": "ada",
-              "given_name": "Ada", "family_name": "Lovelace"}  # fmt: skip
+ADA_CLAIMS = {
+    "email": "ada@campus.example",
+    "email_verified": True,
+    "preferred_username": "ada",
+    "given_name": "Ada",
+    "family_name": "Lovelace",
+}
 ADA = User(sub="ada-campus-id", claims=ADA_CLAIMS)
 # A provider account whose address the provider has not verified.
-UNVERIFIED = User(sub="someone-else-id", claims={**ADA_CLAIMS, "email_verified": False,
-                                                  "preferred_username": "someone"})  # fmt: skip
+UNVERIFIED = User(
+    sub="someone-else-id",
+    claims={**ADA_CLAIMS, "email_verified": False, "preferred_username": "someone"},
+)
 
 
 @pytest.fixture
@@ -80,10 +87,15 @@ def test_an_unverified_address_never_takes_over_an_account(client, provider):
 def test_a_self_registered_account_is_never_taken_over_by_its_address(client, provider):
     """Someone registers the victim's campus address first: the victim's first campus
     sign-on gets an account of its own, never theirs."""
-    register = client.post(reverse("accounts:register"), {
-        "username": "squatter", "email": "ada@campus.example",
-        "password1": "a-long-test-password", "password2": "a-long-test-password",
-    })  # fmt: skip
+    register = client.post(
+        reverse("accounts:register"),
+        {
+            "username": "squatter",
+            "email": "ada@campus.example",
+            "password1": "a-long-test-password",
+            "password2": "a-long-test-password",
+        },
+    )
     assert register.status_code == 302, register.content.decode()[:1000]
     squatter = get_user_model().objects.get(username="squatter")
     client.logout()

@@ -49,8 +49,9 @@ def test_a_reset_signs_out_every_session_and_revokes_the_tokens(ada, client):
     form_url = reset_link(client, ada.email)
     page = client.get(form_url).content.decode()
     assert "Also revoke my 1 API token" in page and "checked" in page
-    done = client.post(form_url, {"new_password1": NEW, "new_password2": NEW,
-                                  "revoke_tokens": "on"})  # fmt: skip
+    done = client.post(
+        form_url, {"new_password1": NEW, "new_password2": NEW, "revoke_tokens": "on"}
+    )
     assert done.status_code == 302
     assert jobs_page(elsewhere) == 302  # signed out: to the login page
     assert api.get(reverse("api:job-list")).status_code == 401
@@ -70,14 +71,25 @@ def test_a_change_on_the_account_page_keeps_this_session_and_ends_the_others(ada
     here, elsewhere = signed_in(ada), signed_in(ada)
     api = client_with_token(ada)
     assert "Change your password" in here.get(reverse("accounts:account")).content.decode()
-    changed = here.post(reverse("password_change"), {
-        "old_password": OLD, "new_password1": NEW, "new_password2": NEW, "revoke_tokens": "on",
-    })  # fmt: skip
+    changed = here.post(
+        reverse("password_change"),
+        {
+            "old_password": OLD,
+            "new_password1": NEW,
+            "new_password2": NEW,
+            "revoke_tokens": "on",
+        },
+    )
     assert changed["Location"] == reverse("password_change_done")
     assert jobs_page(here) == 200
     assert jobs_page(elsewhere) == 302
     assert api.get(reverse("api:job-list")).status_code == 401
-    wrong = here.post(reverse("password_change"), {
-        "old_password": "not-it", "new_password1": OLD, "new_password2": OLD,
-    })  # fmt: skip
+    wrong = here.post(
+        reverse("password_change"),
+        {
+            "old_password": "not-it",
+            "new_password1": OLD,
+            "new_password2": OLD,
+        },
+    )
     assert wrong.status_code == 200 and "incorrectly" in wrong.content.decode()
