@@ -39,6 +39,7 @@ from .access import (
     service_name,
 )
 from .boards import Boards, LocalTarget, tensorboard_program
+from .origins import host_allowed, origin_allowed, origin_of, response_headers
 from .services import bind_digest
 from .tunnels import TunnelError, TunnelManager
 
@@ -63,43 +64,6 @@ HOP_BY_HOP = {
     "cookie", "forwarded", "x-real-ip", "sec-websocket-key", "sec-websocket-version",
     "sec-websocket-extensions", "sec-websocket-protocol", "sec-websocket-accept",
 }  # fmt: skip
-# What a job may never say to a browser. Each of these acts beyond the job's own pages:
-# cookies ignore ports (and paths isolate nothing from a page of the same origin); a
-# service worker's scope, site data, HSTS, key pins, alternative services and reporting
-# belong to a whole origin or host; credentialed CORS would let another site read the
-# job's pages with its visitor's cookie. The proxy's own framing policy replaces the rest.
-FROM_JOB_DROPPED = frozenset(
-    {
-        "set-cookie",
-        "set-cookie2",
-        "service-worker-allowed",
-        "clear-site-data",
-        "strict-transport-security",
-        "public-key-pins",
-        "public-key-pins-report-only",
-        "expect-ct",
-        "alt-svc",
-        "nel",
-        "report-to",
-        "reporting-endpoints",
-        "origin-trial",
-        "access-control-allow-credentials",
-        "x-frame-options",
-        "content-security-policy",
-        "content-security-policy-report-only",
-        "supports-loading-mode",
-        "refresh",
-        "connection",
-        "keep-alive",
-        "transfer-encoding",
-        "upgrade",
-        "trailer",
-    }
-)
-# A served endpoint's pages on an origin shared by every job are sandboxed: an opaque
-# origin, so its scripts reach no other job's pages, no cookie, no storage and no service
-# worker. (On an origin of its own, NIGHTSHIFT_LIVE_URL with {job}, it needs none.)
-SERVE_SANDBOX = "sandbox allow-scripts allow-forms allow-popups allow-modals allow-downloads"
 MAX_BODY_BYTES = 64 * 1024 * 1024
 DECISION_TTL_S = 5.0
 # An open WebSocket is asked about again this often: revoking, unsharing, a password
@@ -155,39 +119,6 @@ def database(function: Callable) -> Callable:
         return function(*args, **kwargs)
 
     return sync_to_async(read)
-
-
-def origin_of(url: str) -> str:
-    scheme, _, rest = url.partition("://")
-    return f"{scheme}://{rest.split('/', 1)[0]}"
-
-
-def per_job_origins() -> bool:
-    return "{job}" in settings.LIVE_URL
-
-
-def job_origin(public_id: str) -> str:
-    """Where the browser sees this job's pages: NIGHTSHIFT_LIVE_URL's origin, with {job}
-    filled in when each job has a host of its own."""
-    return origin_of(settings.LIVE_URL.replace("{job}", public_id)).lower()
-
-
-def origin_allowed(headers: list[tuple[str, str]], route: Route) -> bool:
-    """A browser's request from a page of this job's own origin, or from no page (a
-    program): a page elsewhere, another job's included when each has its own host, cannot
-    drive a user's notebook (its WebSocket above all)."""
-    expected = job_origin(route.public_id)
-    return all(value.lower() == expected for name, value in headers if name == "origin")
-
-
-def host_allowed(headers: list[tuple[str, str]], route: Route) -> bool:
-    """With a host per job, a job's paths answer on its own host alone: another job's
-    host serving them would put both in one origin again."""
-    if not per_job_origins():
-        return True
-    expected = job_origin(route.public_id).partition("://")[2]
-    hosts = [value.lower() for name, value in headers if name == "host"]
-    return bool(hosts) and all(host == expected for host in hosts)
 
 
 def headers_of(scope: dict) -> list[tuple[str, str]]:
@@ -350,7 +281,7 @@ class LiveProxy:
     async def http(self, scope: dict, receive: Callable, send: Callable) -> None:
         route = route_of(scope)
         headers = headers_of(scope)
-        if route is None or not host_allowed(headers, route):
+        if route is None or not host_allowed(headers, route.public_id):
             return await page(send, 404, NOT_FOUND)
         if route.rest == BEGIN:
             return await self.begin(route, send)
@@ -362,7 +293,7 @@ class LiveProxy:
         if decision.status != 200:
             message = NOT_FOUND if decision.status == 404 else decision.message
             return await page(send, decision.status, message)
-        if not origin_allowed(headers, route):
+        if not origin_allowed(headers, route.public_id):
             return await page(send, 403, "A page elsewhere cannot use a live session.")
         body = await read_body(receive)
         if body is None:
@@ -382,7 +313,9 @@ class LiveProxy:
             ) as upstream:  # fmt: skip
                 await send({
                     "type": "http.response.start", "status": upstream.status,
-                    "headers": response_headers(upstream, route),
+                    "headers": response_headers(
+                        upstream.raw_headers, service=route.service, prefix=route.prefix
+                    ),
                 })  # fmt: skip
                 async for chunk in upstream.content.iter_any():
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
@@ -438,12 +371,12 @@ class LiveProxy:
             return
         route = route_of(scope)
         headers = headers_of(scope)
-        if route is not None and not host_allowed(headers, route):
+        if route is not None and not host_allowed(headers, route.public_id):
             route = None
         decision = await self.decide(route, headers) if route else Decision(404)
         if decision.status != 200 or route is None:
             return await refuse_websocket(scope, send, decision.status)
-        if not origin_allowed(headers, route):
+        if not origin_allowed(headers, route.public_id):
             return await refuse_websocket(scope, send, 403)
         assert decision.target is not None
         try:
@@ -516,23 +449,6 @@ async def pump(
             await send({"type": "websocket.close", "code": 4403})
     with contextlib.suppress(Exception):
         await upstream.close()
-
-
-def response_headers(upstream, route: Route) -> list[tuple[bytes, bytes]]:
-    out = []
-    for name, value in upstream.raw_headers:
-        lowered = name.decode("latin-1").lower()
-        if lowered in FROM_JOB_DROPPED:
-            continue
-        if lowered == "location" and route.service == "serve" and value.startswith(b"/"):
-            value = route.prefix.encode() + value  # the endpoint's own paths are under it
-        out.append((name, value))
-    # The portal's session page frames the service, and no other site may.
-    policy = f"frame-ancestors 'self' {origin_of(settings.PORTAL_URL)}"
-    if route.service == "serve" and not per_job_origins():
-        policy = f"{SERVE_SANDBOX}; {policy}"
-    out.append((b"content-security-policy", policy.encode()))
-    return out
 
 
 async def read_body(receive: Callable) -> bytes | None:

@@ -4,7 +4,6 @@ import re
 from urllib.parse import urlencode
 
 from csp.decorators import csp_update
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
@@ -19,7 +18,8 @@ from jobs.specs import JobSubmissionError
 
 from .access import service_name
 from .forms import SessionForm
-from .proxy import BEGIN, ENTER, origin_of
+from .origins import base_url_of, origin_of
+from .proxy import BEGIN, ENTER
 from .selectors import (
     live_is_running,
     live_is_shared,
@@ -49,9 +49,8 @@ def _job_or_404(user, public_id) -> Job:
 
 
 def live_base_url(job: Job) -> str:
-    """Where the live proxy serves this job: NIGHTSHIFT_LIVE_URL, with {job} (a host name
-    per job, so that one job's pages never share an origin with another's) filled in."""
-    return settings.LIVE_URL.replace("{job}", str(job.public_id)).rstrip("/")
+    """Where the live proxy serves this job (live_sessions.origins)."""
+    return base_url_of(str(job.public_id))
 
 
 def _service_url(job: Job, service: str) -> str:
