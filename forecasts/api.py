@@ -135,7 +135,6 @@ class JobStartView(APIView):
         "predictions fared; refreshed every minute while the job waits (docs/placement.md).",
         responses={
             200: JobStartSerializer,
-            400: OpenApiResponse(ErrorSerializer, description="Not a workstation's name."),
             401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
             404: OpenApiResponse(ErrorSerializer, description="No such job that you can see."),
         },
@@ -216,7 +215,6 @@ class ReservationListView(APIView):
         summary="The reservations on now or to come",
         responses={
             200: ReservationSerializer(many=True),
-            400: OpenApiResponse(ErrorSerializer, description="Not a workstation's name."),
             401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
         },
     )
@@ -258,7 +256,6 @@ class ReservationDetailView(APIView):
         summary="One reservation",
         responses={
             200: ReservationSerializer,
-            400: OpenApiResponse(ErrorSerializer, description="Not a workstation's name."),
             401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
             404: OpenApiResponse(ErrorSerializer, description="No such reservation."),
         },
