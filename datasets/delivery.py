@@ -87,14 +87,15 @@ class DatasetCatalogue:
                     "(letters, digits and . _ -).",
                 )  # fmt: skip
             name, number = match["name"], match["number"]
+            named = f"{match['owner']}/{name}" if match["owner"] else name
             try:
-                dataset = dataset_get_visible(user, text.partition("@")[0])
+                dataset = dataset_get_visible(user, named)
             except AmbiguousName as exc:
                 raise JobSubmissionError("datasets", str(exc)) from None
             if dataset is None:
                 raise JobSubmissionError(
-                    "datasets", f"There is no dataset {text.partition('@')[0]} that you may "
-                    "use; the datasets page lists yours, your labs' and the site's.",
+                    "datasets", f"There is no dataset {named} that you may use; the datasets "
+                    "page lists yours, your labs' and the site's.",
                 )  # fmt: skip
             version = _version(dataset, number)
             if name in records:
