@@ -2,7 +2,10 @@
 
 import uuid
 
-from jobs.models import Job
+import pytest
+from django.urls import reverse
+
+from jobs.models import Job, JobState
 from live_sessions.origins import host_allowed, origin_allowed
 from live_sessions.views import live_base_url
 
@@ -50,3 +53,26 @@ def test_with_a_host_per_job_a_jobs_paths_answer_on_its_own_host_alone(settings)
     ):
         assert not host_allowed([("host", other)], str(job.public_id)), other
     assert not host_allowed([], str(job.public_id))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("bind", ["", "x" * 64, "A" * 64, "0" * 63, "0" * 65, "0" * 64 + "\n"])
+def test_the_portal_sends_a_browser_without_a_good_binding_back_to_the_proxy(client, bind):
+    from tests.factories import UserFactory
+
+    owner = UserFactory(username="ada")
+    job = Job.objects.create(
+        owner=owner,
+        name="j",
+        output_dir="/nonexistent",
+        state=JobState.RUNNING,
+        cluster_id=1,
+        proc_id=0,
+        request={"live_services": ["serve"]},
+    )
+    client.force_login(owner)
+    opened = client.get(reverse("live:open", args=[job.public_id, "serve"]), {"bind": bind})
+    assert opened.status_code == 302
+    assert opened["Location"].endswith(f"/live/{job.public_id}/serve/_nightshift/begin")
+    good = client.get(reverse("live:open", args=[job.public_id, "serve"]), {"bind": "0" * 64})
+    assert "/_nightshift/enter?ticket=" in good["Location"]

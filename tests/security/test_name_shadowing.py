@@ -101,3 +101,11 @@ def test_a_lab_members_dataset_never_stands_in_for_anothers(api, student, lab, m
     assert chosen.status_code == 201, chosen.json()
     [record] = chosen.json()["reproducibility"]["datasets"]
     assert record["sha256"] == Dataset.objects.get(owner=curator).versions.get().sha256
+
+
+@pytest.mark.parametrize("owner", ["../site", "$(id)", "site\nx", "' OR 1=1 --", "x" * 300])
+def test_a_hostile_owner_in_an_address_finds_nothing(api, lab, owner):
+    detail = reverse("api:environment-detail", args=["pytorch"])
+    assert api.get(detail, {"owner": owner}).status_code == 404
+    dataset = reverse("api:dataset-detail", args=["imagenet"])
+    assert api.get(dataset, {"owner": owner}).status_code == 404
