@@ -1,7 +1,8 @@
 """One student's running job against another's, on the personal pool: each job has its own
-PID namespace and its own /tmp (deploy/personal-pool/pool turns both on where the kernel
-allows it), so a hostile job sees no other job's processes, reads no other job's
-environment (where a notebook's token would be) and finds none of its temporary files.
+PID namespace, its own /tmp and its own /dev/shm (deploy/personal-pool/pool turns them on
+where the kernel allows it), so a hostile job sees no other job's processes, reads no other
+job's environment (where a notebook's token would be) and finds none of its temporary or
+shared-memory files.
 
 What does not hold yet is in docs/security.md: every job still runs as one Unix account,
 so job folders and live ports are reachable from another job."""
@@ -22,6 +23,7 @@ SECRET = f"victim-secret-{uuid.uuid4().hex}"
 VICTIM = """
 import time
 open("/tmp/victim-was-here", "w").write("mine")
+open("/dev/shm/victim-was-here", "w").write("mine")
 print("started", flush=True)
 time.sleep(240)
 """
@@ -39,7 +41,8 @@ for name in os.listdir("/proc"):
     except OSError:
         pass
 print(json.dumps({"processes": visible, "secret_in": found,
-                  "victim_tmp": os.path.exists("/tmp/victim-was-here")}))
+                  "victim_tmp": os.path.exists("/tmp/victim-was-here"),
+                  "victim_shm": os.path.exists("/dev/shm/victim-was-here")}))
 """
 
 
@@ -87,7 +90,7 @@ def submit(bridge, script: str, student: str, **fields) -> tuple[JobRequest, obj
     return request, directory
 
 
-def test_a_hostile_job_sees_no_other_jobs_processes_environment_or_tmp(bridge):
+def test_a_hostile_job_sees_no_other_jobs_processes_environment_tmp_or_shared_memory(bridge):
     if not isolation_on():
         pytest.skip("this machine refuses PID and mount namespaces in the pool's root")
     victim, victim_dir = submit(bridge, VICTIM, "victim", environment=(("TOKEN", SECRET),))
@@ -111,5 +114,6 @@ def test_a_hostile_job_sees_no_other_jobs_processes_environment_or_tmp(bridge):
     assert seen["secret_in"] == []
     if private_tmp():
         assert seen["victim_tmp"] is False
+    assert seen["victim_shm"] is False  # each job's /dev/shm is a tmpfs of its own
     # Its own few processes (HTCondor's init of the namespace, python), nobody else's.
     assert seen["processes"] <= 5, seen
