@@ -10,6 +10,8 @@ from __future__ import annotations
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 
+from plumbing.api import ApiError
+
 from . import selectors
 from .models import Job
 
@@ -19,6 +21,9 @@ def _get(find, user, public_id) -> Job:
         return find(user, public_id)
     except (Job.DoesNotExist, ValidationError, ValueError):
         raise Http404("No such job.") from None
+    except selectors.AmbiguousJobId as exc:
+        # Only the API takes the start of an id (the pages' addresses hold the whole one).
+        raise ApiError(str(exc), code="ambiguous", status_code=400) from None
 
 
 def own_job_or_403(user, public_id) -> Job:

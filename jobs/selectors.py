@@ -5,7 +5,9 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import stat
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -46,9 +48,63 @@ def job_list_visible_to(user) -> QuerySet[Job]:
     return visible_to(user, Job.objects.select_related("lab", "owner"))
 
 
+# The start of a job's id, as `nightshift list` and the job pages show it (8 characters):
+# at least 4 of them, in the id's own form.
+JOB_ID_PREFIX = re.compile(r"[0-9a-f][0-9a-f-]{3,35}")
+AMBIGUOUS_SHOWN = 5
+
+
+class AmbiguousJobId(Exception):
+    """The start of an id that more than one of the jobs the user may name begin with."""
+
+    def __init__(self, prefix: str, matches: list[Job], more: bool) -> None:
+        self.prefix = prefix
+        self.matches = matches
+        listed = ", ".join(f"{job.public_id.hex[:8]} ({job.name})" for job in matches)
+        count = f"more than {len(matches)}" if more else str(len(matches))
+        super().__init__(
+            f"{prefix} is the start of {count} jobs' ids: {listed}. Give more of the id."
+        )
+
+
+def full_job_id(reference) -> uuid.UUID | None:
+    """The job id `reference` names in full, or None when it is (at most) the start of one."""
+    if isinstance(reference, uuid.UUID):
+        return reference
+    text = str(reference).strip()
+    if len(text) < 32:
+        return None
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
+
+
+def job_by_reference(jobs: QuerySet[Job], reference) -> Job:
+    """One of `jobs` by its full id or by the start of it; Job.DoesNotExist when none is,
+    AmbiguousJobId when several are."""
+    full = full_job_id(reference)
+    if full is not None:
+        return jobs.get(public_id=full)
+    prefix = str(reference).strip().lower()
+    if not JOB_ID_PREFIX.fullmatch(prefix):
+        raise Job.DoesNotExist
+    matches = list(
+        jobs.filter(public_id__startswith=prefix).order_by("-created_at")[: AMBIGUOUS_SHOWN + 1]
+    )
+    if not matches:
+        raise Job.DoesNotExist
+    if len(matches) > 1:
+        raise AmbiguousJobId(prefix, matches[:AMBIGUOUS_SHOWN], more=len(matches) > AMBIGUOUS_SHOWN)
+    return matches[0]
+
+
 def job_get_visible(user, public_id) -> Job:
-    """A job the user may read; Job.DoesNotExist for any other, so it never leaks."""
+    """A job the user may read, by its id or the start of it; Job.DoesNotExist for any
+    other, so it never leaks."""
     jobs = Job.objects.select_related("lab", "owner")
+    if full_job_id(public_id) is None:
+        return job_by_reference(visible_to(user, jobs), public_id)
     # Most reads are of one's own job (an open page polls it every two seconds): found
     # without first asking which roles and permissions the user has.
     own = jobs.filter(public_id=public_id, owner_id=user.pk).first()
@@ -111,8 +167,9 @@ def checkpoint_of(job: Job) -> Checkpoint | None:
 
 
 def job_get_for_user(user, public_id) -> Job:
-    """The user's job; Job.DoesNotExist for anyone else's, so its existence never leaks."""
-    return job_list_for_user(user).get(public_id=public_id)
+    """The user's job, by its id or the start of it; Job.DoesNotExist for anyone else's, so
+    its existence never leaks."""
+    return job_by_reference(job_list_for_user(user), public_id)
 
 
 @dataclass(frozen=True)

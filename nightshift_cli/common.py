@@ -9,7 +9,6 @@ import sys
 import tarfile
 import tempfile
 import time
-import uuid
 from contextlib import ExitStack
 from datetime import datetime
 from pathlib import Path
@@ -406,21 +405,24 @@ def report_submitted(obj: Context, job: dict, *, wait: bool, follow: bool, as_js
     sys.exit(exit_status(job))
 
 
+# A job's id or the start of it (at least 4 characters), as the API's addresses take it.
+JOB_REFERENCE = re.compile(r"[0-9a-fA-F][0-9a-fA-F-]{3,35}")
+
+
 def job_resolve(client: Client, job_id: str) -> dict:
-    """A job by its full id or by the start of it, as `nightshift list` shows it."""
-    try:
-        return client.get(f"/jobs/{uuid.UUID(job_id)}/")
-    except ValueError:
-        pass
-    if not re.fullmatch(r"[0-9a-fA-F-]{4,36}", job_id):
+    """A job by its full id or by the start of it, as `nightshift list` shows it. The API
+    finds it, and says which jobs an ambiguous start matches."""
+    reference = job_id.strip()
+    if not JOB_REFERENCE.fullmatch(reference):
         raise ApiError(f"{job_id!r} is not a job id; `nightshift list` shows them.", code="invalid")
-    found = client.get("/jobs/", id_prefix=job_id, page_size=2)
-    if found["count"] == 0:
-        raise ApiError(f"You have no job whose id starts with {job_id}.", code="not_found")
-    if found["count"] > 1:
-        raise ApiError(f"{job_id} matches {found['count']} jobs; give more of the id.",
-                       code="invalid")  # fmt: skip
-    return found["results"][0]
+    try:
+        return client.get(f"/jobs/{reference}/")
+    except ApiError as exc:
+        if exc.code == "not_found":
+            whose = "is" if len(reference) >= 32 else "starts with"
+            raise ApiError(f"No such job: you have no job whose id {whose} {reference}.",
+                           code="not_found", status=exc.status) from None  # fmt: skip
+        raise
 
 
 def when_text(value: str | None) -> str:

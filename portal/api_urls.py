@@ -1,7 +1,7 @@
 """/api/v1/: the REST API, its OpenAPI schema and its interactive docs."""
 
 from csp.decorators import csp_update
-from django.urls import path, re_path
+from django.urls import path, re_path, register_converter
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from accounting import api as accounting_api
@@ -17,31 +17,47 @@ from model_registry.api import views as models_api
 from plumbing.api import api_not_found
 from usage import api as usage_api
 
+
+class JobReference:
+    """A job's id, or the start of it as `nightshift list` shows it (at least 4 characters):
+    jobs.selectors.job_by_reference finds the one job it names."""
+
+    regex = "[0-9a-fA-F][0-9a-fA-F-]{3,35}"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value) -> str:
+        return str(value)
+
+
+register_converter(JobReference, "job")
+
 app_name = "api"
 urlpatterns = [
     path("jobs/", jobs_api.JobListView.as_view(), name="job-list"),
-    path("jobs/<uuid:public_id>/", jobs_api.JobDetailView.as_view(), name="job-detail"),
-    path("jobs/<uuid:public_id>/cancel/", jobs_api.JobCancelView.as_view(), name="job-cancel"),
-    path("jobs/<uuid:public_id>/hold/", jobs_api.JobHoldView.as_view(), name="job-hold"),
-    path("jobs/<uuid:public_id>/release/", jobs_api.JobReleaseView.as_view(), name="job-release"),
-    path("jobs/<uuid:public_id>/rerun/", jobs_api.JobRerunView.as_view(), name="job-rerun"),
-    path("jobs/<uuid:public_id>/clone/", jobs_api.JobCloneView.as_view(), name="job-clone"),
-    path("jobs/<uuid:public_id>/events/", jobs_api.JobEventsView.as_view(), name="job-events"),
-    path("jobs/<uuid:public_id>/logs/<str:stream>/", jobs_api.JobLogView.as_view(), name="job-log"),
-    path("jobs/<uuid:public_id>/outputs/", jobs_api.JobOutputsView.as_view(), name="job-outputs"),
+    path("jobs/<job:public_id>/", jobs_api.JobDetailView.as_view(), name="job-detail"),
+    path("jobs/<job:public_id>/cancel/", jobs_api.JobCancelView.as_view(), name="job-cancel"),
+    path("jobs/<job:public_id>/hold/", jobs_api.JobHoldView.as_view(), name="job-hold"),
+    path("jobs/<job:public_id>/release/", jobs_api.JobReleaseView.as_view(), name="job-release"),
+    path("jobs/<job:public_id>/rerun/", jobs_api.JobRerunView.as_view(), name="job-rerun"),
+    path("jobs/<job:public_id>/clone/", jobs_api.JobCloneView.as_view(), name="job-clone"),
+    path("jobs/<job:public_id>/events/", jobs_api.JobEventsView.as_view(), name="job-events"),
+    path("jobs/<job:public_id>/logs/<str:stream>/", jobs_api.JobLogView.as_view(), name="job-log"),
+    path("jobs/<job:public_id>/outputs/", jobs_api.JobOutputsView.as_view(), name="job-outputs"),
     path(
-        "jobs/<uuid:public_id>/outputs/<path:path>",
+        "jobs/<job:public_id>/outputs/<path:path>",
         jobs_api.JobOutputFileView.as_view(),
         name="job-output",
     ),
     path(
-        "jobs/<uuid:public_id>/outputs.zip",
+        "jobs/<job:public_id>/outputs.zip",
         jobs_api.JobOutputsZipView.as_view(),
         name="job-outputs-zip",
     ),
-    path("jobs/<uuid:public_id>/metrics/", jobs_api.JobMetricsView.as_view(), name="job-metrics"),
-    path("jobs/<uuid:public_id>/usage/", usage_api.JobUsageView.as_view(), name="job-usage"),
-    path("jobs/<uuid:public_id>/start/", forecasts_api.JobStartView.as_view(), name="job-start"),
+    path("jobs/<job:public_id>/metrics/", jobs_api.JobMetricsView.as_view(), name="job-metrics"),
+    path("jobs/<job:public_id>/usage/", usage_api.JobUsageView.as_view(), name="job-usage"),
+    path("jobs/<job:public_id>/start/", forecasts_api.JobStartView.as_view(), name="job-start"),
     path("sweeps/", experiments_api.SweepListView.as_view(), name="sweep-list"),
     path("sweeps/matrix/", experiments_api.MatrixSubmitView.as_view(), name="sweep-matrix"),
     path("sweeps/study/", experiments_api.StudySubmitView.as_view(), name="sweep-study"),

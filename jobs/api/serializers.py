@@ -189,8 +189,11 @@ class JobSubmitSerializer(JobRequestSerializer):
     requirements = serializers.FileField(
         required=False, help_text="For a single script: a requirements.txt to install first."
     )
-    source_job = serializers.UUIDField(
-        required=False, help_text="Copy the script or project of this earlier job of yours."
+    source_job = serializers.CharField(
+        required=False,
+        max_length=36,
+        help_text="Copy the script or project of this earlier job of yours: its id, or the "
+        "start of it as `nightshift list` shows it.",
     )
 
     def validate(self, data: dict) -> dict:

@@ -86,6 +86,8 @@ def source_job_of(request: Request, data: dict) -> Job | None:
     except Job.DoesNotExist:
         raise ApiError("You have no job with this id.", code="invalid", status_code=400,
                        field="source_job") from None  # fmt: skip
+    except selectors.AmbiguousJobId as exc:
+        raise ApiError(str(exc), code="ambiguous", status_code=400, field="source_job") from None
 
 
 def submitted_name(data: dict, copy_from: Job | None = None) -> str:

@@ -63,7 +63,11 @@ class ModelVersionSerializer(ModelVersionSummarySerializer):
 
 
 class ModelPublishSerializer(serializers.Serializer):
-    job = serializers.UUIDField(help_text="A finished job of yours whose outputs are ready.")
+    job = serializers.CharField(
+        max_length=36,
+        help_text="A finished job of yours whose outputs are ready: its id, or the start of it "
+        "as `nightshift list` shows it.",
+    )
     name = serializers.RegexField(
         MODEL_NAME_PATTERN, max_length=80, error_messages={"invalid": MODEL_NAME_HELP},
         help_text="The model's name in its lab; an existing one gets a new version.",

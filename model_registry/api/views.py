@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 from datasets import storage
 from jobs.api.views import JobPagination, error_responses
 from jobs.models import Job
-from jobs.selectors import job_get_visible
+from jobs.selectors import AmbiguousJobId, job_get_visible
 from labs.models import Lab
 from plumbing.api import ApiError, ErrorSerializer
 
@@ -85,6 +85,8 @@ class ModelListView(GenericAPIView):
             job = job_get_visible(request.user, data["job"])
         except (Job.DoesNotExist, ValidationError):
             raise ApiError("No such job of yours.", code="not_found", status_code=404) from None
+        except AmbiguousJobId as exc:
+            raise ApiError(str(exc), code="ambiguous", status_code=400, field="job") from None
         lab = None
         if data.get("lab"):
             lab = Lab.objects.filter(name=data["lab"]).first()
