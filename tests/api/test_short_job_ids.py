@@ -18,9 +18,7 @@ JOBS = reverse("api:job-list")
 
 
 def a_job_with_id(user, full_id: str, name: str = "x") -> Job:
-    job = submission.job_submit(
-        user=user, spec=specs.JobSpec(name=name), script=script_upload()
-    )
+    job = submission.job_submit(user=user, spec=specs.JobSpec(name=name), script=script_upload())
     Job.objects.filter(pk=job.pk).update(public_id=uuid.UUID(full_id))
     job.refresh_from_db()
     return job
