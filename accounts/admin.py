@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 
 from .models import AccessToken, Registration
@@ -44,4 +45,4 @@ class RegistrationAdmin(admin.ModelAdmin):
         waiting = queryset.filter(approved_at__isnull=True).select_related("user", "lab")
         for registration in waiting:
             registration_approve(registration=registration, actor=request.user)
-        self.message_user(request, f"Approved {len(waiting)} account(s).")
+        self.message_user(request, f"Approved {len(waiting)} account{pluralize(len(waiting))}.")

@@ -3,6 +3,7 @@ from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
@@ -92,7 +93,8 @@ def account_quota_view(standing, user) -> dict:
     used_hours = standing.gpu_hours_used + standing.gpu_hours_reserved
     rules = []
     if limits.max_gpus_per_job is not None:
-        rules.append(f"At most {limits.max_gpus_per_job} GPU(s) per job.")
+        most = limits.max_gpus_per_job
+        rules.append(f"At most {most} GPU{pluralize(most)} per job.")
     if limits.max_runtime_hours is not None:
         rules.append(f"Jobs are removed after {limits.max_runtime_hours:g} h of running.")
     membership = standing.lab.memberships.filter(user=user).first() if standing.lab else None

@@ -1,6 +1,7 @@
 from django.contrib import admin, messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
+from django.template.defaultfilters import pluralize
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
@@ -82,7 +83,7 @@ class JobAdmin(admin.ModelAdmin):
             except specs.JobActionError as exc:
                 refused.append(f"{job.name}: {exc}")
         if acted:
-            self.message_user(request, f"{done} {acted} job(s).", messages.SUCCESS)
+            self.message_user(request, f"{done} {acted} job{pluralize(done)}.", messages.SUCCESS)
         for reason in refused[:10]:
             self.message_user(request, reason, messages.WARNING)
 

@@ -267,7 +267,10 @@ def archive_folder(folder: Path, stack: ExitStack) -> Path:
             if item.is_file() or item.is_dir():
                 archive.add(item, arcname=str(relative), recursive=False)
     if skipped_links:
-        err.print(f"Left out {len(skipped_links)} symbolic link(s): {', '.join(skipped_links[:5])}")
+        err.print(
+            f"Left out {counted(len(skipped_links), 'symbolic link')}: "
+            f"{', '.join(skipped_links[:5])}"
+        )
     return target
 
 
@@ -460,6 +463,11 @@ def print_json(value: Any) -> None:
 
 STATE_STYLES = {"completed": "green", "failed": "red", "held": "yellow", "running": "cyan",
                 "removed": "dim"}  # fmt: skip
+
+
+def counted(count: float, thing: str, things: str | None = None) -> str:
+    """`1 GPU`, `2 GPUs`, `0 GPUs`: a number with its noun, in the form the number takes."""
+    return f"{count:g} {thing if count == 1 else (things or thing + 's')}"
 
 
 def size_text(count: float) -> str:

@@ -23,6 +23,7 @@ from .common import (
     STATE_STYLES,
     Context,
     asked_for,
+    counted,
     describe_state,
     err,
     exit_status,
@@ -323,7 +324,7 @@ def download(obj: Context, job_id: str, target: Path | None, as_zip: bool) -> No
         destination.parent.mkdir(parents=True, exist_ok=True)
         _save(obj.client, f"/jobs/{job['id']}/outputs/{item['path']}", destination, item["path"])
     total = sum(item["size"] for item in files)
-    out.print(f"Saved {len(files)} file(s), {size_text(total)}, in {target}/")
+    out.print(f"Saved {counted(len(files), 'file')}, {size_text(total)}, in {target}/")
 
 
 def _save(client: Client, path: str, destination: Path, label: str) -> None:

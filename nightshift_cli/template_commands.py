@@ -16,6 +16,7 @@ from .common import (
     EPILOG,
     Context,
     archive_folder,
+    counted,
     out,
     pass_context,
     print_json,
@@ -108,8 +109,8 @@ def template_show(obj: Context, reference: str, as_json: bool) -> None:
         if parameter["help"]:
             out.print(f"      {parameter['help']}", markup=False, highlight=False)
     resources = version["resources"]
-    out.print(f"Runs {version['entry_command']} with {resources['gpus']} GPU(s), "
-              f"{resources['cpus']} CPU(s)", markup=False, highlight=False)  # fmt: skip
+    out.print(f"Runs {version['entry_command']} with {counted(resources['gpus'], 'GPU')}, "
+              f"{counted(resources['cpus'], 'CPU')}", markup=False, highlight=False)  # fmt: skip
     if version["serve_command"]:
         out.print(f"Serves models with {version['serve_command']}", markup=False, highlight=False)
     if version["card"]:

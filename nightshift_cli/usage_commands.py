@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 from rich.table import Table
+from rich.text import Text
 
-from .common import Context, job_resolve, out, pass_context, print_json
+from .common import Context, counted, job_resolve, out, pass_context, print_json
 
 COLUMNS = (("cpus", "CPU cores", 1), ("memory_mb", "memory MB", 1),
            ("memory_peak_mb", "peak MB", 1), ("disk_mb", "disk MB", 1),
@@ -29,8 +30,15 @@ def usage(obj: Context, job_id: str, show_samples: bool, as_json: bool) -> None:
         print_json(body)
         return
     asked = body["requested"]
-    out.print(f"[bold]{job['name']}[/bold] asked for {asked['gpus']} GPU(s), {asked['cpus']} "
-              f"CPU(s), {asked['memory_mb']} MB memory")  # fmt: skip
+    # Bold where the terminal shows it, and plain text in a pipe; the job's name is never
+    # read as markup.
+    out.print(
+        Text.assemble(
+            (job["name"], "bold"),
+            f" asked for {counted(asked['gpus'], 'GPU')}, "
+            f"{counted(asked['cpus'], 'CPU')}, {asked['memory_mb']} MB memory",
+        )
+    )
     summary = body["summary"]
     if summary:
         rows = [("Measured", f"{summary['measured_s'] / 60:.1f} min, {summary['samples']} samples"),

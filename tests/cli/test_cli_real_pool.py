@@ -44,7 +44,7 @@ def test_submit_wait_then_logs_then_download(nightshift, logged_in, live_pipelin
     assert downloaded.status == 0, downloaded.stderr
     assert (tmp_path / "results/outputs/model.txt").read_text() == "weights --epochs=2 0.1"
     assert (tmp_path / "results/outputs/checkpoints/last.pt").stat().st_size == 2 * 1024 * 1024
-    assert "Saved 2 file(s)" in downloaded.stdout
+    assert "Saved 2 files" in downloaded.stdout
 
 
 def test_follow_streams_the_log_and_exits_with_the_jobs_code(

@@ -15,7 +15,8 @@ def ran(logged_in, fake_bridge):
 def test_a_finished_jobs_usage_is_printed_with_its_advice(nightshift, ran):
     run = nightshift("usage", str(ran.public_id)[:8])
     assert run.status == 0, run.stderr
-    assert "asked for 2 GPU(s), 4 CPU(s), 8192 MB memory" in run.stdout
+    assert f"{ran.name} asked for 2 GPUs, 4 CPUs, 8192 MB memory" in run.stdout
+    assert "[bold]" not in run.stdout and "(s)" not in run.stdout
     assert "Memory peak      1536.00 MB" in run.stdout
     assert "GPUs used        1 of 2" in run.stdout
     assert "• You asked for 2 GPUs and used 1, at 70 % on average." in run.stdout
@@ -38,3 +39,12 @@ def test_json_is_the_apis_answer(nightshift, ran):
 def test_a_job_that_is_not_yours_is_the_servers_message(nightshift, logged_in, fake_bridge):
     run = nightshift("usage", "6f1c3a52-8d7e-4c2b-9a51-0e4b2f1d3c77")
     assert run.status != 0 and "Traceback" not in run.stderr
+
+
+def test_the_jobs_name_is_bold_on_a_terminal_and_never_read_as_markup(nightshift, ran):
+    ran.name = "[red]evil[/red]"
+    ran.save(update_fields=["name"])
+    piped = nightshift("usage", str(ran.public_id))
+    assert "[red]evil[/red] asked for 2 GPUs" in piped.stdout
+    terminal = nightshift("usage", str(ran.public_id), FORCE_COLOR="1", TERM="xterm")
+    assert "\x1b[1m[red]evil[/red]\x1b[0m asked for 2 GPUs" in terminal.stdout

@@ -24,7 +24,7 @@ def test_the_page_shows_each_lab_with_usage_bars(student_client, student):
     assert 'data-percent="50"' in body
     assert "2 of 4" in body
     assert "Jobs are removed after 12 h of running." in body
-    assert "At most 1 GPU(s) per job." in body
+    assert "At most 1 GPU per job." in body
     assert "group_vision" in body
 
 

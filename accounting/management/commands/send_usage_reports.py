@@ -3,6 +3,7 @@ from __future__ import annotations
 import re
 
 from django.core.management.base import BaseCommand, CommandError
+from django.template.defaultfilters import pluralize
 
 from accounting.reports import monthly_reports_send, previous_month
 
@@ -26,4 +27,5 @@ class Command(BaseCommand):
         sent = monthly_reports_send(year, number)
         for report in sent:
             self.stdout.write(f"{report.lab.name}: sent to {report.recipients}")
-        self.stdout.write(f"{len(sent)} lab report(s) sent for {year:04d}-{number:02d}.")
+        reports = f"{len(sent)} lab report{pluralize(len(sent))}"
+        self.stdout.write(f"{reports} sent for {year:04d}-{number:02d}.")
