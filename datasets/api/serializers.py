@@ -105,8 +105,9 @@ class DatasetImportInputSerializer(serializers.Serializer):
         required=False, max_length=2000,
         help_text="Instead of a file: an https URL the portal fetches once and checksums.",
     )  # fmt: skip
+    # No default: "" is not a SHA-256, and a default must fit its own schema.
     sha256 = serializers.RegexField(
-        r"^[0-9a-fA-F]{64}$", required=False, default="",
+        r"^[0-9a-fA-F]{64}$", required=False,
         help_text="With url: the SHA-256 the fetched file must have.",
     )  # fmt: skip
     path = serializers.CharField(
