@@ -18,6 +18,7 @@ from jobs.lookups import visible_job_or_404
 from labs.models import Lab
 from labs.selectors import labs_managed_by
 from plumbing.api import ApiError, ErrorSerializer
+from plumbing.quiet import expect_answer
 
 from . import reservations, selectors
 from .authentication import KitCredentialAuthentication
@@ -93,6 +94,9 @@ class PlacementFiguresView(KitEndpoint):
         check_kit_request(request, workstation, what="placement figures")
         figures = selectors.placement_figures(workstation)
         if figures is None:
+            # The kit asks every 30 s from the start, before the first night's forecast:
+            # an answer it expects, not one to warn about on the portal's console.
+            expect_answer(request)
             raise ApiError(
                 f"No forecast for {workstation} yet: forecasts are learnt each night from the "
                 "workstations the pool has reported.", code="not_found", status_code=404,

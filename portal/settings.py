@@ -576,7 +576,8 @@ LOG_FORMAT = env_choice("NIGHTSHIFT_LOG_FORMAT", "text", ("text", "json"))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "portal.logcontext.ContextFilter"}},
+    "filters": {"context": {"()": "portal.logcontext.ContextFilter"},
+                "expected": {"()": "plumbing.quiet.QuietExpectedAnswers"}},
     "formatters": {
         "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s %(job_id)s] "
                            "%(message)s"},
@@ -592,6 +593,7 @@ LOGGING = {
                     "filters": ["context"]},
     },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.request": {"filters": ["expected"]}},
 }  # fmt: skip
 # Celery workers log through the same configuration instead of their own.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False

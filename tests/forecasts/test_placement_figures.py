@@ -90,6 +90,17 @@ def test_a_workstation_without_a_forecast_or_with_a_bad_name_is_refused_clearly(
     assert client_with_token(admin).get(figures_url("bad name;rm")).status_code == 400
 
 
+@pytest.mark.django_db
+def test_a_kit_asking_before_the_first_forecast_leaves_the_console_quiet(kit_secret, caplog):
+    # Every workstation's kit asks from the start, every 30 s: "not yet" is normal work.
+    assert kit_client(kit_secret).get(figures_url("ws-volta")).status_code == 404
+    assert not [r for r in caplog.records if r.name == "django.request"]
+    # Other 404s still are logged as before.
+    admin = UserFactory(username="root", is_staff=True, is_superuser=True)
+    assert client_with_token(admin).get("/api/v1/jobs/0000/").status_code == 404
+    assert [r.levelname for r in caplog.records if r.name == "django.request"] == ["WARNING"]
+
+
 def run_kit(tmp_path, portal: str, token: str, *, refresh_hours: float = 6.0):
     token_file = tmp_path / "kit.token"
     token_file.write_text(token + "\n")
