@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
+from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from labs.models import Membership
 from plumbing.names import pick_named, split_qualified
 
+from .locking import pinned_packages
 from .models import Environment, EnvironmentVersion
 
 
@@ -45,3 +49,22 @@ def version_jobs(version: EnvironmentVersion):
     from jobs.models import Job
 
     return Job.objects.filter(source__environment__id=version.pk)
+
+
+NOTEBOOK_PACKAGE = "jupyterlab"
+
+
+def _pins(version: EnvironmentVersion, package: str) -> bool:
+    return any(re.sub(r"[-_.]+", "-", name).lower() == package
+               for name, _ in pinned_packages(version.lock))  # fmt: skip
+
+
+def site_notebook_environment() -> Environment | None:
+    """The site's environment that notebook sessions start with: the active site
+    environment named NOTEBOOK_ENVIRONMENT_NAME whose newest version has JupyterLab."""
+    environment = Environment.objects.filter(
+        visibility=Environment.Visibility.SITE, name=settings.NOTEBOOK_ENVIRONMENT_NAME,
+        is_active=True, is_automatic=False,
+    ).first()  # fmt: skip
+    latest = environment.versions.first() if environment else None
+    return environment if latest is not None and _pins(latest, NOTEBOOK_PACKAGE) else None

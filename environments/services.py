@@ -19,7 +19,11 @@ from plumbing.names import AmbiguousName, needs_qualifying, qualified_name
 from .locking import Lock, LockError, lock_resolve, pinned_packages
 from .models import Environment, EnvironmentVersion
 from .requirements import RequirementsError, requirements_check
-from .selectors import environment_get_usable, environment_list_usable_by
+from .selectors import (
+    environment_get_usable,
+    environment_list_usable_by,
+    site_notebook_environment,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +133,47 @@ def environment_version_add(
             detail=f"version {version.number}: {_summary(version)}",
         )
     return version
+
+
+def site_notebook_environment_ensure() -> tuple[Environment, bool]:
+    """The site's notebook environment, made by the system from NOTEBOOK_REQUIREMENTS (locked
+    against the index now, which takes a few seconds) when there is none; with whether it
+    was made now. EnvironmentError when the requirements cannot be locked."""
+    existing = site_notebook_environment()
+    if existing is not None:
+        return existing, False
+    name = settings.NOTEBOOK_ENVIRONMENT_NAME
+    environment = Environment.objects.filter(
+        visibility=Environment.Visibility.SITE, name=name, owner=None, is_automatic=False
+    ).first()
+    made = environment is None
+    if made:
+        environment = Environment(
+            name=name, owner=None, visibility=Environment.Visibility.SITE,
+            description="JupyterLab with NumPy, pandas, Matplotlib and scikit-learn: what "
+            "notebook sessions start with.",
+        )  # fmt: skip
+        _full_clean(environment)
+    version = _version_checked(environment, requirements=settings.NOTEBOOK_REQUIREMENTS,
+                               python_version="", container_image="", python="")  # fmt: skip
+    with transaction.atomic():
+        if made:
+            environment.save()
+        else:
+            Environment.objects.select_for_update().get(pk=environment.pk)
+            environment.is_active = True
+            environment.save(update_fields=["is_active"])
+        latest = environment.versions.aggregate(n=Max("number"))["n"] or 0
+        version.environment, version.number = environment, latest + 1
+        version.save()
+        audit_record(
+            action="environment.create" if made else "environment.version",
+            actor=None,
+            target=environment,
+            detail=f"the site's notebook environment, version {version.number}: "
+            f"{_summary(version)}",
+        )
+    return environment, True
 
 
 def environment_delete(*, user, environment: Environment) -> None:
@@ -289,6 +334,7 @@ def _choice(version: EnvironmentVersion) -> SoftwareChoice:
         python=version.python or None,
         container_image=version.container_image or None,
         is_default=environment.is_default,
+        is_site=environment.visibility == Environment.Visibility.SITE,
         packages=frozenset(
             re.sub(r"[-_.]+", "-", name).lower() for name, _ in pinned_packages(version.lock)
         ),

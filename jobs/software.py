@@ -49,6 +49,9 @@ class SoftwareChoice:
     is_default: bool = False
     # The packages its lock pins, by normalised name; empty where unknown (an image).
     packages: frozenset[str] = frozenset()
+    # The site's own (made by its administrators for everyone), rather than a lab's or a
+    # person's.
+    is_site: bool = False
 
 
 class SoftwareNotFound(LookupError):

@@ -7,7 +7,18 @@ from jobs.software import software_choices
 from jobs.specs import JobSpec
 from labs.models import Lab
 
-from .sessions import NOTEBOOK_PACKAGE
+from .sessions import NOTEBOOK_PACKAGE, notebook_problem
+
+
+class EnvironmentChoiceField(forms.ChoiceField):
+    """Offers the environments that run JupyterLab, and takes any the user may use: one
+    without JupyterLab (from an old page, or a link) is then refused with the line to add,
+    rather than as "not one of the available choices"."""
+
+    usable: frozenset[str] = frozenset()
+
+    def valid_value(self, value) -> bool:
+        return value in self.usable
 
 
 class SessionForm(forms.Form):
@@ -18,10 +29,10 @@ class SessionForm(forms.Form):
         label="Lab", queryset=Lab.objects.none(), required=False, empty_label=None,
         help_text="The lab whose quota the session counts against, like any job.",
     )  # fmt: skip
-    software_environment = forms.ChoiceField(
+    software_environment = EnvironmentChoiceField(
         label="Environment",
-        help_text="Environments with jupyterlab in them. Make one on the Environments page: "
-        "jupyterlab and the packages you work with.",
+        help_text="Environments with JupyterLab in them, the site's first. Your own needs a "
+        "line jupyterlab beside the packages you work with.",
     )  # fmt: skip
     datasets = forms.MultipleChoiceField(
         label="Datasets", required=False, widget=forms.CheckboxSelectMultiple,
@@ -48,15 +59,35 @@ class SessionForm(forms.Form):
             del self.fields["lab"]
         else:
             self.fields["lab"].queryset = labs
-        usable = [c for c in software_choices(user)
-                  if not c.packages or NOTEBOOK_PACKAGE in c.packages] if user else []  # fmt: skip
-        self.fields["software_environment"].choices = [(c.reference, c.label) for c in usable]
+        self.environments = {c.reference: c for c in software_choices(user)} if user else {}
+        ready = [c for c in self.environments.values() if notebook_problem(c) is None]
+        # The site's notebook environment first (it has JupyterLab and the common packages),
+        # then the rest as the catalogue orders them.
+        ready.sort(key=lambda c: not (c.is_site and NOTEBOOK_PACKAGE in c.packages))
+        field = self.fields["software_environment"]
+        field.choices = [(c.reference, c.label) for c in ready]
+        field.usable = frozenset(self.environments)
+        asked = self.initial.get("software_environment")
+        # Asked for by a link (?environment=) but without JupyterLab: said on the page, and
+        # the site's offered instead.
+        self.environment_notice = (
+            notebook_problem(self.environments[asked]) if asked in field.usable else None
+        )
+        if ready and asked not in {c.reference for c in ready}:
+            self.initial["software_environment"] = ready[0].reference
         self.fields["datasets"].choices = (
             [(c.reference, c.label) for c in data_choices(user)] if user else []
         )
         self.fields["hours"].max_value = settings.LIVE_SESSION_MAX_HOURS
         self.fields["hours"].validators.append(_at_most(settings.LIVE_SESSION_MAX_HOURS))
         self.fields["hours"].initial = settings.LIVE_SESSION_DEFAULT_HOURS
+
+    def clean_software_environment(self) -> str:
+        reference = self.cleaned_data["software_environment"]
+        problem = notebook_problem(self.environments[reference])
+        if problem:
+            raise forms.ValidationError(problem)
+        return reference
 
     def to_spec(self) -> JobSpec:
         data = self.cleaned_data

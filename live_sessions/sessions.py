@@ -10,7 +10,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from jobs.models import FINAL_STATES, Job, JobOutcome, JobState
-from jobs.software import SoftwareNotFound, software_lookup
+from jobs.software import SoftwareChoice, SoftwareNotFound, software_lookup
 from jobs.specs import JobSpec, JobSubmissionError
 from jobs.submission import job_submit
 
@@ -32,6 +32,19 @@ def session_open_count(user) -> int:
         Job.objects.filter(owner=user, request__live_services__contains=["notebook"])
         .exclude(state__in=FINAL_STATES)
         .count()
+    )
+
+
+def notebook_problem(choice: SoftwareChoice) -> str | None:
+    """Why a session cannot start with this environment, with the one line that fixes it;
+    None when it can. An image's packages are unknown: it is taken at its word."""
+    if choice.container_image or NOTEBOOK_PACKAGE in choice.packages:
+        return None
+    name = choice.reference.rsplit("@", 1)[0]
+    return (
+        f"{name} has no JupyterLab, which a notebook session runs. Add this line to its "
+        f"requirements (a new version, on its environment page): {NOTEBOOK_PACKAGE} — or "
+        f"choose {settings.NOTEBOOK_ENVIRONMENT_NAME}, the site's environment for notebooks."
     )
 
 
@@ -59,11 +72,9 @@ def session_submit(*, user, spec: JobSpec) -> Job:
         choice = software_lookup(user, spec.software)
     except SoftwareNotFound as exc:
         raise JobSubmissionError("software_environment", str(exc)) from None
-    if choice.packages and NOTEBOOK_PACKAGE not in choice.packages:
-        raise JobSubmissionError(
-            "software_environment", f"{choice.reference} has no jupyterlab: add it to a new "
-            "version of the environment, or choose another.",
-        )  # fmt: skip
+    problem = notebook_problem(choice)
+    if problem:
+        raise JobSubmissionError("software_environment", problem)
     spec = dataclasses.replace(
         spec, live_services=["notebook"], session_limit_s=limit_s, max_runtime_s=None,
         entry_command=None, arguments=[], output_paths=["outputs"],

@@ -148,7 +148,10 @@ def live_status(request: HttpRequest, public_id) -> JsonResponse:
 
 @login_required
 def session_new(request: HttpRequest) -> HttpResponse:
-    form = SessionForm(request.POST or None, user=request.user)
+    asked = (
+        {"software_environment": request.GET["environment"]} if "environment" in request.GET else {}
+    )
+    form = SessionForm(request.POST or None, user=request.user, initial=asked)
     if request.method == "POST" and form.is_valid():
         try:
             job = session_submit(user=request.user, spec=form.to_spec())

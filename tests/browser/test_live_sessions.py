@@ -3,6 +3,7 @@ installed from the package index into the jobs' environments."""
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 
 from environments.services import environment_create
 from jobs.actions import job_cancel
@@ -93,6 +94,32 @@ def test_a_notebook_session_runs_a_cell_on_the_gpu_and_ends_when_the_owner_retur
     screenshot("session-ended")
     page.get_by_role("link", name="try the data loader").click()
     page.get_by_role("link", name="outputs/from-the-notebook.txt").wait_for(timeout=60_000)
+
+
+def test_a_new_students_first_notebook_starts_from_the_forms_defaults(
+    page, grace, settings, screenshot
+):
+    # What make run does: the site's notebook environment (here with a smaller stack).
+    settings.NOTEBOOK_REQUIREMENTS = "jupyterlab\nnumpy"
+    call_command("notebook_environment")
+    page.get_by_role("link", name="New notebook").click()
+    assert page.get_by_label("Environment").input_value() == "Notebook@1"
+    screenshot("session-defaults")
+    page.get_by_role("button", name="Start the session").click()
+
+    page.get_by_role("heading", name="Live: Notebook session").wait_for()
+    notebook = page.frame_locator("iframe[data-role=notebook]")
+    launcher = notebook.get_by_text("Python 3 (ipykernel)").first
+    launcher.wait_for(timeout=300_000)
+    launcher.click()
+    notebook.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)
+    editor = notebook.locator(".jp-Notebook .jp-Cell .cm-content").first
+    editor.click()
+    editor.fill("import numpy; print('sum:', numpy.arange(5).sum())")
+    editor.press("Shift+Enter")
+    notebook.locator(".jp-OutputArea-output", has_text="sum: 10").first.wait_for(timeout=120_000)
+    screenshot("session-first-cell")
+    job_cancel(job=Job.objects.get(name="Notebook session"), user=grace)
 
 
 def test_tensorboard_draws_a_running_jobs_scalars_through_the_portal(

@@ -297,6 +297,23 @@ def test_the_live_session_proxy_runs_beside_the_portal(make_run):
     assert "open it from the job&#x27;s page in the portal" in answer.text
 
 
+def test_the_console_has_the_notebook_environment_and_no_expected_not_yet_answers(make_run):
+    """What make run prints is for a person: the site's notebook environment is made, and the
+    kits' "no forecast yet" answers (every workstation asks every 30 s from the start) stay
+    out of the console, while a real 404 still shows."""
+    import httpx
+
+    assert "notebooks: Notebook@1" in make_run.log.read_text()
+    token = (make_run.log.parent / "kit-portal.token").read_text().strip()
+    not_yet = httpx.get(f"{make_run.url}/api/v1/pool/placement/ws-volta/",
+                        headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+    assert not_yet.status_code == 404, not_yet.text
+    assert httpx.get(f"{make_run.url}/no-such-page/").status_code == 404
+    wait_for(lambda: "Not Found: /no-such-page/" in make_run.log.read_text(), timeout=30,
+             what="the real 404 on the console")  # fmt: skip
+    assert "Not Found: /api/v1/pool/placement" not in make_run.log.read_text()
+
+
 @pytest.mark.parametrize("role", ["student", "lead", "admin"])
 def test_every_page_a_role_can_reach_answers_without_an_error(make_run, browser, role):
     watched = WatchedContext(browser)

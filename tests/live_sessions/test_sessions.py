@@ -56,7 +56,13 @@ def test_an_environment_without_jupyterlab_is_refused_with_what_to_do(ada):
     with pytest.raises(JobSubmissionError) as refused:
         session_submit(user=ada, spec=spec(software=environment(ada, "plain", "numpy")))
     assert refused.value.field == "software_environment"
-    assert "plain@1 has no jupyterlab" in refused.value.message
+    assert "plain has no JupyterLab" in refused.value.message
+    assert "Add this line to its requirements" in refused.value.message
+    assert refused.value.message.count("jupyterlab") == 1  # the one line to add
+    # Nor does the workstations' own Python, which has no packages at all.
+    with pytest.raises(JobSubmissionError) as bare:
+        session_submit(user=ada, spec=spec(software="System Python@1"))
+    assert "System Python has no JupyterLab" in bare.value.message
     with pytest.raises(JobSubmissionError) as none:
         session_submit(user=ada, spec=spec())
     assert "Choose an environment with jupyterlab" in none.value.message
@@ -113,12 +119,52 @@ def test_the_page_says_why_a_session_ended(ada, settings, reason, says):
     assert status.state_label == "Ended"
 
 
-def test_the_session_form_offers_only_environments_with_jupyterlab(ada, client):
-    environment(ada, "nb", "jupyterlab")
+def site_notebook_environment(name: str = "Notebook") -> None:
+    env = Environment.objects.create(name=name, visibility="site")
+    EnvironmentVersion.objects.create(
+        environment=env, number=1, requirements="jupyterlab", python_version="3.13",
+        lock=LOCK.format(name="jupyterlab"), lock_sha256="b" * 64,
+    )  # fmt: skip
+
+
+def offered(page: str) -> list[str]:
+    select = page.split('name="software_environment"', 1)[1].split("</select>", 1)[0]
+    return [part.split('"', 1)[0] for part in select.split('<option value="')[1:]]
+
+
+def test_the_session_form_offers_only_environments_with_jupyterlab_the_sites_first(ada, client):
+    environment(ada, "my-nb", "jupyterlab")
     environment(ada, "plain", "numpy")
+    site_notebook_environment()
     client.force_login(ada)
     page = client.get(reverse("sessions:new")).content.decode()
-    assert "nb (version 1)" in page and "plain (version 1)" not in page
+    # Not System Python (the site's default for jobs, with no packages), nor "plain".
+    assert offered(page) == ["Notebook@1", "my-nb@1"]
+    assert '<option value="Notebook@1" selected>' in page
+
+
+def test_an_environment_without_jupyterlab_is_refused_before_anything_is_submitted(ada, client):
+    environment(ada, "plain", "numpy")
+    client.force_login(ada)
+    answer = client.post(reverse("sessions:new"), {
+        "name": "explore", "software_environment": "plain@1", "gpus": 0, "cpus": 1,
+        "memory_gb": 1, "hours": 1,
+    })  # fmt: skip
+    assert answer.status_code == 400
+    assert "plain has no JupyterLab" in answer.content.decode()
+    assert not Job.objects.exists()
+
+
+def test_a_link_to_an_environment_without_jupyterlab_says_what_to_add(ada, client):
+    environment(ada, "plain", "numpy")
+    site_notebook_environment()
+    client.force_login(ada)
+    page = client.get(reverse("sessions:new"), {"environment": "plain@1"}).content.decode()
+    assert 'data-role="environment-needs-jupyterlab"' in page
+    assert "plain has no JupyterLab" in page
+    assert '<option value="Notebook@1" selected>' in page
+    ready = client.get(reverse("sessions:new"), {"environment": "Notebook@1"}).content.decode()
+    assert "environment-needs-jupyterlab" not in ready
 
 
 def test_the_session_form_starts_a_session_and_shows_its_page(ada, client):
