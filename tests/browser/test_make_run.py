@@ -151,21 +151,62 @@ def sign_in(page, stack: Stack, username: str) -> None:
     page.get_by_role("heading", name="My jobs").wait_for()
 
 
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
+NEXT_FRAME = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
+# How far the page is wider than the window, and the widest elements sticking out (none
+# inside a box that scrolls on its own, such as a table on a phone).
+WIDER_THAN_THE_WINDOW = """() => {
+  const width = document.documentElement.clientWidth;
+  if (document.documentElement.scrollWidth <= width) return "";
+  const scrolls = (el) => {
+    for (let up = el.parentElement; up; up = up.parentElement) {
+      const style = getComputedStyle(up);
+      if (["auto", "scroll", "hidden"].includes(style.overflowX) && up !== document.body
+          && up !== document.documentElement) return true;
+    }
+    return false;
+  };
+  const out = [...document.querySelectorAll("body *")]
+    .filter((el) => el.getBoundingClientRect().right > width + 1 && !scrolls(el))
+    .slice(0, 4)
+    .map((el) => `${el.tagName.toLowerCase()}${el.className ? "." + el.className : ""}`
+                 + ` (${Math.round(el.getBoundingClientRect().right)} px)`);
+  return `page ${document.documentElement.scrollWidth} px wide; ${out.join(", ")}`;
+}"""
+
+
 class WatchedContext:
     """A browser context that records console errors, script errors and axe-core's
     findings on every page it shows."""
 
     def __init__(self, browser) -> None:
-        self.context = browser.new_context(accept_downloads=True,
-                                           viewport={"width": 1280, "height": 900})  # fmt: skip
+        self.context = browser.new_context(accept_downloads=True, viewport=DESKTOP)
         self.accessibility = AccessibilityWatch(self.context)
         self.errors: list[str] = []
+        self.too_wide: list[str] = []
         self.page = self.context.new_page()
         self.page.set_default_timeout(30_000)
         self.page.on("console", lambda message: self.errors.append(
             f"{self.page.url}: {message.text} ({message.location.get('url')})"
         ) if message.type == "error" and from_the_page(message) else None)  # fmt: skip
         self.page.on("pageerror", lambda error: self.errors.append(f"{self.page.url}: {error}"))
+
+    def check_widths(self, url: str) -> None:
+        """The page fits a desktop's window and a phone's screen without scrolling sideways
+        (a table may scroll inside its own box), and axe-core finds nothing at either size.
+        Django's admin site is for administrators at their desks: desktop only."""
+        sizes = [DESKTOP] if urlsplit(url).path.startswith("/admin/") else [DESKTOP, PHONE]
+        for size in sizes:
+            self.page.set_viewport_size(size)
+            # The page's own resize handlers (a table that now scrolls takes focus) first.
+            self.page.evaluate(NEXT_FRAME)
+            overflow = self.page.evaluate(WIDER_THAN_THE_WINDOW)
+            if overflow:
+                self.too_wide.append(f"{url} at {size['width']} px: {overflow}")
+            if size is PHONE:
+                self.accessibility.check_now(self.page)
+        self.page.set_viewport_size(DESKTOP)
 
     def close(self) -> None:
         if self.page.url.startswith("http"):
@@ -197,6 +238,7 @@ def test_a_student_submits_a_script_through_the_form_and_it_completes_with_its_o
     watched.close()
     assert watched.errors == [], "\n".join(watched.errors)
     assert watched.accessibility.violations == [], "\n".join(watched.accessibility.violations)
+    assert watched.too_wide == [], "\n".join(watched.too_wide)
 
 
 def _kind_of_page(url: str) -> tuple[str, bool]:
@@ -239,6 +281,7 @@ def crawl(watched: WatchedContext, *starts: str) -> dict[str, int]:
             continue
         if seen_kinds[kind] == 1:
             watched.accessibility.check_now(page)
+            watched.check_widths(url)
         # The links a person can see and follow (a hidden section's are not offered).
         hrefs = page.eval_on_selector_all(
             "a[href]:not([download])",
@@ -326,3 +369,4 @@ def test_every_page_a_role_can_reach_answers_without_an_error(make_run, browser,
     assert len(statuses) > 10, statuses
     assert watched.errors == [], "\n".join(watched.errors)
     assert watched.accessibility.violations == [], "\n".join(watched.accessibility.violations)
+    assert watched.too_wide == [], "\n".join(watched.too_wide)
