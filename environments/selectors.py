@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from labs.models import Membership
@@ -52,6 +51,10 @@ def version_jobs(version: EnvironmentVersion):
 
 
 NOTEBOOK_PACKAGE = "jupyterlab"
+# The site's environment for notebook sessions, and what it holds unless the site says
+# otherwise (NIGHTSHIFT_NOTEBOOK_REQUIREMENTS).
+NOTEBOOK_ENVIRONMENT_NAME = "Notebook"
+NOTEBOOK_DEFAULT_REQUIREMENTS = "jupyterlab\nnumpy\npandas\nmatplotlib\nscikit-learn"
 
 
 def _pins(version: EnvironmentVersion, package: str) -> bool:
@@ -63,7 +66,7 @@ def site_notebook_environment() -> Environment | None:
     """The site's environment that notebook sessions start with: the active site
     environment named NOTEBOOK_ENVIRONMENT_NAME whose newest version has JupyterLab."""
     environment = Environment.objects.filter(
-        visibility=Environment.Visibility.SITE, name=settings.NOTEBOOK_ENVIRONMENT_NAME,
+        visibility=Environment.Visibility.SITE, name=NOTEBOOK_ENVIRONMENT_NAME,
         is_active=True, is_automatic=False,
     ).first()  # fmt: skip
     latest = environment.versions.first() if environment else None

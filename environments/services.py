@@ -20,6 +20,9 @@ from .locking import Lock, LockError, lock_resolve, pinned_packages
 from .models import Environment, EnvironmentVersion
 from .requirements import RequirementsError, requirements_check
 from .selectors import (
+    NOTEBOOK_DEFAULT_REQUIREMENTS,
+    NOTEBOOK_ENVIRONMENT_NAME,
+    NOTEBOOK_PACKAGE,
     environment_get_usable,
     environment_list_usable_by,
     site_notebook_environment,
@@ -142,7 +145,12 @@ def site_notebook_environment_ensure() -> tuple[Environment, bool]:
     existing = site_notebook_environment()
     if existing is not None:
         return existing, False
-    name = settings.NOTEBOOK_ENVIRONMENT_NAME
+    requirements = settings.NOTEBOOK_REQUIREMENTS.strip() or NOTEBOOK_DEFAULT_REQUIREMENTS
+    if NOTEBOOK_PACKAGE not in re.split(r"[\s=<>!~\[;]+", requirements.lower()):
+        raise EnvironmentError(
+            "requirements", "NIGHTSHIFT_NOTEBOOK_REQUIREMENTS must include jupyterlab."
+        )
+    name = NOTEBOOK_ENVIRONMENT_NAME
     environment = Environment.objects.filter(
         visibility=Environment.Visibility.SITE, name=name, owner=None, is_automatic=False
     ).first()
@@ -154,7 +162,7 @@ def site_notebook_environment_ensure() -> tuple[Environment, bool]:
             "notebook sessions start with.",
         )  # fmt: skip
         _full_clean(environment)
-    version = _version_checked(environment, requirements=settings.NOTEBOOK_REQUIREMENTS,
+    version = _version_checked(environment, requirements=requirements,
                                python_version="", container_image="", python="")  # fmt: skip
     with transaction.atomic():
         if made:

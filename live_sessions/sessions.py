@@ -44,7 +44,7 @@ def notebook_problem(choice: SoftwareChoice) -> str | None:
     return (
         f"{name} has no JupyterLab, which a notebook session runs. Add this line to its "
         f"requirements (a new version, on its environment page): {NOTEBOOK_PACKAGE} — or "
-        f"choose {settings.NOTEBOOK_ENVIRONMENT_NAME}, the site's environment for notebooks."
+        "choose Notebook, the site's environment for notebooks."
     )
 
 

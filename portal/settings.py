@@ -351,15 +351,8 @@ ENVIRONMENT_UV = env_str(
 )  # fmt: skip
 ENVIRONMENT_UV_CACHE_DIR = env_path("NIGHTSHIFT_UV_CACHE_DIR", VAR_DIR / "uv-cache")
 ENVIRONMENT_LOCK_TIMEOUT_S = env_int("NIGHTSHIFT_LOCK_TIMEOUT_S", 120, minimum=5)
-# The site's environment for notebook sessions, which `manage.py notebook_environment` makes
-# (make run, and a production install, run it): JupyterLab and a scientific stack, one
-# requirement per line ("\n" between them in the variable). The session form offers it first.
-NOTEBOOK_ENVIRONMENT_NAME = env_str("NIGHTSHIFT_NOTEBOOK_ENVIRONMENT", "Notebook")
-NOTEBOOK_REQUIREMENTS = env_str(
-    "NIGHTSHIFT_NOTEBOOK_REQUIREMENTS", "jupyterlab\nnumpy\npandas\nmatplotlib\nscikit-learn"
-).replace("\\n", "\n")
-if "jupyterlab" not in re.split(r"[\s=<>!~\[;]+", NOTEBOOK_REQUIREMENTS.lower()):
-    raise ImproperlyConfigured("NIGHTSHIFT_NOTEBOOK_REQUIREMENTS must include jupyterlab")
+# The site's notebook environment (manage.py notebook_environment): requirements, one a line.
+NOTEBOOK_REQUIREMENTS = env_str("NIGHTSHIFT_NOTEBOOK_REQUIREMENTS", "").replace("\\n", "\n")
 
 # -- Datasets ------------------------------------------------------------------------------
 # Each dataset version is kept once, as one content-addressed archive under this folder.
@@ -599,10 +592,9 @@ LOGGING = {
     },
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT,
-                    "filters": ["context"]},
+                    "filters": ["context", "expected"]},
     },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.request": {"filters": ["expected"]}},
 }  # fmt: skip
 # Celery workers log through the same configuration instead of their own.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False

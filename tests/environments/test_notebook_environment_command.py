@@ -50,3 +50,10 @@ def test_requirements_the_index_cannot_satisfy_stop_it_with_the_reason(settings)
     assert "could not be made" in str(failed.value)
     assert "nightshift-no-such-package" in str(failed.value)
     assert not Environment.objects.filter(name="Notebook").exists()
+
+
+def test_requirements_without_jupyterlab_are_refused(settings):
+    settings.NOTEBOOK_REQUIREMENTS = "numpy\npandas"
+    with pytest.raises(CommandError) as failed:
+        run()
+    assert "must include jupyterlab" in str(failed.value)
