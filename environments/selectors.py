@@ -58,16 +58,19 @@ NOTEBOOK_DEFAULT_REQUIREMENTS = "jupyterlab\nnumpy\npandas\nmatplotlib\nscikit-l
 
 
 def _pins(version: EnvironmentVersion, package: str) -> bool:
-    return any(re.sub(r"[-_.]+", "-", name).lower() == package
-               for name, _ in pinned_packages(version.lock))  # fmt: skip
+    return any(
+        re.sub(r"[-_.]+", "-", name).lower() == package for name, _ in pinned_packages(version.lock)
+    )
 
 
 def site_notebook_environment() -> Environment | None:
     """The site's environment that notebook sessions start with: the active site
     environment named NOTEBOOK_ENVIRONMENT_NAME whose newest version has JupyterLab."""
     environment = Environment.objects.filter(
-        visibility=Environment.Visibility.SITE, name=NOTEBOOK_ENVIRONMENT_NAME,
-        is_active=True, is_automatic=False,
-    ).first()  # fmt: skip
+        visibility=Environment.Visibility.SITE,
+        name=NOTEBOOK_ENVIRONMENT_NAME,
+        is_active=True,
+        is_automatic=False,
+    ).first()
     latest = environment.versions.first() if environment else None
     return environment if latest is not None and _pins(latest, NOTEBOOK_PACKAGE) else None

@@ -157,13 +157,16 @@ def site_notebook_environment_ensure() -> tuple[Environment, bool]:
     made = environment is None
     if made:
         environment = Environment(
-            name=name, owner=None, visibility=Environment.Visibility.SITE,
+            name=name,
+            owner=None,
+            visibility=Environment.Visibility.SITE,
             description="JupyterLab with NumPy, pandas, Matplotlib and scikit-learn: what "
             "notebook sessions start with.",
-        )  # fmt: skip
+        )
         _full_clean(environment)
-    version = _version_checked(environment, requirements=requirements,
-                               python_version="", container_image="", python="")  # fmt: skip
+    version = _version_checked(
+        environment, requirements=requirements, python_version="", container_image="", python=""
+    )
     with transaction.atomic():
         if made:
             environment.save()

@@ -423,8 +423,11 @@ def job_resolve(client: Client, job_id: str) -> dict:
     except ApiError as exc:
         if exc.code == "not_found":
             whose = "is" if len(reference) >= 32 else "starts with"
-            raise ApiError(f"No such job: you have no job whose id {whose} {reference}.",
-                           code="not_found", status=exc.status) from None  # fmt: skip
+            raise ApiError(
+                f"No such job: you have no job whose id {whose} {reference}.",
+                code="not_found",
+                status=exc.status,
+            ) from None
         raise
 
 

@@ -348,12 +348,17 @@ def test_the_console_has_the_notebook_environment_and_no_expected_not_yet_answer
 
     assert "notebooks: Notebook@1" in make_run.log.read_text()
     token = (make_run.log.parent / "kit-portal.token").read_text().strip()
-    not_yet = httpx.get(f"{make_run.url}/api/v1/pool/placement/ws-volta/",
-                        headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+    not_yet = httpx.get(
+        f"{make_run.url}/api/v1/pool/placement/ws-volta/",
+        headers={"Authorization": f"Bearer {token}"},
+    )
     assert not_yet.status_code == 404, not_yet.text
     assert httpx.get(f"{make_run.url}/no-such-page/").status_code == 404
-    wait_for(lambda: "Not Found: /no-such-page/" in make_run.log.read_text(), timeout=30,
-             what="the real 404 on the console")  # fmt: skip
+    wait_for(
+        lambda: "Not Found: /no-such-page/" in make_run.log.read_text(),
+        timeout=30,
+        what="the real 404 on the console",
+    )
     assert "Not Found: /api/v1/pool/placement" not in make_run.log.read_text()
 
 

@@ -47,8 +47,11 @@ def test_on_a_phone_the_navigation_is_a_menu_with_thumb_sized_links(page, ada, s
 
 def test_on_a_phone_the_main_pages_fit_the_screen(page, ada, live_server, screenshot):
     page.set_viewport_size(PHONE)
-    for path, name in (("/jobs/", "phone-jobs"), ("/jobs/new/", "phone-new-job"),
-                       ("/sessions/new/", "phone-new-notebook")):  # fmt: skip
+    for path, name in (
+        ("/jobs/", "phone-jobs"),
+        ("/jobs/new/", "phone-new-job"),
+        ("/sessions/new/", "phone-new-notebook"),
+    ):
         page.goto(f"{live_server.url}{path}")
         assert page.evaluate(PAGE_WIDTH) <= PHONE["width"], path
         screenshot(name)

@@ -70,12 +70,14 @@ def test_a_matrix_evaluates_a_published_model_as_a_system(nightshift, ada_in_a_l
     assert wrong.status != 0 and "--system-model names no system: v2" in wrong.stderr
 
 
-def test_a_model_is_published_from_the_short_id_that_list_prints(nightshift, ada_in_a_lab,
-                                                                 finished_job):  # fmt: skip
+def test_a_model_is_published_from_the_short_id_that_list_prints(
+    nightshift, ada_in_a_lab, finished_job
+):
     job = finished_job(ada_in_a_lab)
     short = job.public_id.hex[:8]
     assert short in nightshift("list").stdout
-    published = nightshift("model", "publish", short, "--name", "sentiment",
-                           "--file", "outputs/model.pt")  # fmt: skip
+    published = nightshift(
+        "model", "publish", short, "--name", "sentiment", "--file", "outputs/model.pt"
+    )
     assert published.status == 0, published.stderr
     assert "Published nlp/sentiment@1" in published.stdout

@@ -35,8 +35,9 @@ def test_it_is_made_once_with_jupyterlab_locked_and_then_left_alone(settings):
 
 def test_a_site_notebook_environment_without_jupyterlab_gets_a_version_with_it(settings):
     old = Environment.objects.create(name="Notebook", visibility="site", is_active=False)
-    EnvironmentVersion.objects.create(environment=old, number=1, requirements="six",
-                                      python_version="3.13", lock="six==1.0\n")  # fmt: skip
+    EnvironmentVersion.objects.create(
+        environment=old, number=1, requirements="six", python_version="3.13", lock="six==1.0\n"
+    )
     settings.NOTEBOOK_REQUIREMENTS = "jupyterlab"
     assert "Notebook@2" in run()
     old.refresh_from_db()

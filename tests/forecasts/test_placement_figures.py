@@ -97,8 +97,11 @@ def test_a_kit_asking_before_the_first_forecast_leaves_the_console_quiet(kit_sec
     console = next(h for h in logging.getLogger().handlers if h.get_name() == "console")
 
     def shown() -> list[str]:
-        return [r.getMessage() for r in caplog.records
-                if r.name == "django.request" and console.filter(r)]  # fmt: skip
+        return [
+            r.getMessage()
+            for r in caplog.records
+            if r.name == "django.request" and console.filter(r)
+        ]
 
     assert kit_client(kit_secret).get(figures_url("ws-volta")).status_code == 404
     assert any("placement" in r.getMessage() for r in caplog.records)  # logged, then left out
