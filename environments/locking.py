@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+from packaging.utils import canonicalize_name
 
 from .requirements import Requirements
 
@@ -47,6 +48,12 @@ def lock_sha256(text: str) -> str:
 
 def pinned_packages(lock_text: str) -> tuple[tuple[str, str], ...]:
     return tuple((m.group(1), m.group(3)) for m in _PINNED.finditer(lock_text))
+
+
+def pinned_names(lock_text: str) -> frozenset[str]:
+    """The packages a lock pins, by their normalised names (PEP 503: `Jupyter_Lab` is
+    `jupyter-lab`)."""
+    return frozenset(canonicalize_name(name) for name, _ in pinned_packages(lock_text))
 
 
 def _lock_body(output: str) -> str:

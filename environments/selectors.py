@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import re
-
 from django.db.models import Q, QuerySet
 
 from labs.models import Membership
 from plumbing.names import pick_named, split_qualified
 
-from .locking import pinned_packages
+from .locking import pinned_names
 from .models import Environment, EnvironmentVersion
 
 
@@ -57,12 +55,6 @@ NOTEBOOK_ENVIRONMENT_NAME = "Notebook"
 NOTEBOOK_DEFAULT_REQUIREMENTS = "jupyterlab\nnumpy\npandas\nmatplotlib\nscikit-learn"
 
 
-def _pins(version: EnvironmentVersion, package: str) -> bool:
-    return any(
-        re.sub(r"[-_.]+", "-", name).lower() == package for name, _ in pinned_packages(version.lock)
-    )
-
-
 def site_notebook_environment() -> Environment | None:
     """The site's environment that notebook sessions start with: the active site
     environment named NOTEBOOK_ENVIRONMENT_NAME whose newest version has JupyterLab."""
@@ -73,4 +65,5 @@ def site_notebook_environment() -> Environment | None:
         is_automatic=False,
     ).first()
     latest = environment.versions.first() if environment else None
-    return environment if latest is not None and _pins(latest, NOTEBOOK_PACKAGE) else None
+    has_jupyterlab = latest is not None and NOTEBOOK_PACKAGE in pinned_names(latest.lock)
+    return environment if has_jupyterlab else None

@@ -16,7 +16,7 @@ from jobs.software import PreparedSoftware, SoftwareChoice, SoftwareNotFound
 from jobs.specs import JobSubmissionError
 from plumbing.names import AmbiguousName, needs_qualifying, qualified_name
 
-from .locking import Lock, LockError, lock_resolve, pinned_packages
+from .locking import Lock, LockError, lock_resolve, pinned_names
 from .models import Environment, EnvironmentVersion
 from .requirements import RequirementsError, requirements_check
 from .selectors import (
@@ -346,9 +346,7 @@ def _choice(version: EnvironmentVersion) -> SoftwareChoice:
         container_image=version.container_image or None,
         is_default=environment.is_default,
         is_site=environment.visibility == Environment.Visibility.SITE,
-        packages=frozenset(
-            re.sub(r"[-_.]+", "-", name).lower() for name, _ in pinned_packages(version.lock)
-        ),
+        packages=pinned_names(version.lock),
     )  # fmt: skip
 
 
