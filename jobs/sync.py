@@ -28,7 +28,6 @@ from plumbing.tasks import enqueue
 
 from .bridge import get_bridge
 from .models import FINAL_STATES, Job, JobEvent, JobState, Workstation
-from .notifications import NOTIFY_STATES, notify_enqueue
 from .schedulers import raise_unless_one_answered, schedds_answered, schedds_ask
 from .second_copies import second_copies, second_copies_remove
 from .selectors import job_output_files
@@ -96,6 +95,15 @@ def job_apply_observation(job_pk: int, observation: JobObservation) -> bool:
     return bool(jobs_apply_observations({job_pk: observation}))
 
 
+# The changes their owners may be told of (notifications.tasks.job_changes, by name: the
+# notifications app sits above jobs): a start, an end, a hold.
+TOLD_STATES = {
+    JobState.RUNNING: "started",
+    JobState.COMPLETED: "ended",
+    JobState.FAILED: "ended",
+    JobState.REMOVED: "ended",
+    JobState.HELD: "held",
+}
 # Jobs locked and written together: one transaction, and a few queries, per batch.
 APPLY_BATCH = 1000
 APPLY_THREADS = 2
@@ -169,6 +177,7 @@ def _apply_batch(
         fields: set[str] = set()
         events: list[JobEvent] = []
         evicted: list[Job] = []
+        tell: list[tuple[int, str]] = []
         for job in jobs:
             observation = observations[job.pk]
             changes = observed_changes(
@@ -188,10 +197,14 @@ def _apply_batch(
                     evicted.append(job)
             if job.state in (JobState.COMPLETED, JobState.FAILED):
                 transaction.on_commit(functools.partial(_enqueue_collect, job.pk))
-            if "state" in changes and job.state in NOTIFY_STATES and job.notify_by_email:
-                transaction.on_commit(functools.partial(notify_enqueue, job.pk, job.state))
+            if "state" in changes and (told := TOLD_STATES.get(job.state)):
+                tell.append((job.pk, told))
         if changed_jobs:
             bulk_update_rows(Job, changed_jobs, sorted(fields))
+        if tell:
+            transaction.on_commit(
+                functools.partial(enqueue, "notifications.tasks.job_changes", tell)
+            )
         copy_insert(JobEvent, events)
         log_job_events(events)
         for job in evicted:

@@ -8,7 +8,7 @@ from celery import shared_task
 
 from condor_bridge import BridgeError
 
-from . import notifications, submission, sync
+from . import submission, sync
 from .models import Job
 
 logger = logging.getLogger(__name__)
@@ -53,11 +53,3 @@ def collect_outputs(self, job_pk: int) -> None:
         sync.job_collect_outputs(job_pk)
     except Job.DoesNotExist:
         logger.warning("job %s was deleted before its outputs were collected", job_pk)
-
-
-@shared_task(acks_late=True, autoretry_for=(OSError,), retry_backoff=30, max_retries=5)
-def notify_job(job_pk: int, state: str) -> None:
-    try:
-        notifications.job_notify(job_pk, state)
-    except Job.DoesNotExist:
-        logger.warning("job %s was deleted before its email was sent", job_pk)

@@ -49,7 +49,6 @@ if TRUSTED_PROXY_COUNT:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SECURE_SSL_REDIRECT = env_bool("NIGHTSHIFT_SSL_REDIRECT", HTTPS)
 SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HTTPS
-SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = CSRF_COOKIE_SAMESITE = "Lax"
 SECURE_HSTS_SECONDS = env_int("NIGHTSHIFT_HSTS_SECONDS", 31_536_000 if HTTPS else 0, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("NIGHTSHIFT_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
@@ -100,6 +99,7 @@ INSTALLED_APPS = [
     "forecasts",
     "job_templates",
     "model_registry",
+    "notifications",
     "accounting",
     "operations",
     "portal",
@@ -125,8 +125,7 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
-# Widgets render with the portal's templates too, so that templates/admin/widgets/ can give
-# the admin's split date and time inputs their labels.
+# Widgets render with templates/ too, where the admin's date and time inputs get labels.
 FORM_RENDERER = "django.forms.renderers.TemplatesSetting"
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
@@ -148,9 +147,8 @@ TEMPLATES = [
     },
 ]
 
-# PostgreSQL only, the engine every test runs on. Unset, DATABASE_URL names the private
-# development cluster that `make run` starts under var/postgres/ (deploy/dev/database),
-# reached through its Unix socket, so that manage.py from the checkout finds it too.
+# PostgreSQL only, as in every test. Unset, DATABASE_URL names `make run`'s cluster under
+# var/postgres/ (deploy/dev/database), by its Unix socket, so manage.py finds it too.
 DATABASES = {
     "default": env_database("DATABASE_URL", development_database_url(VAR_DIR / "postgres"))
 }
@@ -344,11 +342,8 @@ REQUIREMENTS_ALLOW = env_list("NIGHTSHIFT_REQUIREMENTS_ALLOW", [])
 if set(REQUIREMENTS_ALLOW) - {"index", "vcs", "local"}:
     raise ImproperlyConfigured("NIGHTSHIFT_REQUIREMENTS_ALLOW takes index, vcs and local")
 # uv resolves requirements into locks on the portal: the one installed beside this Python.
-ENVIRONMENT_UV = env_str(
-    "NIGHTSHIFT_UV",
-    str(Path(sys.executable).with_name("uv")) if Path(sys.executable).with_name("uv").exists()
-    else "uv",
-)  # fmt: skip
+_UV = Path(sys.executable).with_name("uv")
+ENVIRONMENT_UV = env_str("NIGHTSHIFT_UV", str(_UV) if _UV.exists() else "uv")
 ENVIRONMENT_UV_CACHE_DIR = env_path("NIGHTSHIFT_UV_CACHE_DIR", VAR_DIR / "uv-cache")
 ENVIRONMENT_LOCK_TIMEOUT_S = env_int("NIGHTSHIFT_LOCK_TIMEOUT_S", 120, minimum=5)
 # The site's notebook environment (manage.py notebook_environment): requirements, one a line.
@@ -425,9 +420,8 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 # Checkpoints (see jobs/runtime/nightshift.py): the time between SIGTERM and SIGKILL when a
 # workstation's owner comes back (match the execute nodes' NIGHTSHIFT_VACATE_GRACE_SECONDS),
 # how often the helper checkpoints unasked, and how many starts a job gets before it is held.
-# How long HTCondor tries to reconnect to a running job after losing touch with it (the
-# access point or a workstation restarted) before it runs the job again; empty: HTCondor's
-# default, 2400 s.
+# How long HTCondor tries to reconnect to a running job it lost touch with (a restart)
+# before it runs the job again; empty: HTCondor's default, 2400 s.
 JOB_LEASE_S = env_int("NIGHTSHIFT_JOB_LEASE_S", None, minimum=20)
 CHECKPOINT_GRACE_S = env_int("NIGHTSHIFT_CHECKPOINT_GRACE_S", 300, minimum=1)
 # Without a shared file system only checkpoints taken while running reach the next
@@ -468,7 +462,7 @@ QUOTA_RESERVATION_HOURS = env_float("NIGHTSHIFT_QUOTA_RESERVATION_HOURS", 1.0, m
 # The HTCondor accounting group of jobs by users in no lab.
 DEFAULT_ACCOUNTING_GROUP = env_str("NIGHTSHIFT_ACCOUNTING_GROUP", "nightshift")
 
-# -- Email --------------------------------------------------------------------------------
+# -- Notifications: e-mail, browser notifications (Web Push) and webhooks ----------------
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
 EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
 EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1, maximum=65535)
@@ -478,6 +472,11 @@ EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Nightshift <nightshift@localhost>")
 # Where the portal is reached, for links in emails.
 PORTAL_URL = env_url("NIGHTSHIFT_PORTAL_URL", "http://127.0.0.1:8000", schemes=("http", "https"))
+# The site's VAPID key (a PEM file: `manage.py vapid_key` makes one, and `make run` does);
+# absent, browsers are not offered notifications. Webhooks and push services are reached
+# at public addresses only, or in these networks.
+VAPID_PRIVATE_KEY = env_path("NIGHTSHIFT_VAPID_PRIVATE_KEY", VAR_DIR / "vapid-private.pem")
+NOTIFY_URL_ALLOW = env_networks("NIGHTSHIFT_NOTIFY_URL_ALLOW", [])
 
 # -- Live sessions: a running job's TensorBoard or served endpoint, through the portal -----
 # Where browsers reach the live proxy (uvicorn portal.asgi_live): its own origin, so that

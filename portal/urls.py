@@ -12,6 +12,7 @@ from forecasts import urls as forecasts_urls
 from jobs import urls as jobs_urls
 from jobs.views import healthz, pool
 from labs import urls as labs_urls
+from notifications.views import service_worker
 from operations.views import metrics
 
 
@@ -75,6 +76,9 @@ urlpatterns = [
     path("jobs/<uuid:public_id>/", include("usage.urls")),
     path("jobs/<uuid:public_id>/", include("forecasts.urls")),
     path("jobs/", include((jobs_urls.urlpatterns + experiments_urls.urlpatterns, "jobs"))),
+    path("notifications/", include("notifications.urls")),
+    # From the root, so that the service worker's scope is the whole portal.
+    path("service-worker.js", service_worker, name="service-worker"),
     path("pool/", pool, name="pool"),
     path("healthz", healthz, name="healthz"),
     # Browsers ask for /favicon.ico on pages that name no icon (the admin's, the API's).
