@@ -31,6 +31,10 @@ class NotificationError(ValueError):
     """Bad input to a preference, subscription or webhook; the message says what to fix."""
 
 
+class PushOff(Exception):
+    """The site has no VAPID key: browsers are not offered notifications."""
+
+
 @dataclass(frozen=True)
 class Occasion:
     """Something to tell one person: `key` names it, so that it is told once."""
@@ -217,6 +221,8 @@ def push_subscription_add(*, user, subscription: object, label: str = "") -> Pus
         endpoint = outbound.checked_url(endpoint)
     except outbound.OutboundRefused as exc:
         raise NotificationError(f"The push service's address: {exc}") from None
+    if channels.push_public_key() is None:
+        raise PushOff("Browser notifications are off on this site.")
     kept, _ = PushSubscription.objects.update_or_create(
         endpoint=endpoint,
         defaults={"user": user, "p256dh": p256dh, "auth": auth, "label": label[:200]},

@@ -61,8 +61,6 @@ def push_subscribe(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"error": "The browser sent no subscription."}, status=400)
     if not isinstance(data, dict):
         return JsonResponse({"error": "The browser sent no subscription."}, status=400)
-    if channels.push_public_key() is None:
-        return JsonResponse({"error": "Browser notifications are off on this site."}, status=409)
     try:
         subscription = services.push_subscription_add(
             user=request.user,
@@ -71,6 +69,8 @@ def push_subscribe(request: HttpRequest) -> JsonResponse:
         )
     except services.NotificationError as exc:
         return JsonResponse({"error": str(exc)}, status=400)
+    except services.PushOff as exc:
+        return JsonResponse({"error": str(exc)}, status=409)
     return JsonResponse({"id": subscription.pk}, status=201)
 
 

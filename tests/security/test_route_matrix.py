@@ -39,6 +39,7 @@ from job_templates.parameters import parameters_parse, parameters_to_json
 from jobs import specs, submission, sync
 from live_sessions.services import live_token_create
 from model_registry.models import Model, ModelVersion
+from notifications.models import PushSubscription
 from portal.celery import app
 from tests.conftest import (
     FAST_PASSWORD_HASHERS,
@@ -177,6 +178,14 @@ TABLE = {
     "api:job-clone": [("post", (401, 404, 404, 201, 403, 403))],
     # The owner's access token: nobody else's business, admins included.
     "accounts:token_revoke": [("post", (LOGIN, 404, 404, 302, 404, 404))],
+    # Notifications: each user's own choices; another's browser is a 404.
+    "notifications:settings": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    "notifications:push_subscribe": [("post", (LOGIN, 400, 400, 400, 400, 400))],
+    "notifications:push_unsubscribe": [("post", (LOGIN, 404, 404, 302, 404, 404))],
+    "notifications:webhook": [("post", (LOGIN, 400, 400, 400, 400, 400))],
+    "notifications:test": [("post", (LOGIN, 302, 302, 302, 302, 302))],
+    # The service worker is a script, the same for everyone.
+    "service-worker": [("get", (200, 200, 200, 200, 200, 200))],
     "api:token-detail": [("get", (401, 405, 405, 405, 405, 405)),
                          ("delete", (401, 404, 404, 204, 404, 404))],
     # The owner's lab and membership: its lead and admins manage it.
@@ -267,6 +276,7 @@ class World:
     dataset_import: object
     dataset_upload: object
     live_token_id: int
+    subscription_id: int
     reservation: object
     model_version: object
     template_version: object
@@ -314,6 +324,9 @@ def build_world() -> World:
         dataset_upload=DatasetUpload.objects.create(owner=owner, upload_length=10,
                                                     upload_metadata="{}"),
         live_token_id=live_token_create(user=owner, job=job, name="script")[0].pk,
+        subscription_id=PushSubscription.objects.create(
+            user=owner, endpoint="https://push.example.org/owner", p256dh="k", auth="a"
+        ).pk,
         reservation=Reservation.objects.create(
             lab=vision, purpose="Course", starts_at=timezone.now() + timedelta(hours=1),
             ends_at=timezone.now() + timedelta(hours=2), workstations=["ws-volta"], gpus=2,
@@ -397,7 +410,7 @@ def url_of(key, pattern, name, world):
         "uidb64": urlsafe_base64_encode(force_bytes(world.users["owner"].pk)),
         "token": "set-password-1a2b3c", "rest": "",
         "pk": world.environment.pk, "name": world.environment.name, "number": 1,
-        "workstation": "ws-volta",
+        "workstation": "ws-volta", "subscription_id": world.subscription_id,
     }  # fmt: skip
     if name is None:
         return "/" + re.sub(r"\^\(\?P<path>.*\)\$$", "nothing-here/", pattern)
