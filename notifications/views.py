@@ -118,11 +118,9 @@ def send_test(request: HttpRequest) -> HttpResponse:
             "e-mail address or set a webhook.",
         )
     else:
-        ways = sorted({delivery.channel for delivery in sent.deliveries.all()})
-        names = dict(selectors.CHANNELS)
-        messages.success(
-            request, f"A test is on its way by {', '.join(names[way] for way in ways)}."
-        )
+        ways = {delivery.channel for delivery in sent.deliveries.all()}
+        names = [name for channel, name in selectors.CHANNELS if channel in ways]
+        messages.success(request, f"A test is on its way by {', '.join(names)}.")
     return redirect("notifications:settings")
 
 

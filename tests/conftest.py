@@ -13,7 +13,7 @@ from tests.factories import UserFactory
 from tests.helpers import pool_command, pool_restarts_cleanly, schedd_answers, wait_for
 
 # Real Celery worker and beat processes for the integration and browser tests.
-pytest_plugins = ["tests.pipeline", "tests.campus"]
+pytest_plugins = ["tests.pipeline", "tests.campus", "tests.notifications.receivers"]
 
 
 @pytest.hookimpl(trylast=True)

@@ -20,8 +20,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from py_vapid import Vapid
 
-from notifications.models import PushSubscription
-
 
 @dataclass
 class Received:
@@ -90,25 +88,38 @@ class PushService(Receiver):
 
     def __init__(self):
         super().__init__()
-        self.keys: dict[str, tuple[ec.EllipticCurvePrivateKey, bytes]] = {}
+        self.keys_by_path: dict[str, tuple[ec.EllipticCurvePrivateKey, bytes]] = {}
 
-    def browser(self, user, name: str = "laptop") -> PushSubscription:
+    def keys(self, name: str = "laptop") -> dict:
+        """A browser's subscription (PushSubscription.toJSON()), its private key kept here."""
         private = ec.generate_private_key(ec.SECP256R1())
         public = private.public_key().public_bytes(
             serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint
         )
         auth = os.urandom(16)
-        self.keys[f"/push/{name}"] = (private, auth)
+        self.keys_by_path[f"/push/{name}"] = (private, auth)
+        return {
+            "endpoint": f"{self.url}/push/{name}",
+            "keys": {
+                "p256dh": base64.urlsafe_b64encode(public).decode().rstrip("="),
+                "auth": base64.urlsafe_b64encode(auth).decode().rstrip("="),
+            },
+        }
+
+    def browser(self, user, name: str = "laptop"):
+        from notifications.models import PushSubscription
+
+        subscription = self.keys(name)
         return PushSubscription.objects.create(
             user=user,
-            endpoint=f"{self.url}/push/{name}",
-            p256dh=base64.urlsafe_b64encode(public).decode().rstrip("="),
-            auth=base64.urlsafe_b64encode(auth).decode().rstrip("="),
+            endpoint=subscription["endpoint"],
+            p256dh=subscription["keys"]["p256dh"],
+            auth=subscription["keys"]["auth"],
             label=name,
         )
 
     def decrypted(self, received: Received) -> dict:
-        private, auth = self.keys[received.path]
+        private, auth = self.keys_by_path[received.path]
         plain = http_ece.decrypt(
             received.body, private_key=private, auth_secret=auth, version="aes128gcm"
         )
