@@ -137,6 +137,7 @@ def push_service():
 class Mailbox:
     def __init__(self):
         self.messages: list = []
+        self.port = 0
 
     async def handle_DATA(self, server, session, envelope):
         self.messages.append(envelope)
@@ -150,6 +151,7 @@ def smtp_server(settings):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    mailbox.port = port
     controller = Controller(mailbox, hostname="127.0.0.1", port=port)
     controller.start()
     settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
