@@ -66,14 +66,6 @@ def usage_outdated(recorded: RecordedRuns | None, observation: JobObservation) -
     return observation.wall_time_s - recorded.closed_wall_s > TOLERANCE_S
 
 
-def usage_record_observation(job, observation: JobObservation) -> int:
-    """Bring the job's usage records in line with its ad. The caller holds the job's row lock.
-
-    Returns how many records were created or closed.
-    """
-    return sum(usage_record_observations([(job, observation)]).values())
-
-
 def usage_record_observations(pairs: Iterable[tuple[object, JobObservation]]) -> dict[int, int]:
     """The same for many jobs at once, whose row locks the caller holds: one query reads
     their records, and new and changed records are written in bulk.

@@ -8,7 +8,7 @@ from labs.models import Membership
 from plumbing.names import pick_named, split_qualified
 
 from .locking import pinned_names
-from .models import Environment, EnvironmentVersion
+from .models import Environment
 
 
 def environment_list_usable_by(user, *, include_automatic: bool = False) -> QuerySet[Environment]:
@@ -40,12 +40,6 @@ def environment_get_usable(user, reference: str) -> Environment | None:
 def environment_may_change(user, environment: Environment) -> bool:
     """Add versions, delete: the owner; staff for every one (site environments)."""
     return user.is_staff or (environment.owner_id is not None and environment.owner_id == user.pk)
-
-
-def version_jobs(version: EnvironmentVersion):
-    from jobs.models import Job
-
-    return Job.objects.filter(source__environment__id=version.pk)
 
 
 NOTEBOOK_PACKAGE = "jupyterlab"

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import stat
 import tarfile
 import zipfile
@@ -170,7 +169,3 @@ def extract_archive(path: Path, target: Path, limits: ArchiveLimits) -> list[Mem
                     out.write(chunk)
             os.chmod(destination, 0o644)
     return members
-
-
-def remove_extracted(target: Path) -> None:
-    shutil.rmtree(target, ignore_errors=True)
