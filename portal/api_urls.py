@@ -14,6 +14,7 @@ from forecasts import api as forecasts_api
 from job_templates.api import views as templates_api
 from jobs.api import views as jobs_api
 from model_registry.api import views as models_api
+from notifications import api as notifications_api
 from plumbing.api import api_not_found
 from usage import api as usage_api
 
@@ -35,6 +36,12 @@ register_converter(JobReference, "job")
 
 app_name = "api"
 urlpatterns = [
+    path("notifications/", notifications_api.NotificationListView.as_view(), name="notifications"),
+    path(
+        "notifications/preferences/",
+        notifications_api.NotificationPreferencesView.as_view(),
+        name="notification-preferences",
+    ),
     path("jobs/", jobs_api.JobListView.as_view(), name="job-list"),
     path("jobs/<job:public_id>/", jobs_api.JobDetailView.as_view(), name="job-detail"),
     path("jobs/<job:public_id>/cancel/", jobs_api.JobCancelView.as_view(), name="job-cancel"),

@@ -557,6 +557,7 @@ SPECTACULAR_SETTINGS = {
         "DatasetVisibilityEnum": "datasets.models.Dataset.Visibility",
         "DatasetSourceEnum": "datasets.models.DatasetVersion.Source",
         "DatasetImportStateEnum": "datasets.models.DatasetImport.State",
+        "NotificationChannelEnum": "notifications.events.Channel",
     },
 }
 

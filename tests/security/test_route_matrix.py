@@ -115,6 +115,9 @@ TABLE = {
                                ("delete", (401, 403, 403, 403, 200, 200))],
     "api:me": [("get", (401, 200, 200, 200, 200, 200))],
     "api:token-list": [("get", (401, 200, 200, 200, 200, 200))],
+    "api:notifications": [("get", (401, 200, 200, 200, 200, 200))],
+    "api:notification-preferences": [("get", (401, 200, 200, 200, 200, 200)),
+                                     ("put", (401, 400, 400, 400, 400, 400))],
     # Reports: leads (their labs) and admins only.
     "accounting:reports": [("get", (LOGIN, 403, 200, 403, 200, 200))],
     "accounting:export": [("get", (LOGIN, 403, 200, 403, 200, 200))],
