@@ -96,6 +96,9 @@ class Client:
     def post(self, path: str, json: dict | None = None, **kwargs: Any) -> Any:
         return self._send("POST", path, json=json, **kwargs).json()
 
+    def put(self, path: str, json: dict) -> Any:
+        return self._send("PUT", path, json=json).json()
+
     def delete(self, path: str) -> None:
         self._send("DELETE", path)
 

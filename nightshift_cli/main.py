@@ -46,6 +46,7 @@ from .data_commands import data
 from .environment_commands import env
 from .experiment_commands import matrix, study, sweep, sweeps
 from .model_commands import model
+from .notify_commands import notify
 from .template_commands import run, template
 from .usage_commands import usage
 
@@ -483,7 +484,7 @@ def report(obj: Context, period: str | None, month: str | None, start: str | Non
     out.print(grid)
 
 
-for command in (sweep, matrix, study, sweeps, env, data, model, template, run, usage):
+for command in (sweep, matrix, study, sweeps, env, data, model, template, run, usage, notify):
     cli.add_command(command)
 
 
