@@ -96,6 +96,7 @@ class Notification(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["user", "key"], name="one_notification_per_occasion")
         ]
+        indexes = [models.Index(fields=["created_at"], name="notification_created_at")]
 
     def __str__(self) -> str:
         return f"{self.user}: {self.title}"

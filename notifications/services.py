@@ -7,6 +7,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -25,6 +26,9 @@ logger = logging.getLogger(__name__)
 # A delivery that failed this many times in a row is given up (the task's backoff spreads
 # them over about an hour).
 MOST_ATTEMPTS = 8
+# What was told is kept this long: the "Lately" list, and the memory that keeps an occasion
+# from being told twice (none is told again after this long).
+KEPT_DAYS = 90
 
 
 class NotificationError(ValueError):
@@ -191,6 +195,13 @@ def _fail(delivery: Delivery, reason: str, *, gone: bool = False) -> str:
         logger.info("push subscription %s is gone: %s", delivery.subscription_id, reason)
         PushSubscription.objects.filter(pk=delivery.subscription_id).delete()
     return "failed"
+
+
+def notifications_purge(*, now=None) -> int:
+    """Forget what was told more than KEPT_DAYS ago (with its deliveries)."""
+    cutoff = (now or timezone.now()) - timedelta(days=KEPT_DAYS)
+    removed, _ = Notification.objects.filter(created_at__lt=cutoff).delete()
+    return removed
 
 
 def preferences_set(*, user, chosen: dict[str, set[str]]) -> None:

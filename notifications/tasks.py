@@ -18,6 +18,11 @@ def scan() -> int:
     return sources.scan()
 
 
+@shared_task(acks_late=True)
+def purge() -> int:
+    return services.notifications_purge()
+
+
 # Retries wait 30 s, 1, 2, 4 ... minutes (with jitter), up to services.MOST_ATTEMPTS tries.
 @shared_task(bind=True, acks_late=True, max_retries=services.MOST_ATTEMPTS)
 def deliver(self, delivery_pk: int) -> str:

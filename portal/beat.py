@@ -38,6 +38,10 @@ def beat_schedule(
         # What time alone brings people word of: a session near its limit, a long wait, a
         # study that stopped, a reservation about to begin.
         "notify": {"task": "notifications.tasks.scan", "schedule": 60.0},
+        "purge-notifications": {
+            "task": "notifications.tasks.purge",
+            "schedule": crontab(minute=40, hour=3),
+        },
         # Dataset imports whose task or worker was lost start again; their leftovers go.
         "recover-dataset-imports": {"task": "datasets.tasks.recover_imports", "schedule": 300.0},
         # Each lab lead's summary of the month that just ended, on the 1st at 07:00.

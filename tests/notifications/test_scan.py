@@ -136,3 +136,11 @@ def test_a_cancelled_reservation_is_not_told(student, hooked, fake_bridge):
         cancelled_at=now,
     )
     assert sources.scan(now=now) == 0
+
+
+def test_what_was_told_long_ago_is_forgotten(student, hooked, fake_bridge):
+    services.notify([services.Occasion(user=student, event="job.ended", key="old", title="old")])
+    services.notify([services.Occasion(user=student, event="job.ended", key="new", title="new")])
+    Notification.objects.filter(key="old").update(created_at=timezone.now() - timedelta(days=91))
+    assert services.notifications_purge() == 2  # the notification and its delivery
+    assert list(Notification.objects.values_list("key", flat=True)) == ["new"]
