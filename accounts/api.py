@@ -17,9 +17,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounting.quotas import quota_standings
-from jobs.api.views import error_responses
 from jobs.selectors import job_list_for_user
-from plumbing.api import ApiError, ErrorSerializer, TokenThrottle
+from plumbing.api import ApiError, ErrorSerializer, TokenThrottle, error_responses
 
 from . import selectors, services
 from .models import AccessToken

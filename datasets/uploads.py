@@ -31,8 +31,7 @@ from rest_framework_tus import constants, tus_api_extensions
 from rest_framework_tus.storage import AbstractUploadSaveHandler
 from rest_framework_tus.views import UploadMetadata, UploadViewSet
 
-from jobs.api.views import error_responses
-from plumbing.api import ApiError, error_body
+from plumbing.api import ApiError, error_body, error_responses
 
 from . import services, storage
 from .models import DatasetUpload

@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from plumbing.api import ApiError, ErrorSerializer
+from plumbing.api import ApiError, error_responses
 
 from . import selectors, services
 from .events import Channel, Event
 from .models import Delivery, Notification
-
-ERRORS = {
-    400: OpenApiResponse(ErrorSerializer, description="An unknown event or channel."),
-    401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
-}
 
 
 class PreferenceSerializer(serializers.Serializer):
@@ -78,7 +73,7 @@ class NotificationPreferencesView(APIView):
     @extend_schema(
         summary="Your notification choices",
         description="Each event, with the channels it is told by (defaults where never set).",
-        responses={200: PreferenceSerializer(many=True), 401: ERRORS[401]},
+        responses={200: PreferenceSerializer(many=True), **error_responses(401)},
         tags=["notifications"],
     )
     def get(self, request: Request) -> Response:
@@ -87,7 +82,7 @@ class NotificationPreferencesView(APIView):
     @extend_schema(
         summary="Change your notification choices",
         request=PreferencesChangeSerializer,
-        responses={200: PreferenceSerializer(many=True), **ERRORS},
+        responses={200: PreferenceSerializer(many=True), **error_responses(400, 401)},
         tags=["notifications"],
     )
     def put(self, request: Request) -> Response:
@@ -105,7 +100,7 @@ class NotificationListView(APIView):
     @extend_schema(
         summary="What you were told lately",
         description="The 20 newest notifications, with each channel's delivery.",
-        responses={200: NotificationSerializer(many=True), 401: ERRORS[401]},
+        responses={200: NotificationSerializer(many=True), **error_responses(401)},
         tags=["notifications"],
     )
     def get(self, request: Request) -> Response:

@@ -14,7 +14,9 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions, serializers, status
+from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -146,3 +148,40 @@ class ErrorDetailSerializer(serializers.Serializer):
 
 class ErrorSerializer(serializers.Serializer):
     error = ErrorDetailSerializer(help_text="What went wrong.")
+
+
+ERRORS = {
+    400: OpenApiResponse(ErrorSerializer, description="Invalid input; `fields` says where."),
+    403: OpenApiResponse(
+        ErrorSerializer,
+        description="Over a quota limit; the message says "
+        "which, the usage, and when capacity frees up.",
+    ),
+    401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
+    404: OpenApiResponse(ErrorSerializer, description="Not found, or not yours to see."),
+}
+
+
+def error_responses(*codes: int) -> dict:
+    """The OpenAPI description of each error status an endpoint may answer."""
+    return {code: ERRORS.get(code) or OpenApiResponse(ErrorSerializer) for code in codes}
+
+
+class Pagination(PageNumberPagination):
+    """Pages of 25 (page_size up to 200), each field described for the API's document."""
+
+    page_size = 25
+    page_size_query_param = "page_size"
+    max_page_size = 200
+    # What the pages hold, and in which order, for the document.
+    noun = "items"
+    order = ""
+
+    def get_paginated_response_schema(self, schema: dict) -> dict:
+        described = super().get_paginated_response_schema(schema)
+        properties = described["properties"]
+        properties["count"]["description"] = f"{self.noun.capitalize()} that match, on every page."
+        properties["next"]["description"] = "The next page; null on the last."
+        properties["previous"]["description"] = "The previous page; null on the first."
+        properties["results"]["description"] = f"This page's {self.noun}{self.order}."
+        return described

@@ -11,9 +11,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs.api.views import JobPagination, error_responses
 from labs.models import Lab
-from plumbing.api import ApiError, ErrorSerializer
+from plumbing.api import ApiError, ErrorSerializer, Pagination, error_responses
 from plumbing.names import named_in_address
 
 from .. import delivery, services, storage
@@ -40,7 +39,7 @@ def dataset_or_404(request: Request, name: str) -> Dataset:
 
 class DatasetListView(GenericAPIView):
     serializer_class = DatasetSummarySerializer
-    pagination_class = JobPagination
+    pagination_class = Pagination
     queryset = Dataset.objects.none()
     parser_classes = [JSONParser, MultiPartParser, FormParser]
 

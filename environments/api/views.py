@@ -11,9 +11,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs import specs
-from jobs.api.views import JobPagination, error_responses, submission_refused
+from jobs.api.views import submission_refused
 from labs.models import Lab
-from plumbing.api import ApiError, ErrorSerializer
+from plumbing.api import ApiError, ErrorSerializer, Pagination, error_responses
 from plumbing.names import named_in_address
 
 from .. import builds, services
@@ -55,7 +55,7 @@ def changeable_or_403(request: Request, name: str) -> Environment:
 
 class EnvironmentListView(GenericAPIView):
     serializer_class = EnvironmentSummarySerializer
-    pagination_class = JobPagination
+    pagination_class = Pagination
     queryset = Environment.objects.none()
 
     def get_queryset(self):

@@ -14,14 +14,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs import specs
-from jobs.api.views import (
-    JobPagination,
-    error_responses,
-    source_job_of,
-    submission_refused,
-    submitted_name,
-)
-from plumbing.api import ApiError, ErrorSerializer, SubmissionThrottle
+from jobs.api.views import source_job_of, submission_refused, submitted_name
+from plumbing.api import ApiError, ErrorSerializer, Pagination, SubmissionThrottle, error_responses
 
 from .. import matrices, readouts, selectors, studies, sweeps
 from ..lookups import actionable_sweep_or_403, visible_sweep_or_404
@@ -36,8 +30,9 @@ from .serializers import (
 )
 
 
-class SweepPagination(JobPagination):
-    pass
+class SweepPagination(Pagination):
+    noun = "sweeps"
+    order = ", newest first"
 
 
 class SweepListView(GenericAPIView):

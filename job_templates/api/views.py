@@ -11,12 +11,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from jobs.api.serializers import JobSerializer
-from jobs.api.views import JobPagination, error_responses, job_response
+from jobs.api.views import job_response
 from jobs.errors import JobSubmissionError
 from labs.models import Lab
 from model_registry.api.views import catalogue_params
 from model_registry.api.views import version_or_404 as model_version_or_404
-from plumbing.api import ApiError, ErrorSerializer
+from plumbing.api import ApiError, ErrorSerializer, Pagination, error_responses
 
 from ..models import TemplateVersion
 from ..selectors import (
@@ -59,7 +59,7 @@ def _lab_named(name: str) -> Lab | None:
 
 class TemplateListView(GenericAPIView):
     serializer_class = TemplateVersionSummarySerializer
-    pagination_class = JobPagination
+    pagination_class = Pagination
     parser_classes = [MultiPartParser, JSONParser]
     queryset = TemplateVersion.objects.none()
 

@@ -11,7 +11,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
-from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,7 +21,7 @@ from jobs.filters import JobListFilter
 from jobs.lookups import actionable_job_or_403, own_job_or_403, visible_job_or_404
 from jobs.models import Job
 from jobs.software import software_choices
-from plumbing.api import ApiError, ErrorSerializer, SubmissionThrottle
+from plumbing.api import ApiError, ErrorSerializer, Pagination, SubmissionThrottle, error_responses
 
 from .serializers import (
     JobCloneJSONSerializer,
@@ -48,21 +47,6 @@ API_FIELD_FOR = {
     "python": "environment_preset",
     "container_image": "environment_preset",
 }
-
-ERRORS = {
-    400: OpenApiResponse(ErrorSerializer, description="Invalid input; `fields` says where."),
-    403: OpenApiResponse(
-        ErrorSerializer,
-        description="Over a quota limit; the message says "
-        "which, the usage, and when capacity frees up.",
-    ),
-    401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
-    404: OpenApiResponse(ErrorSerializer, description="No such job of yours."),
-}
-
-
-def error_responses(*codes: int) -> dict:
-    return {code: ERRORS.get(code) or OpenApiResponse(ErrorSerializer) for code in codes}
 
 
 def submission_refused(exc: specs.JobSubmissionError) -> ApiError:
@@ -99,19 +83,9 @@ def job_response(request: Request, job: Job, code: int = 200) -> Response:
     return Response(JobSerializer(job, context={"request": request}).data, status=code)
 
 
-class JobPagination(PageNumberPagination):
-    page_size = 25
-    page_size_query_param = "page_size"
-    max_page_size = 200
-
-    def get_paginated_response_schema(self, schema: dict) -> dict:
-        described = super().get_paginated_response_schema(schema)
-        properties = described["properties"]
-        properties["count"]["description"] = "Jobs that match, on every page."
-        properties["next"]["description"] = "The next page; null on the last."
-        properties["previous"]["description"] = "The previous page; null on the first."
-        properties["results"]["description"] = "This page's jobs, newest first."
-        return described
+class JobPagination(Pagination):
+    noun = "jobs"
+    order = ", newest first"
 
 
 class ApiJobFilter(JobListFilter):

@@ -12,11 +12,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from datasets import storage
-from jobs.api.views import JobPagination, error_responses
 from jobs.models import Job
 from jobs.selectors import AmbiguousJobId, job_get_visible
 from labs.models import Lab
-from plumbing.api import ApiError, ErrorSerializer
+from plumbing.api import ApiError, ErrorSerializer, Pagination, error_responses
 
 from ..delivery import archive_name
 from ..models import ModelVersion
@@ -51,7 +50,7 @@ def catalogue_params(request: Request) -> dict:
 
 class ModelListView(GenericAPIView):
     serializer_class = ModelVersionSummarySerializer
-    pagination_class = JobPagination
+    pagination_class = Pagination
     queryset = ModelVersion.objects.none()
 
     @extend_schema(
