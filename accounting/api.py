@@ -20,9 +20,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from plumbing.api import ApiError, ErrorSerializer
+from plumbing.spreadsheets import stream_csv
 
 from . import reports
-from .views import export_filename, report_request, stream_csv
+from .selectors import export_filename, report_request
 
 ERRORS = {
     400: OpenApiResponse(ErrorSerializer, description="Invalid period or grouping; see fields."),

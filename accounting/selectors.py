@@ -5,13 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.core.exceptions import PermissionDenied
 from django.db.models import DurationField, ExpressionWrapper, F, FloatField, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, Extract, Greatest, Least
+from django.http import Http404
 from django.utils import timezone
+from django.utils.text import slugify
 
 from jobs.models import Job
 from labs.models import Lab, Membership
 
+from . import reports
+from .forms import ReportForm
 from .models import UsageRecord
 
 
@@ -74,3 +79,29 @@ def lab_member_usage(lab: Lab) -> list[MemberUsage]:
             membership, gpu_hours_used(runs, since=since, until=now).total, jobs.count(),
         ))  # fmt: skip
     return usage
+
+
+def report_request(user, query) -> tuple[ReportForm, reports.Scope | None]:
+    """The checked form and the scope it asks for (None when the form has errors).
+
+    PermissionDenied for a user who may read no report; Http404 for another lab's report.
+    """
+    labs = reports.report_labs(user)
+    if not user.is_staff and not labs:
+        raise PermissionDenied("Usage reports are for lab leads and administrators.")
+    form = ReportForm(query, labs=labs, everything=user.is_staff)
+    if not form.is_valid():
+        if "lab" in form.errors:
+            raise Http404("No such lab among those whose reports you can read.")
+        return form, None
+    try:
+        return form, reports.report_scope(user, form.cleaned_data.get("lab"))
+    except reports.ReportNotAllowed as exc:
+        raise Http404(str(exc)) from None
+
+
+def export_filename(table: str, scope: reports.Scope, period: reports.Period) -> str:
+    """The name a report's CSV downloads as: the table, whose report and which days."""
+    start = timezone.localtime(period.start).date()
+    end = timezone.localtime(period.end).date()
+    return f"nightshift-{table}-{slugify(scope.label)[:40] or 'all'}-{start}-{end}.csv"

@@ -1,90 +1,24 @@
 from __future__ import annotations
 
-import csv
-
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import (
     Http404,
     HttpRequest,
     HttpResponse,
-    HttpResponseBadRequest,
     StreamingHttpResponse,
 )
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
-from django.utils.text import slugify
 
 from labs.selectors import lab_managed_or_404
 from labs.services import MembershipError, lab_member_add
 from plumbing.panels import panels_for
+from plumbing.spreadsheets import invalid_parameters, stream_csv
 
 from . import reports
-from .forms import ReportForm
-from .selectors import lab_member_usage
-
-
-class _Echo:
-    """A file-like object whose write() hands the line back, for streaming CSV."""
-
-    def write(self, value: str) -> str:
-        return value
-
-
-# A spreadsheet runs a cell that starts with one of these as a formula (CSV injection).
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-
-
-def _inert(cell):
-    if isinstance(cell, str) and cell.startswith(_FORMULA_START):
-        return "'" + cell
-    return cell
-
-
-def stream_csv(rows, filename: str) -> StreamingHttpResponse:
-    """Rows as a streamed CSV download; text that a spreadsheet would run stays text."""
-    writer = csv.writer(_Echo())
-    response = StreamingHttpResponse(
-        (writer.writerow([_inert(cell) for cell in row]) for row in rows),
-        content_type="text/csv; charset=utf-8",
-    )
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
-
-
-def report_request(user, query) -> tuple[ReportForm, reports.Scope | None]:
-    """The checked form and the scope it asks for (None when the form has errors).
-
-    PermissionDenied for a user who may read no report; Http404 for another lab's report.
-    """
-    labs = reports.report_labs(user)
-    if not user.is_staff and not labs:
-        raise PermissionDenied("Usage reports are for lab leads and administrators.")
-    form = ReportForm(query, labs=labs, everything=user.is_staff)
-    if not form.is_valid():
-        if "lab" in form.errors:
-            raise Http404("No such lab among those whose reports you can read.")
-        return form, None
-    try:
-        return form, reports.report_scope(user, form.cleaned_data.get("lab"))
-    except reports.ReportNotAllowed as exc:
-        raise Http404(str(exc)) from None
-
-
-def invalid_report(form: ReportForm) -> HttpResponseBadRequest:
-    """A CSV export asked with parameters the form refuses: what is wrong, as plain text."""
-    problems = "; ".join(f"{name}: {' '.join(errors)}" for name, errors in form.errors.items())
-    return HttpResponseBadRequest(f"The report's parameters are not valid. {problems}",
-                                  content_type="text/plain; charset=utf-8")  # fmt: skip
-
-
-def export_filename(table: str, scope: reports.Scope, period: reports.Period) -> str:
-    start = timezone.localtime(period.start).date()
-    end = timezone.localtime(period.end).date()
-    return f"nightshift-{table}-{slugify(scope.label)[:40] or 'all'}-{start}-{end}.csv"
+from .selectors import export_filename, lab_member_usage, report_request
 
 
 def chart_data(report: reports.Report) -> dict:
@@ -164,7 +98,7 @@ def report_export(request: HttpRequest, table: str) -> HttpResponse | StreamingH
         raise Http404("No such report table.")
     form, scope = report_request(request.user, request.GET)
     if scope is None:
-        return invalid_report(form)
+        return invalid_parameters(form)
     period = form.report_period()
     if table == "records":
         rows = reports.usage_records_rows(scope, period)

@@ -19,7 +19,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from jobs.archives import ArchiveError, ArchiveLimits, extract_archive, is_archive
 from jobs.inputs import jobs_using_versions
-from labs.models import Lab
+from labs.selectors import lab_by_name
 from plumbing.tasks import enqueue
 
 from . import content, fetching, storage
@@ -86,7 +86,7 @@ def lab_named(name: str):
     """The lab a client names for lab visibility, or None for none."""
     if not name:
         return None
-    lab = Lab.objects.filter(name=name).first()
+    lab = lab_by_name(name)
     if lab is None:
         raise DatasetError("lab", f"No lab is called {name[:100]!r}.")
     return lab

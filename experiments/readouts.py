@@ -7,7 +7,7 @@ import io
 from typing import NamedTuple
 
 from jobs.models import JobState
-from jobs.readouts import csv_cell
+from plumbing.spreadsheets import inert
 
 from . import selectors
 from .models import Sweep
@@ -61,11 +61,11 @@ def sweep_results_csv(comparison: SweepComparison) -> str:
     metric = results.metric or "metric"
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow([csv_cell(cell) for cell in [
+    writer.writerow([inert(cell) for cell in [
         "index", "job_id", *names, "state", f"final_{metric}", f"best_{metric}", "best_step",
         "gpu_hours", "workstation"]])  # fmt: skip
     for row in rows:
-        writer.writerow([csv_cell(cell) for cell in [
+        writer.writerow([inert(cell) for cell in [
             row.run.sweep_index, row.run.public_id,
             *(row.run.parameters.get(name) for name in names), row.run.state, row.final,
             row.best, row.best_step, round(row.gpu_hours, 4), row.run.workstation,

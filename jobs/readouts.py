@@ -97,11 +97,3 @@ def metrics_payload(job: Job, *, limit: int) -> dict:
         "skipped_lines": metrics.skipped_lines,
         "is_final": job.is_final,
     }
-
-
-def csv_cell(value):
-    # Parameter values and metric names come from users and jobs: a leading =, +, - or @
-    # must not become a spreadsheet formula.
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@"):
-        return "'" + value
-    return "" if value is None else value

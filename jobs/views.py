@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import csv
 import dataclasses
 import itertools
 import math
@@ -33,6 +32,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from plumbing.panels import panels_for
+from plumbing.spreadsheets import stream_csv
 
 from . import actions, polling, readouts, selectors, specs, staging, submission
 from .bridge import get_bridge
@@ -441,28 +441,14 @@ def job_metrics(request: HttpRequest, public_id) -> JsonResponse:
     return JsonResponse(readouts.metrics_payload(job, limit=1000))
 
 
-class _Echo:
-    def write(self, value: str) -> str:
-        return value
-
-
 @login_required
 @require_GET
 def job_metrics_csv(request: HttpRequest, public_id) -> StreamingHttpResponse:
     job = visible_job_or_404(request.user, public_id)
     metrics = selectors.job_metrics(job.directory, staging.job_metrics_path(job))
     columns = ["step", "time", *metrics.names]
-    writer = csv.writer(_Echo())
-    lines = (
-        writer.writerow([readouts.csv_cell(row.get(column)) for column in columns])
-        for row in metrics.rows
-    )
-    response = StreamingHttpResponse(
-        itertools.chain([writer.writerow([readouts.csv_cell(c) for c in columns])], lines),
-        content_type="text/csv",
-    )
-    response["Content-Disposition"] = f'attachment; filename="metrics-{job.public_id}.csv"'
-    return response
+    rows = ([row.get(column) for column in columns] for row in metrics.rows)
+    return stream_csv(itertools.chain([columns], rows), f"metrics-{job.public_id}.csv")
 
 
 def _draft(request: HttpRequest) -> tuple[JobSubmitForm, dict[str, list[str]]]:

@@ -21,3 +21,8 @@ def lab_managed_or_404(user, lab_id: int) -> Lab:
         return labs_managed_by(user).distinct().get(pk=lab_id)
     except Lab.DoesNotExist:
         raise Http404("No such lab of yours.") from None
+
+
+def lab_by_name(name: str) -> Lab | None:
+    """The lab with this name, if any: what a form's or the API's `lab` field names."""
+    return Lab.objects.filter(name=name).first() if name else None

@@ -14,8 +14,9 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from accounting.views import export_filename, invalid_report, report_request, stream_csv
+from accounting.selectors import export_filename, report_request
 from jobs.lookups import visible_job_or_404
+from plumbing.spreadsheets import invalid_parameters, stream_csv
 
 from . import reports, selectors
 
@@ -77,7 +78,7 @@ def utilisation_export(request: HttpRequest, table: str) -> HttpResponse:
         raise Http404("No such report table.")
     form, scope = report_request(request.user, request.GET)
     if scope is None:
-        return invalid_report(form)
+        return invalid_parameters(form)
     period = form.report_period()
     rows = reports.TABLES[table](scope, period, form.cleaned_data["group"]).csv_rows()
     return stream_csv(rows, export_filename(f"utilisation-{table}", scope, period))

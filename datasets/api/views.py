@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from labs.models import Lab
+from labs.selectors import lab_by_name
 from plumbing.api import ApiError, ErrorSerializer, Pagination, error_responses
 from plumbing.names import named_in_address
 
@@ -73,7 +73,7 @@ class DatasetListView(GenericAPIView):
         form.is_valid(raise_exception=True)
         data = dict(form.validated_data)
         lab_name = data.pop("lab", "")
-        lab = Lab.objects.filter(name=lab_name).first() if lab_name else None
+        lab = lab_by_name(lab_name)
         common = {"user": request.user, "name": data["name"], "visibility": data["visibility"],
                   "description": data["description"], "lab": lab}  # fmt: skip
         try:

@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 
 from jobs import specs
 from jobs.api.views import submission_refused
-from labs.models import Lab
+from labs.selectors import lab_by_name
 from plumbing.api import ApiError, ErrorSerializer, Pagination, error_responses
 from plumbing.names import named_in_address
 
@@ -85,7 +85,7 @@ class EnvironmentListView(GenericAPIView):
         form.is_valid(raise_exception=True)
         data = dict(form.validated_data)
         lab_name = data.pop("lab", "")
-        lab = Lab.objects.filter(name=lab_name).first() if lab_name else None
+        lab = lab_by_name(lab_name)
         try:
             environment = services.environment_create(user=request.user, lab=lab, **data)
         except services.EnvironmentError as exc:

@@ -14,6 +14,7 @@ from jobs.api.serializers import JobSerializer
 from jobs.api.views import job_response
 from jobs.errors import JobSubmissionError
 from labs.models import Lab
+from labs.selectors import lab_by_name
 from model_registry.api.views import catalogue_params
 from model_registry.api.views import version_or_404 as model_version_or_404
 from plumbing.api import ApiError, ErrorSerializer, Pagination, error_responses
@@ -50,7 +51,7 @@ def template_or_404(request: Request, lab: str, name: str, number: int | None) -
 def _lab_named(name: str) -> Lab | None:
     if not name:
         return None
-    lab = Lab.objects.filter(name=name).first()
+    lab = lab_by_name(name)
     if lab is None:
         raise ApiError(f"No lab called {name[:100]!r}.", code="invalid", status_code=400,
                        field="lab")  # fmt: skip

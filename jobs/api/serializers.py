@@ -10,7 +10,7 @@ from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTI
 from jobs.inputs import MAX_DATASETS_PER_JOB, MAX_MODELS_PER_JOB, job_datasets, job_models
 from jobs.models import Job, JobEvent, JobState
 from jobs.specs import JOB_NAME_MAX_LENGTH, LIVE_SERVICE_CHOICES, JobSpec, job_default_name
-from labs.models import Lab
+from labs.selectors import lab_by_name
 
 
 class EnvironmentVariableField(serializers.CharField):
@@ -127,7 +127,7 @@ class JobRequestSerializer(serializers.Serializer):
     def validate_lab(self, name: str) -> int | None:
         if not name:
             return None
-        lab = Lab.objects.filter(name=name).first()
+        lab = lab_by_name(name)
         if lab is None:
             raise serializers.ValidationError(f"No lab is called {name[:100]!r}.")
         return lab.pk

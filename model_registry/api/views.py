@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 from datasets import storage
 from jobs.models import Job
 from jobs.selectors import AmbiguousJobId, job_get_visible
-from labs.models import Lab
+from labs.selectors import lab_by_name
 from plumbing.api import ApiError, ErrorSerializer, Pagination, error_responses
 
 from ..delivery import archive_name
@@ -88,7 +88,7 @@ class ModelListView(GenericAPIView):
             raise ApiError(str(exc), code="ambiguous", status_code=400, field="job") from None
         lab = None
         if data.get("lab"):
-            lab = Lab.objects.filter(name=data["lab"]).first()
+            lab = lab_by_name(data["lab"])
             if lab is None:
                 raise ApiError(f"No lab called {data['lab']!r}.", code="invalid",
                                status_code=400, field="lab")  # fmt: skip
