@@ -5,7 +5,8 @@ from datetime import date
 from django import forms
 from django.utils import timezone
 
-from .reports import GROUPINGS, Period, period_between, period_last_days, period_month
+from .periods import Period, period_between, period_last_days, period_month
+from .reports import GROUPINGS
 
 MAX_CUSTOM_DAYS = 731
 

@@ -7,24 +7,18 @@ fixed: groupings come from a closed list, and every value is a query parameter.
 
 from __future__ import annotations
 
-import calendar
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta
-from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.core.mail import send_mail
 from django.db import connection, transaction
-from django.urls import reverse
 from django.utils import timezone
 
-from audit.services import audit_record
 from labs.models import Lab, Membership
 
-from .models import MonthlyReport, UsageRecord
+from .models import UsageRecord
+from .periods import Period
 
 GROUPINGS = {
     # name: (label, SQL for the usage record's group, SQL for a job's group)
@@ -59,51 +53,10 @@ WAIT_BUCKETS = (
 WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 # The over-time chart stacks this many groups; the rest are summed as "others".
 STACKED_GROUPS = 8
-# Over this many days the over-time chart counts by week instead of by day.
-DAILY_UP_TO_DAYS = 92
 
 
 class ReportNotAllowed(Exception):
     """The user leads no lab and is no admin, or asked for a lab they do not lead."""
-
-
-@dataclass(frozen=True)
-class Period:
-    start: datetime
-    end: datetime
-    label: str
-
-    @property
-    def days(self) -> float:
-        return (self.end - self.start).total_seconds() / 86400
-
-    @property
-    def bucket(self) -> str:
-        return "day" if self.days <= DAILY_UP_TO_DAYS else "week"
-
-
-def _zone() -> ZoneInfo:
-    return ZoneInfo(settings.TIME_ZONE)
-
-
-def _midnight(day: date) -> datetime:
-    return datetime.combine(day, time(0), tzinfo=_zone())
-
-
-def period_last_days(days: int, now: datetime | None = None) -> Period:
-    now = now or timezone.now()
-    return Period(now - timedelta(days=days), now, f"last {days} days")
-
-
-def period_month(year: int, month: int) -> Period:
-    first = date(year, month, 1)
-    following = date(year + month // 12, month % 12 + 1, 1)
-    return Period(_midnight(first), _midnight(following), f"{calendar.month_name[month]} {year}")
-
-
-def period_between(first: date, last: date) -> Period:
-    """From the start of `first` to the end of `last`, in the portal's time zone."""
-    return Period(_midnight(first), _midnight(last + timedelta(days=1)), f"{first} to {last}")
 
 
 @dataclass(frozen=True)
@@ -506,81 +459,6 @@ def usage_records_rows(scope: Scope, period: Period) -> Iterator[list]:
                pool, model, gpus, round(wall, 1), round(committed, 1), round(bad, 1),
                round(hours, 4), "" if wait is None else round(wait, 1),
                by or "running"]  # fmt: skip
-
-
-# -- the monthly email -------------------------------------------------------------------------
-
-
-def previous_month(today: date | None = None) -> tuple[int, int]:
-    today = today or timezone.localdate()
-    first = today.replace(day=1) - timedelta(days=1)
-    return first.year, first.month
-
-
-def report_url(*, lab: Lab, year: int, month: int) -> str:
-    query = f"?lab={lab.pk}&period=month&month={year:04d}-{month:02d}"
-    return settings.PORTAL_URL.rstrip("/") + reverse("accounting:reports") + query
-
-
-def monthly_summary_text(lab: Lab, report: Report, url: str) -> str:
-    totals = report.totals
-    lines = [
-        f"Nightshift usage for {lab.name}, {report.period.label}",
-        "",
-        f"GPU-hours used:         {totals['gpu_hours']:.1f}",
-        f"Jobs that ended:        {totals['jobs_ended']} ({totals['completed']} completed)",
-        f"Lost to evictions:      {totals['lost_gpu_hours']:.1f} GPU-hours",
-    ]
-    if totals["goodput_percent"] is not None:
-        lines.append(f"Goodput:                {totals['goodput_percent']:.1f} %")
-    if totals["median_wait_minutes"] is not None:
-        lines.append(
-            f"Queue wait:             median {totals['median_wait_minutes']:.1f} min, "
-            f"90th percentile {totals['p90_wait_minutes']:.1f} min"
-        )
-    users = report.tables["usage"].rows[:10]
-    if users:
-        lines += ["", "Top users by GPU-hours:"]
-        lines += [f"  {row['group']:<24} {row['gpu_hours']:>9.1f}" for row in users]
-    else:
-        lines += ["", "Nobody in the lab ran a job this month."]
-    lines += ["", f"Charts, tables and CSV exports: {url}"]
-    return "\n".join(lines)
-
-
-def monthly_reports_send(year: int | None = None, month: int | None = None) -> list[MonthlyReport]:
-    """Email each lab's leads the month's summary, once per lab and month."""
-    if year is None or month is None:
-        year, month = previous_month()
-    period = period_month(year, month)
-    first = date(year, month, 1)
-    sent = []
-    user_model = get_user_model()
-    for lab in Lab.objects.order_by("name"):
-        leads = user_model.objects.filter(
-            memberships__lab=lab, memberships__role=Membership.Role.LEAD, is_active=True
-        ).exclude(email="")
-        recipients = sorted({lead.email for lead in leads})
-        if not recipients:
-            continue
-        with transaction.atomic():
-            record, created = MonthlyReport.objects.select_for_update().get_or_create(
-                lab=lab, month=first, defaults={"recipients": ", ".join(recipients)}
-            )
-            if not created:
-                continue  # already sent (or a second beat got here first)
-            report = usage_report(Scope((lab.pk,), lab.name), period, "user")
-            url = report_url(lab=lab, year=year, month=month)
-            send_mail(
-                subject=f"[Nightshift] {lab.name}: usage in {period.label}",
-                message=monthly_summary_text(lab, report, url),
-                from_email=None,
-                recipient_list=recipients,
-            )
-            audit_record(action="report.monthly_sent", actor=None, target=lab,
-                         detail=f"{period.label} to {', '.join(recipients)}")  # fmt: skip
-        sent.append(record)
-    return sent
 
 
 # Each table on its own, for exports: (scope, period, group) -> Table.

@@ -18,6 +18,7 @@ from labs.models import Lab, Membership
 from . import reports
 from .forms import ReportForm
 from .models import UsageRecord
+from .periods import Period
 
 
 def overlapping(records: QuerySet[UsageRecord], since: datetime, until: datetime) -> QuerySet:
@@ -100,7 +101,7 @@ def report_request(user, query) -> tuple[ReportForm, reports.Scope | None]:
         raise Http404(str(exc)) from None
 
 
-def export_filename(table: str, scope: reports.Scope, period: reports.Period) -> str:
+def export_filename(table: str, scope: reports.Scope, period: Period) -> str:
     """The name a report's CSV downloads as: the table, whose report and which days."""
     start = timezone.localtime(period.start).date()
     end = timezone.localtime(period.end).date()

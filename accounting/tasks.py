@@ -6,7 +6,7 @@ from celery import shared_task
 
 from condor_bridge import BridgeError
 
-from . import reports, services
+from . import monthly, services
 
 
 @shared_task(acks_late=True, autoretry_for=(BridgeError,), retry_backoff=10, max_retries=3)
@@ -16,4 +16,4 @@ def sample_capacity() -> int:
 
 @shared_task(acks_late=True, autoretry_for=(OSError,), retry_backoff=60, max_retries=5)
 def send_monthly_reports() -> int:
-    return len(reports.monthly_reports_send())
+    return len(monthly.monthly_reports_send())

@@ -35,7 +35,7 @@ from django.db import connection, models  # noqa: E402
 from django.test.utils import setup_test_environment  # noqa: E402
 from timing import median_ms  # noqa: E402
 
-from accounting import reports  # noqa: E402
+from accounting import periods, reports  # noqa: E402
 from accounting.models import CapacitySample, UsageRecord  # noqa: E402
 from accounting.selectors import gpu_hours_used  # noqa: E402
 from jobs.models import Job  # noqa: E402
@@ -182,7 +182,7 @@ def main() -> None:
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
     try:
         lab, heavy_user = seed()
-        period = reports.period_last_days(30)
+        period = periods.period_last_days(30)
         scope = reports.Scope((lab.pk,), lab.name)
         everything = reports.Scope(None, "everything")
         in_window = (

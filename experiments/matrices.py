@@ -30,16 +30,9 @@ from jobs.staging import (
 from jobs.submission import check_may_submit, job_validate_request
 
 from .models import Sweep
-from .sweeps import (
-    check_placeholders,
-    check_runs,
-    copy_inputs,
-    fill_run,
-    new_folder,
-    record_sweep,
-    run_spec,
-    staged_tree,
-)
+from .plans import check_placeholders, run_spec
+from .run_folders import copy_inputs, staged_tree
+from .sweeps import check_runs, fill_run, new_folder, record_sweep
 
 DATASET_FOLDER = "dataset"
 

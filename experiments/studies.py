@@ -47,7 +47,9 @@ from plumbing.tasks import enqueue
 from . import parameters
 from .models import Sweep
 from .parameters import NAME, Distribution, ParameterError
-from .sweeps import check_placeholders, check_runs, copy_inputs, fill_run, staged_tree
+from .plans import check_placeholders
+from .run_folders import copy_inputs, staged_tree
+from .sweeps import check_runs, fill_run
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

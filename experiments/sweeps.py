@@ -11,13 +11,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import shutil
-import stat
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -45,11 +42,8 @@ from jobs.specs import (
     request_fields,
 )
 from jobs.staging import (
-    SOURCE_DIR,
     content_hashes,
     install_helper,
-    install_helpers_linked,
-    link_or_copy,
     stage_files,
 )
 from jobs.submission import (
@@ -71,9 +65,9 @@ from plumbing.db import (
 )
 from plumbing.tasks import enqueue
 
-from . import parameters
 from .models import Sweep
-from .parameters import ParameterError
+from .plans import SweepPlan, check_placeholders, run_spec
+from .run_folders import FOLDER_CHUNK, FOLDER_THREADS, copy_run_folders, staged_tree
 
 event_log = logging.getLogger("nightshift.jobs")
 
@@ -87,80 +81,6 @@ def log_sweep_events(sweep: Sweep, events: Iterable[JobEvent]) -> None:
                        sweep.public_id, extra={"sweep_id": str(sweep.public_id)})  # fmt: skip
 
 
-@dataclass(frozen=True)
-class SweepPlan:
-    """Which parameter sets a sweep runs, as the user described them."""
-
-    kind: str
-    definition: dict
-
-    @classmethod
-    def from_json(cls, data: object) -> SweepPlan:
-        """{"grid": {name: [values]}}, {"rows": [{name: value}]} or {"random": {name:
-        distribution}, "count": N, "seed": S}."""
-        if not isinstance(data, dict):
-            raise JobSubmissionError("parameters", "Describe the sweep's parameters.")
-        kinds = [key for key in ("grid", "rows", "random") if key in data]
-        if len(kinds) != 1:
-            raise JobSubmissionError(
-                "parameters", "Give exactly one of grid, rows (a list of parameter sets) or random."
-            )
-        kind = {"grid": Sweep.Kind.GRID, "rows": Sweep.Kind.LIST, "random": Sweep.Kind.RANDOM}
-        return cls(kind[kinds[0]], data)
-
-    def runs(self, *, limit: int) -> list[dict[str, parameters.Value]]:
-        data = self.definition
-        try:
-            if self.kind == Sweep.Kind.GRID:
-                grid = data["grid"]
-                if not isinstance(grid, dict):
-                    raise ParameterError("parameters", "A grid maps each parameter to its values.")
-                return parameters.grid(grid, limit=limit)
-            if self.kind == Sweep.Kind.LIST:
-                rows = data["rows"]
-                if not isinstance(rows, list):
-                    raise ParameterError("parameters", "Rows are a list of parameter sets.")
-                return parameters.listed(rows, limit=limit)
-            distributions = data["random"]
-            if not isinstance(distributions, dict):
-                raise ParameterError("parameters", "Map each parameter to its distribution.")
-            return parameters.random_samples(
-                distributions, count=data.get("count"), seed=data.get("seed"), limit=limit
-            )
-        except ParameterError as exc:
-            raise JobSubmissionError(exc.field, exc.message) from None
-
-
-def run_spec(spec: JobSpec, index: int, values: dict) -> JobSpec:
-    try:
-        return dataclasses.replace(
-            spec,
-            name=f"{spec.name} [{index}]",
-            arguments=[parameters.substitute(a, values) for a in spec.arguments],
-            environment={k: parameters.substitute(v, values) for k, v in spec.environment.items()},
-            entry_command=(parameters.substitute(spec.entry_command, values)
-                           if spec.entry_command else spec.entry_command),
-            notify_by_email=False,
-        )  # fmt: skip
-    except ParameterError as exc:
-        raise JobSubmissionError(exc.field, exc.message) from None
-
-
-def check_placeholders(spec: JobSpec, names: set[str]) -> None:
-    texts = [*spec.arguments, *spec.environment.values(), spec.entry_command or ""]
-    try:
-        used = set().union(*(parameters.placeholders(text) for text in texts))
-    except ParameterError as exc:
-        raise JobSubmissionError(exc.field, exc.message) from None
-    unknown = sorted(used - names)
-    if unknown:
-        raise JobSubmissionError(
-            "arguments",
-            f"{{{unknown[0]}}} names no parameter of this sweep; its parameters are "
-            f"{', '.join(sorted(names))}.",
-        )
-
-
 def check_sweep_quota(user, lab, spec: JobSpec, runs: int) -> int | None:
     try:
         return quota_check(user=user, lab=lab, gpus=spec.gpus, max_runtime_s=spec.max_runtime_s,
@@ -169,81 +89,6 @@ def check_sweep_quota(user, lab, spec: JobSpec, runs: int) -> int | None:
         raise QuotaRefusal(exc.field or "quota", exc.message) from None
 
 
-@dataclass(frozen=True)
-class StagedTree:
-    """What the first run's folder holds (relative to it), for the other runs' copies."""
-
-    folders: list[Path]
-    files: list[Path]
-    # Files the runs share by hard links instead of copies (see jobs_cannot_write).
-    shared: frozenset[Path]
-    # What the jobs' account owns there (a project's files, unpacked for the jobs): each
-    # run's copy is given to that account too.
-    jobs_own: frozenset[Path]
-
-
-def staged_tree(folder: Path) -> StagedTree:
-    """The folders and files staged in the first run's folder, relative to it."""
-    folders, files = [], []
-    for root, dirnames, filenames in os.walk(folder):
-        base = Path(root).relative_to(folder)
-        folders += [base / name for name in dirnames]
-        files += [base / name for name in filenames]
-    job_uid = settings.JOB_DIR_UID
-    jobs_own = frozenset(
-        path for path in (*folders, *files)
-        if job_uid is not None and (folder / path).lstat().st_uid == job_uid
-    )  # fmt: skip
-    shared = frozenset(
-        file for file in files
-        if file.parent.name == SOURCE_DIR or jobs_cannot_write(folder / file)
-    )  # fmt: skip
-    return StagedTree(folders, files, shared, jobs_own)
-
-
-def jobs_cannot_write(path: Path) -> bool:
-    """Whether no job can change this file: jobs run as another account than the portal's
-    (NIGHTSHIFT_JOB_DIR_UID), which neither owns it nor may write it. Only then may runs
-    share it: a file a run could write (a project's, unpacked for the jobs' account) would
-    change under every other run."""
-    status = path.lstat()
-    job_uid = settings.JOB_DIR_UID
-    return (
-        job_uid is not None and job_uid != os.geteuid() and status.st_uid != job_uid
-        and stat.S_ISREG(status.st_mode) and not status.st_mode & 0o022
-    )  # fmt: skip
-
-
-# Two threads made a sweep's folders fastest on a 2-core machine; more only contend.
-FOLDER_THREADS = 2
-FOLDER_CHUNK = 250
-
-
-def copy_run_folders(first: Path, targets: list[Path], tree: StagedTree) -> None:
-    """The other runs' folders of a sweep, each a copy of the first run's with its helper."""
-    for target in targets:
-        copy_inputs(first, target, tree)
-    install_helpers_linked(first, targets)
-
-
-def copy_inputs(source: Path, target: Path, tree: StagedTree) -> None:
-    """A run's folder from the first run's staged files. What no job can write is linked,
-    not copied (the kept project archive, which can be large; a script the portal owns):
-    each file system call counts, at 10,000 runs, and more on a network file system."""
-    os.mkdir(target)
-    for folder in tree.folders:
-        os.mkdir(target / folder)
-    for file in tree.files:
-        if file in tree.shared:
-            link_or_copy(source / file, target / file)
-        else:
-            shutil.copyfile(source / file, target / file)
-    for path in tree.jobs_own:
-        os.chown(target / path, settings.JOB_DIR_UID, -1)
-
-
-# Accepting and submitting 10,000 runs makes objects that live until the end: the cycle
-# collector would walk them again and again (0.8 s of a 10,000-run sweep, docs/benchmarks.md).
 @collector_paused()
 def sweep_submit(
     *,

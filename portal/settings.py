@@ -25,6 +25,7 @@ from portal.env import (
     env_str,
     env_url,
 )
+from portal.logging_config import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env_path("NIGHTSHIFT_VAR_DIR", BASE_DIR / "var")
@@ -575,26 +576,6 @@ DEFAULT_EXCEPTION_REPORTER_FILTER = "portal.errors.SecretsHiddenFilter"
 # Lines go to standard error, which systemd's journal (or Docker) keeps. json: one object per
 # line with time, level, logger, message, request_id and job_id (portal/logcontext.py).
 LOG_FORMAT = env_choice("NIGHTSHIFT_LOG_FORMAT", "text", ("text", "json"))
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "filters": {"context": {"()": "portal.logcontext.ContextFilter"},
-                "expected": {"()": "plumbing.quiet.QuietExpectedAnswers"}},
-    "formatters": {
-        "text": {"format": "%(asctime)s %(levelname)s %(name)s [%(request_id)s %(job_id)s] "
-                           "%(message)s"},
-        "json": {
-            "()": "pythonjsonlogger.json.JsonFormatter",
-            "fmt": "%(asctime)s %(levelname)s %(name)s %(message)s %(request_id)s %(job_id)s",
-            "datefmt": "%Y-%m-%dT%H:%M:%S%z",
-            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
-        },
-    },
-    "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT,
-                    "filters": ["context", "expected"]},
-    },
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-}  # fmt: skip
+LOGGING = logging_config(log_format=LOG_FORMAT, level=env_str("LOG_LEVEL", "INFO"))
 # Celery workers log through the same configuration instead of their own.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False

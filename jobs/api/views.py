@@ -23,6 +23,7 @@ from jobs.models import Job
 from jobs.software import software_choices
 from plumbing.api import ApiError, ErrorSerializer, Pagination, SubmissionThrottle, error_responses
 
+from .pool_serializers import MatchSummarySerializer, PoolSerializer
 from .serializers import (
     JobCloneJSONSerializer,
     JobCloneSerializer,
@@ -32,10 +33,8 @@ from .serializers import (
     JobSubmitJSONSerializer,
     JobSubmitSerializer,
     LogChunkSerializer,
-    MatchSummarySerializer,
     MetricsSerializer,
     OutputFileSerializer,
-    PoolSerializer,
 )
 
 # The API's field for each service field that it spells differently.

@@ -7,7 +7,7 @@ from django.core import mail
 from django.core.management import CommandError, call_command
 
 from accounting.models import MonthlyReport
-from accounting.reports import previous_month
+from accounting.monthly import previous_month
 from accounting.tasks import send_monthly_reports
 from audit.models import AuditEntry
 

@@ -19,7 +19,8 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from accounting.models import UsageRecord
-from accounting.reports import period_last_days, report_scope, usage_by_group
+from accounting.periods import period_last_days
+from accounting.reports import report_scope, usage_by_group
 from condor_bridge import BridgeError
 from jobs.bridge import get_bridge
 from jobs.models import FINAL_STATES, Job, JobState

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from condor_bridge import BridgeError
-from experiments import sweeps
+from experiments import run_folders, sweeps
 from experiments.models import Sweep
 from jobs import actions, specs, sync
 from jobs.models import Job, JobState
@@ -244,12 +244,12 @@ def test_a_file_others_may_write_is_never_shared(tmp_path, settings):
     script = tmp_path / "train.py"
     script.write_text("print(1)")
     script.chmod(0o644)
-    assert sweeps.jobs_cannot_write(script)
+    assert run_folders.jobs_cannot_write(script)
     script.chmod(0o664)
-    assert not sweeps.jobs_cannot_write(script)
+    assert not run_folders.jobs_cannot_write(script)
     settings.JOB_DIR_UID = None
     script.chmod(0o644)
-    assert not sweeps.jobs_cannot_write(script)
+    assert not run_folders.jobs_cannot_write(script)
 
 
 def test_a_run_refused_while_the_folders_are_being_made_leaves_no_folder_behind(

@@ -5,7 +5,7 @@ import re
 from django.core.management.base import BaseCommand, CommandError
 from django.template.defaultfilters import pluralize
 
-from accounting.reports import monthly_reports_send, previous_month
+from accounting.monthly import monthly_reports_send, previous_month
 
 
 class Command(BaseCommand):
