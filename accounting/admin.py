@@ -7,8 +7,19 @@ from .models import CapacitySample, MonthlyReport, UsageRecord
 
 @admin.register(UsageRecord)
 class UsageRecordAdmin(ReadOnlyAdmin):
-    list_display = ("started_at", "ended_at", "job", "user", "lab", "workstation", "gpus",
-                    "wall_s", "committed_s", "badput_s", "ended_by")  # fmt: skip
+    list_display = (
+        "started_at",
+        "ended_at",
+        "job",
+        "user",
+        "lab",
+        "workstation",
+        "gpus",
+        "wall_s",
+        "committed_s",
+        "badput_s",
+        "ended_by",
+    )
     list_filter = ("ended_by", "lab", "gpu_model", "workstation", "started_at")
     search_fields = ("user__username", "workstation", "=job__public_id")
     date_hierarchy = "started_at"
@@ -17,8 +28,15 @@ class UsageRecordAdmin(ReadOnlyAdmin):
 
 @admin.register(CapacitySample)
 class CapacitySampleAdmin(ReadOnlyAdmin):
-    list_display = ("taken_at", "workstation", "total_gpus", "idle_gpus", "nightshift_gpus",
-                    "other_gpus", "unavailable_gpus")  # fmt: skip
+    list_display = (
+        "taken_at",
+        "workstation",
+        "total_gpus",
+        "idle_gpus",
+        "nightshift_gpus",
+        "other_gpus",
+        "unavailable_gpus",
+    )
     list_filter = ("workstation", "taken_at")
     date_hierarchy = "taken_at"
 

@@ -32,15 +32,23 @@ ERRORS = {
     404: OpenApiResponse(ErrorSerializer, description="Not a lab whose reports you can read."),
 }
 PARAMETERS = [
-    OpenApiParameter("period", str, enum=["7d", "30d", "month", "custom"],
-                     description="The period; default the last 30 days."),
+    OpenApiParameter(
+        "period",
+        str,
+        enum=["7d", "30d", "month", "custom"],
+        description="The period; default the last 30 days.",
+    ),
     OpenApiParameter("month", str, description="For period=month: YYYY-MM."),
     OpenApiParameter("start", OpenApiTypes.DATE, description="For period=custom: first day."),
     OpenApiParameter("end", OpenApiTypes.DATE, description="For period=custom: last day."),
-    OpenApiParameter("group", str, enum=list(reports.GROUPINGS),
-                     description="Group by user (default), lab, workstation or GPU model."),
+    OpenApiParameter(
+        "group",
+        str,
+        enum=list(reports.GROUPINGS),
+        description="Group by user (default), lab, workstation or GPU model.",
+    ),
     OpenApiParameter("lab", str, description="One lab, by id or name; default all you may read."),
-]  # fmt: skip
+]
 
 
 class ColumnSerializer(serializers.Serializer):
@@ -80,14 +88,19 @@ def _checked(request: Request):
     form, scope = report_request(request.user, request.query_params)
     if scope is None:
         fields = {name: [str(m) for m in messages] for name, messages in form.errors.items()}
-        raise ApiError("The report's parameters are not valid.", code="invalid",
-                       status_code=400, field=next(iter(fields), None))  # fmt: skip
+        raise ApiError(
+            "The report's parameters are not valid.",
+            code="invalid",
+            status_code=400,
+            field=next(iter(fields), None),
+        )
     return form, scope
 
 
 class ReportView(APIView):
-    @extend_schema(summary="Usage report", parameters=PARAMETERS,
-                   responses={200: ReportSerializer, **ERRORS})  # fmt: skip
+    @extend_schema(
+        summary="Usage report", parameters=PARAMETERS, responses={200: ReportSerializer, **ERRORS}
+    )
     def get(self, request: Request) -> Response:
         form, scope = _checked(request)
         report = reports.usage_report(scope, form.report_period(), form.cleaned_data["group"])
@@ -120,8 +133,7 @@ class ReportExportView(APIView):
     )
     def get(self, request: Request, table: str) -> StreamingHttpResponse:
         if table not in (*reports.TABLES, "records"):
-            raise ApiError(f"No report table called {table!r}.", code="not_found",
-                           status_code=404)  # fmt: skip
+            raise ApiError(f"No report table called {table!r}.", code="not_found", status_code=404)
         form, scope = _checked(request)
         period = form.report_period()
         if table == "records":

@@ -15,14 +15,19 @@ class ReportForm(forms.Form):
     """The report's period, grouping and lab, from the query string; every value checked."""
 
     period = forms.ChoiceField(
-        choices=[("7d", "Last 7 days"), ("30d", "Last 30 days"), ("month", "A month"),
-                 ("custom", "Custom range")],
+        choices=[
+            ("7d", "Last 7 days"),
+            ("30d", "Last 30 days"),
+            ("month", "A month"),
+            ("custom", "Custom range"),
+        ],
         required=False,
-    )  # fmt: skip
+    )
     month = forms.RegexField(
-        regex=r"^\d{4}-(0[1-9]|1[0-2])$", required=False,
+        regex=r"^\d{4}-(0[1-9]|1[0-2])$",
+        required=False,
         error_messages={"invalid": "Give the month as YYYY-MM, e.g. 2026-10."},
-    )  # fmt: skip
+    )
     start = forms.DateField(required=False, label="From")
     end = forms.DateField(required=False, label="To")
     group = forms.ChoiceField(

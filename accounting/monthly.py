@@ -85,7 +85,11 @@ def monthly_reports_send(year: int | None = None, month: int | None = None) -> l
                 from_email=None,
                 recipient_list=recipients,
             )
-            audit_record(action="report.monthly_sent", actor=None, target=lab,
-                         detail=f"{period.label} to {', '.join(recipients)}")  # fmt: skip
+            audit_record(
+                action="report.monthly_sent",
+                actor=None,
+                target=lab,
+                detail=f"{period.label} to {', '.join(recipients)}",
+            )
         sent.append(record)
     return sent

@@ -54,9 +54,11 @@ def limits_for(user, lab: Lab | None) -> Limits:
         defaults = settings.QUOTA_DEFAULTS
         values = {name: defaults.get(name) for name in QuotaLimits.LIMIT_FIELDS}
         return Limits(
-            lab=None, period_days=defaults.get("gpu_hours_period_days") or 7,
-            scope=dict.fromkeys(QuotaLimits.LIMIT_FIELDS, "user"), **values,
-        )  # fmt: skip
+            lab=None,
+            period_days=defaults.get("gpu_hours_period_days") or 7,
+            scope=dict.fromkeys(QuotaLimits.LIMIT_FIELDS, "user"),
+            **values,
+        )
     membership = Membership.objects.filter(lab=lab, user=user).first()
     values, scope = {}, {}
     for name in QuotaLimits.LIMIT_FIELDS:
@@ -121,8 +123,15 @@ def _when(moment: datetime) -> str:
     return date_format(timezone.localtime(moment), "M j H:i")
 
 
-def quota_check(*, user, lab: Lab | None, gpus: int, max_runtime_s: int | None,
-                now: datetime | None = None, runs: int = 1) -> int | None:  # fmt: skip
+def quota_check(
+    *,
+    user,
+    lab: Lab | None,
+    gpus: int,
+    max_runtime_s: int | None,
+    now: datetime | None = None,
+    runs: int = 1,
+) -> int | None:
     """Raise QuotaExceeded when a job of `gpus` GPUs would break a limit; with `runs`, when
     a sweep of that many such jobs would, all of them counted before any is submitted.
 
@@ -152,13 +161,17 @@ def quota_check(*, user, lab: Lab | None, gpus: int, max_runtime_s: int | None,
         count = waiting.count()
         if count + runs > limits.max_queued_jobs:
             if runs == 1:
-                text = (f"{_whose(limits, 'max_queued_jobs')} {count} jobs waiting to run, the "
-                        f"limit of {limits.max_queued_jobs}; submit more once some of them "
-                        "start.")  # fmt: skip
+                text = (
+                    f"{_whose(limits, 'max_queued_jobs')} {count} jobs waiting to run, the "
+                    f"limit of {limits.max_queued_jobs}; submit more once some of them "
+                    "start."
+                )
             else:
-                text = (f"{_whose(limits, 'max_queued_jobs')} {count} jobs waiting to run, of "
-                        f"at most {limits.max_queued_jobs}; {this} would add {runs}. Submit "
-                        "fewer runs, or more once some of them start.")  # fmt: skip
+                text = (
+                    f"{_whose(limits, 'max_queued_jobs')} {count} jobs waiting to run, of "
+                    f"at most {limits.max_queued_jobs}; {this} would add {runs}. Submit "
+                    "fewer runs, or more once some of them start."
+                )
             raise QuotaExceeded(None, text)
     if gpus and limits.max_concurrent_gpus is not None:
         active = counted_jobs(user, limits, "max_concurrent_gpus").exclude(state__in=FINAL_STATES)
@@ -176,9 +189,14 @@ def quota_check(*, user, lab: Lab | None, gpus: int, max_runtime_s: int | None,
 
 
 def _check_gpu_hours(
-    user, limits: Limits, gpus: int, runtime_s: int | None, now, runs: int = 1,
+    user,
+    limits: Limits,
+    gpus: int,
+    runtime_s: int | None,
+    now,
+    runs: int = 1,
     this: str = "this job",
-) -> None:  # fmt: skip
+) -> None:
     jobs = counted_jobs(user, limits, "gpu_hours")
     since = now - timedelta(days=limits.period_days)
     used = gpu_hours_used(counted_usage(user, limits, "gpu_hours"), since=since, until=now)

@@ -152,9 +152,13 @@ _IN_PERIOD = """r.started_at < %(end)s AND (r.ended_at IS NULL OR r.ended_at > %
 def _params(scope: Scope, period: Period, **extra) -> dict:
     now = timezone.now()
     return {
-        "start": period.start, "end": min(period.end, max(now, period.start)), "now": now,
-        "tz": settings.TIME_ZONE, **scope.params(), **extra,
-    }  # fmt: skip
+        "start": period.start,
+        "end": min(period.end, max(now, period.start)),
+        "now": now,
+        "tz": settings.TIME_ZONE,
+        **scope.params(),
+        **extra,
+    }
 
 
 def usage_by_group(scope: Scope, period: Period, group: str) -> Table:
@@ -177,22 +181,35 @@ def usage_by_group(scope: Scope, period: Period, group: str) -> Table:
         _params(scope, period),
     )
     table = Table(
-        "usage", f"GPU-hours by {label.lower()}",
-        [("group", label), ("gpu_hours", "GPU-hours"), ("wall_hours", "Wall hours"),
-         ("committed_gpu_hours", "Committed GPU-hours"), ("badput_gpu_hours", "Lost GPU-hours"),
-         ("goodput_percent", "Goodput %"), ("runs", "Runs"), ("jobs", "Jobs"),
-         ("evictions", "Evictions")],
-    )  # fmt: skip
+        "usage",
+        f"GPU-hours by {label.lower()}",
+        [
+            ("group", label),
+            ("gpu_hours", "GPU-hours"),
+            ("wall_hours", "Wall hours"),
+            ("committed_gpu_hours", "Committed GPU-hours"),
+            ("badput_gpu_hours", "Lost GPU-hours"),
+            ("goodput_percent", "Goodput %"),
+            ("runs", "Runs"),
+            ("jobs", "Jobs"),
+            ("evictions", "Evictions"),
+        ],
+    )
     for row in rows:
         finished = float(row["committed_gpu_hours"] or 0) + float(row["badput_gpu_hours"] or 0)
-        table.rows.append({
-            "group": row["grp"] or "(unknown)", "gpu_hours": _round(row["gpu_hours"], 3),
-            "wall_hours": _round(row["wall_hours"]),
-            "committed_gpu_hours": _round(row["committed_gpu_hours"], 3),
-            "badput_gpu_hours": _round(row["badput_gpu_hours"], 3),
-            "goodput_percent": _percent(row["committed_gpu_hours"], finished),
-            "runs": row["runs"], "jobs": row["jobs"], "evictions": row["evictions"],
-        })  # fmt: skip
+        table.rows.append(
+            {
+                "group": row["grp"] or "(unknown)",
+                "gpu_hours": _round(row["gpu_hours"], 3),
+                "wall_hours": _round(row["wall_hours"]),
+                "committed_gpu_hours": _round(row["committed_gpu_hours"], 3),
+                "badput_gpu_hours": _round(row["badput_gpu_hours"], 3),
+                "goodput_percent": _percent(row["committed_gpu_hours"], finished),
+                "runs": row["runs"],
+                "jobs": row["jobs"],
+                "evictions": row["evictions"],
+            }
+        )
     return table
 
 
@@ -227,13 +244,20 @@ def usage_over_time(scope: Scope, period: Period, group: str) -> Table:
         _params(scope, period, unit=period.bucket, step=f"1 {period.bucket}"),
     )
     unit = "Week of" if period.bucket == "week" else "Day"
-    table = Table("over_time", f"GPU-hours per {period.bucket} by {label.lower()}",
-                  [("bucket", unit), ("group", label), ("gpu_hours", "GPU-hours")])  # fmt: skip
+    table = Table(
+        "over_time",
+        f"GPU-hours per {period.bucket} by {label.lower()}",
+        [("bucket", unit), ("group", label), ("gpu_hours", "GPU-hours")],
+    )
     table.rows = [
-        {"bucket": row["bucket"].isoformat(), "group": row["grp"] or "(unknown)",
-         "gpu_hours": _round(row["gpu_hours"], 3)}
-        for row in rows if row["gpu_hours"]
-    ]  # fmt: skip
+        {
+            "bucket": row["bucket"].isoformat(),
+            "group": row["grp"] or "(unknown)",
+            "gpu_hours": _round(row["gpu_hours"], 3),
+        }
+        for row in rows
+        if row["gpu_hours"]
+    ]
     return table
 
 
@@ -255,15 +279,20 @@ def outcomes_by_group(scope: Scope, period: Period, group: str) -> Table:
         """,  # noqa: S608 - fixed fragments; every value is a parameter
         _params(scope, period),
     )
-    table = Table("outcomes", f"Job outcomes by {label.lower()}",
-                  [("group", label), *OUTCOMES, ("total", "Total"),
-                   ("success_percent", "Completed %")])  # fmt: skip
+    table = Table(
+        "outcomes",
+        f"Job outcomes by {label.lower()}",
+        [("group", label), *OUTCOMES, ("total", "Total"), ("success_percent", "Completed %")],
+    )
     for row in rows:
-        table.rows.append({
-            "group": row["grp"] or "(never ran)", "total": row["total"],
-            **{key: row[key] for key, _ in OUTCOMES},
-            "success_percent": _percent(row["completed"], row["total"]),
-        })  # fmt: skip
+        table.rows.append(
+            {
+                "group": row["grp"] or "(never ran)",
+                "total": row["total"],
+                **{key: row[key] for key, _ in OUTCOMES},
+                "success_percent": _percent(row["completed"], row["total"]),
+            }
+        )
     return table
 
 
@@ -292,19 +321,27 @@ def queue_waits(scope: Scope, period: Period, group: str) -> Table:
         _params(scope, period),
     )
     table = Table(
-        "waits", f"Queue wait before the first start, by {label.lower()}",
-        [("group", label), ("starts", "Jobs started"), ("median_minutes", "Median (min)"),
-         ("p90_minutes", "90th percentile (min)"),
-         *((f"b{i}", text) for i, (text, _) in enumerate(WAIT_BUCKETS))],
-    )  # fmt: skip
+        "waits",
+        f"Queue wait before the first start, by {label.lower()}",
+        [
+            ("group", label),
+            ("starts", "Jobs started"),
+            ("median_minutes", "Median (min)"),
+            ("p90_minutes", "90th percentile (min)"),
+            *((f"b{i}", text) for i, (text, _) in enumerate(WAIT_BUCKETS)),
+        ],
+    )
     for row in rows:
-        table.rows.append({
-            # ROLLUP's grand total comes first.
-            "group": "All" if row["is_total"] else (row["grp"] or "(unknown)"),
-            "starts": row["starts"], "median_minutes": _round((row["median_s"] or 0) / 60, 1),
-            "p90_minutes": _round((row["p90_s"] or 0) / 60, 1),
-            **{f"b{i}": row[f"b{i}"] for i in range(len(WAIT_BUCKETS))},
-        })  # fmt: skip
+        table.rows.append(
+            {
+                # ROLLUP's grand total comes first.
+                "group": "All" if row["is_total"] else (row["grp"] or "(unknown)"),
+                "starts": row["starts"],
+                "median_minutes": _round((row["median_s"] or 0) / 60, 1),
+                "p90_minutes": _round((row["p90_s"] or 0) / 60, 1),
+                **{f"b{i}": row[f"b{i}"] for i in range(len(WAIT_BUCKETS))},
+            }
+        )
     return table
 
 
@@ -316,10 +353,13 @@ def losses_by_lab(scope: Scope, period: Period, by_lab: Table | None = None) -> 
     )
     table.name, table.title = "losses", "Eviction losses and goodput by lab"
     table.columns = [
-        ("group", "Lab"), ("gpu_hours", "GPU-hours"), ("committed_gpu_hours", "Committed"),
-        ("badput_gpu_hours", "Lost to evictions"), ("goodput_percent", "Goodput %"),
+        ("group", "Lab"),
+        ("gpu_hours", "GPU-hours"),
+        ("committed_gpu_hours", "Committed"),
+        ("badput_gpu_hours", "Lost to evictions"),
+        ("goodput_percent", "Goodput %"),
         ("evictions", "Evictions"),
-    ]  # fmt: skip
+    ]
     table.note = "Goodput = committed ÷ (committed + lost) GPU-hours of runs that ended."
     return table
 
@@ -352,25 +392,36 @@ def _utilization_table(rows: list[dict], by: str) -> Table:
     slots = range(24) if by == "hour" else range(1, 8)
     title = "hour of day" if by == "hour" else "day of week"
     table = Table(
-        f"utilization_{by}", f"Pool GPUs by {title}",
-        [(by, "Hour" if by == "hour" else "Day"), ("total", "GPU-hours in pool"),
-         ("idle", "Idle"), ("nightshift", "Nightshift"), ("other", "Other jobs"),
-         ("unavailable", "Owner or offline"), ("utilization_percent", "Utilization %"),
-         ("harvest_percent", "Harvest %")],
+        f"utilization_{by}",
+        f"Pool GPUs by {title}",
+        [
+            (by, "Hour" if by == "hour" else "Day"),
+            ("total", "GPU-hours in pool"),
+            ("idle", "Idle"),
+            ("nightshift", "Nightshift"),
+            ("other", "Other jobs"),
+            ("unavailable", "Owner or offline"),
+            ("utilization_percent", "Utilization %"),
+            ("harvest_percent", "Harvest %"),
+        ],
         note="Utilization = used ÷ all GPU-hours. Harvest = used ÷ GPU-hours that were "
         "available to jobs (idle or used), so the share of idle time that did work.",
-    )  # fmt: skip
+    )
     for slot in slots:
         row = found.get(slot, {})
         used = float(row.get("nightshift") or 0) + float(row.get("other") or 0)
         available = used + float(row.get("idle") or 0)
-        table.rows.append({
-            by: f"{slot:02d}:00" if by == "hour" else WEEKDAYS[slot - 1],
-            **{name: _round(row.get(name), 2) for name in
-               ("total", "idle", "nightshift", "other", "unavailable")},
-            "utilization_percent": _percent(used, row.get("total") or 0),
-            "harvest_percent": _percent(used, available),
-        })  # fmt: skip
+        table.rows.append(
+            {
+                by: f"{slot:02d}:00" if by == "hour" else WEEKDAYS[slot - 1],
+                **{
+                    name: _round(row.get(name), 2)
+                    for name in ("total", "idle", "nightshift", "other", "unavailable")
+                },
+                "utilization_percent": _percent(used, row.get("total") or 0),
+                "harvest_percent": _percent(used, available),
+            }
+        )
     return table
 
 
@@ -407,8 +458,15 @@ class Report:
         }
 
 
-TABLES = ("usage", "over_time", "outcomes", "waits", "losses", "utilization_hour",
-          "utilization_weekday")  # fmt: skip
+TABLES = (
+    "usage",
+    "over_time",
+    "outcomes",
+    "waits",
+    "losses",
+    "utilization_hour",
+    "utilization_weekday",
+)
 
 
 def usage_report(scope: Scope, period: Period, group: str = "user") -> Report:
@@ -429,13 +487,22 @@ def usage_report(scope: Scope, period: Period, group: str = "user") -> Report:
 
 
 RECORD_COLUMNS = (
-    ("job", "Job"), ("user", "User"), ("lab", "Lab"), ("started_at", "Started"),
-    ("ended_at", "Ended"), ("workstation", "Workstation"), ("pool", "Pool"),
+    ("job", "Job"),
+    ("user", "User"),
+    ("lab", "Lab"),
+    ("started_at", "Started"),
+    ("ended_at", "Ended"),
+    ("workstation", "Workstation"),
+    ("pool", "Pool"),
     ("gpu_model", "GPU model"),
-    ("gpus", "GPUs"), ("wall_s", "Wall s"), ("committed_s", "Committed s"),
-    ("badput_s", "Lost s"), ("gpu_hours", "GPU-hours"), ("wait_s", "Waited s"),
+    ("gpus", "GPUs"),
+    ("wall_s", "Wall s"),
+    ("committed_s", "Committed s"),
+    ("badput_s", "Lost s"),
+    ("gpu_hours", "GPU-hours"),
+    ("wait_s", "Waited s"),
     ("ended_by", "Ended by"),
-)  # fmt: skip
+)
 
 
 def usage_records_rows(scope: Scope, period: Period) -> Iterator[list]:
@@ -447,18 +514,42 @@ def usage_records_rows(scope: Scope, period: Period) -> Iterator[list]:
         records = records.filter(lab_id__in=scope.lab_ids)
     yield [heading for _, heading in RECORD_COLUMNS]
     values = records.order_by("started_at", "id").values_list(
-        "job__public_id", "user__username", "lab__name", "started_at", "ended_at",
-        "workstation", "pool", "gpu_model", "gpus", "wall_s", "committed_s", "badput_s",
-        "wait_s", "ended_by",
-    )  # fmt: skip
+        "job__public_id",
+        "user__username",
+        "lab__name",
+        "started_at",
+        "ended_at",
+        "workstation",
+        "pool",
+        "gpu_model",
+        "gpus",
+        "wall_s",
+        "committed_s",
+        "badput_s",
+        "wait_s",
+        "ended_by",
+    )
     now = timezone.now()
     for row in values.iterator(chunk_size=5000):
         job, user, lab, start, end, ws, pool, model, gpus, wall, committed, bad, wait, by = row
         hours = (wall if end else max((now - start).total_seconds(), 0)) * gpus / 3600
-        yield [job, user, lab or "", start.isoformat(), end.isoformat() if end else "", ws,
-               pool, model, gpus, round(wall, 1), round(committed, 1), round(bad, 1),
-               round(hours, 4), "" if wait is None else round(wait, 1),
-               by or "running"]  # fmt: skip
+        yield [
+            job,
+            user,
+            lab or "",
+            start.isoformat(),
+            end.isoformat() if end else "",
+            ws,
+            pool,
+            model,
+            gpus,
+            round(wall, 1),
+            round(committed, 1),
+            round(bad, 1),
+            round(hours, 4),
+            "" if wait is None else round(wait, 1),
+            by or "running",
+        ]
 
 
 # Each table on its own, for exports: (scope, period, group) -> Table.

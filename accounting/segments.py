@@ -130,8 +130,9 @@ def reconcile(
         saved = 0.0
         if ended_by == EndedBy.EVICTED:
             end = segment.started_at + timedelta(seconds=wall)
-            saved = max(min(_saved_before(segment.started_at, end, checkpoints), wall) - committed,
-                        0.0)  # fmt: skip
+            saved = max(
+                min(_saved_before(segment.started_at, end, checkpoints), wall) - committed, 0.0
+            )
         result.append(
             dataclasses.replace(
                 segment,

@@ -76,9 +76,13 @@ def lab_member_usage(lab: Lab) -> list[MemberUsage]:
     for membership in lab.memberships.select_related("user").order_by("user__username"):
         runs = UsageRecord.objects.filter(lab=lab, user=membership.user)
         jobs = Job.objects.filter(lab=lab, owner=membership.user, created_at__gte=since)
-        usage.append(MemberUsage(
-            membership, gpu_hours_used(runs, since=since, until=now).total, jobs.count(),
-        ))  # fmt: skip
+        usage.append(
+            MemberUsage(
+                membership,
+                gpu_hours_used(runs, since=since, until=now).total,
+                jobs.count(),
+            )
+        )
     return usage
 
 

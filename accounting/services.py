@@ -26,9 +26,17 @@ from .segments import TOLERANCE_S, Segment, reconcile
 logger = logging.getLogger(__name__)
 
 _SEGMENT_FIELDS = (
-    "started_at", "ended_at", "workstation", "pool", "gpu_model", "gpus", "wall_s", "committed_s",
-    "ended_by", "saved_s",
-)  # fmt: skip
+    "started_at",
+    "ended_at",
+    "workstation",
+    "pool",
+    "gpu_model",
+    "gpus",
+    "wall_s",
+    "committed_s",
+    "ended_by",
+    "saved_s",
+)
 # A workstation in one of these states is not lending its GPUs to the pool.
 UNAVAILABLE_STATES = frozenset({"Owner", "Drained", "Preempting", "Backfill", ""})
 
@@ -135,10 +143,12 @@ def _records_to_write(
             else:
                 wait = segment.started_at - previous_end
             record = UsageRecord(
-                job=job, user_id=job.owner_id, lab_id=job.lab_id,
+                job=job,
+                user_id=job.owner_id,
+                lab_id=job.lab_id,
                 first_run=not records and previous_end is None,
                 wait_s=max(wait.total_seconds(), 0.0),
-            )  # fmt: skip
+            )
             created.append(record)
         elif _segment_of(record) == segment:
             previous_end = record.ended_at
@@ -211,17 +221,29 @@ def capacity_sample(
         else:
             busy = max(total - machine.free_gpus, nightshift)
             idle, other, unavailable = total - busy, busy - nightshift, 0
-        samples.append(CapacitySample(
-            taken_at=start, seconds=interval_s, workstation=machine.name, total_gpus=total,
-            idle_gpus=idle, nightshift_gpus=nightshift, other_gpus=other,
-            unavailable_gpus=unavailable,
-        ))  # fmt: skip
+        samples.append(
+            CapacitySample(
+                taken_at=start,
+                seconds=interval_s,
+                workstation=machine.name,
+                total_gpus=total,
+                idle_gpus=idle,
+                nightshift_gpus=nightshift,
+                other_gpus=other,
+                unavailable_gpus=unavailable,
+            )
+        )
     for name, total in known.items():
         if name not in reporting and total:
-            samples.append(CapacitySample(
-                taken_at=start, seconds=interval_s, workstation=name, total_gpus=total,
-                unavailable_gpus=total,
-            ))  # fmt: skip
+            samples.append(
+                CapacitySample(
+                    taken_at=start,
+                    seconds=interval_s,
+                    workstation=name,
+                    total_gpus=total,
+                    unavailable_gpus=total,
+                )
+            )
     # A second tick in the same interval (two beats overlapping) adds nothing.
     CapacitySample.objects.bulk_create(samples, ignore_conflicts=True)
     return len(samples)

@@ -54,7 +54,8 @@ def chart_data(report: reports.Report) -> dict:
         "waits": {
             "labels": [label for label, _ in reports.WAIT_BUCKETS],
             "values": [waits[0][f"b{i}"] for i in range(len(reports.WAIT_BUCKETS))]
-            if waits else [],
+            if waits
+            else [],
         },
         "losses": {
             "labels": [row["group"] for row in report.tables["losses"].rows],
@@ -69,7 +70,7 @@ def chart_data(report: reports.Report) -> dict:
             }
             for name, key in (("utilization_hour", "hour"), ("utilization_weekday", "weekday"))
         },
-    }  # fmt: skip
+    }
 
 
 @login_required
@@ -114,13 +115,20 @@ def lab_detail(request: HttpRequest, lab_id: int) -> HttpResponse:
     lab = lab_managed_or_404(request.user, lab_id)
     if request.method == "POST":
         try:
-            membership = lab_member_add(lab=lab, who=request.POST.get("who", ""),
-                                                 actor=request.user)  # fmt: skip
+            membership = lab_member_add(
+                lab=lab, who=request.POST.get("who", ""), actor=request.user
+            )
         except MembershipError as exc:
             messages.error(request, str(exc))
         else:
             messages.success(request, f"Added {membership.user.get_username()} to {lab.name}.")
         return redirect("labs:detail", lab_id=lab.pk)
-    return render(request, "labs/detail.html", {
-        "lab": lab, "members": lab_member_usage(lab), "panels": panels_for("lab", lab=lab),
-    })  # fmt: skip
+    return render(
+        request,
+        "labs/detail.html",
+        {
+            "lab": lab,
+            "members": lab_member_usage(lab),
+            "panels": panels_for("lab", lab=lab),
+        },
+    )

@@ -10,8 +10,16 @@ class AccessTokenAdmin(admin.ModelAdmin):
     list_display = ("name", "user", "prefix", "status", "created_at", "expires_at", "last_used_at")
     list_filter = ("revoked_at",)
     search_fields = ("name", "prefix", "user__username")
-    readonly_fields = ("user", "name", "prefix", "digest", "created_at", "expires_at",
-                       "last_used_at", "revoked_at")  # fmt: skip
+    readonly_fields = (
+        "user",
+        "name",
+        "prefix",
+        "digest",
+        "created_at",
+        "expires_at",
+        "last_used_at",
+        "revoked_at",
+    )
     actions = ["revoke"]
 
     def has_add_permission(self, request) -> bool:

@@ -52,9 +52,12 @@ class NewTokenSerializer(AccessTokenSerializer):
 class TokenCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100, help_text="Where you will use it.")
     expires_in_days = serializers.IntegerField(
-        min_value=1, max_value=services.MAX_EXPIRY_DAYS, required=False, allow_null=True,
+        min_value=1,
+        max_value=services.MAX_EXPIRY_DAYS,
+        required=False,
+        allow_null=True,
         help_text="Days until it stops working; null or absent for never.",
-    )  # fmt: skip
+    )
 
 
 class PasswordTokenSerializer(TokenCreateSerializer):
@@ -74,8 +77,9 @@ def _create(*, user, name: str, expires_in_days: int | None) -> services.NewToke
         return services.token_create(user=user, name=name, expires_in_days=expires_in_days)
     except services.TokenError as exc:
         status_code = 429 if exc.code == "throttled" else 400
-        raise ApiError(exc.message, code=exc.code, status_code=status_code,
-                       field=exc.field) from None  # fmt: skip
+        raise ApiError(
+            exc.message, code=exc.code, status_code=status_code, field=exc.field
+        ) from None
 
 
 ERROR = OpenApiResponse(ErrorSerializer)
@@ -85,15 +89,19 @@ class TokenListView(APIView):
     def get_throttles(self):
         return [TokenThrottle()] if self.request.method == "POST" else []
 
-    @extend_schema(summary="List your access tokens",
-                   responses={200: AccessTokenSerializer(many=True), 401: ERROR})  # fmt: skip
+    @extend_schema(
+        summary="List your access tokens",
+        responses={200: AccessTokenSerializer(many=True), 401: ERROR},
+    )
     def get(self, request: Request) -> Response:
         tokens = selectors.token_list_for_user(request.user)
         return Response(AccessTokenSerializer(tokens, many=True).data)
 
-    @extend_schema(summary="Create an access token", request=TokenCreateSerializer,
-                   responses={201: NewTokenSerializer, 400: ERROR, 401: ERROR,
-                              429: ERROR})  # fmt: skip
+    @extend_schema(
+        summary="Create an access token",
+        request=TokenCreateSerializer,
+        responses={201: NewTokenSerializer, 400: ERROR, 401: ERROR, 429: ERROR},
+    )
     def post(self, request: Request) -> Response:
         form = TokenCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -127,9 +135,10 @@ class PasswordTokenView(APIView):
         summary="Create an access token with your username and password",
         description="For accounts with a local password. Campus sign-in accounts create "
         "tokens on the API tokens page instead.",
-        request=PasswordTokenSerializer, auth=[],
+        request=PasswordTokenSerializer,
+        auth=[],
         responses={201: NewTokenSerializer, 400: ERROR, 401: ERROR, 429: ERROR},
-    )  # fmt: skip
+    )
     def post(self, request: Request) -> Response:
         form = PasswordTokenSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -141,11 +150,15 @@ class PasswordTokenView(APIView):
         except AxesBackendPermissionDenied:
             raise ApiError(
                 "Too many failed sign-ins for this username from your address; try again later.",
-                code="throttled", status_code=429,
-            ) from None  # fmt: skip
+                code="throttled",
+                status_code=429,
+            ) from None
         if user is None:
-            raise ApiError("The username or password is not right.",
-                           code="authentication_failed", status_code=401)  # fmt: skip
+            raise ApiError(
+                "The username or password is not right.",
+                code="authentication_failed",
+                status_code=401,
+            )
         return _created(
             _create(user=user, name=data["name"], expires_in_days=data.get("expires_in_days"))
         )
@@ -187,23 +200,29 @@ class UserSummarySerializer(serializers.Serializer):
         child=serializers.IntegerField(), help_text="The user's jobs, counted by state."
     )
     quotas = QuotaStandingSerializer(
-        many=True, help_text="For each of your labs (or the site's default, in none): limits "
-        "and usage.",
-    )  # fmt: skip
+        many=True,
+        help_text="For each of your labs (or the site's default, in none): limits and usage.",
+    )
 
 
 class MeView(APIView):
-    @extend_schema(summary="You, and your jobs by state",
-                   responses={200: UserSummarySerializer, **error_responses(401)})  # fmt: skip
+    @extend_schema(
+        summary="You, and your jobs by state",
+        responses={200: UserSummarySerializer, **error_responses(401)},
+    )
     def get(self, request: Request) -> Response:
         user = request.user
         counts = job_list_for_user(user).order_by().values("state").annotate(n=Count("id"))
         return Response(
-            {"username": user.get_username(), "email": user.email,
-             "full_name": user.get_full_name(), "is_staff": user.is_staff,
-             "jobs_by_state": {row["state"]: row["n"] for row in counts},
-             "quotas": [_standing(standing) for standing in quota_standings(user)]}
-        )  # fmt: skip
+            {
+                "username": user.get_username(),
+                "email": user.email,
+                "full_name": user.get_full_name(),
+                "is_staff": user.is_staff,
+                "jobs_by_state": {row["state"]: row["n"] for row in counts},
+                "quotas": [_standing(standing) for standing in quota_standings(user)],
+            }
+        )
 
 
 def _standing(standing) -> dict:

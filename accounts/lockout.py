@@ -18,7 +18,6 @@ def lockout_response(
         )
         response = JsonResponse(error_body("throttled", message), status=429)
     else:
-        response = render(request, "registration/locked_out.html", {"minutes": minutes},
-                          status=429)  # fmt: skip
+        response = render(request, "registration/locked_out.html", {"minutes": minutes}, status=429)
     response["Retry-After"] = str(minutes * 60)
     return response

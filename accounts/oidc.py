@@ -50,9 +50,11 @@ class CampusOIDCBackend(OIDCAuthenticationBackend):
         wanted = claims.get("preferred_username") or email.split("@", 1)[0] or "user"
         username = self._free_username(re.sub(r"[^\w.@+-]", "_", str(wanted))[:140] or "user")
         user = get_user_model().objects.create_user(
-            username, email=email, first_name=str(claims.get("given_name", ""))[:150],
+            username,
+            email=email,
+            first_name=str(claims.get("given_name", ""))[:150],
             last_name=str(claims.get("family_name", ""))[:150],
-        )  # fmt: skip
+        )
         audit_record(action="account.create", actor=user, target=user, detail="campus sign-on")
         _link(user, claims)
         return user

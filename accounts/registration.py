@@ -24,16 +24,21 @@ def registration_mode() -> str:
     return settings.REGISTRATION_MODE
 
 
-def account_register(*, username: str, email: str, password: str, lab: Lab | None,
-                     note: str = "") -> Registration:  # fmt: skip
+def account_register(
+    *, username: str, email: str, password: str, lab: Lab | None, note: str = ""
+) -> Registration:
     """A new account; approved at once when registration is open."""
     if registration_mode() == "closed":
         raise RegistrationError("Registration is closed; ask the Nightshift administrators.")
     with transaction.atomic():
         user = get_user_model().objects.create_user(username, email=email, password=password)
         registration = Registration.objects.create(user=user, lab=lab, note=note)
-        audit_record(action="account.register", actor=user, target=user,
-                     detail=f"asked to join {lab.name if lab else 'no lab'}")  # fmt: skip
+        audit_record(
+            action="account.register",
+            actor=user,
+            target=user,
+            detail=f"asked to join {lab.name if lab else 'no lab'}",
+        )
         if registration_mode() == "open":
             _approve(registration, actor=None)
         else:
@@ -63,8 +68,10 @@ def registration_approve(*, registration: Registration, actor) -> Registration:
             "Your Nightshift account is approved",
             f"Hello {user.get_username()},\n\nYou can now submit training jobs: "
             f"{settings.PORTAL_URL}{reverse('jobs:new')}\n",
-            None, [user.email], fail_silently=True,
-        )  # fmt: skip
+            None,
+            [user.email],
+            fail_silently=True,
+        )
     return registration
 
 
@@ -90,8 +97,10 @@ def _tell_approvers(registration: Registration) -> None:
             f"{registration.user.get_username()} ({registration.user.email}) registered"
             f"{' for ' + registration.lab.name if registration.lab else ''}.\n"
             f"Approve or ignore: {settings.PORTAL_URL}{reverse('accounts:approvals')}\n",
-            None, addresses, fail_silently=True,
-        )  # fmt: skip
+            None,
+            addresses,
+            fail_silently=True,
+        )
 
 
 def user_may_submit(user) -> bool:

@@ -75,8 +75,12 @@ def token_create(*, user, name: str, expires_in_days: int | None = None, actor=N
             else None,
         )
         expiry = f"expires {token.expires_at:%Y-%m-%d}" if token.expires_at else "no expiry"
-        audit_record(action="token.create", actor=actor or user, target=token,
-                     detail=f"For {user.get_username()}; {expiry}")  # fmt: skip
+        audit_record(
+            action="token.create",
+            actor=actor or user,
+            target=token,
+            detail=f"For {user.get_username()}; {expiry}",
+        )
     return NewToken(token=token, secret=secret)
 
 
@@ -85,8 +89,9 @@ def token_revoke(*, token: AccessToken, actor) -> AccessToken:
         return token
     token.revoked_at = timezone.now()
     token.save(update_fields=["revoked_at"])
-    audit_record(action="token.revoke", actor=actor, target=token,
-                 detail=f"For {token.user.get_username()}")  # fmt: skip
+    audit_record(
+        action="token.revoke", actor=actor, target=token, detail=f"For {token.user.get_username()}"
+    )
     return token
 
 

@@ -85,9 +85,15 @@ def account_quota_view(standing, user) -> dict:
             return f"{shown}{unit}"
 
         percent = min(100, round(100 * used / limit)) if limit else (100 if limit == 0 else 0)
-        return {"label": label, "used": used, "limit": limit, "percent": percent,
-                "used_text": text(used), "limit_text": text(limit) if limit is not None else "",
-                "personal": standing.lab is not None and scope.get(field) == "user"}  # fmt: skip
+        return {
+            "label": label,
+            "used": used,
+            "limit": limit,
+            "percent": percent,
+            "used_text": text(used),
+            "limit_text": text(limit) if limit is not None else "",
+            "personal": standing.lab is not None and scope.get(field) == "user",
+        }
 
     period = f"{limits.period_days} day{'s' if limits.period_days != 1 else ''}"
     used_hours = standing.gpu_hours_used + standing.gpu_hours_reserved
@@ -117,7 +123,7 @@ def account_quota_view(standing, user) -> dict:
                 "max_concurrent_gpus",
             ),
             bar("Jobs waiting", standing.jobs_waiting, limits.max_queued_jobs, "max_queued_jobs"),
-        ],  # fmt: skip
+        ],
         "rules": rules,
     }
 
@@ -129,18 +135,25 @@ def register(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         registration = registrations.account_register(
-            username=data["username"], email=data["email"], password=data["password1"],
-            lab=data["lab"], note=data["note"],
-        )  # fmt: skip
+            username=data["username"],
+            email=data["email"],
+            password=data["password1"],
+            lab=data["lab"],
+            note=data["note"],
+        )
         login(request, registration.user, backend="django.contrib.auth.backends.ModelBackend")
         if registration.is_approved:
             messages.success(request, "Welcome to Nightshift: submit your first job.")
         else:
-            messages.info(request, "Your account is made. You can submit jobs once a lab lead "
-                          "or an administrator approves it; you will get an email.")  # fmt: skip
+            messages.info(
+                request,
+                "Your account is made. You can submit jobs once a lab lead "
+                "or an administrator approves it; you will get an email.",
+            )
         return redirect("accounts:account")
-    return render(request, "registration/register.html", {"form": form},
-                  status=400 if form.errors else 200)  # fmt: skip
+    return render(
+        request, "registration/register.html", {"form": form}, status=400 if form.errors else 200
+    )
 
 
 @never_cache

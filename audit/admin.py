@@ -20,8 +20,16 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 class AuditEntryAdmin(ReadOnlyAdmin):
     """The audit log, which cannot be changed through the UI."""
 
-    list_display = ("at", "actor_name", "action", "target_type", "target_label", "ip",
-                    "token_prefix", "via")  # fmt: skip
+    list_display = (
+        "at",
+        "actor_name",
+        "action",
+        "target_type",
+        "target_label",
+        "ip",
+        "token_prefix",
+        "via",
+    )
     list_filter = ("action", "via", "target_type", "at")
     search_fields = ("actor_name", "target_label", "target_id", "ip", "detail")
     date_hierarchy = "at"

@@ -7,9 +7,12 @@ class AuditEntry(models.Model):
 
     at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="+",
-    )  # fmt: skip
+    )
     # The actor's username when it happened (kept if the account is deleted or renamed).
     actor_name = models.CharField(max_length=150, blank=True)
     action = models.CharField(max_length=40, db_index=True)  # e.g. job.cancel, token.create

@@ -6,8 +6,14 @@ from .context import current_origin
 from .models import AuditEntry
 
 
-def audit_record(*, action: str, actor=None, target: models.Model | None = None,
-                 detail: str = "", target_label: str | None = None) -> AuditEntry:  # fmt: skip
+def audit_record(
+    *,
+    action: str,
+    actor=None,
+    target: models.Model | None = None,
+    detail: str = "",
+    target_label: str | None = None,
+) -> AuditEntry:
     """One line of the audit log, with where the current request came from."""
     origin = current_origin()
     actor = actor if getattr(actor, "is_authenticated", False) else None

@@ -33,21 +33,45 @@ from jobs.models import Job, JobState  # noqa: E402
 
 JOBS = 10_000
 REPEATS = 9
-STATES = [JobState.COMPLETED] * 6 + [JobState.FAILED, JobState.RUNNING, JobState.IDLE,
-                                     JobState.HELD]  # fmt: skip
+STATES = [JobState.COMPLETED] * 6 + [
+    JobState.FAILED,
+    JobState.RUNNING,
+    JobState.IDLE,
+    JobState.HELD,
+]
 
 
 def make_jobs(user) -> None:
-    request = {"script_name": "train.py", "arguments": ["--epochs", "5"], "environment": [],
-               "gpus": 1, "gpu_memory_gb": 10, "gpu_capability": None, "cpus": 2,
-               "memory_mb": 4096, "max_runtime_s": None, "output_paths": ["outputs"],
-               "python": "/usr/bin/python3", "container_image": None}  # fmt: skip
+    request = {
+        "script_name": "train.py",
+        "arguments": ["--epochs", "5"],
+        "environment": [],
+        "gpus": 1,
+        "gpu_memory_gb": 10,
+        "gpu_capability": None,
+        "cpus": 2,
+        "memory_mb": 4096,
+        "max_runtime_s": None,
+        "output_paths": ["outputs"],
+        "python": "/usr/bin/python3",
+        "container_image": None,
+    }
     Job.objects.bulk_create(
-        [Job(owner=user, name=f"resnet sweep {i}", request=request, state=STATES[i % 10],
-             output_dir=f"/nonexistent/{i}", cluster_id=i + 1, proc_id=0, workstation="ws-ampere")
-         for i in range(JOBS)],
+        [
+            Job(
+                owner=user,
+                name=f"resnet sweep {i}",
+                request=request,
+                state=STATES[i % 10],
+                output_dir=f"/nonexistent/{i}",
+                cluster_id=i + 1,
+                proc_id=0,
+                workstation="ws-ampere",
+            )
+            for i in range(JOBS)
+        ],
         batch_size=2000,
-    )  # fmt: skip
+    )
 
 
 def raw_page() -> None:
@@ -66,10 +90,19 @@ def serve(port: int) -> subprocess.Popen:
         f"@{db['HOST']}:{db['PORT']}/{db['NAME']}",
     }
     process = subprocess.Popen(
-        [str(Path(sys.executable).with_name("gunicorn")), "portal.wsgi", "-b",
-         f"127.0.0.1:{port}", "-w", "2", "--log-level", "warning"],
-        cwd=REPO, env=env,
-    )  # fmt: skip
+        [
+            str(Path(sys.executable).with_name("gunicorn")),
+            "portal.wsgi",
+            "-b",
+            f"127.0.0.1:{port}",
+            "-w",
+            "2",
+            "--log-level",
+            "warning",
+        ],
+        cwd=REPO,
+        env=env,
+    )
     import httpx
 
     for _ in range(100):
@@ -119,8 +152,9 @@ def main() -> None:
         def run_cli():
             subprocess.run(cli, env=env, check=True, capture_output=True)
 
-        rows.append(("`nightshift list` end to end (process start included)",
-                     median_ms(run_cli, repeats=5)))  # fmt: skip
+        rows.append(
+            ("`nightshift list` end to end (process start included)", median_ms(run_cli, repeats=5))
+        )
         print(f"\n{JOBS:,} jobs of one user; median of {REPEATS} (CLI: 5):\n")
         print("| figure | ms |\n| --- | --- |")
         for label, value in rows:

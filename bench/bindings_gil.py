@@ -129,7 +129,7 @@ def main() -> None:
         queried, query_s = counter.rate_beside(
             lambda: found.extend(
                 schedd.query(constraint=instance_constraint(), projection=PROJECTION)
-            )  # fmt: skip
+            )
         )
         submitted, submit_s = counter.rate_beside(lambda: submit(submitting))
     finally:
@@ -142,10 +142,14 @@ def main() -> None:
         print(f"  from two forked processes         {processes:.2f} s")
     print(f"\nA counting thread beside htcondor2 calls ({time.strftime('%Y-%m-%d %H:%M')})")
     print(f"  beside a sleep                                 {idle:>14,.0f} counts/s")
-    print(f"  beside Schedd.query of {len(found):,} ads ({query_s:.2f} s)   "
-          f"{queried:>14,.0f} counts/s")  # fmt: skip
-    print(f"  beside Schedd.submit of {submitting:,} jobs ({submit_s:.2f} s)"
-          f"  {submitted:>14,.0f} counts/s")  # fmt: skip
+    print(
+        f"  beside Schedd.query of {len(found):,} ads ({query_s:.2f} s)   "
+        f"{queried:>14,.0f} counts/s"
+    )
+    print(
+        f"  beside Schedd.submit of {submitting:,} jobs ({submit_s:.2f} s)"
+        f"  {submitted:>14,.0f} counts/s"
+    )
     print(
         f"thread beside a query: {100 * queried / idle:.0f} %, "
         f"beside a submit: {100 * submitted / idle:.0f} %"

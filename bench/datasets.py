@@ -82,8 +82,14 @@ def launch(job, cache: Path | None) -> float:
         environment["NIGHTSHIFT_DATA_CACHE"] = str(cache)
     started = time.perf_counter()
     command = [sys.executable, ".nightshift/launch.py", job.request["script_name"]]
-    process = subprocess.Popen(command, cwd=job.directory, env=environment, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    process = subprocess.Popen(
+        command,
+        cwd=job.directory,
+        env=environment,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     line = process.stdout.readline()
     elapsed = time.perf_counter() - started
     _, errors = process.communicate(timeout=600)
@@ -100,13 +106,22 @@ def through_the_plugin(job, cache: Path) -> float:
     ad = sandbox.parent / f"{sandbox.name}.machine.ad"
     ad.write_text(f'Name = "slot1@bench"\nNightshiftDataCache = "{cache}"\n')
     infile = sandbox / ".plugin.in"
-    infile.write_text("".join(f'[ Url = "{url}"; LocalFileName = "{sandbox / url[-64:]}" ]\n'
-                              for url in job.request["dataset_urls"]))  # fmt: skip
+    infile.write_text(
+        "".join(
+            f'[ Url = "{url}"; LocalFileName = "{sandbox / url[-64:]}" ]\n'
+            for url in job.request["dataset_urls"]
+        )
+    )
     environment = {k: v for k, v in os.environ.items() if not k.startswith("NIGHTSHIFT_")}
     environment["_CONDOR_MACHINE_AD"] = str(ad)
     started = time.perf_counter()
-    subprocess.run([f"./{PLUGIN_NAME}", "-infile", str(infile), "-outfile", str(infile) + ".out"],
-                   cwd=sandbox, env=environment, check=True, timeout=600)  # fmt: skip
+    subprocess.run(
+        [f"./{PLUGIN_NAME}", "-infile", str(infile), "-outfile", str(infile) + ".out"],
+        cwd=sandbox,
+        env=environment,
+        check=True,
+        timeout=600,
+    )
     return time.perf_counter() - started + launch(job, cache)
 
 
@@ -119,11 +134,13 @@ def resumable_upload(user, source: Path, portal: str, attempt: int) -> float:
     from datasets import services
 
     secret = token_create(user=user, name=f"bench {attempt}").secret
-    uploader = tus.TusClient(f"{portal}/api/v1/dataset-uploads/",
-                             headers={"Authorization": f"Bearer {secret}"}).uploader(
-        str(source), chunk_size=8 * 2**20,
+    uploader = tus.TusClient(
+        f"{portal}/api/v1/dataset-uploads/", headers={"Authorization": f"Bearer {secret}"}
+    ).uploader(
+        str(source),
+        chunk_size=8 * 2**20,
         metadata={"name": f"tus{attempt}", "filename": "blob.bin"},
-    )  # fmt: skip
+    )
     queue = services.dataset_enqueue_import
     services.dataset_enqueue_import = lambda pk: None
     try:
@@ -166,9 +183,13 @@ def main() -> None:
         def run_import(attempt=attempt) -> None:
             with open(source, "rb") as stream:
                 imported = services.dataset_import_from_upload(
-                    user=user, name=f"blob{attempt}", visibility="private", lab=None,
-                    description="", upload=UploadedFile(stream, name="blob.bin", size=size),
-                )  # fmt: skip
+                    user=user,
+                    name=f"blob{attempt}",
+                    visibility="private",
+                    lab=None,
+                    description="",
+                    upload=UploadedFile(stream, name="blob.bin", size=size),
+                )
             imported = DatasetImport.objects.get(pk=imported.pk)
             if imported.state != DatasetImport.State.DONE:
                 raise SystemExit(f"the import failed: {imported.message}")
@@ -176,23 +197,32 @@ def main() -> None:
         imports.append(timed(run_import))
     copy_s, import_s = statistics.median(copies), statistics.median(imports)
     print(f"raw disk copy:       {copy_s:7.2f} s  {size / 1e6 / copy_s:8.0f} MB/s (the floor)")
-    print(f"import of an upload: {import_s:7.2f} s  {size / 1e6 / import_s:8.0f} MB/s "
-          f"({import_s / copy_s:.1f}x the copy: saved, checked, packed and hashed)")  # fmt: skip
+    print(
+        f"import of an upload: {import_s:7.2f} s  {size / 1e6 / import_s:8.0f} MB/s "
+        f"({import_s / copy_s:.1f}x the copy: saved, checked, packed and hashed)"
+    )
 
     server = LiveServerThread("127.0.0.1", lambda handler: handler, connections_override={})
     server.daemon = True
     server.start()
     server.is_ready.wait()
     settings.PORTAL_URL = f"http://127.0.0.1:{server.port}"
-    tus_s = statistics.median(resumable_upload(user, source, settings.PORTAL_URL, attempt)
-                              for attempt in range(REPEATS))  # fmt: skip
-    print(f"resumable upload (tus, 8 MiB chunks, HTTP on 127.0.0.1): {tus_s:7.2f} s  "
-          f"{size / 1e6 / tus_s:8.0f} MB/s ({tus_s / copy_s:.1f}x the copy)")  # fmt: skip
+    tus_s = statistics.median(
+        resumable_upload(user, source, settings.PORTAL_URL, attempt) for attempt in range(REPEATS)
+    )
+    print(
+        f"resumable upload (tus, 8 MiB chunks, HTTP on 127.0.0.1): {tus_s:7.2f} s  "
+        f"{size / 1e6 / tus_s:8.0f} MB/s ({tus_s / copy_s:.1f}x the copy)"
+    )
 
     def job(datasets: list[str]):
         upload = UploadedFile(open(work / "train.py", "rb"), name="train.py")  # noqa: SIM115
-        return job_submit(user=user, spec=JobSpec(name="bench", gpus=0, datasets=datasets),
-                          script=upload, check_pool=False)  # fmt: skip
+        return job_submit(
+            user=user,
+            spec=JobSpec(name="bench", gpus=0, datasets=datasets),
+            script=upload,
+            check_pool=False,
+        )
 
     (work / "train.py").write_text(SCRIPT)
     floor = statistics.median(launch(job([]), None) for _ in range(REPEATS))
@@ -209,20 +239,26 @@ def main() -> None:
 
     cold, warm = cold_and_warm(launch, "cold")
     print(f"job with no dataset: {floor:7.2f} s to its first line (the floor)")
-    print(f"cold (first job on a workstation): {cold:7.2f} s ({size / 1e6 / (cold - floor):.0f} "
-          "MB/s fetched, checked and unpacked)")  # fmt: skip
+    print(
+        f"cold (first job on a workstation): {cold:7.2f} s ({size / 1e6 / (cold - floor):.0f} "
+        "MB/s fetched, checked and unpacked)"
+    )
     print(f"warm (next job there):             {warm:7.2f} s")
     plugin_cold, plugin_warm = cold_and_warm(through_the_plugin, "plugin")
-    print(f"spool mode, through HTCondor's plugin: cold {plugin_cold:7.2f} s,"
-          f" warm {plugin_warm:7.2f} s")  # fmt: skip
+    print(
+        f"spool mode, through HTCondor's plugin: cold {plugin_cold:7.2f} s,"
+        f" warm {plugin_warm:7.2f} s"
+    )
 
     last = DatasetDelivery.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
     caches = [work / "cache-ws-a", work / "cache-ws-b"]
     for index in range(JOBS):
         launch(job(["blob0"]), caches[index % 2])
     moved = sum(DatasetDelivery.objects.filter(pk__gt=last).values_list("size_bytes", flat=True))
-    print(f"bytes moved for {JOBS} jobs on 2 workstations: {moved:,} ({moved / size:.2f} copies; "
-          f"a transfer per job: {JOBS * size:,})")  # fmt: skip
+    print(
+        f"bytes moved for {JOBS} jobs on 2 workstations: {moved:,} ({moved / size:.2f} copies; "
+        f"a transfer per job: {JOBS * size:,})"
+    )
     server.terminate()
     shutil.rmtree(work, ignore_errors=True)
     print(f"warm start overhead: {warm - floor:.2f} s; bytes moved for {JOBS} jobs: {moved}")

@@ -115,8 +115,9 @@ class CountingProxy:
 def disk_bytes(path: Path) -> int:
     if not path.exists():
         return 0
-    done = subprocess.run(["du", "-s", "--block-size=1", str(path)], capture_output=True,
-                          text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        ["du", "-s", "--block-size=1", str(path)], capture_output=True, text=True, check=True
+    )
     return int(done.stdout.split()[0])
 
 
@@ -139,21 +140,36 @@ def job_folder(lock: str | None) -> tuple[str, Path]:
         shutil.copy(REPO / "jobs/runtime" / name, helper / name)
     if lock is not None:
         (helper / "requirements.lock").write_text(lock)
-        (helper / "environment.json").write_text(json.dumps(
-            {"reference": "bench-scientific@1", "python_version": "3.13"}))  # fmt: skip
+        (helper / "environment.json").write_text(
+            json.dumps({"reference": "bench-scientific@1", "python_version": "3.13"})
+        )
     for path in [folder, *folder.rglob("*")]:
         os.chown(path, UID, -1)
     return job_id, folder
 
 
-def run(bridge: HTCondorBridge, proxy: CountingProxy, name: str, lock: str | None,
-        environment: dict[str, str]) -> dict:  # fmt: skip
+def run(
+    bridge: HTCondorBridge,
+    proxy: CountingProxy,
+    name: str,
+    lock: str | None,
+    environment: dict[str, str],
+) -> dict:
     job_id, folder = job_folder(lock)
-    proxied = {"HTTPS_PROXY": f"http://127.0.0.1:{proxy.port}",
-               "https_proxy": f"http://127.0.0.1:{proxy.port}", **environment}  # fmt: skip
-    request = JobRequest(job_id=job_id, job_dir=str(folder), script_name="train.py",
-                         install_requirements=True, memory_mb=1024, disk_mb=4096,
-                         environment=tuple(proxied.items()))  # fmt: skip
+    proxied = {
+        "HTTPS_PROXY": f"http://127.0.0.1:{proxy.port}",
+        "https_proxy": f"http://127.0.0.1:{proxy.port}",
+        **environment,
+    }
+    request = JobRequest(
+        job_id=job_id,
+        job_dir=str(folder),
+        script_name="train.py",
+        install_requirements=True,
+        memory_mb=1024,
+        disk_mb=4096,
+        environment=tuple(proxied.items()),
+    )
     cache_before, received_before = disk_bytes(CACHE), proxy.received
     started = time.monotonic()
     result = bridge.submit(request, check_existing=False)
@@ -181,10 +197,14 @@ def run(bridge: HTCondorBridge, proxy: CountingProxy, name: str, lock: str | Non
 
 def main() -> None:
     lock = lock_resolve(requirements_check(PACKAGES), python_version="3.13")
-    print(f"packages: {PACKAGES.split()} -> {len(lock.packages)} locked: "
-          + ", ".join(f"{n}=={v}" for n, v in lock.packages), flush=True)  # fmt: skip
-    bridge = HTCondorBridge(token_dir=TOKEN_DIR, mode=FileMode.SHARED,
-                            instance=f"bench-env-{uuid.uuid4().hex[:8]}")  # fmt: skip
+    print(
+        f"packages: {PACKAGES.split()} -> {len(lock.packages)} locked: "
+        + ", ".join(f"{n}=={v}" for n, v in lock.packages),
+        flush=True,
+    )
+    bridge = HTCondorBridge(
+        token_dir=TOKEN_DIR, mode=FileMode.SHARED, instance=f"bench-env-{uuid.uuid4().hex[:8]}"
+    )
     proxy = CountingProxy()
     for part in ("envs", "locks", "uv"):
         shutil.rmtree(CACHE / part, ignore_errors=True)
@@ -201,14 +221,18 @@ def main() -> None:
         for name, environment in variants:
             rows.append(run(bridge, proxy, name, lock.text, environment))
         for row in rows:
-            print(f"  {row['name']}: first line after {row['first_line_s']:.2f} s "
-                  f"(job {row['wall_s']:.0f} s from submission)")  # fmt: skip
+            print(
+                f"  {row['name']}: first line after {row['first_line_s']:.2f} s "
+                f"(job {row['wall_s']:.0f} s from submission)"
+            )
     finally:
         for path in OWNER_DIR.glob("*"):
             path.unlink(missing_ok=True)
     print()
-    print(f"{'variant':<24} {'to first line':>13} {'downloaded':>12} {'job disk':>10} "
-          f"{'cache growth':>12}")  # fmt: skip
+    print(
+        f"{'variant':<24} {'to first line':>13} {'downloaded':>12} {'job disk':>10} "
+        f"{'cache growth':>12}"
+    )
     for row in rows:
         print(
             f"{row['name']:<24} {row['first_line_s']:>11.2f} s {row['downloaded'] / 1e6:>9.1f} MB"

@@ -102,9 +102,15 @@ def play_owners(bridge: HTCondorBridge, job_id: str, log: list[str]) -> None:
 
 def run(bridge: HTCondorBridge, name: str, script: str) -> dict:
     job_id, folder = job_folder(script)
-    request = JobRequest(job_id=job_id, job_dir=str(folder), script_name="train.py", gpus=1,
-                         memory_mb=256, vacate_grace_s=60,
-                         checkpoint_interval_s=0)  # fmt: skip
+    request = JobRequest(
+        job_id=job_id,
+        job_dir=str(folder),
+        script_name="train.py",
+        gpus=1,
+        memory_mb=256,
+        vacate_grace_s=60,
+        checkpoint_interval_s=0,
+    )
     result = bridge.submit(request, check_existing=False)
     events: list[str] = []
     owners = threading.Thread(target=play_owners, args=(bridge, job_id, events), daemon=True)
@@ -135,11 +141,14 @@ def run(bridge: HTCondorBridge, name: str, script: str) -> dict:
 
 def main() -> None:
     OWNER_DIR.mkdir(parents=True, exist_ok=True)
-    bridge = HTCondorBridge(token_dir=TOKEN_DIR, mode=FileMode.SHARED,
-                            instance=f"bench-goodput-{uuid.uuid4().hex[:8]}")  # fmt: skip
-    print(f"workload: {STEPS} steps x {STEP_S} s = {STEPS * STEP_S:.0f} s of compute; "
-          f"trace: the owner returns after {RUN_BEFORE_OWNER_S} s of each run, "
-          f"{EVICTIONS} times, for {OWNER_STAYS_S} s")  # fmt: skip
+    bridge = HTCondorBridge(
+        token_dir=TOKEN_DIR, mode=FileMode.SHARED, instance=f"bench-goodput-{uuid.uuid4().hex[:8]}"
+    )
+    print(
+        f"workload: {STEPS} steps x {STEP_S} s = {STEPS * STEP_S:.0f} s of compute; "
+        f"trace: the owner returns after {RUN_BEFORE_OWNER_S} s of each run, "
+        f"{EVICTIONS} times, for {OWNER_STAYS_S} s"
+    )
     rows = []
     try:
         for name, script in (("with checkpoints", CHECKPOINTING), ("without", FROM_ZERO)):
@@ -152,8 +161,10 @@ def main() -> None:
     print()
     print(f"{'variant':<18} {'goodput':>8} {'compute s':>10} {'finish s':>9} {'runs':>5}")
     for row in rows:
-        print(f"{row['name']:<18} {row['goodput']:>7.1%} {row['total']:>10.0f} "
-              f"{row['finish']:>9.0f} {row['runs']:>5}")  # fmt: skip
+        print(
+            f"{row['name']:<18} {row['goodput']:>7.1%} {row['total']:>10.0f} "
+            f"{row['finish']:>9.0f} {row['runs']:>5}"
+        )
 
 
 if __name__ == "__main__":

@@ -29,12 +29,26 @@ from jobs.models import Job, JobState  # noqa: E402
 
 TOTAL_JOBS, USERS, HEAVY_JOBS = 100_000, 500, 20_000
 REPEATS = 60
-STATES = [JobState.COMPLETED] * 6 + [JobState.FAILED, JobState.RUNNING, JobState.IDLE,
-                                     JobState.HELD]  # fmt: skip
-REQUEST = {"script_name": "train.py", "arguments": ["--epochs", "5"], "environment": [],
-           "gpus": 1, "gpu_memory_gb": 10, "gpu_capability": None, "cpus": 2,
-           "memory_mb": 4096, "max_runtime_s": None, "output_paths": ["outputs"],
-           "python": "/usr/bin/python3", "container_image": None}  # fmt: skip
+STATES = [JobState.COMPLETED] * 6 + [
+    JobState.FAILED,
+    JobState.RUNNING,
+    JobState.IDLE,
+    JobState.HELD,
+]
+REQUEST = {
+    "script_name": "train.py",
+    "arguments": ["--epochs", "5"],
+    "environment": [],
+    "gpus": 1,
+    "gpu_memory_gb": 10,
+    "gpu_capability": None,
+    "cpus": 2,
+    "memory_mb": 4096,
+    "max_runtime_s": None,
+    "output_paths": ["outputs"],
+    "python": "/usr/bin/python3",
+    "container_image": None,
+}
 
 
 def make_world():
@@ -42,14 +56,27 @@ def make_world():
         [get_user_model()(username=f"user{i:03d}") for i in range(USERS)]
     )
     heavy, light = users[0], users[1]
-    owners = [heavy] * HEAVY_JOBS + [users[2 + i % (USERS - 2)] for i in range(
-        TOTAL_JOBS - HEAVY_JOBS - 10)] + [light] * 10  # fmt: skip
+    owners = (
+        [heavy] * HEAVY_JOBS
+        + [users[2 + i % (USERS - 2)] for i in range(TOTAL_JOBS - HEAVY_JOBS - 10)]
+        + [light] * 10
+    )
     Job.objects.bulk_create(
-        [Job(owner=owner, name=f"resnet sweep {i}", request=REQUEST, state=STATES[i % 10],
-             output_dir=f"/nonexistent/{i}", cluster_id=i + 1, proc_id=0,
-             workstation="ws-ampere") for i, owner in enumerate(owners)],
+        [
+            Job(
+                owner=owner,
+                name=f"resnet sweep {i}",
+                request=REQUEST,
+                state=STATES[i % 10],
+                output_dir=f"/nonexistent/{i}",
+                cluster_id=i + 1,
+                proc_id=0,
+                workstation="ws-ampere",
+            )
+            for i, owner in enumerate(owners)
+        ],
         batch_size=5000,
-    )  # fmt: skip
+    )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobs_job")
     return heavy, light
@@ -76,8 +103,10 @@ def main() -> None:
     try:
         started = time.perf_counter()
         heavy, light = make_world()
-        print(f"created {TOTAL_JOBS:,} jobs for {USERS} users in "
-              f"{time.perf_counter() - started:.1f} s")  # fmt: skip
+        print(
+            f"created {TOTAL_JOBS:,} jobs for {USERS} users in "
+            f"{time.perf_counter() - started:.1f} s"
+        )
 
         def clients(user):
             web = Client()
@@ -95,23 +124,36 @@ def main() -> None:
             ("web /jobs/", lambda: ok(web.get("/jobs/")), lambda: ok(light_web.get("/jobs/"))),
             ("web /jobs/?page=300", lambda: ok(web.get("/jobs/", {"page": 300})), None),
             ("web /jobs/?state=held", lambda: ok(web.get("/jobs/", {"state": "held"})), None),
-            ("GET /api/v1/jobs/", lambda: ok(api.get("/api/v1/jobs/")),
-             lambda: ok(light_api.get("/api/v1/jobs/"))),
-            ("GET /api/v1/jobs/?page=300", lambda: ok(api.get("/api/v1/jobs/", {"page": 300})),
-             None),
-            ("GET /api/v1/jobs/?state=held",
-             lambda: ok(api.get("/api/v1/jobs/", {"state": "held"})), None),
-        ]  # fmt: skip
-        print(f"\n{TOTAL_JOBS:,} jobs, {USERS} users; the heavy user owns {HEAVY_JOBS:,}; "
-              f"{REPEATS} requests each:\n")  # fmt: skip
+            (
+                "GET /api/v1/jobs/",
+                lambda: ok(api.get("/api/v1/jobs/")),
+                lambda: ok(light_api.get("/api/v1/jobs/")),
+            ),
+            (
+                "GET /api/v1/jobs/?page=300",
+                lambda: ok(api.get("/api/v1/jobs/", {"page": 300})),
+                None,
+            ),
+            (
+                "GET /api/v1/jobs/?state=held",
+                lambda: ok(api.get("/api/v1/jobs/", {"state": "held"})),
+                None,
+            ),
+        ]
+        print(
+            f"\n{TOTAL_JOBS:,} jobs, {USERS} users; the heavy user owns {HEAVY_JOBS:,}; "
+            f"{REPEATS} requests each:\n"
+        )
         print("| request | p50 ms | p95 ms | SQL queries (heavy user) | (user with 10 jobs) |")
         print("| --- | --- | --- | --- | --- |")
         for label, action, light_action in cases:
             times = samples_ms(action, REPEATS)
             queries = queries_of(action) if "raw" not in label else 1
             light_queries = queries_of(light_action) if light_action else "-"
-            print(f"| {label} | {percentile(times, 0.5):.1f} | {percentile(times, 0.95):.1f} "
-                  f"| {queries} | {light_queries} |")  # fmt: skip
+            print(
+                f"| {label} | {percentile(times, 0.5):.1f} | {percentile(times, 0.95):.1f} "
+                f"| {queries} | {light_queries} |"
+            )
     finally:
         connection.close()
         connection.creation.destroy_test_db(old_name, verbosity=0)

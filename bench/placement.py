@@ -135,8 +135,9 @@ def owner_ticks(owners: list[Owner], rng: np.random.Generator) -> np.ndarray:
     present = np.zeros((len(owners), ticks), dtype=bool)
     for index, owner in enumerate(owners):
         for day in range(days):
-            midnight = datetime.combine((START + timedelta(days=day)).date(), datetime.min.time(),
-                                        tzinfo=ZONE)  # fmt: skip
+            midnight = datetime.combine(
+                (START + timedelta(days=day)).date(), datetime.min.time(), tzinfo=ZONE
+            )
             for begin, end in sessions(owner, day, rng):
                 # Local wall-clock hours become instants through the zone: an owner who
                 # comes at 09:00 does so in summer and in winter time.
@@ -207,8 +208,9 @@ def job_stream(rng: np.random.Generator, rate_per_hour: float) -> list[Job]:
                 runtime = min(30 * 3600, max(LONG_S + 60, rng.lognormal(math.log(8 * 3600), 0.5)))
             gpus = int(rng.choice([1, 2, 4], p=[0.70, 0.22, 0.08]))
             declared = runtime * float(rng.lognormal(0.15, 0.25))
-            jobs.append(Job(len(jobs), int(rng.choice(users, p=weights)), tick, gpus, runtime,
-                            declared))  # fmt: skip
+            jobs.append(
+                Job(len(jobs), int(rng.choice(users, p=weights)), tick, gpus, runtime, declared)
+            )
     return jobs
 
 
@@ -223,8 +225,15 @@ class Campus:
 
 
 class Simulation:
-    def __init__(self, campus: Campus, jobs: list[Job], *, nightshift: bool, predict: bool,
-                 rng: np.random.Generator):  # fmt: skip
+    def __init__(
+        self,
+        campus: Campus,
+        jobs: list[Job],
+        *,
+        nightshift: bool,
+        predict: bool,
+        rng: np.random.Generator,
+    ):
         self.campus = campus
         self.jobs = jobs
         self.nightshift = nightshift
@@ -281,8 +290,7 @@ class Simulation:
                 continue
             default = (-free, self.campus.kflops[machine])  # best fit, then a fixed order
             if self.nightshift:
-                rank = placement.preference(self.published(machine, tick),
-                                            job.declared_s / 3600)  # fmt: skip
+                rank = placement.preference(self.published(machine, tick), job.declared_s / 3600)
                 key = (rank, *default)
             else:
                 key = default
@@ -302,14 +310,22 @@ class Simulation:
         order = self.order()
         ahead = [WaitingJob(j.gpus, j.declared_s - j.done_s) for j in order[: order.index(job)]]
         # Of the jobs to come, those of users who used less than this job's user go first.
-        share = sum(w for user, w in self.user_share.items()
-                    if self.usage[user] < self.usage[job.user])  # fmt: skip
+        share = sum(
+            w for user, w in self.user_share.items() if self.usage[user] < self.usage[job.user]
+        )
         arrivals = Arrivals(per_slot=self.arrival_rate * share, sizes=self.sizes)
         job.predicted = predict_start(
-            now=now, machines=machines, ahead=ahead, job=WaitingJob(job.gpus, job.declared_s),
-            pool=self.frozen, runtime_ratios=self.frozen_ratios, arrivals=arrivals, futures=32,
-            horizon=timedelta(days=2), rng=self.rng,
-        )  # fmt: skip
+            now=now,
+            machines=machines,
+            ahead=ahead,
+            job=WaitingJob(job.gpus, job.declared_s),
+            pool=self.frozen,
+            runtime_ratios=self.frozen_ratios,
+            arrivals=arrivals,
+            futures=32,
+            horizon=timedelta(days=2),
+            rng=self.rng,
+        )
 
     def learn_arrivals(self, until_tick: int) -> None:
         """From the jobs submitted so far: how many come per slot, by hour of the week, whose
@@ -350,10 +366,13 @@ class Simulation:
                 self.frozen_ratios = list(self.ratios)
                 self.learn_arrivals(tick)
             if tick == train_end:
-                self.calibration = calibrate([
-                    (job.predicted, self.moment(job.started)) for job in self.jobs
-                    if job.predicted is not None and job.started is not None
-                ])  # fmt: skip
+                self.calibration = calibrate(
+                    [
+                        (job.predicted, self.moment(job.started))
+                        for job in self.jobs
+                        if job.predicted is not None and job.started is not None
+                    ]
+                )
             self.usage = [u * decay for u in self.usage]
             # Owners back: their workstations' jobs are evicted, keeping what they saved.
             for machine in np.flatnonzero(owners):
@@ -497,8 +516,13 @@ def main() -> None:
     results = {}
     for name, nightshift in (("HTCondor default", False), ("Nightshift placement", True)):
         copy = [Job(j.index, j.user, j.submitted, j.gpus, j.runtime_s, j.declared_s) for j in jobs]
-        sim = Simulation(campus, copy, nightshift=nightshift, predict=nightshift,
-                         rng=np.random.default_rng(args.seed + 7))  # fmt: skip
+        sim = Simulation(
+            campus,
+            copy,
+            nightshift=nightshift,
+            predict=nightshift,
+            rng=np.random.default_rng(args.seed + 7),
+        )
         sim.run()
         results[name] = (summary(copy), sim)
     free_gpu_hours = (

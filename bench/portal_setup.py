@@ -41,11 +41,22 @@ def serve_gunicorn(port: int, *extra: str, app: str = "portal.wsgi"):
         "NIGHTSHIFT_BRIDGE": "fake",
     }
     process = subprocess.Popen(
-        [str(Path(sys.executable).with_name("gunicorn")), app, "-b",
-         f"127.0.0.1:{port}", "--workers", "2", "--threads", "4", "--log-level", "warning",
-         *extra],
-        cwd=REPO, env=env,
-    )  # fmt: skip
+        [
+            str(Path(sys.executable).with_name("gunicorn")),
+            app,
+            "-b",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "2",
+            "--threads",
+            "4",
+            "--log-level",
+            "warning",
+            *extra,
+        ],
+        cwd=REPO,
+        env=env,
+    )
     for _ in range(100):
         try:
             httpx.get(f"http://127.0.0.1:{port}/accounts/login/", timeout=1)

@@ -28,8 +28,9 @@ def remove_instance_jobs() -> None:
 
 
 def raw_description(directory: Path) -> dict[str, str]:
-    request = JobRequest(job_id=str(uuid.uuid4()), job_dir=str(directory),
-                         script_name="train.py", memory_mb=256)  # fmt: skip
+    request = JobRequest(
+        job_id=str(uuid.uuid4()), job_dir=str(directory), script_name="train.py", memory_mb=256
+    )
     return build_submit_description(
         request, mode=FileMode.SHARED, instance=settings.NIGHTSHIFT_INSTANCE
     )

@@ -49,8 +49,14 @@ WORKSTATIONS = 60
 SAMPLE_DAYS = 45
 SAMPLE_S = 300
 REPEATS = 5
-MODELS = ["Tesla V100-PCIE-16GB", "A100-SXM4-40GB", "TITAN RTX", "GeForce RTX 3090",
-          "GeForce RTX 4090", "GeForce GTX 1080 Ti"]  # fmt: skip
+MODELS = [
+    "Tesla V100-PCIE-16GB",
+    "A100-SXM4-40GB",
+    "TITAN RTX",
+    "GeForce RTX 3090",
+    "GeForce RTX 4090",
+    "GeForce GTX 1080 Ti",
+]
 OUTCOMES = ["completed"] * 7 + ["failed", "cancelled", "runtime_limit"]
 NOW = datetime.now(tz=UTC)
 random.seed(20261129)
@@ -95,8 +101,9 @@ def copy_rows(model: type[models.Model], rows, batch: int = 100_000) -> None:
 
 def seed() -> tuple[Lab, int]:
     user_model = get_user_model()
-    labs = Lab.objects.bulk_create([Lab(name=f"Lab {i:02d}", accounting_group=f"group_lab{i:02d}")
-                                    for i in range(LABS)])  # fmt: skip
+    labs = Lab.objects.bulk_create(
+        [Lab(name=f"Lab {i:02d}", accounting_group=f"group_lab{i:02d}") for i in range(LABS)]
+    )
     # Lab sizes differ a lot: lab 0 has about a fifth of all users.
     weights = [1 / (i + 1) for i in range(LABS)]
     users = user_model.objects.bulk_create(
@@ -105,20 +112,34 @@ def seed() -> tuple[Lab, int]:
     user_lab = {u.pk: random.choices(labs, weights)[0].pk for u in users}
     user_ids = [u.pk for u in users]
     activity = [random.paretovariate(1.2) for _ in users]  # a few heavy users
-    workstations = [(f"ws-{i:02d}", MODELS[i % len(MODELS)], 1 + i % 4)
-                    for i in range(WORKSTATIONS)]  # fmt: skip
+    workstations = [
+        (f"ws-{i:02d}", MODELS[i % len(MODELS)], 1 + i % 4) for i in range(WORKSTATIONS)
+    ]
 
     started = time.perf_counter()
     job_owner = random.choices(user_ids, activity, k=JOBS)
     job_created = [NOW - timedelta(seconds=random.uniform(0, 365 * 86400)) for _ in range(JOBS)]
-    copy_rows(Job, (
-        {"public_id": uuid.uuid4(), "owner_id": owner, "lab_id": user_lab[owner],
-         "name": f"train {i}", "gpus": 1 + (i % 5 == 0), "state": "completed",
-         "outcome": OUTCOMES[i % 10], "output_dir": f"/nonexistent/{i}",
-         "created_at": job_created[i], "finished_at": job_created[i] + timedelta(hours=6),
-         "workstation": workstations[i % WORKSTATIONS][0], "request": {}, "source": {}}
-        for i, owner in enumerate(job_owner)
-    ))  # fmt: skip
+    copy_rows(
+        Job,
+        (
+            {
+                "public_id": uuid.uuid4(),
+                "owner_id": owner,
+                "lab_id": user_lab[owner],
+                "name": f"train {i}",
+                "gpus": 1 + (i % 5 == 0),
+                "state": "completed",
+                "outcome": OUTCOMES[i % 10],
+                "output_dir": f"/nonexistent/{i}",
+                "created_at": job_created[i],
+                "finished_at": job_created[i] + timedelta(hours=6),
+                "workstation": workstations[i % WORKSTATIONS][0],
+                "request": {},
+                "source": {},
+            }
+            for i, owner in enumerate(job_owner)
+        ),
+    )
     job_ids = list(Job.objects.order_by("pk").values_list("pk", flat=True))
     print(f"seeded {JOBS:,} jobs in {time.perf_counter() - started:.1f} s")
 
@@ -129,8 +150,9 @@ def seed() -> tuple[Lab, int]:
             index = n % JOBS
             owner = job_owner[index]
             ws, model, _ = workstations[(index + n // JOBS) % WORKSTATIONS]
-            start = job_created[index] + timedelta(seconds=random.expovariate(1 / 1800)
-                                                   + (n // JOBS) * 8 * 3600)  # fmt: skip
+            start = job_created[index] + timedelta(
+                seconds=random.expovariate(1 / 1800) + (n // JOBS) * 8 * 3600
+            )
             if start > NOW:
                 start = NOW - timedelta(seconds=random.uniform(0, 86400))
             wall = random.uniform(600, 12 * 3600)
@@ -139,14 +161,21 @@ def seed() -> tuple[Lab, int]:
             end = start + timedelta(seconds=wall)
             running = end > NOW
             yield {
-                "job_id": job_ids[index], "user_id": owner, "lab_id": user_lab[owner],
-                "started_at": start, "ended_at": None if running else end, "workstation": ws,
-                "gpu_model": model, "gpus": 1 + (index % 5 == 0),
-                "wall_s": 0.0 if running else wall, "committed_s": 0.0 if running else committed,
+                "job_id": job_ids[index],
+                "user_id": owner,
+                "lab_id": user_lab[owner],
+                "started_at": start,
+                "ended_at": None if running else end,
+                "workstation": ws,
+                "gpu_model": model,
+                "gpus": 1 + (index % 5 == 0),
+                "wall_s": 0.0 if running else wall,
+                "committed_s": 0.0 if running else committed,
                 "badput_s": wall - committed if evicted and not running else 0.0,
-                "wait_s": random.expovariate(1 / 900), "first_run": n < JOBS,
+                "wait_s": random.expovariate(1 / 900),
+                "first_run": n < JOBS,
                 "ended_by": "" if running else ("evicted" if evicted else "completed"),
-            }  # fmt: skip
+            }
 
     copy_rows(UsageRecord, records())
     print(f"seeded {RECORDS:,} usage records in {time.perf_counter() - started:.1f} s")
@@ -163,10 +192,16 @@ def seed() -> tuple[Lab, int]:
                 unavailable = 0 if night or random.random() < 0.3 else gpus
                 used = random.randint(0, gpus - unavailable)
                 ours = random.randint(0, used)
-                yield {"taken_at": at, "seconds": SAMPLE_S, "workstation": ws,
-                       "total_gpus": gpus, "idle_gpus": gpus - unavailable - used,
-                       "nightshift_gpus": ours, "other_gpus": used - ours,
-                       "unavailable_gpus": unavailable}  # fmt: skip
+                yield {
+                    "taken_at": at,
+                    "seconds": SAMPLE_S,
+                    "workstation": ws,
+                    "total_gpus": gpus,
+                    "idle_gpus": gpus - unavailable - used,
+                    "nightshift_gpus": ours,
+                    "other_gpus": used - ours,
+                    "unavailable_gpus": unavailable,
+                }
 
     copy_rows(CapacitySample, samples())
     count = CapacitySample.objects.count()
@@ -190,8 +225,10 @@ def main() -> None:
             .exclude(ended_at__lte=period.start)
             .count()
         )
-        print(f"{lab.name}: {in_window:,} runs in the last 30 days "
-              f"(of {UsageRecord.objects.filter(lab=lab).count():,})")  # fmt: skip
+        print(
+            f"{lab.name}: {in_window:,} runs in the last 30 days "
+            f"(of {UsageRecord.objects.filter(lab=lab).count():,})"
+        )
 
         def floor():
             with connection.cursor() as cursor:
@@ -209,22 +246,38 @@ def main() -> None:
 
         rows = [
             ("raw SQL: the lab's 30-day GPU-hours, one SUM (floor)", median_ms(floor, REPEATS)),
-            ("30-day lab report, all 7 tables, by user",
-             median_ms(lambda: reports.usage_report(scope, period, "user"), REPEATS)),
-            ("30-day lab report, all 7 tables, by workstation",
-             median_ms(lambda: reports.usage_report(scope, period, "workstation"), REPEATS)),
-            ("30-day report of everything (admin), by lab",
-             median_ms(lambda: reports.usage_report(everything, period, "lab"), REPEATS)),
-        ]  # fmt: skip
+            (
+                "30-day lab report, all 7 tables, by user",
+                median_ms(lambda: reports.usage_report(scope, period, "user"), REPEATS),
+            ),
+            (
+                "30-day lab report, all 7 tables, by workstation",
+                median_ms(lambda: reports.usage_report(scope, period, "workstation"), REPEATS),
+            ),
+            (
+                "30-day report of everything (admin), by lab",
+                median_ms(lambda: reports.usage_report(everything, period, "lab"), REPEATS),
+            ),
+        ]
         for name, table in reports.REPORT_TABLES.items():
-            rows.append((f"  lab table {name}",
-                         median_ms(lambda t=table: t(scope, period, "user"), REPEATS)))  # fmt: skip
-        rows.append((f"CSV export of the lab's {in_window:,} runs, streamed",
-                     median_ms(export, REPEATS)))  # fmt: skip
+            rows.append(
+                (
+                    f"  lab table {name}",
+                    median_ms(lambda t=table: t(scope, period, "user"), REPEATS),
+                )
+            )
+        rows.append(
+            (f"CSV export of the lab's {in_window:,} runs, streamed", median_ms(export, REPEATS))
+        )
         runs = UsageRecord.objects.filter(user_id=heavy_user)
-        rows.append(("quota check: one heavy user's 7-day GPU-hours",
-                     median_ms(lambda: gpu_hours_used(runs, since=NOW - timedelta(days=7),
-                                                      until=NOW), REPEATS)))  # fmt: skip
+        rows.append(
+            (
+                "quota check: one heavy user's 7-day GPU-hours",
+                median_ms(
+                    lambda: gpu_hours_used(runs, since=NOW - timedelta(days=7), until=NOW), REPEATS
+                ),
+            )
+        )
         print()
         width = max(len(name) for name, _ in rows)
         for name, ms in rows:

@@ -162,9 +162,11 @@ async def websocket_times(url: str, headers: dict) -> list[float]:
 def line(what: str, direct: list[float], proxied: list[float]) -> tuple[float, float]:
     d50, d95 = percentile(direct, 0.5), percentile(direct, 0.95)
     p50, p95 = percentile(proxied, 0.5), percentile(proxied, 0.95)
-    print(f"{what:<22} direct p50 {d50:6.2f} ms  p95 {d95:6.2f} ms   through the portal "
-          f"p50 {p50:6.2f} ms  p95 {p95:6.2f} ms   added p50 {p50 - d50:5.2f} ms  "
-          f"p95 {p95 - d95:5.2f} ms")  # fmt: skip
+    print(
+        f"{what:<22} direct p50 {d50:6.2f} ms  p95 {d95:6.2f} ms   through the portal "
+        f"p50 {p50:6.2f} ms  p95 {p95:6.2f} ms   added p50 {p50 - d50:5.2f} ms  "
+        f"p95 {p95 - d95:5.2f} ms"
+    )
     return p50 - d50, p95 - d95
 
 
@@ -173,9 +175,11 @@ def main() -> None:
     old_name = connection.settings_dict["NAME"]
     connection.creation.create_test_db(verbosity=0, autoclobber=True)
     bridge = HTCondorBridge(
-        collector=settings.CONDOR_COLLECTOR, token_dir=str(settings.CONDOR_TOKEN_DIR),
-        mode=FileMode.SHARED, instance=settings.NIGHTSHIFT_INSTANCE,
-    )  # fmt: skip
+        collector=settings.CONDOR_COLLECTOR,
+        token_dir=str(settings.CONDOR_TOKEN_DIR),
+        mode=FileMode.SHARED,
+        instance=settings.NIGHTSHIFT_INSTANCE,
+    )
     job_id = str(uuid.uuid4())
     folder = stage_job(job_id)
     submitted = None
@@ -186,29 +190,47 @@ def main() -> None:
         from live_sessions.proxy import build_application
         from live_sessions.services import live_token_create
 
-        submitted = bridge.submit(JobRequest(
-            job_id=job_id, job_dir=str(folder), script_name="serve.py", memory_mb=256,
-            live_services=("serve",),
-        ))  # fmt: skip
+        submitted = bridge.submit(
+            JobRequest(
+                job_id=job_id,
+                job_dir=str(folder),
+                script_name="serve.py",
+                memory_mb=256,
+                live_services=("serve",),
+            )
+        )
         wait_for(lambda: (o := bridge.find(job_id)) and o.state is JobState.RUNNING, "the job")
         stdout = folder / "stdout.txt"
-        port = int(wait_for(
-            lambda: stdout.exists() and re.search(r"serving on (\d+)", stdout.read_text()),
-            "the job to serve",
-        ).group(1))  # fmt: skip
+        port = int(
+            wait_for(
+                lambda: stdout.exists() and re.search(r"serving on (\d+)", stdout.read_text()),
+                "the job to serve",
+            ).group(1)
+        )
         owner = get_user_model().objects.create_user("bench", password="not-used-1234")
         job = Job.objects.create(
-            owner=owner, name="bench endpoint", output_dir=str(folder), public_id=job_id,
-            state=PortalState.RUNNING, cluster_id=submitted.cluster_id,
-            proc_id=submitted.proc_id, request={"live_services": ["serve"]},
-        )  # fmt: skip
+            owner=owner,
+            name="bench endpoint",
+            output_dir=str(folder),
+            public_id=job_id,
+            state=PortalState.RUNNING,
+            cluster_id=submitted.cluster_id,
+            proc_id=submitted.proc_id,
+            request={"live_services": ["serve"]},
+        )
         _, secret = live_token_create(user=owner, job=job, name="bench")
 
         proxy_port = free_port()
-        server = uvicorn.Server(uvicorn.Config(
-            build_application(), host="127.0.0.1", port=proxy_port, log_level="warning",
-            lifespan="on", ws="websockets-sansio",
-        ))  # fmt: skip
+        server = uvicorn.Server(
+            uvicorn.Config(
+                build_application(),
+                host="127.0.0.1",
+                port=proxy_port,
+                log_level="warning",
+                lifespan="on",
+                ws="websockets-sansio",
+            )
+        )
         threading.Thread(target=server.run, daemon=True).start()
         wait_for(lambda: server.started, "the live proxy")
 
@@ -223,12 +245,14 @@ def main() -> None:
             direct = http_times(client, direct_url, {})
             proxied = http_times(client, proxied_url, bearer)
         ws_direct = asyncio.run(websocket_times(f"ws://127.0.0.1:{port}/ws", {}))
-        ws_proxied = asyncio.run(websocket_times(
-            f"ws://127.0.0.1:{proxy_port}/live/{job_id}/serve/ws", bearer
-        ))  # fmt: skip
+        ws_proxied = asyncio.run(
+            websocket_times(f"ws://127.0.0.1:{proxy_port}/live/{job_id}/serve/ws", bearer)
+        )
 
-        print(f"live sessions: {REQUESTS} requests each way, one job on the personal pool, "
-              f"{os.cpu_count()} CPUs")  # fmt: skip
+        print(
+            f"live sessions: {REQUESTS} requests each way, one job on the personal pool, "
+            f"{os.cpu_count()} CPUs"
+        )
         print(f"first request (probe the job, open HTCondor's tunnel): {opening:.2f} s")
         _, http_p95 = line("HTTP GET", direct, proxied)
         line("WebSocket round trip", ws_direct, ws_proxied)

@@ -59,8 +59,14 @@ OPEN_SECONDS = 20
 WATCH_SECONDS = 80
 CPU_POLLS = 2000
 LOG_LINE = "epoch 3 step 1200 loss 0.4182 lr 0.00030 throughput 412.5 samples/s\n"
-REQUEST = {"script_name": "train.py", "arguments": ["--epochs", "5"], "gpus": 1, "cpus": 2,
-           "memory_mb": 4096, "output_paths": ["outputs"]}  # fmt: skip
+REQUEST = {
+    "script_name": "train.py",
+    "arguments": ["--epochs", "5"],
+    "gpus": 1,
+    "cpus": 2,
+    "memory_mb": 4096,
+    "output_paths": ["outputs"],
+}
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -76,22 +82,41 @@ def make_world(folder: Path) -> list[dict]:
         (directory / "stdout.txt").write_text(log)
         for n in range(5):
             (directory / "outputs" / f"checkpoint-{n}.pt").write_bytes(b"w" * 1000)
-        jobs.append(Job(owner=user, name="resnet50 on imagenet-mini", request=REQUEST,
-                        state=JobState.RUNNING, output_dir=str(directory), cluster_id=1,
-                        proc_id=0, workstation="ws-ampere"))  # fmt: skip
+        jobs.append(
+            Job(
+                owner=user,
+                name="resnet50 on imagenet-mini",
+                request=REQUEST,
+                state=JobState.RUNNING,
+                output_dir=str(directory),
+                cluster_id=1,
+                proc_id=0,
+                workstation="ws-ampere",
+            )
+        )
     Job.objects.bulk_create(jobs, batch_size=2000)
     JobEvent.objects.bulk_create(
-        [JobEvent(job=job, kind="note", state=JobState.RUNNING, detail=f"step {n}")
-         for job in jobs for n in range(20)], batch_size=5000,
-    )  # fmt: skip
+        [
+            JobEvent(job=job, kind="note", state=JobState.RUNNING, detail=f"step {n}")
+            for job in jobs
+            for n in range(20)
+        ],
+        batch_size=5000,
+    )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     students = []
     for user, job in zip(users, jobs, strict=True):
         client = Client()
         client.force_login(user)
-        students.append({"session": client.cookies["sessionid"].value, "job": str(job.public_id),
-                         "folder": folder / user.username, "offset": len(log)})  # fmt: skip
+        students.append(
+            {
+                "session": client.cookies["sessionid"].value,
+                "job": str(job.public_id),
+                "folder": folder / user.username,
+                "offset": len(log),
+            }
+        )
     return students
 
 
@@ -113,8 +138,10 @@ def postgres_backends_cpu_s() -> dict[int, float]:
     # refuses to query.
     database = psycopg2.connect(**connection.get_connection_params())
     with closing(database), database.cursor() as cursor:
-        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                       "AND pid <> pg_backend_pid()")  # fmt: skip
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        )
         pids = [pid for (pid,) in cursor.fetchall()]
     found = {}
     for pid in pids:
@@ -256,11 +283,17 @@ async def class_watching(students, *, backoff: bool) -> dict:
         client_cores = (time.process_time() - cpu) / elapsed
     first = statistics.quantiles(first_latencies, n=100)
     cuts = statistics.quantiles(open_latencies, n=100)
-    return {"rps": len(statuses) / elapsed, "p50": cuts[49] * 1000, "p95": cuts[94] * 1000,
-            "first_p95": first[94] * 1000,
-            "logs_only": sum(page.logs_only for page in pages) / len(statuses),
-            "errors": sum(1 for s in statuses if s not in (200, 304)), "polls": len(statuses),
-            "unchanged": statuses.count(304) / len(statuses), "client": client_cores}  # fmt: skip
+    return {
+        "rps": len(statuses) / elapsed,
+        "p50": cuts[49] * 1000,
+        "p95": cuts[94] * 1000,
+        "first_p95": first[94] * 1000,
+        "logs_only": sum(page.logs_only for page in pages) / len(statuses),
+        "errors": sum(1 for s in statuses if s not in (200, 304)),
+        "polls": len(statuses),
+        "unchanged": statuses.count(304) / len(statuses),
+        "client": client_cores,
+    }
 
 
 def main() -> None:
@@ -273,10 +306,13 @@ def main() -> None:
             students = make_world(Path(scratch))
             connection.close()  # gunicorn's workers open their own
             server = serve_gunicorn(PORT, "--keep-alive", "75")
-            cpu = {kind: asyncio.run(cpu_per_poll(server, students, kind=kind))
-                   for kind in ("first", "unchanged", "log grew")}  # fmt: skip
-            floor = serve_gunicorn(PORT + 1, "--keep-alive", "75", "--pythonpath", "bench",
-                                   app="wsgi_floor")  # fmt: skip
+            cpu = {
+                kind: asyncio.run(cpu_per_poll(server, students, kind=kind))
+                for kind in ("first", "unchanged", "log grew")
+            }
+            floor = serve_gunicorn(
+                PORT + 1, "--keep-alive", "75", "--pythonpath", "bench", app="wsgi_floor"
+            )
             try:
                 floor_ms = asyncio.run(floor_cpu_per_request(floor))
             finally:
@@ -290,24 +326,32 @@ def main() -> None:
                 server.wait(timeout=10)
             connection.creation.destroy_test_db(old_name, verbosity=0)
 
-    print(f"\nNightshift status polls ({time.strftime('%Y-%m-%d %H:%M')}; gunicorn 2 workers x 4 "
-          f"threads, {os.cpu_count()} cores shared with the client and PostgreSQL)\n")  # fmt: skip
+    print(
+        f"\nNightshift status polls ({time.strftime('%Y-%m-%d %H:%M')}; gunicorn 2 workers x 4 "
+        f"threads, {os.cpu_count()} cores shared with the client and PostgreSQL)\n"
+    )
     print("| poll | server CPU per poll (gunicorn) | PostgreSQL's CPU per poll | answered so |")
     print("| --- | --- | --- | --- |")
-    names = {"first": "a page's first: the whole document (200)",
-             "unchanged": "nothing changed: 304",
-             "log grew": "only the log grew: its new text (200, logs_only)"}  # fmt: skip
+    names = {
+        "first": "a page's first: the whole document (200)",
+        "unchanged": "nothing changed: 304",
+        "log grew": "only the log grew: its new text (200, logs_only)",
+    }
     for kind, name in names.items():
         print(f"| {name} | {cpu[kind][0]:.2f} ms | {cpu[kind][1]:.2f} ms | {cpu[kind][2]:.0%} |")
     print(f"| floor: gunicorn answering 304 with nothing behind it | {floor_ms:.2f} ms | - | - |")
     print(f"\n{STUDENTS:,} students opening their job pages over {OPEN_SECONDS} s and watching")
     print(f"them until {WATCH_SECONDS} s, 5 % of the logs growing each second (p50 and p95 of")
     print("the open pages' polls, then p95 of the pages' first polls):\n")
-    print("| polling | polls/s | p50 ms | p95 ms | first poll p95 ms | answered 304 | "
-          "logs only | errors | client's own CPU |")  # fmt: skip
+    print(
+        "| polling | polls/s | p50 ms | p95 ms | first poll p95 ms | answered 304 | "
+        "logs only | errors | client's own CPU |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for name, run in (("every 2 s", every_2s), ("as the page does (2 s, backing off to 10 s)",
-                                                 as_the_page)):  # fmt: skip
+    for name, run in (
+        ("every 2 s", every_2s),
+        ("as the page does (2 s, backing off to 10 s)", as_the_page),
+    ):
         print(
             f"| {name} | {run['rps']:.0f} | {run['p50']:.0f} | {run['p95']:.0f} | "
             f"{run['first_p95']:.0f} | {run['unchanged']:.0%} | {run['logs_only']:.0%} | "

@@ -44,9 +44,15 @@ BATCH = 1000
 def post_job(client: Client, name: str) -> None:
     response = client.post(
         "/jobs/new/",
-        {"name": name, "gpus": 0, "cpus": 1, "memory_gb": 0.25, "arguments": "",
-         "script": SimpleUploadedFile("train.py", SLEEPER.encode())},
-    )  # fmt: skip
+        {
+            "name": name,
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 0.25,
+            "arguments": "",
+            "script": SimpleUploadedFile("train.py", SLEEPER.encode()),
+        },
+    )
     assert response.status_code == 302, response.content[:500]
 
 
@@ -54,8 +60,10 @@ def wait_until_assigned(count: int, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while Job.objects.filter(cluster_id__isnull=False).count() < count:
         if time.monotonic() > deadline:
-            raise SystemExit(f"only {Job.objects.filter(cluster_id__isnull=False).count()} "
-                             f"of {count} jobs got a ClusterId within {timeout} s")  # fmt: skip
+            raise SystemExit(
+                f"only {Job.objects.filter(cluster_id__isnull=False).count()} "
+                f"of {count} jobs got a ClusterId within {timeout} s"
+            )
         time.sleep(0.01)
 
 
@@ -76,8 +84,12 @@ def main() -> None:
             post_job(client, f"single {i}")
             wait_until_assigned(i + 1)
             singles.append(time.perf_counter() - started)
-        figures.append(("web POST -> ClusterId, 1 job (median of 5)",
-                        f"{statistics.median(singles) * 1000:.0f} ms"))  # fmt: skip
+        figures.append(
+            (
+                "web POST -> ClusterId, 1 job (median of 5)",
+                f"{statistics.median(singles) * 1000:.0f} ms",
+            )
+        )
 
         # 1b. The same through the API, beside one raw submit of the same description.
         api = APIClient()
@@ -86,10 +98,15 @@ def main() -> None:
         schedd = raw_schedd()
         for i in range(5):
             started = time.perf_counter()
-            response = api.post("/api/v1/jobs/", {
-                "name": f"api {i}", "memory_gb": 0.25,
-                "script": SimpleUploadedFile("train.py", SLEEPER.encode()),
-            }, format="multipart")  # fmt: skip
+            response = api.post(
+                "/api/v1/jobs/",
+                {
+                    "name": f"api {i}",
+                    "memory_gb": 0.25,
+                    "script": SimpleUploadedFile("train.py", SLEEPER.encode()),
+                },
+                format="multipart",
+            )
             assert response.status_code == 201, response.content[:500]
             wait_until_assigned(Job.objects.count())
             api_singles.append(time.perf_counter() - started)
@@ -108,10 +125,15 @@ def main() -> None:
         already = Job.objects.count()
         started = time.perf_counter()
         for i in range(BATCH):
-            response = api.post("/api/v1/jobs/", {
-                "name": f"batch {i}", "memory_gb": 0.25,
-                "script": SimpleUploadedFile("train.py", SLEEPER.encode()),
-            }, format="multipart")  # fmt: skip
+            response = api.post(
+                "/api/v1/jobs/",
+                {
+                    "name": f"batch {i}",
+                    "memory_gb": 0.25,
+                    "script": SimpleUploadedFile("train.py", SLEEPER.encode()),
+                },
+                format="multipart",
+            )
             assert response.status_code == 201, response.content[:500]
         posted = time.perf_counter() - started
         wait_until_assigned(already + BATCH, timeout=900)
@@ -123,18 +145,25 @@ def main() -> None:
         # 1,000 runs have a ClusterId.
         already = Job.objects.count()
         started = time.perf_counter()
-        response = api.post("/api/v1/sweeps/", {
-            "name": "batch sweep", "memory_gb": 0.25, "arguments": ["--index", "{i}"],
-            "script": SimpleUploadedFile("train.py", SLEEPER.encode()),
-            "parameters": json.dumps({"grid": {"i": list(range(BATCH))}}),
-        }, format="multipart")  # fmt: skip
+        response = api.post(
+            "/api/v1/sweeps/",
+            {
+                "name": "batch sweep",
+                "memory_gb": 0.25,
+                "arguments": ["--index", "{i}"],
+                "script": SimpleUploadedFile("train.py", SLEEPER.encode()),
+                "parameters": json.dumps({"grid": {"i": list(range(BATCH))}}),
+            },
+            format="multipart",
+        )
         assert response.status_code == 201, response.content[:500]
         sweep_posted = time.perf_counter() - started
         wait_until_assigned(already + BATCH, timeout=900)
         portal_sweep = time.perf_counter() - started
         figures.append((f"{BATCH:,}-run sweep, API POST answered", f"{sweep_posted:.2f} s"))
-        figures.append((f"{BATCH:,}-run sweep, API POST -> all ClusterIds",
-                        f"{portal_sweep:.2f} s"))  # fmt: skip
+        figures.append(
+            (f"{BATCH:,}-run sweep, API POST -> all ClusterIds", f"{portal_sweep:.2f} s")
+        )
 
         # 3. The floors: the same 1,000 as raw submits of one job each, and as one raw
         # submit of one cluster with itemdata (what a batch can cost at best).
@@ -162,17 +191,28 @@ def main() -> None:
         schedd.submit(htcondor2.Submit(description), itemdata=iter(items))
         raw_folders = time.perf_counter() - started
         figures.append((f"{BATCH:,} jobs, raw Schedd.submit one by one", f"{raw_each:.2f} s"))
-        figures.append((f"{BATCH:,} jobs, raw Schedd.submit, one itemdata cluster",
-                        f"{raw_cluster:.2f} s"))  # fmt: skip
-        figures.append((f"{BATCH:,} jobs, raw: a folder each, then one itemdata cluster",
-                        f"{raw_folders:.2f} s"))  # fmt: skip
+        figures.append(
+            (f"{BATCH:,} jobs, raw Schedd.submit, one itemdata cluster", f"{raw_cluster:.2f} s")
+        )
+        figures.append(
+            (
+                f"{BATCH:,} jobs, raw: a folder each, then one itemdata cluster",
+                f"{raw_folders:.2f} s",
+            )
+        )
         figures.append(("batch ratio portal / raw one by one", f"{portal_batch / raw_each:.1f} x"))
-        figures.append(("batch ratio portal / raw one cluster",
-                        f"{portal_batch / raw_cluster:.1f} x"))  # fmt: skip
-        figures.append(("sweep ratio portal / raw one cluster",
-                        f"{portal_sweep / raw_cluster:.1f} x"))  # fmt: skip
-        figures.append(("sweep ratio portal / raw one cluster with folders",
-                        f"{portal_sweep / raw_folders:.1f} x"))  # fmt: skip
+        figures.append(
+            ("batch ratio portal / raw one cluster", f"{portal_batch / raw_cluster:.1f} x")
+        )
+        figures.append(
+            ("sweep ratio portal / raw one cluster", f"{portal_sweep / raw_cluster:.1f} x")
+        )
+        figures.append(
+            (
+                "sweep ratio portal / raw one cluster with folders",
+                f"{portal_sweep / raw_folders:.1f} x",
+            )
+        )
     finally:
         try:
             remove_instance_jobs()

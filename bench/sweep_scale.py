@@ -26,8 +26,11 @@ from pathlib import Path
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--runs", type=int, default=10_000)
-parser.add_argument("--profile", action="store_true",
-                    help="run the worker's half in this process, under pyinstrument")  # fmt: skip
+parser.add_argument(
+    "--profile",
+    action="store_true",
+    help="run the worker's half in this process, under pyinstrument",
+)
 ARGS = parser.parse_args()
 os.environ["NIGHTSHIFT_MAX_SWEEP_RUNS"] = str(ARGS.runs)
 
@@ -92,8 +95,9 @@ def raw_cluster(schedd: htcondor2.Schedd, directory: Path, runs: int) -> float:
     return time.perf_counter() - started
 
 
-def raw_cluster_from_file(schedd: htcondor2.Schedd, directory: Path, scratch: Path,
-                          runs: int) -> float:  # fmt: skip
+def raw_cluster_from_file(
+    schedd: htcondor2.Schedd, directory: Path, scratch: Path, runs: int
+) -> float:
     """The same cluster with its items in a file HTCondor reads (`queue ... from FILE`), as
     the portal's bridge sends them."""
     description = raw_description(directory)
@@ -115,22 +119,37 @@ def rows_alone(user, runs: int) -> float:
     started = time.perf_counter()
     with collector_paused(), transaction.atomic():
         sweep = Sweep.objects.create(owner=user, name="rows alone", kind="grid", definition={})
-        jobs = new_instances(Job, ({"name": f"rows alone [{n}]", "sweep_index": n,
-                                    "parameters": {"lr": 0.001, "seed": n},
-                                    "output_dir": f"/nonexistent/{n}"}
-                                   for n in range(runs)),
-                             owner=user, sweep=sweep, schedd="")  # fmt: skip
+        jobs = new_instances(
+            Job,
+            (
+                {
+                    "name": f"rows alone [{n}]",
+                    "sweep_index": n,
+                    "parameters": {"lr": 0.001, "seed": n},
+                    "output_dir": f"/nonexistent/{n}",
+                }
+                for n in range(runs)
+            ),
+            owner=user,
+            sweep=sweep,
+            schedd="",
+        )
         copy_insert(Job, jobs)
-        copy_insert(JobEvent, [JobEvent(job=job, kind="created", state=job.state,
-                                        actor=user, detail=f"run {n}")
-                               for n, job in enumerate(jobs)])  # fmt: skip
+        copy_insert(
+            JobEvent,
+            [
+                JobEvent(job=job, kind="created", state=job.state, actor=user, detail=f"run {n}")
+                for n, job in enumerate(jobs)
+            ],
+        )
         elapsed = time.perf_counter() - started
         transaction.set_rollback(True)
     return elapsed
 
 
-def raw_cluster_with_folders(schedd: htcondor2.Schedd, directory: Path, scratch: Path,
-                             runs: int) -> float:  # fmt: skip
+def raw_cluster_with_folders(
+    schedd: htcondor2.Schedd, directory: Path, scratch: Path, runs: int
+) -> float:
     description = raw_description(directory)
     description["My.NightshiftJobId"] = '"$(jid)"'
     description["arguments"] = "--lr $(lr) --seed $(index)"
@@ -147,13 +166,25 @@ def raw_cluster_with_folders(schedd: htcondor2.Schedd, directory: Path, scratch:
 
 
 def post_sweep(api: APIClient, runs: int):
-    return api.post("/api/v1/sweeps/", {
-        "name": "scale sweep", "memory_gb": 0.25, "arguments": ["--lr", "{lr}", "--seed", "{seed}"],
-        "script": SimpleUploadedFile("train.py", SLEEPER.encode()),
-        # A parameter takes at most 1,000 values: a grid of two makes the runs.
-        "parameters": json.dumps({"grid": {"lr": [10**-n for n in range(1, 11)],
-                                           "seed": list(range(max(1, runs // 10)))}}),
-    }, format="multipart")  # fmt: skip
+    return api.post(
+        "/api/v1/sweeps/",
+        {
+            "name": "scale sweep",
+            "memory_gb": 0.25,
+            "arguments": ["--lr", "{lr}", "--seed", "{seed}"],
+            "script": SimpleUploadedFile("train.py", SLEEPER.encode()),
+            # A parameter takes at most 1,000 values: a grid of two makes the runs.
+            "parameters": json.dumps(
+                {
+                    "grid": {
+                        "lr": [10**-n for n in range(1, 11)],
+                        "seed": list(range(max(1, runs // 10))),
+                    }
+                }
+            ),
+        },
+        format="multipart",
+    )
 
 
 def profiled(label: str, call):
@@ -196,8 +227,9 @@ def main() -> None:
         empty_queue(schedd)
 
         if ARGS.profile:
-            response, posted = profiled("API POST (accepting the sweep)",
-                                        lambda: post_sweep(api, runs))  # fmt: skip
+            response, posted = profiled(
+                "API POST (accepting the sweep)", lambda: post_sweep(api, runs)
+            )
             assert response.status_code == 201, response.content[:500]
             sweep = Sweep.objects.order_by("-pk").first()
             _, worker = profiled("worker (submitting it)", lambda: sweep_submit_to_pool(sweep.pk))
@@ -208,8 +240,12 @@ def main() -> None:
                 response = post_sweep(api, runs)
             assert response.status_code == 201, response.content[:500]
             posted = time.perf_counter() - started
-            post_notes.append(("  of which Python's cycle collector",
-                               f"{collector.seconds:.2f} s, {collector.full} full"))  # fmt: skip
+            post_notes.append(
+                (
+                    "  of which Python's cycle collector",
+                    f"{collector.seconds:.2f} s, {collector.full} full",
+                )
+            )
             wait_until_assigned(warm + runs - runs % 10)
             portal = time.perf_counter() - started
         empty_queue(schedd)
@@ -228,15 +264,19 @@ def main() -> None:
             *post_notes,
             (f"{runs:,}-run sweep: API POST -> all ClusterIds", f"{portal:.2f} s"),
             ("  of which after the answer (the worker)", f"{portal - posted:.2f} s"),
-            (f"raw: one {runs:,}-job itemdata cluster (before, after)",
-             f"{floor_before:.2f} s, {floor_after:.2f} s"),
+            (
+                f"raw: one {runs:,}-job itemdata cluster (before, after)",
+                f"{floor_before:.2f} s, {floor_after:.2f} s",
+            ),
             (f"raw: one {runs:,}-job cluster, items from a file", f"{from_file:.2f} s"),
             (f"raw: a folder each, then one {runs:,}-job cluster", f"{with_folders:.2f} s"),
             ("sweep / raw with folders", f"{portal / with_folders:.2f} x"),
-            (f"the runs' rows alone: {runs:,} runs and their first events by COPY (best of 3)",
-             f"{rows:.2f} s"),
+            (
+                f"the runs' rows alone: {runs:,} runs and their first events by COPY (best of 3)",
+                f"{rows:.2f} s",
+            ),
             ("rows alone / raw itemdata", f"{rows / min(floor_before, floor_after):.2f} x"),
-        ]  # fmt: skip
+        ]
     finally:
         try:
             remove_instance_jobs()

@@ -39,32 +39,51 @@ HOLD_REASON = "submitted on hold at the user's request"
 def make_jobs(count: int) -> None:
     user = get_user_model().objects.create_user("bench", password="bench-password-123")
     Job.objects.bulk_create(
-        (Job(owner=user, name=f"apply {n}", state=JobState.QUEUED,
-             request={"script_name": "train.py", "memory_mb": 256, "gpus": 8},
-             output_dir="/nonexistent", cluster_id=1 + n // 20_000, proc_id=n % 20_000)
-         for n in range(count)),
+        (
+            Job(
+                owner=user,
+                name=f"apply {n}",
+                state=JobState.QUEUED,
+                request={"script_name": "train.py", "memory_mb": 256, "gpus": 8},
+                output_dir="/nonexistent",
+                cluster_id=1 + n // 20_000,
+                proc_id=n % 20_000,
+            )
+            for n in range(count)
+        ),
         batch_size=5000,
-    )  # fmt: skip
+    )
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
 
 
 def apply_once(threads: int, count: int) -> float:
     """One round: the jobs queued again with empty timelines, then all held; its seconds."""
-    Job.objects.update(state=JobState.QUEUED, status_detail="", hold_reason="",
-                       hold_reason_code=None, hold_reason_subcode=None)  # fmt: skip
+    Job.objects.update(
+        state=JobState.QUEUED,
+        status_detail="",
+        hold_reason="",
+        hold_reason_code=None,
+        hold_reason_subcode=None,
+    )
     JobEvent.objects.all().delete()
     with connection.cursor() as cursor:
         cursor.execute("VACUUM ANALYZE jobs_job")
         cursor.execute("VACUUM ANALYZE jobs_jobevent")
     rows = ActiveRows().read()
     observations = {
-        row.pk: JobObservation(job_id=row.public_id, cluster_id=row.cluster_id,
-                               proc_id=row.proc_id, state=Condor.HELD, in_queue=True,
-                               hold_reason=HOLD_REASON, hold_reason_code=15,
-                               hold_reason_subcode=0)
+        row.pk: JobObservation(
+            job_id=row.public_id,
+            cluster_id=row.cluster_id,
+            proc_id=row.proc_id,
+            state=Condor.HELD,
+            in_queue=True,
+            hold_reason=HOLD_REASON,
+            hold_reason_code=15,
+            hold_reason_subcode=0,
+        )
         for row in rows
-    }  # fmt: skip
+    }
     as_read = {row.pk: row for row in rows}
     sync.APPLY_THREADS = threads
     started = time.perf_counter()
@@ -96,12 +115,16 @@ def main() -> None:
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
 
-    print(f"\nNightshift sync, applying {args.jobs:,} changes ({time.strftime('%Y-%m-%d %H:%M')},"
-          f" {args.repeat} rounds each, alternated)")  # fmt: skip
+    print(
+        f"\nNightshift sync, applying {args.jobs:,} changes ({time.strftime('%Y-%m-%d %H:%M')},"
+        f" {args.repeat} rounds each, alternated)"
+    )
     for threads, times in seconds.items():
         listed = ", ".join(f"{t:.2f}" for t in times)
-        print(f"  {threads} thread{'s' if threads > 1 else ''}: median "
-              f"{statistics.median(times):.2f} s  ({listed})")  # fmt: skip
+        print(
+            f"  {threads} thread{'s' if threads > 1 else ''}: median "
+            f"{statistics.median(times):.2f} s  ({listed})"
+        )
     ratio = statistics.median(seconds[2]) / statistics.median(seconds[1])
     print(f"apply {args.jobs // 1000}k changes, 2 threads / 1 thread: {ratio:.2f} x")
 

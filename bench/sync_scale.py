@@ -56,8 +56,10 @@ def counting_condor_calls():
     local = threading.local()
     lock = threading.Lock()
     patched: list[tuple[type, str, Callable]] = []
-    for cls, names in ((htcondor2.Schedd, ("query", "history", "submit", "act")),
-                       (htcondor2.Collector, ("query", "locate"))):  # fmt: skip
+    for cls, names in (
+        (htcondor2.Schedd, ("query", "history", "submit", "act")),
+        (htcondor2.Collector, ("query", "locate")),
+    ):
         for name in names:
             original = getattr(cls, name)
 
@@ -90,8 +92,13 @@ def raw_schedd() -> htcondor2.Schedd:
 def held_description(directory) -> dict[str, str]:
     """The portal's own submit description for a job asking for 8 GPUs (no workstation has
     them), held, each item's Nightshift id from itemdata's `jid`."""
-    request = JobRequest(job_id=str(uuid.uuid4()), job_dir=str(directory),
-                         script_name="train.py", memory_mb=256, gpus=8)  # fmt: skip
+    request = JobRequest(
+        job_id=str(uuid.uuid4()),
+        job_dir=str(directory),
+        script_name="train.py",
+        memory_mb=256,
+        gpus=8,
+    )
     description = build_submit_description(
         request, mode=FileMode.SHARED, instance=settings.NIGHTSHIFT_INSTANCE
     )
@@ -137,8 +144,11 @@ def print_phases() -> None:
     much of it, across the phases, Python's cycle collector took."""
     columns = (*sync.SYNC_PHASES, "(collector)")
     width = max(len(label) for label, _ in cycle_phases)
-    print("\n  " + "where each cycle's time went (s)".ljust(width)
-          + "".join(column.rjust(13) for column in columns))  # fmt: skip
+    print(
+        "\n  "
+        + "where each cycle's time went (s)".ljust(width)
+        + "".join(column.rjust(13) for column in columns)
+    )
     for label, phases in cycle_phases:
         cells = (f"{phases[column]:.2f}" if column in phases else "-" for column in columns)
         print("  " + label.ljust(width) + "".join(cell.rjust(13) for cell in cells))
@@ -157,8 +167,14 @@ def timed_sync(label: str, figures: list[tuple[str, ...]]) -> sync.SyncReport:
             profiler.stop()
             print(profiler.output_text(color=False, show_all=False))
     condor = ", ".join(f"{name} {count}" for name, count in sorted(calls.items()))
-    figures.append((f"{label} ({report.changed:,} rows changed)", f"{seconds:.2f} s",
-                    str(statements[0]), condor))  # fmt: skip
+    figures.append(
+        (
+            f"{label} ({report.changed:,} rows changed)",
+            f"{seconds:.2f} s",
+            str(statements[0]),
+            condor,
+        )
+    )
     cycle_phases.append((label, report.phases | {"(collector)": collector.seconds}))
     return report
 
@@ -181,12 +197,21 @@ def main() -> None:
         )
         print(f"submitted {JOBS:,} held jobs in {time.perf_counter() - started:.1f} s")
         Job.objects.bulk_create(
-            (Job(public_id=jid, owner=user, name=f"sync {n}", state=JobState.IDLE,
-                 request={"script_name": "train.py", "memory_mb": 256, "gpus": 8},
-                 output_dir=str(directory), cluster_id=result.cluster(), proc_id=n)
-             for n, jid in enumerate(ids)),
+            (
+                Job(
+                    public_id=jid,
+                    owner=user,
+                    name=f"sync {n}",
+                    state=JobState.IDLE,
+                    request={"script_name": "train.py", "memory_mb": 256, "gpus": 8},
+                    output_dir=str(directory),
+                    cluster_id=result.cluster(),
+                    proc_id=n,
+                )
+                for n, jid in enumerate(ids)
+            ),
             batch_size=2000,
-        )  # fmt: skip
+        )
 
         timed_sync(f"sync, {JOBS:,} active, all changed", figures)
         timed_sync(f"sync, {JOBS:,} active, nothing changed", figures)
@@ -194,17 +219,21 @@ def main() -> None:
         # A tenth changed: most back to idle in the portal's view, and some removed from
         # the queue so that the cycle also reads their final ads from the history.
         Job.objects.filter(proc_id__lt=CHANGED).update(state=JobState.IDLE)
-        schedd.act(htcondor2.JobAction.Remove, f"ClusterId == {result.cluster()} && "
-                   f"ProcId >= {JOBS - LEFT_QUEUE}")  # fmt: skip
+        schedd.act(
+            htcondor2.JobAction.Remove,
+            f"ClusterId == {result.cluster()} && ProcId >= {JOBS - LEFT_QUEUE}",
+        )
         time.sleep(2)
-        timed_sync(f"sync, {JOBS:,} active, {CHANGED + LEFT_QUEUE:,} changed "
-                   f"({LEFT_QUEUE} left the queue)", figures)  # fmt: skip
+        timed_sync(
+            f"sync, {JOBS:,} active, {CHANGED + LEFT_QUEUE:,} changed "
+            f"({LEFT_QUEUE} left the queue)",
+            figures,
+        )
 
         # Released, they wait: no workstation has 8 GPUs, and each job is told so.
         schedd.act(htcondor2.JobAction.Release, instance_constraint())
         time.sleep(2)
-        timed_sync(f"sync, {JOBS - LEFT_QUEUE:,} released: idle, each told why it waits",
-                   figures)  # fmt: skip
+        timed_sync(f"sync, {JOBS - LEFT_QUEUE:,} released: idle, each told why it waits", figures)
         timed_sync(f"sync, {JOBS - LEFT_QUEUE:,} idle, nothing changed", figures)
 
         queries = []
@@ -212,8 +241,14 @@ def main() -> None:
             started = time.perf_counter()
             ads = schedd.query(constraint=instance_constraint(), projection=PROJECTION)
             queries.append(time.perf_counter() - started)
-        figures.append((f"raw htcondor2 Schedd.query of the same {len(ads):,} jobs (best of 3)",
-                        f"{min(queries):.2f} s", "0", "Schedd.query 1"))  # fmt: skip
+        figures.append(
+            (
+                f"raw htcondor2 Schedd.query of the same {len(ads):,} jobs (best of 3)",
+                f"{min(queries):.2f} s",
+                "0",
+                "Schedd.query 1",
+            )
+        )
     finally:
         try:
             schedd.act(htcondor2.JobAction.Remove, instance_constraint())

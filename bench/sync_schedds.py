@@ -47,16 +47,19 @@ CHANGED = 10_000
 
 
 def pool_schedds(count: int) -> list[str]:
-    done = subprocess.run([POOL, "schedds", str(count)], capture_output=True, text=True,
-                          check=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [POOL, "schedds", str(count)], capture_output=True, text=True, check=True, timeout=120
+    )
     return done.stdout.split()
 
 
 def raw_schedds(names: list[str]) -> dict[str, htcondor2.Schedd]:
     get_bridge()  # sets the portal's token directory and collector for raw calls too
     collector = htcondor2.Collector(settings.CONDOR_COLLECTOR)
-    return {name: htcondor2.Schedd(collector.locate(htcondor2.DaemonType.Schedd, name))
-            for name in names}  # fmt: skip
+    return {
+        name: htcondor2.Schedd(collector.locate(htcondor2.DaemonType.Schedd, name))
+        for name in names
+    }
 
 
 # The schedd takes at most MAX_JOBS_PER_SUBMISSION (20,000 by default) jobs in one cluster.
@@ -70,8 +73,9 @@ def submit_held(schedd: htcondor2.Schedd, ids: list[str], directory) -> list[tup
     placed = []
     for start in range(0, len(ids), CLUSTER_SIZE):
         chunk = ids[start : start + CLUSTER_SIZE]
-        result = schedd.submit(htcondor2.Submit(description),
-                               itemdata=iter([{"jid": j} for j in chunk]))  # fmt: skip
+        result = schedd.submit(
+            htcondor2.Submit(description), itemdata=iter([{"jid": j} for j in chunk])
+        )
         placed += [(result.cluster(), proc) for proc in range(len(chunk))]
     return placed
 
@@ -99,14 +103,26 @@ def main() -> None:
             ids = [str(uuid.uuid4()) for _ in range(jobs // len(names))]
             placed = submit_held(schedds[name], ids, directory)
             Job.objects.bulk_create(
-                (Job(public_id=jid, owner=user, name=f"sync {n}", state=JobState.IDLE,
-                     request={"script_name": "train.py", "memory_mb": 256, "gpus": 8},
-                     output_dir=str(directory), cluster_id=cluster, proc_id=proc, schedd=name)
-                 for n, (jid, (cluster, proc)) in enumerate(zip(ids, placed, strict=True))),
+                (
+                    Job(
+                        public_id=jid,
+                        owner=user,
+                        name=f"sync {n}",
+                        state=JobState.IDLE,
+                        request={"script_name": "train.py", "memory_mb": 256, "gpus": 8},
+                        output_dir=str(directory),
+                        cluster_id=cluster,
+                        proc_id=proc,
+                        schedd=name,
+                    )
+                    for n, (jid, (cluster, proc)) in enumerate(zip(ids, placed, strict=True))
+                ),
                 batch_size=5000,
-            )  # fmt: skip
-            print(f"{name}: {len(ids):,} held jobs; {index + 1} of "
-                  f"{len(names)} after {time.perf_counter() - started:.0f} s")  # fmt: skip
+            )
+            print(
+                f"{name}: {len(ids):,} held jobs; {index + 1} of "
+                f"{len(names)} after {time.perf_counter() - started:.0f} s"
+            )
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
 
@@ -118,14 +134,16 @@ def main() -> None:
             nothing.append(time.perf_counter() - started)
         # 10,000 changed in the portal's view (half on each schedd): back to queued.
         for name in names:
-            pks = list(Job.objects.filter(schedd=name).order_by("pk")
-                       .values_list("pk", flat=True)[: CHANGED // len(names)])  # fmt: skip
+            pks = list(
+                Job.objects.filter(schedd=name)
+                .order_by("pk")
+                .values_list("pk", flat=True)[: CHANGED // len(names)]
+            )
             Job.objects.filter(pk__in=pks).update(state=JobState.QUEUED)
         timed_sync(f"sync, {jobs:,} active on 2 schedds, {CHANGED:,} changed", figures)
 
         def query(name: str) -> int:
-            return len(schedds[name].query(constraint=instance_constraint(),
-                                           projection=PROJECTION))  # fmt: skip
+            return len(schedds[name].query(constraint=instance_constraint(), projection=PROJECTION))
 
         floors = []
         with ThreadPoolExecutor(max_workers=len(names)) as pool:
@@ -133,9 +151,15 @@ def main() -> None:
                 started = time.perf_counter()
                 found = sum(pool.map(query, names))
                 floors.append(time.perf_counter() - started)
-        figures.append((f"raw htcondor2 Schedd.query of both schedds in parallel, {found:,} "
-                        "jobs (best of 3)", f"{min(floors):.2f} s", "0",
-                        "Schedd.query 2"))  # fmt: skip
+        figures.append(
+            (
+                f"raw htcondor2 Schedd.query of both schedds in parallel, {found:,} "
+                "jobs (best of 3)",
+                f"{min(floors):.2f} s",
+                "0",
+                "Schedd.query 2",
+            )
+        )
     finally:
         try:
             for schedd in schedds.values():

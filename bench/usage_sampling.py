@@ -60,19 +60,43 @@ def main() -> None:
         user = get_user_model().objects.create_user("bench", password="bench-password-123")
         ids = [str(uuid.uuid4()) for _ in range(JOBS)]
         Job.objects.bulk_create(
-            (Job(public_id=jid, owner=user, name=f"usage {n}", state=JobState.RUNNING, gpus=2,
-                 request={"script_name": "train.py", "memory_mb": 8192, "gpus": 2, "cpus": 4},
-                 output_dir="/nonexistent", cluster_id=1, proc_id=n, started_at=T0)
-             for n, jid in enumerate(ids)),
+            (
+                Job(
+                    public_id=jid,
+                    owner=user,
+                    name=f"usage {n}",
+                    state=JobState.RUNNING,
+                    gpus=2,
+                    request={"script_name": "train.py", "memory_mb": 8192, "gpus": 2, "cpus": 4},
+                    output_dir="/nonexistent",
+                    cluster_id=1,
+                    proc_id=n,
+                    started_at=T0,
+                )
+                for n, jid in enumerate(ids)
+            ),
             batch_size=2000,
-        )  # fmt: skip
+        )
         for jid in ids:
-            request = JobRequest(job_id=jid, job_dir="/nonexistent", script_name="train.py",
-                                 gpus=2, cpus=4, memory_mb=8192)  # fmt: skip
+            request = JobRequest(
+                job_id=jid,
+                job_dir="/nonexistent",
+                script_name="train.py",
+                gpus=2,
+                cpus=4,
+                memory_mb=8192,
+            )
             bridge.submit(request, check_existing=False)
             bridge.set_state(jid, CondorState.RUNNING, at=T0)
-            bridge.set_usage(jid, cpus_used=1.5, memory_mb=3000, memory_peak_mb=3100,
-                             disk_mb=40, gpus_used=0.7, gpu_memory_peak_mb=9000)  # fmt: skip
+            bridge.set_usage(
+                jid,
+                cpus_used=1.5,
+                memory_mb=3000,
+                memory_peak_mb=3100,
+                disk_mb=40,
+                gpus_used=0.7,
+                gpu_memory_peak_mb=9000,
+            )
         for cycle in range(3):
             now = T0 + timedelta(minutes=cycle + 1)
             written, seconds, sql = counted(lambda now=now: services.usage_sample_running(now=now))
@@ -83,13 +107,17 @@ def main() -> None:
             state=JobState.COMPLETED, finished_at=T0 + timedelta(minutes=4)
         )
         for jid in ended:
-            bridge.set_state(jid, CondorState.COMPLETED, at=T0 + timedelta(minutes=4),
-                             exit_code=0)  # fmt: skip
+            bridge.set_state(jid, CondorState.COMPLETED, at=T0 + timedelta(minutes=4), exit_code=0)
         done, seconds, sql = counted(
             lambda: services.usage_summarise_finished(now=T0 + timedelta(minutes=20))
         )
-        figures.append((f"summarising {done:,} ended jobs (batches of "
-                        f"{services.SUMMARISE_BATCH})", f"{seconds:.2f} s", str(sql)))  # fmt: skip
+        figures.append(
+            (
+                f"summarising {done:,} ended jobs (batches of {services.SUMMARISE_BATCH})",
+                f"{seconds:.2f} s",
+                str(sql),
+            )
+        )
         figures.append(("samples kept", f"{UsageSample.objects.count():,}", ""))
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)

@@ -38,8 +38,14 @@ STEPS = (1, 2, 4, 8, 16, 32)
 STEP_SECONDS = 20
 PORT = 8766
 STATES = [JobState.COMPLETED] * 5 + [JobState.RUNNING] * 3 + [JobState.IDLE, JobState.HELD]
-REQUEST = {"script_name": "train.py", "arguments": ["--epochs", "5"], "gpus": 1,
-           "cpus": 2, "memory_mb": 4096, "output_paths": ["outputs"]}  # fmt: skip
+REQUEST = {
+    "script_name": "train.py",
+    "arguments": ["--epochs", "5"],
+    "gpus": 1,
+    "cpus": 2,
+    "memory_mb": 4096,
+    "output_paths": ["outputs"],
+}
 LOG_LINE = "epoch 3 step 1200 loss 0.4182 lr 0.00030 throughput 412.5 samples/s\n"
 
 
@@ -56,10 +62,19 @@ def make_world(folder: Path) -> list[dict]:
             if n >= JOBS_EACH - WITH_LOGS:
                 directory.mkdir()
                 (directory / "stdout.txt").write_text(log)
-            jobs.append(Job(owner=user, name=f"resnet lr sweep {n}", request=REQUEST,
-                            state=STATES[n % len(STATES)], output_dir=str(directory),
-                            cluster_id=len(jobs) + 1, proc_id=0, workstation="ws-ampere",
-                            gpu_model="NVIDIA A100-SXM4-40GB"))  # fmt: skip
+            jobs.append(
+                Job(
+                    owner=user,
+                    name=f"resnet lr sweep {n}",
+                    request=REQUEST,
+                    state=STATES[n % len(STATES)],
+                    output_dir=str(directory),
+                    cluster_id=len(jobs) + 1,
+                    proc_id=0,
+                    workstation="ws-ampere",
+                    gpu_model="NVIDIA A100-SXM4-40GB",
+                )
+            )
     Job.objects.bulk_create(jobs, batch_size=5000)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
@@ -68,23 +83,42 @@ def make_world(folder: Path) -> list[dict]:
         client = Client()
         client.force_login(user)
         watched = Job.objects.filter(owner=user).order_by("-id")[:WITH_LOGS]
-        students.append({
-            "session": client.cookies["sessionid"].value,
-            "jobs": [{"id": str(job.public_id), "log_size": len(log)} for job in watched],
-        })  # fmt: skip
+        students.append(
+            {
+                "session": client.cookies["sessionid"].value,
+                "jobs": [{"id": str(job.public_id), "log_size": len(log)} for job in watched],
+            }
+        )
     return students
 
 
 def locust_step(users: int, data: Path, out: Path) -> dict[str, float]:
     prefix = out / f"step-{users}"
     subprocess.run(
-        [str(Path(sys.executable).with_name("locust")), "-f", str(REPO / "bench" / "locustfile.py"),
-         "--headless", "--host", f"http://127.0.0.1:{PORT}", "--users", str(users),
-         "--spawn-rate", str(users), "--run-time", f"{STEP_SECONDS}s", "--csv", str(prefix),
-         "--only-summary", "--loglevel", "WARNING"],
-        env=os.environ | {"NIGHTSHIFT_LOAD_DATA": str(data)}, check=False,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            str(Path(sys.executable).with_name("locust")),
+            "-f",
+            str(REPO / "bench" / "locustfile.py"),
+            "--headless",
+            "--host",
+            f"http://127.0.0.1:{PORT}",
+            "--users",
+            str(users),
+            "--spawn-rate",
+            str(users),
+            "--run-time",
+            f"{STEP_SECONDS}s",
+            "--csv",
+            str(prefix),
+            "--only-summary",
+            "--loglevel",
+            "WARNING",
+        ],
+        env=os.environ | {"NIGHTSHIFT_LOAD_DATA": str(data)},
+        check=False,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     with open(f"{prefix}_stats.csv") as stats:
         rows = {row["Name"]: row for row in csv.DictReader(stats)}
     figures = {}
@@ -108,8 +142,10 @@ def main() -> None:
         try:
             started = time.perf_counter()
             students = make_world(folder)
-            print(f"created {STUDENTS} students and {STUDENTS * JOBS_EACH:,} jobs "
-                  f"in {time.perf_counter() - started:.1f} s")  # fmt: skip
+            print(
+                f"created {STUDENTS} students and {STUDENTS * JOBS_EACH:,} jobs "
+                f"in {time.perf_counter() - started:.1f} s"
+            )
             data = folder / "students.json"
             data.write_text(json.dumps(students))
             connection.close()  # gunicorn's workers open their own
@@ -121,21 +157,30 @@ def main() -> None:
                 server.wait(timeout=10)
             connection.creation.destroy_test_db(old_name, verbosity=0)
 
-    print(f"\nNightshift web under load ({time.strftime('%Y-%m-%d %H:%M')}; "
-          f"{STEP_SECONDS} s per step, gunicorn 2 workers x 4 threads)\n")  # fmt: skip
+    print(
+        f"\nNightshift web under load ({time.strftime('%Y-%m-%d %H:%M')}; "
+        f"{STEP_SECONDS} s per step, gunicorn 2 workers x 4 threads)\n"
+    )
     print("| students | requests/s | p50 ms | p95 ms | errors | p95 list / job / status ms |")
     print("| --- | --- | --- | --- | --- | --- |")
     best = None
     for users, figures in results:
         total = figures["Aggregated"]
-        parts = " / ".join(f"{figures[name]['p95']:.0f}" for name in
-                           ("/jobs/", "/jobs/<id>/", "/jobs/<id>/status.json"))  # fmt: skip
-        print(f"| {users} | {total['rps']:.1f} | {total['p50']:.0f} | {total['p95']:.0f} | "
-              f"{total['errors']} of {total['requests']:,} | {parts} |")  # fmt: skip
+        parts = " / ".join(
+            f"{figures[name]['p95']:.0f}"
+            for name in ("/jobs/", "/jobs/<id>/", "/jobs/<id>/status.json")
+        )
+        print(
+            f"| {users} | {total['rps']:.1f} | {total['p50']:.0f} | {total['p95']:.0f} | "
+            f"{total['errors']} of {total['requests']:,} | {parts} |"
+        )
         if total["p95"] < 250 and total["errors"] == 0:
             best = max(best or 0, total["rps"])
-    print(f"\nhighest rate with p95 < 250 ms and no errors: "
-          f"{best:.1f} requests/s" if best else "\nno step kept p95 under 250 ms")  # fmt: skip
+    print(
+        f"\nhighest rate with p95 < 250 ms and no errors: {best:.1f} requests/s"
+        if best
+        else "\nno step kept p95 under 250 ms"
+    )
 
 
 if __name__ == "__main__":

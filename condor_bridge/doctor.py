@@ -54,12 +54,18 @@ def _token_payload(text: str) -> dict[str, Any] | None:
 def _check_tokens(token_dir: str | None) -> Check:
     name = "token"
     if not token_dir:
-        return Check(name, False, "No token directory is set.",
-                     "Set CONDOR_TOKEN_DIR to the folder of the portal's IDTOKEN.")  # fmt: skip
+        return Check(
+            name,
+            False,
+            "No token directory is set.",
+            "Set CONDOR_TOKEN_DIR to the folder of the portal's IDTOKEN.",
+        )
     folder = Path(token_dir)
-    create = (f"On the access point: condor_token_create -identity nightshift@<UID_DOMAIN> "
-              f"-authz READ -authz WRITE > {folder}/portal.token; then chmod 600 it and "
-              "make the portal's account its owner.")  # fmt: skip
+    create = (
+        f"On the access point: condor_token_create -identity nightshift@<UID_DOMAIN> "
+        f"-authz READ -authz WRITE > {folder}/portal.token; then chmod 600 it and "
+        "make the portal's account its owner."
+    )
     if not folder.is_dir():
         return Check(name, False, f"{folder} does not exist.", create)
     files = [p for p in sorted(folder.iterdir()) if p.is_file() and not p.name.startswith(".")]
@@ -69,8 +75,10 @@ def _check_tokens(token_dir: str | None) -> Check:
     for path in files:
         mode = stat.S_IMODE(path.stat().st_mode)
         if mode & 0o077:
-            problems.append(f"{path.name} is readable by others (mode {mode:o}); HTCondor "
-                            "ignores such a token without a word")  # fmt: skip
+            problems.append(
+                f"{path.name} is readable by others (mode {mode:o}); HTCondor "
+                "ignores such a token without a word"
+            )
             continue
         try:
             payload = _token_payload(path.read_text())
@@ -86,11 +94,17 @@ def _check_tokens(token_dir: str | None) -> Check:
             problems.append(f"{path.name} expired on {ended}")
             continue
         scope = payload.get("scope", "")
-        found.append(f"{path.name}: {payload.get('sub', '?')} from {payload.get('iss', '?')}"
-                     + (f", limited to {scope}" if scope else ""))  # fmt: skip
+        found.append(
+            f"{path.name}: {payload.get('sub', '?')} from {payload.get('iss', '?')}"
+            + (f", limited to {scope}" if scope else "")
+        )
     if not found:
-        return Check(name, False, "; ".join(problems) + ".",
-                     f"chmod 600 the token files, or make a new token. {create}")  # fmt: skip
+        return Check(
+            name,
+            False,
+            "; ".join(problems) + ".",
+            f"chmod 600 the token files, or make a new token. {create}",
+        )
     detail = "; ".join(found) + ("" if not problems else f" (ignored: {'; '.join(problems)})")
     return Check(name, True, detail, warning=bool(problems))
 
@@ -100,8 +114,9 @@ def _version(text: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def diagnose(*, collector: str, schedd_name: str | None, token_dir: str | None,
-             probe_dir: str) -> Iterator[Check]:  # fmt: skip
+def diagnose(
+    *, collector: str, schedd_name: str | None, token_dir: str | None, probe_dir: str
+) -> Iterator[Check]:
     """Every check in order; a failure that the rest depend on ends the list early. The
     process's HTCondor configuration is put back afterwards."""
     saved = {name: htcondor2.param.get(name) for name in _PARAMS}
@@ -129,14 +144,22 @@ def _collector_and_schedd(collector: str, schedd_name: str | None):
         pool = htcondor2.Collector(collector)
         ads = pool.query(htcondor2.AdType.Schedd, projection=["Name", "CondorVersion"])
     except (HTCondorException, OSError, RuntimeError) as exc:
-        yield Check("collector", False, f"The collector at {collector} does not answer: {exc}",
-                    "Check CONDOR_COLLECTOR (host or host:port), that condor_collector runs "
-                    "there, and that a firewall lets this host reach its port (9618).")  # fmt: skip
+        yield Check(
+            "collector",
+            False,
+            f"The collector at {collector} does not answer: {exc}",
+            "Check CONDOR_COLLECTOR (host or host:port), that condor_collector runs "
+            "there, and that a firewall lets this host reach its port (9618).",
+        )
         raise _Stop from exc
     names = sorted(str(ad.get("Name")) for ad in ads)
-    yield Check("collector", True, f"{collector} answers; it knows "
-                f"{len(names)} schedd{'s' if len(names) != 1 else ''}"
-                + (f" ({', '.join(names[:5])})" if names else ""))  # fmt: skip
+    yield Check(
+        "collector",
+        True,
+        f"{collector} answers; it knows "
+        f"{len(names)} schedd{'s' if len(names) != 1 else ''}"
+        + (f" ({', '.join(names[:5])})" if names else ""),
+    )
     wanted = f"named {schedd_name!r}" if schedd_name else "at all"
     try:
         if schedd_name:
@@ -146,20 +169,26 @@ def _collector_and_schedd(collector: str, schedd_name: str | None):
     except (HTCondorException, OSError, RuntimeError, ValueError):
         schedd_ad = None
     if schedd_ad is None:
-        yield Check("schedd", False, f"The collector knows no schedd {wanted}: it is not "
-                    "running, or reports to another collector.",
-                    "On the access point: condor_status -schedd, and start it "
-                    "(condor_on -daemon schedd, or systemctl start condor). If it runs under "
-                    "another name, set CONDOR_SCHEDD_NAME to that name.")  # fmt: skip
+        yield Check(
+            "schedd",
+            False,
+            f"The collector knows no schedd {wanted}: it is not "
+            "running, or reports to another collector.",
+            "On the access point: condor_status -schedd, and start it "
+            "(condor_on -daemon schedd, or systemctl start condor). If it runs under "
+            "another name, set CONDOR_SCHEDD_NAME to that name.",
+        )
         raise _Stop
     version = str(schedd_ad.get("CondorVersion", ""))
     parsed = _version(version)
     too_old = parsed is not None and parsed < MINIMUM_VERSION
-    yield Check("schedd", not too_old,
-                f"{schedd_ad.get('Name')} at {schedd_ad.get('MyAddress')}, "
-                f"{version.strip('$ ') or 'version unknown'}",
-                "Nightshift needs HTCondor 23.0 or newer on the access point." if too_old
-                else "")  # fmt: skip
+    yield Check(
+        "schedd",
+        not too_old,
+        f"{schedd_ad.get('Name')} at {schedd_ad.get('MyAddress')}, "
+        f"{version.strip('$ ') or 'version unknown'}",
+        "Nightshift needs HTCondor 23.0 or newer on the access point." if too_old else "",
+    )
     if too_old:
         raise _Stop
     return schedd_ad
@@ -183,30 +212,44 @@ def _authentication(schedd_ad):
         try:
             _ping(schedd_ad, "READ", authenticate=False)
         except (HTCondorException, OSError, RuntimeError):
-            yield Check("authentication", False, f"The schedd does not answer: {exc}",
-                        "The collector still lists it, so it may be starting or stopping, or "
-                        "a firewall blocks its port from this host.")  # fmt: skip
+            yield Check(
+                "authentication",
+                False,
+                f"The schedd does not answer: {exc}",
+                "The collector still lists it, so it may be starting or stopping, or "
+                "a firewall blocks its port from this host.",
+            )
             raise _Stop from exc
-        yield Check("authentication", False, "The schedd answers but did not accept the "
-                    "portal's token.",
-                    "The token is not signed by this pool's keys (made for another pool, or "
-                    "the pool's signing key changed), or the access point does not accept "
-                    "IDTOKENS (SEC_DEFAULT_AUTHENTICATION_METHODS). Make a new one on the "
-                    "access point with condor_token_create and replace the file in "
-                    "CONDOR_TOKEN_DIR.")  # fmt: skip
+        yield Check(
+            "authentication",
+            False,
+            "The schedd answers but did not accept the portal's token.",
+            "The token is not signed by this pool's keys (made for another pool, or "
+            "the pool's signing key changed), or the access point does not accept "
+            "IDTOKENS (SEC_DEFAULT_AUTHENTICATION_METHODS). Make a new one on the "
+            "access point with condor_token_create and replace the file in "
+            "CONDOR_TOKEN_DIR.",
+        )
         raise _Stop from exc
     identity = str(seen_as.get("MyRemoteUserName", ""))
-    yield Check("authentication", True, f"The schedd knows the portal as {identity} "
-                f"({seen_as.get('AuthMethods', '?')}).")  # fmt: skip
+    yield Check(
+        "authentication",
+        True,
+        f"The schedd knows the portal as {identity} ({seen_as.get('AuthMethods', '?')}).",
+    )
     try:
         allowed = _ping(schedd_ad, "WRITE", authenticate=True).get("AuthorizationSucceeded")
     except (HTCondorException, OSError, RuntimeError):
         allowed = False
     if not allowed:
-        yield Check("authorization", False, f"{identity} may read the queue but not submit.",
-                    f"On the access point, add {identity} to ALLOW_WRITE (or "
-                    "SCHEDD.ALLOW_WRITE) and run condor_reconfig; a token made with -authz "
-                    "must include WRITE.")  # fmt: skip
+        yield Check(
+            "authorization",
+            False,
+            f"{identity} may read the queue but not submit.",
+            f"On the access point, add {identity} to ALLOW_WRITE (or "
+            "SCHEDD.ALLOW_WRITE) and run condor_reconfig; a token made with -authz "
+            "must include WRITE.",
+        )
         raise _Stop
     yield Check("authorization", True, f"{identity} may submit and remove jobs.")
     return identity
@@ -214,18 +257,27 @@ def _authentication(schedd_ad):
 
 def _submit_and_remove(schedd_ad, identity: str, probe_dir: str):
     schedd = htcondor2.Schedd(schedd_ad)
-    probe = htcondor2.Submit({
-        "executable": "/bin/true", "hold": "true", "initialdir": probe_dir,
-        "should_transfer_files": "NO", f"My.{DOCTOR_ATTR}": "true",
-        "hold_reason": "condor_doctor's test job; removed at once",
-    })  # fmt: skip
+    probe = htcondor2.Submit(
+        {
+            "executable": "/bin/true",
+            "hold": "true",
+            "initialdir": probe_dir,
+            "should_transfer_files": "NO",
+            f"My.{DOCTOR_ATTR}": "true",
+            "hold_reason": "condor_doctor's test job; removed at once",
+        }
+    )
     before = time.time()
     try:
         result = schedd.submit(probe, count=1)
     except (HTCondorException, OSError, RuntimeError) as exc:
-        yield Check("submit", False, f"The schedd refused a test job from {identity}: {exc}",
-                    "Its reason is above. A 'not a valid user account' reason means the "
-                    "token's identity must be a real account on the access point.")  # fmt: skip
+        yield Check(
+            "submit",
+            False,
+            f"The schedd refused a test job from {identity}: {exc}",
+            "Its reason is above. A 'not a valid user account' reason means the "
+            "token's identity must be a real account on the access point.",
+        )
         raise _Stop from exc
     after = time.time()
     job = f"{result.cluster()}.{result.first_proc()}"
@@ -233,18 +285,33 @@ def _submit_and_remove(schedd_ad, identity: str, probe_dir: str):
         ads = schedd.query(constraint=f"ClusterId == {result.cluster()}", projection=["QDate"])
         queued_at = int(ads[0]["QDate"]) if ads else None
         schedd.act(htcondor2.JobAction.Remove, job, reason=("condor_doctor test job", 1))
-        left = _wait(lambda: not [
-            ad for ad in schedd.query(constraint=f"ClusterId == {result.cluster()}",
-                                      projection=["JobStatus"]) if ad["JobStatus"] != 3
-        ])  # fmt: skip
+        left = _wait(
+            lambda: (
+                not [
+                    ad
+                    for ad in schedd.query(
+                        constraint=f"ClusterId == {result.cluster()}", projection=["JobStatus"]
+                    )
+                    if ad["JobStatus"] != 3
+                ]
+            )
+        )
     except (HTCondorException, OSError, RuntimeError) as exc:
-        yield Check("submit", False, f"Test job {job} was submitted but could not be removed: "
-                    f"{exc}", f"Remove it by hand: condor_rm {job}")  # fmt: skip
+        yield Check(
+            "submit",
+            False,
+            f"Test job {job} was submitted but could not be removed: {exc}",
+            f"Remove it by hand: condor_rm {job}",
+        )
         raise _Stop from exc
-    yield Check("submit", left, f"Test job {job} submitted and removed in "
-                f"{time.time() - before:.2f} s." if left else f"Test job {job} did not leave "
-                "the queue within 10 s of its removal.",
-                "" if left else f"Look at it: condor_q -l {job}")  # fmt: skip
+    yield Check(
+        "submit",
+        left,
+        f"Test job {job} submitted and removed in {time.time() - before:.2f} s."
+        if left
+        else f"Test job {job} did not leave the queue within 10 s of its removal.",
+        "" if left else f"Look at it: condor_q -l {job}",
+    )
     if queued_at is not None:
         yield _clock(queued_at, before, after)
 
@@ -259,14 +326,24 @@ def _clock(queued_at: int, before: float, after: float) -> Check:
     else:
         skew = 0.0
     direction = "behind" if skew < 0 else "ahead of"
-    detail = (f"The schedd's clock is {abs(skew):.0f} s {direction} this host's." if skew
-              else "The schedd's clock agrees with this host's.")  # fmt: skip
-    fix = ("Run NTP on both hosts (chrony or systemd-timesyncd): job times, usage and the "
-           "search of the history for finished jobs all depend on it.")  # fmt: skip
+    detail = (
+        f"The schedd's clock is {abs(skew):.0f} s {direction} this host's."
+        if skew
+        else "The schedd's clock agrees with this host's."
+    )
+    fix = (
+        "Run NTP on both hosts (chrony or systemd-timesyncd): job times, usage and the "
+        "search of the history for finished jobs all depend on it."
+    )
     if abs(skew) > CLOCK_FAIL_S:
         return Check("clock", False, detail, fix)
-    return Check("clock", True, detail, fix if abs(skew) > CLOCK_WARN_S else "",
-                 warning=abs(skew) > CLOCK_WARN_S)  # fmt: skip
+    return Check(
+        "clock",
+        True,
+        detail,
+        fix if abs(skew) > CLOCK_WARN_S else "",
+        warning=abs(skew) > CLOCK_WARN_S,
+    )
 
 
 def _gpus(collector: str) -> Check:
@@ -283,28 +360,48 @@ def _gpus(collector: str) -> Check:
     with_gpus = sum(1 for m in machines if m.total_gpus)
     models = sorted({m.gpu.name for m in machines if m.gpu and m.gpu.name})
     if not machines:
-        return Check("gpus", False, "The collector lists no workstation at all.",
-                     "Join the workstations to this pool (deploy/execute-node/join-pool.sh) "
-                     "and check that their condor_startd reports to this collector.")  # fmt: skip
+        return Check(
+            "gpus",
+            False,
+            "The collector lists no workstation at all.",
+            "Join the workstations to this pool (deploy/execute-node/join-pool.sh) "
+            "and check that their condor_startd reports to this collector.",
+        )
     if not total:
-        return Check("gpus", False, f"{len(machines)} workstations report no GPU.",
-                     "On each workstation: `use FEATURE : GPUs` in its configuration, then "
-                     "condor_gpu_discovery -properties must list the cards "
-                     "(deploy/execute-node/README.md).")  # fmt: skip
-    return Check("gpus", True, f"{total} GPUs on {with_gpus} of {len(machines)} workstations"
-                 + (f" ({', '.join(models[:4])})" if models else "") + ".")  # fmt: skip
+        return Check(
+            "gpus",
+            False,
+            f"{len(machines)} workstations report no GPU.",
+            "On each workstation: `use FEATURE : GPUs` in its configuration, then "
+            "condor_gpu_discovery -properties must list the cards "
+            "(deploy/execute-node/README.md).",
+        )
+    return Check(
+        "gpus",
+        True,
+        f"{total} GPUs on {with_gpus} of {len(machines)} workstations"
+        + (f" ({', '.join(models[:4])})" if models else "")
+        + ".",
+    )
 
 
-_NEGOTIATOR_PROJECTION = ["Name", "LastNegotiationCycleEnd0", "LastNegotiationCyclePeriod0",
-                          "LastNegotiationCycleMatches0", "LastNegotiationCycleNumIdleJobs0",
-                          "LastNegotiationCycleSubmittersFailed0"]  # fmt: skip
+_NEGOTIATOR_PROJECTION = [
+    "Name",
+    "LastNegotiationCycleEnd0",
+    "LastNegotiationCyclePeriod0",
+    "LastNegotiationCycleMatches0",
+    "LastNegotiationCycleNumIdleJobs0",
+    "LastNegotiationCycleSubmittersFailed0",
+]
 # A negotiator whose last cycle ended longer ago than this many periods (and at least
 # NEGOTIATOR_STALE_MIN_S) has stopped cycling.
 NEGOTIATOR_STALE_PERIODS = 5
 NEGOTIATOR_STALE_MIN_S = 300
-RESTART_NEGOTIATOR = ("On the central manager: condor_restart -daemon negotiator, then read "
-                      "its NegotiatorLog (condor_config_val NEGOTIATOR_LOG) for why it stopped "
-                      "matching.")  # fmt: skip
+RESTART_NEGOTIATOR = (
+    "On the central manager: condor_restart -daemon negotiator, then read "
+    "its NegotiatorLog (condor_config_val NEGOTIATOR_LOG) for why it stopped "
+    "matching."
+)
 
 
 def _negotiator(collector: str, now: float | None = None) -> Check:
@@ -316,12 +413,15 @@ def _negotiator(collector: str, now: float | None = None) -> Check:
     except (HTCondorException, OSError, RuntimeError) as exc:
         return Check("negotiator", False, f"The collector's negotiator ad cannot be read: {exc}")
     if not ads:
-        return Check("negotiator", False,
-                     "No negotiator reports to the collector: nothing matches jobs to "
-                     "workstations, so every job stays idle.",
-                     "On the central manager: NEGOTIATOR must be in DAEMON_LIST; start it with "
-                     "condor_on -daemon negotiator and read its NegotiatorLog for why it "
-                     "stopped.")  # fmt: skip
+        return Check(
+            "negotiator",
+            False,
+            "No negotiator reports to the collector: nothing matches jobs to "
+            "workstations, so every job stays idle.",
+            "On the central manager: NEGOTIATOR must be in DAEMON_LIST; start it with "
+            "condor_on -daemon negotiator and read its NegotiatorLog for why it "
+            "stopped.",
+        )
     ad = ads[0]
     name = ad.get("Name", "the negotiator")
     ended = int(ad.get("LastNegotiationCycleEnd0", 0) or 0)
@@ -332,21 +432,31 @@ def _negotiator(collector: str, now: float | None = None) -> Check:
         since = (
             "has not finished a cycle" if not ended else f"last finished a cycle {age:.0f} s ago"
         )
-        return Check("negotiator", False,
-                     f"Negotiator {name} {since} (it cycles every {period} s): idle jobs are "
-                     "not being matched.", RESTART_NEGOTIATOR)  # fmt: skip
+        return Check(
+            "negotiator",
+            False,
+            f"Negotiator {name} {since} (it cycles every {period} s): idle jobs are "
+            "not being matched.",
+            RESTART_NEGOTIATOR,
+        )
     failed = str(ad.get("LastNegotiationCycleSubmittersFailed0", "") or "").strip()
     if failed:
-        return Check("negotiator", False,
-                     f"Negotiator {name} could not negotiate with {failed} in its last cycle: "
-                     "it cannot reach their schedd, so their jobs are never matched.",
-                     RESTART_NEGOTIATOR + " A line like 'failed to create non-negotiated "
-                     "security session' means it holds a stale session with a restarted "
-                     "schedd; the restart clears it.")  # fmt: skip
-    return Check("negotiator", True,
-                 f"Negotiator {name} cycles every {period} s; its last cycle {age:.0f} s ago "
-                 f"matched {ad.get('LastNegotiationCycleMatches0', 0)} of "
-                 f"{ad.get('LastNegotiationCycleNumIdleJobs0', 0)} idle jobs.")  # fmt: skip
+        return Check(
+            "negotiator",
+            False,
+            f"Negotiator {name} could not negotiate with {failed} in its last cycle: "
+            "it cannot reach their schedd, so their jobs are never matched.",
+            RESTART_NEGOTIATOR + " A line like 'failed to create non-negotiated "
+            "security session' means it holds a stale session with a restarted "
+            "schedd; the restart clears it.",
+        )
+    return Check(
+        "negotiator",
+        True,
+        f"Negotiator {name} cycles every {period} s; its last cycle {age:.0f} s ago "
+        f"matched {ad.get('LastNegotiationCycleMatches0', 0)} of "
+        f"{ad.get('LastNegotiationCycleNumIdleJobs0', 0)} idle jobs.",
+    )
 
 
 def _wait(condition: Callable[[], bool], timeout: float = 10.0) -> bool:

@@ -34,14 +34,25 @@ from .types import (
 
 # The same four workstations the personal pool simulates (deploy/personal-pool/).
 PERSONAL_POOL = (
-    PoolMachine("ws-ampere", "Unclaimed", 2, 2, 4096, 4096, 1, 1,
-                GpuModel("A100-SXM4-40GB", 47661, 8.0)),
-    PoolMachine("ws-fermi", "Unclaimed", 2, 2, 4096, 4096, 1, 1,
-                GpuModel("GeForce GTX 480", 1536, 2.0)),
+    PoolMachine(
+        "ws-ampere", "Unclaimed", 2, 2, 4096, 4096, 1, 1, GpuModel("A100-SXM4-40GB", 47661, 8.0)
+    ),
+    PoolMachine(
+        "ws-fermi", "Unclaimed", 2, 2, 4096, 4096, 1, 1, GpuModel("GeForce GTX 480", 1536, 2.0)
+    ),
     PoolMachine("ws-office", "Unclaimed", 2, 2, 4096, 4096),
-    PoolMachine("ws-volta", "Unclaimed", 4, 4, 8192, 8192, 2, 2,
-                GpuModel("Tesla V100-PCIE-16GB", 24220, 7.0)),
-)  # fmt: skip
+    PoolMachine(
+        "ws-volta",
+        "Unclaimed",
+        4,
+        4,
+        8192,
+        8192,
+        2,
+        2,
+        GpuModel("Tesla V100-PCIE-16GB", 24220, 7.0),
+    ),
+)
 
 FAKE_SCHEDD_NAME = "fake-schedd"
 _FINAL = (JobState.COMPLETED, JobState.REMOVED)
@@ -121,10 +132,13 @@ class FakeBridge:
             if state is JobState.RUNNING and job.run_started_at is None:
                 gpus = int(self.submitted.get(job_id, {}).get("request_gpus", 0))
                 changes |= {
-                    "num_starts": job.num_starts + 1, "started_at": now, "run_started_at": now,
-                    "gpus_assigned": gpus, "workstation": self._workstation_for(gpus),
+                    "num_starts": job.num_starts + 1,
+                    "started_at": now,
+                    "run_started_at": now,
+                    "gpus_assigned": gpus,
+                    "workstation": self._workstation_for(gpus),
                     "pool": "",  # the home pool, unless the test says it flocked (pool=...)
-                }  # fmt: skip
+                }
             if state in _FINAL:
                 changes |= {"in_queue": False, "finished_at": now}
             changes |= fields
@@ -134,8 +148,14 @@ class FakeBridge:
     def set_usage(self, job_id: str, **figures: float | None) -> None:
         """What HTCondor has measured of the job so far (JobUsage's measured fields:
         cpus_used, memory_mb, memory_peak_mb, disk_mb, gpus_used, gpu_memory_peak_mb)."""
-        allowed = {"cpus_used", "memory_mb", "memory_peak_mb", "disk_mb", "gpus_used",
-                   "gpu_memory_peak_mb"}  # fmt: skip
+        allowed = {
+            "cpus_used",
+            "memory_mb",
+            "memory_peak_mb",
+            "disk_mb",
+            "gpus_used",
+            "gpu_memory_peak_mb",
+        }
         if set(figures) - allowed:
             raise TypeError(f"not a measured figure: {sorted(set(figures) - allowed)}")
         with self._lock:
@@ -144,15 +164,18 @@ class FakeBridge:
     def _usage_of(self, job: JobObservation) -> JobUsage:
         description = self.submitted.get(job.job_id, {})
         return JobUsage(
-            job_id=job.job_id, state=job.state, in_queue=job.in_queue,
-            workstation=job.workstation, num_starts=job.num_starts,
+            job_id=job.job_id,
+            state=job.state,
+            in_queue=job.in_queue,
+            workstation=job.workstation,
+            num_starts=job.num_starts,
             run_started_at=job.run_started_at,
             cpus_requested=int(description.get("request_cpus", 0)),
             memory_requested_mb=int(description.get("request_memory", 0)),
             disk_requested_mb=int(description.get("request_disk", 0)) // 1024,
             gpus_requested=int(description.get("request_gpus", 0)),
             **self._usage.get(job.job_id, {}),
-        )  # fmt: skip
+        )
 
     def _workstation_for(self, gpus: int) -> str:
         """The first workstation with enough GPUs, as the negotiator would pick one."""
@@ -226,32 +249,40 @@ class FakeBridge:
             stranded = {run.cluster_id for run in found if run.awaiting_input}
             for cluster_id in stranded:
                 self._withdraw(cluster_id)
-            adopted = adopted_cluster(requests, [r for r in found if r.cluster_id not in stranded],
-                                      sweep_id)  # fmt: skip
+            adopted = adopted_cluster(
+                requests, [r for r in found if r.cluster_id not in stranded], sweep_id
+            )
             if adopted is not None:
                 return adopted
         template, items = build_cluster_description(
-            requests, mode=self.mode, sweep_id=sweep_id, instance=self.instance,
+            requests,
+            mode=self.mode,
+            sweep_id=sweep_id,
+            instance=self.instance,
             descriptions=descriptions,
-        )  # fmt: skip
+        )
         with self._lock:
             self.submit_calls += 1
             cluster = next(self._clusters)
             for proc, (request, item) in enumerate(zip(requests, items, strict=True)):
                 # What each run's ad gets: the template with its own item values.
-                description = {key: item.get(value[2:-1], value) if value.startswith("$(nsv")
-                               else value for key, value in template.items()}  # fmt: skip
+                description = {
+                    key: item.get(value[2:-1], value) if value.startswith("$(nsv") else value
+                    for key, value in template.items()
+                }
                 self.submitted[request.job_id] = description
                 self._sweeps[request.job_id] = sweep_id
                 self._keep_earlier_copy(request.job_id)
                 self._jobs[request.job_id] = JobObservation(
-                    job_id=request.job_id, cluster_id=cluster, proc_id=proc,
+                    job_id=request.job_id,
+                    cluster_id=cluster,
+                    proc_id=proc,
                     state=JobState.TRANSFERRING if self.mode is FileMode.SPOOL else JobState.IDLE,
                     in_queue=True,
                     status_detail="uploading input" if self.mode is FileMode.SPOOL else "",
                     awaiting_input=self.mode is FileMode.SPOOL,
                     entered_state_at=datetime.now(tz=UTC),
-                )  # fmt: skip
+                )
         if self.mode is FileMode.SPOOL:
             self._spool([request.job_id for request in requests])
         return [SubmitResult(cluster, proc, adopted=False) for proc in range(len(requests))]
@@ -276,10 +307,16 @@ class FakeBridge:
         with self._lock:
             for job_id, job in list(self._jobs.items()):
                 if job.cluster_id == cluster_id:
-                    self.withdrawn.append(dataclasses.replace(
-                        job, job_id=WITHDRAWN_ID, state=JobState.REMOVED, in_queue=False,
-                        status_detail=WITHDRAWN_REASON, awaiting_input=False,
-                    ))  # fmt: skip
+                    self.withdrawn.append(
+                        dataclasses.replace(
+                            job,
+                            job_id=WITHDRAWN_ID,
+                            state=JobState.REMOVED,
+                            in_queue=False,
+                            status_detail=WITHDRAWN_REASON,
+                            awaiting_input=False,
+                        )
+                    )
                     del self._jobs[job_id]
                     self._sweeps.pop(job_id, None)
 
@@ -305,12 +342,14 @@ class FakeBridge:
             return None
         description = self.submitted[job_id]
         ad: dict[str, Any] = {
-            "ClusterId": job.cluster_id, "ProcId": job.proc_id,
-            "JobStatus": _STATUS_CODE[job.state], "NightshiftJobId": job_id,
+            "ClusterId": job.cluster_id,
+            "ProcId": job.proc_id,
+            "JobStatus": _STATUS_CODE[job.state],
+            "NightshiftJobId": job_id,
             "NightshiftInstance": self.instance,
             "RequestCpus": int(description["request_cpus"]),
             "AcctGroup": description["accounting_group"],
-        }  # fmt: skip
+        }
         if "accounting_group_user" in description:
             ad["AcctGroupUser"] = description["accounting_group_user"]
         if "request_gpus" in description:
@@ -334,8 +373,11 @@ class FakeBridge:
 
     def running_usage(self) -> list[JobUsage]:
         self._check_up("query")
-        return [self._usage_of(job) for job in self._jobs.values()
-                if job.in_queue and job.state is JobState.RUNNING]  # fmt: skip
+        return [
+            self._usage_of(job)
+            for job in self._jobs.values()
+            if job.in_queue and job.state is JobState.RUNNING
+        ]
 
     def finished_usage(self, job_ids: Iterable[str]) -> list[JobUsage]:
         return [self._usage_of(job) for job in self.finished_jobs(job_ids)]
@@ -365,14 +407,20 @@ class FakeBridge:
             self.set_state(job.job_id, JobState.REMOVED, status_detail=reason)
         elif action == "hold":
             self.set_state(
-                job.job_id, JobState.HELD, hold_reason=reason or "Python-initiated action",
-                hold_reason_code=1, hold_reason_subcode=reason_code if reason else 0,
-            )  # fmt: skip
+                job.job_id,
+                JobState.HELD,
+                hold_reason=reason or "Python-initiated action",
+                hold_reason_code=1,
+                hold_reason_subcode=reason_code if reason else 0,
+            )
         elif action == "release" and job.state is JobState.HELD:
             self.set_state(
-                job.job_id, JobState.IDLE, hold_reason="", hold_reason_code=None,
+                job.job_id,
+                JobState.IDLE,
+                hold_reason="",
+                hold_reason_code=None,
                 hold_reason_subcode=None,
-            )  # fmt: skip
+            )
         elif action == "vacate" and job.state is JobState.RUNNING:
             self.set_state(job.job_id, JobState.IDLE)
 

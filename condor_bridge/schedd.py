@@ -213,8 +213,9 @@ class HTCondorBridge:
         # on, in another one's queue.
         if ad is None:
             named = repr(self.schedd_name) if self.schedd_name else "schedd"
-            raise BridgeError(f"cannot locate the schedd: the collector lists no {named}",
-                              transient=True)  # fmt: skip
+            raise BridgeError(
+                f"cannot locate the schedd: the collector lists no {named}", transient=True
+            )
         return htcondor2.Schedd(ad)
 
     # -- jobs ------------------------------------------------------------------------
@@ -298,19 +299,25 @@ class HTCondorBridge:
             stranded = {run.cluster_id for run in found if run.awaiting_input}
             for cluster_id in stranded:
                 self._withdraw(self._schedd(), cluster_id)
-            adopted = adopted_cluster(requests, [r for r in found if r.cluster_id not in stranded],
-                                      sweep_id)  # fmt: skip
+            adopted = adopted_cluster(
+                requests, [r for r in found if r.cluster_id not in stranded], sweep_id
+            )
             if adopted is not None:
                 return adopted
         template, items = build_cluster_description(
-            requests, mode=self.mode, sweep_id=sweep_id, instance=self.instance,
+            requests,
+            mode=self.mode,
+            sweep_id=sweep_id,
+            instance=self.instance,
             descriptions=descriptions,
-        )  # fmt: skip
-        result = self._submit_to_schedd(htcondor2.Submit(template),
-                                        None if len(requests) == 1 else items)  # fmt: skip
+        )
+        result = self._submit_to_schedd(
+            htcondor2.Submit(template), None if len(requests) == 1 else items
+        )
         first = result.first_proc()
-        return [SubmitResult(result.cluster(), first + n, adopted=False)
-                for n in range(len(requests))]  # fmt: skip
+        return [
+            SubmitResult(result.cluster(), first + n, adopted=False) for n in range(len(requests))
+        ]
 
     def find_sweep(self, sweep_id: str, *, expected: int) -> list[JobObservation]:
         """The runs of a sweep's cluster, from the queue and, for those that left it, the
@@ -320,8 +327,10 @@ class HTCondorBridge:
         constraint = f"{SWEEP_ID_ATTR} == {classad_string(sweep_id)}"
         found = [map_job_ad(ad, in_queue=True) for ad in self._query(constraint)]
         if len(found) < expected:
-            found += [map_job_ad(ad, in_queue=False)
-                      for ad in self._history(constraint, expected - len(found))]  # fmt: skip
+            found += [
+                map_job_ad(ad, in_queue=False)
+                for ad in self._history(constraint, expected - len(found))
+            ]
         return found
 
     @_observed("query")
@@ -411,8 +420,10 @@ class HTCondorBridge:
     def running_usage(self) -> list[JobUsage]:
         """What every running job of this portal instance uses now, in one query."""
         constraint = f"{INSTANCE_ATTR} == {classad_string(self.instance)} && JobStatus == 2"
-        return [map_usage_ad(_evaluated(ad), in_queue=True)
-                for ad in self._query(constraint, USAGE_PROJECTION)]  # fmt: skip
+        return [
+            map_usage_ad(_evaluated(ad), in_queue=True)
+            for ad in self._query(constraint, USAGE_PROJECTION)
+        ]
 
     def finished_usage(self, job_ids: Iterable[str]) -> list[JobUsage]:
         """What the given jobs that left the queue used, from their final ads, in one
@@ -438,8 +449,11 @@ class HTCondorBridge:
             if reason:
                 # htcondor2 drops a plain-string reason; only the (text, code) form
                 # reaches the schedd.
-                again_if_action_failed(lambda: self._schedd().act(
-                    _ACTIONS[action], job_spec, reason=(reason, int(reason_code))))  # fmt: skip
+                again_if_action_failed(
+                    lambda: self._schedd().act(
+                        _ACTIONS[action], job_spec, reason=(reason, int(reason_code))
+                    )
+                )
             else:
                 again_if_action_failed(lambda: self._schedd().act(_ACTIONS[action], job_spec))
         except BridgeError:
@@ -452,11 +466,16 @@ class HTCondorBridge:
         """Remove every run of a sweep still in the queue, in one call."""
         if not JOB_ID_PATTERN.fullmatch(sweep_id):
             raise ValueError(f"not a Nightshift sweep id: {sweep_id!r}")
-        constraint = (f"{INSTANCE_ATTR} == {classad_string(self.instance)} && "
-                      f"{SWEEP_ID_ATTR} == {classad_string(sweep_id)}")  # fmt: skip
+        constraint = (
+            f"{INSTANCE_ATTR} == {classad_string(self.instance)} && "
+            f"{SWEEP_ID_ATTR} == {classad_string(sweep_id)}"
+        )
         try:
-            again_if_action_failed(lambda: self._schedd().act(
-                htcondor2.JobAction.Remove, constraint, reason=(reason, 1)))  # fmt: skip
+            again_if_action_failed(
+                lambda: self._schedd().act(
+                    htcondor2.JobAction.Remove, constraint, reason=(reason, 1)
+                )
+            )
         except BridgeError:
             raise
         except (HTCondorException, OSError, RuntimeError) as exc:

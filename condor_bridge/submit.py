@@ -244,18 +244,23 @@ def build_submit_description(
         description[f"My.{FINISH_BY_ATTR}"] = str(request.finish_by_s)
     holds = []
     if request.max_runtime_s:
-        holds.append((
-            f"JobStatus == 2 && (time() - JobCurrentStartDate) > {request.max_runtime_s}",
-            f"The job ran longer than its maximum runtime of "
-            f"{format_duration(request.max_runtime_s)}.", SUBCODE_NIGHTSHIFT_RUNTIME,
-        ))  # fmt: skip
+        holds.append(
+            (
+                f"JobStatus == 2 && (time() - JobCurrentStartDate) > {request.max_runtime_s}",
+                f"The job ran longer than its maximum runtime of "
+                f"{format_duration(request.max_runtime_s)}.",
+                SUBCODE_NIGHTSHIFT_RUNTIME,
+            )
+        )
     if request.max_starts:
-        holds.append((
-            f"JobStatus == 1 && NumJobStarts >= {request.max_starts}",
-            f"The job was stopped after starting {request.max_starts} times: its "
-            "workstations kept being reclaimed before it could finish.",
-            SUBCODE_NIGHTSHIFT_TOO_MANY_STARTS,
-        ))  # fmt: skip
+        holds.append(
+            (
+                f"JobStatus == 1 && NumJobStarts >= {request.max_starts}",
+                f"The job was stopped after starting {request.max_starts} times: its "
+                "workstations kept being reclaimed before it could finish.",
+                SUBCODE_NIGHTSHIFT_TOO_MANY_STARTS,
+            )
+        )
     if holds:
         description["periodic_hold"] = " || ".join(f"({when})" for when, _, _ in holds)
         description["periodic_hold_reason"] = _first_match(
@@ -335,8 +340,7 @@ def build_cluster_description(
     if not JOB_ID_PATTERN.fullmatch(sweep_id):
         raise ValueError(f"not a Nightshift sweep id: {sweep_id!r}")
     if descriptions is None:
-        descriptions = [build_submit_description(r, mode=mode, instance=instance)
-                        for r in requests]  # fmt: skip
+        descriptions = [build_submit_description(r, mode=mode, instance=instance) for r in requests]
     elif len(descriptions) != len(requests):
         raise ValueError("one description for each run of the cluster")
     first = descriptions[0]

@@ -392,5 +392,7 @@ def adopted_cluster(
     missing = [request.job_id for request in requests if request.job_id not in by_id]
     if missing:
         raise BridgeError(f"sweep {sweep_id} is in the schedd without {missing[0]}")
-    return [SubmitResult(by_id[r.job_id].cluster_id, by_id[r.job_id].proc_id, adopted=True)
-            for r in requests]  # fmt: skip
+    return [
+        SubmitResult(by_id[r.job_id].cluster_id, by_id[r.job_id].proc_id, adopted=True)
+        for r in requests
+    ]

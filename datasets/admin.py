@@ -12,8 +12,16 @@ class DatasetVersionInline(admin.TabularInline):
     model = DatasetVersion
     extra = 0
     can_delete = False
-    fields = ("number", "sha256", "size_bytes", "file_count", "source", "origin", "created_by",
-              "created_at")  # fmt: skip
+    fields = (
+        "number",
+        "sha256",
+        "size_bytes",
+        "file_count",
+        "source",
+        "origin",
+        "created_by",
+        "created_at",
+    )
     readonly_fields = fields
 
     def has_add_permission(self, request, obj=None) -> bool:
@@ -54,8 +62,15 @@ class DatasetImportAdmin(admin.ModelAdmin):
 class DatasetUploadAdmin(admin.ModelAdmin):
     """Resumable uploads under way, finished or abandoned (removed once they expire)."""
 
-    list_display = ("filename", "owner", "state", "upload_offset", "upload_length", "expires",
-                    "created_at")  # fmt: skip
+    list_display = (
+        "filename",
+        "owner",
+        "state",
+        "upload_offset",
+        "upload_length",
+        "expires",
+        "created_at",
+    )
     list_filter = ("state",)
     search_fields = ("filename", "owner__username", "guid")
     list_select_related = ("owner",)

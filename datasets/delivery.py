@@ -69,11 +69,15 @@ class DatasetCatalogue:
             if latest is None:
                 continue
             whose = "" if dataset.owner_id == user.pk else f", {dataset.owner.get_username()}'s"
-            choices.append(DataChoice(
-                reference=qualified_name(dataset) if dataset.name in ambiguous else dataset.name,
-                label=f"{dataset.name} (version {latest.number}, {size_text(latest.size_bytes)}, "
-                      f"{latest.file_count:,} files{whose})",
-            ))  # fmt: skip
+            choices.append(
+                DataChoice(
+                    reference=qualified_name(dataset)
+                    if dataset.name in ambiguous
+                    else dataset.name,
+                    label=f"{dataset.name} (version {latest.number}, "
+                    f"{size_text(latest.size_bytes)}, {latest.file_count:,} files{whose})",
+                )
+            )
         return choices
 
     def prepare(self, *, user, references: list[str]) -> list[dict]:
@@ -83,9 +87,10 @@ class DatasetCatalogue:
             match = REFERENCE.fullmatch(text)
             if match is None:
                 raise JobSubmissionError(
-                    "datasets", f"{text[:100]!r} is not a dataset: give NAME or NAME@VERSION "
+                    "datasets",
+                    f"{text[:100]!r} is not a dataset: give NAME or NAME@VERSION "
                     "(letters, digits and . _ -).",
-                )  # fmt: skip
+                )
             name, number = match["name"], match["number"]
             named = f"{match['owner']}/{name}" if match["owner"] else name
             try:
@@ -94,9 +99,10 @@ class DatasetCatalogue:
                 raise JobSubmissionError("datasets", str(exc)) from None
             if dataset is None:
                 raise JobSubmissionError(
-                    "datasets", f"There is no dataset {named} that you may use; the datasets "
+                    "datasets",
+                    f"There is no dataset {named} that you may use; the datasets "
                     "page lists yours, your labs' and the site's.",
-                )  # fmt: skip
+                )
             version = _version(dataset, number)
             if name in records:
                 raise JobSubmissionError("datasets", f"{name} is named twice: give it once.")
@@ -121,9 +127,10 @@ def _check_stored(version: DatasetVersion) -> None:
     if version.is_shared_path:
         if not storage.shared_folder_exists(version.shared_path):
             raise JobSubmissionError(
-                "datasets", f"{version.reference} was registered from {version.shared_path}, "
+                "datasets",
+                f"{version.reference} was registered from {version.shared_path}, "
                 "which is gone from the shared file system.",
-            )  # fmt: skip
+            )
     elif not storage.archive_path(version.sha256).is_file():
         raise JobSubmissionError("datasets", f"{version.reference} is no longer stored.")
 
@@ -140,16 +147,19 @@ class DeliveryRefused(Exception):
         self.message = message
 
 
-def dataset_delivery(*, credential: str, sha256: str, workstation: str,
-                     remote_address: str | None) -> HttpResponse:  # fmt: skip
+def dataset_delivery(
+    *, credential: str, sha256: str, workstation: str, remote_address: str | None
+) -> HttpResponse:
     """The archive `sha256` for the job whose credential this is, if the job was given it;
     each delivery is recorded. Behind nginx the bytes are nginx's to send."""
     job = job_for_data_credential(credential) if credential else None
     if job is None:
-        raise DeliveryRefused(401, "This credential is not valid: it is damaged or expired, or "
-                              "its job has ended.")  # fmt: skip
-    given = next((d for d in job_inputs(job)
-                  if d.get("kind") == "archive" and d["sha256"] == sha256), None)  # fmt: skip
+        raise DeliveryRefused(
+            401, "This credential is not valid: it is damaged or expired, or its job has ended."
+        )
+    given = next(
+        (d for d in job_inputs(job) if d.get("kind") == "archive" and d["sha256"] == sha256), None
+    )
     if given is None:
         raise DeliveryRefused(404, "This job was not given that dataset.")
     archive = storage.archive_path(sha256)
@@ -169,8 +179,12 @@ def dataset_delivery(*, credential: str, sha256: str, workstation: str,
 
 def _record(job: Job, given: dict, size: int, workstation: str, remote_address) -> None:
     DatasetDelivery.objects.create(
-        version=DatasetVersion.objects.filter(pk=given.get("version_id"), sha256=given["sha256"])
-        .first(),
-        sha256=given["sha256"], job=job, size_bytes=size,
-        workstation=_WORKSTATION.sub("_", workstation)[:200], remote_address=remote_address,
-    )  # fmt: skip
+        version=DatasetVersion.objects.filter(
+            pk=given.get("version_id"), sha256=given["sha256"]
+        ).first(),
+        sha256=given["sha256"],
+        job=job,
+        size_bytes=size,
+        workstation=_WORKSTATION.sub("_", workstation)[:200],
+        remote_address=remote_address,
+    )

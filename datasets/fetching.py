@@ -73,8 +73,9 @@ def fetch(
                     url = checked_url(urljoin(url, response.headers.get("location", "")))
                     continue
                 if response.status_code != 200:
-                    raise FetchError(f"The server answered {response.status_code} "
-                                     f"{response.reason_phrase}.")  # fmt: skip
+                    raise FetchError(
+                        f"The server answered {response.status_code} {response.reason_phrase}."
+                    )
                 return _save(response, url, folder, max_bytes, progress)
         except httpx.HTTPError as exc:
             raise FetchError(f"The download failed: {exc}.") from None

@@ -10,11 +10,12 @@ from .models import DATASET_NAME_HELP, DATASET_NAME_PATTERN, Dataset
 
 class DatasetForm(forms.Form):
     name = forms.RegexField(
-        regex=DATASET_NAME_PATTERN, max_length=80,
+        regex=DATASET_NAME_PATTERN,
+        max_length=80,
         error_messages={"invalid": DATASET_NAME_HELP},
         help_text="Jobs find it at datasets/NAME/. A name you already use adds a version to "
         "that dataset.",
-    )  # fmt: skip
+    )
     description = forms.CharField(
         required=False, max_length=500, help_text="What is in it, in a sentence."
     )
@@ -23,22 +24,30 @@ class DatasetForm(forms.Form):
         queryset=Lab.objects.none(), required=False, help_text="For “My lab”: which lab."
     )
     file = forms.FileField(
-        label="Files", required=False,
+        label="Files",
+        required=False,
         help_text="A .zip or .tar.gz of a folder (unpacked and checked), or a single file.",
-    )  # fmt: skip
+    )
     url = forms.URLField(
-        label="…or an https URL", required=False, max_length=2000, assume_scheme="https",
+        label="…or an https URL",
+        required=False,
+        max_length=2000,
+        assume_scheme="https",
         help_text="Fetched once by the portal and checksummed: a file, or a .zip or .tar.gz.",
-    )  # fmt: skip
+    )
     sha256 = forms.RegexField(
-        label="Its SHA-256 (optional)", required=False, regex=r"^\s*[0-9a-fA-F]{64}\s*$",
+        label="Its SHA-256 (optional)",
+        required=False,
+        regex=r"^\s*[0-9a-fA-F]{64}\s*$",
         error_messages={"invalid": "A SHA-256 is 64 hexadecimal digits."},
         help_text="If the URL's publisher gives one: a download that differs is refused.",
-    )  # fmt: skip
+    )
     path = forms.CharField(
-        label="…or a folder on the shared file system", required=False, max_length=1000,
+        label="…or a folder on the shared file system",
+        required=False,
+        max_length=1000,
         help_text="Read and checksummed once, then linked into jobs, never copied.",
-    )  # fmt: skip
+    )
 
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -28,9 +28,13 @@ class Dataset(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="datasets"
     )
     lab = models.ForeignKey(
-        "labs.Lab", null=True, blank=True, on_delete=models.CASCADE, related_name="datasets",
+        "labs.Lab",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="datasets",
         help_text="For lab visibility: the lab that may use it.",
-    )  # fmt: skip
+    )
     visibility = models.CharField(
         max_length=10, choices=Visibility.choices, default=Visibility.PRIVATE
     )
@@ -116,8 +120,9 @@ class DatasetImport(models.Model):
     visibility = models.CharField(
         max_length=10, choices=Dataset.Visibility.choices, default=Dataset.Visibility.PRIVATE
     )
-    lab = models.ForeignKey("labs.Lab", null=True, blank=True, on_delete=models.CASCADE,
-                            related_name="+")  # fmt: skip
+    lab = models.ForeignKey(
+        "labs.Lab", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     description = models.CharField(max_length=500, blank=True)
     source = models.CharField(max_length=10, choices=DatasetVersion.Source.choices)
     origin = models.CharField(max_length=2000)

@@ -51,9 +51,11 @@ class StorageUse:
 def _kept(versions) -> int:
     distinct = versions.exclude(source=DatasetVersion.Source.PATH).values("sha256").distinct()
     sizes = DatasetVersion.objects.filter(
-        pk__in=[versions.filter(sha256=row["sha256"]).values_list("pk", flat=True).first()
-                for row in distinct]
-    )  # fmt: skip
+        pk__in=[
+            versions.filter(sha256=row["sha256"]).values_list("pk", flat=True).first()
+            for row in distinct
+        ]
+    )
     return sizes.aggregate(total=Sum("size_bytes"))["total"] or 0
 
 
@@ -67,8 +69,9 @@ _also_kept_by_user: list[Callable[[object], int]] = []
 _also_kept_by_lab: list[Callable[[Lab], int]] = []
 
 
-def storage_kept_register(*, by_user: Callable[[object], int],
-                          by_lab: Callable[[Lab], int]) -> None:  # fmt: skip
+def storage_kept_register(
+    *, by_user: Callable[[object], int], by_lab: Callable[[Lab], int]
+) -> None:
     if by_user not in _also_kept_by_user:
         _also_kept_by_user.append(by_user)
         _also_kept_by_lab.append(by_lab)
@@ -104,8 +107,9 @@ def storage_quota_check(*, user, lab, adding_bytes: int) -> None:
     dataset shared with `lab`, the lab's."""
     checks = [("Your datasets and models", storage_use_of_user(user))]
     if lab is not None:
-        checks.append((f"The datasets and models shared with “{lab.name}”",
-                       storage_use_of_lab(lab)))  # fmt: skip
+        checks.append(
+            (f"The datasets and models shared with “{lab.name}”", storage_use_of_lab(lab))
+        )
     for whose, use in checks:
         if use.limit_bytes is not None and use.used_bytes + adding_bytes > use.limit_bytes:
             raise StorageQuotaExceeded(
@@ -131,6 +135,11 @@ def account_storage_panel(*, user) -> Panel:
 
 def lab_storage_panel(*, lab) -> Panel:
     use = storage_use_of_lab(lab)
-    return Panel("datasets/_storage.html", {"rows": [
-        {"label": "Datasets shared with the lab", "use": use, "limit_text": limit_text(use)}
-    ]})  # fmt: skip
+    return Panel(
+        "datasets/_storage.html",
+        {
+            "rows": [
+                {"label": "Datasets shared with the lab", "use": use, "limit_text": limit_text(use)}
+            ]
+        },
+    )

@@ -69,8 +69,9 @@ class DatasetLineage:
     @property
     def groups(self) -> list:
         """The sweeps and studies among the jobs listed, once each."""
-        return list({use.job.sweep_id: use.job.sweep for use in self.uses if use.job.sweep_id
-                     }.values())  # fmt: skip
+        return list(
+            {use.job.sweep_id: use.job.sweep for use in self.uses if use.job.sweep_id}.values()
+        )
 
 
 LINEAGE_JOBS = 50
@@ -84,13 +85,18 @@ def dataset_lineage(user, dataset: Dataset) -> DatasetLineage:
     references = {v: r for v, r in dataset.versions.values_list("pk", "number")}
     uses = []
     for job in jobs:
-        numbers = [references[d["version_id"]] for d in job.source.get("datasets") or []
-                   if d.get("version_id") in references]  # fmt: skip
+        numbers = [
+            references[d["version_id"]]
+            for d in job.source.get("datasets") or []
+            if d.get("version_id") in references
+        ]
         uses.append(DatasetUse(job, ", ".join(f"{dataset.name}@{n}" for n in numbers)))
     moved = DatasetDelivery.objects.filter(version__in=version_ids).aggregate(
         count=Count("workstation", distinct=True), total=Sum("size_bytes")
     )
     return DatasetLineage(
-        uses=uses, other_jobs=using.count() - visible.count(),
-        workstations=moved["count"] or 0, bytes_moved=moved["total"] or 0,
-    )  # fmt: skip
+        uses=uses,
+        other_jobs=using.count() - visible.count(),
+        workstations=moved["count"] or 0,
+        bytes_moved=moved["total"] or 0,
+    )

@@ -63,9 +63,14 @@ def _checked_import(
         ):
             raise DatasetError("lab", "Choose one of your labs to share it with.")
     imported = DatasetImport(
-        owner=user, name=name, visibility=visibility, description=description[:500],
-        lab=lab if visibility == Dataset.Visibility.LAB else None, source=source, origin=origin,
-    )  # fmt: skip
+        owner=user,
+        name=name,
+        visibility=visibility,
+        description=description[:500],
+        lab=lab if visibility == Dataset.Visibility.LAB else None,
+        source=source,
+        origin=origin,
+    )
     try:
         imported.full_clean(exclude=["owner", "lab", "version"])
     except ValidationError as exc:
@@ -93,35 +98,61 @@ def lab_named(name: str):
 
 
 def dataset_upload_check(
-    *, user, name: str, filename: str, size: int, visibility: str = Dataset.Visibility.PRIVATE,
-    lab=None, description: str = "",
-) -> None:  # fmt: skip
+    *,
+    user,
+    name: str,
+    filename: str,
+    size: int,
+    visibility: str = Dataset.Visibility.PRIVATE,
+    lab=None,
+    description: str = "",
+) -> None:
     """Refuses (DatasetError) an upload before its bytes are sent: its name, its file's name,
     its size, and the storage quota it would need."""
     upload_name(filename)
-    _checked_import(user=user, name=name, visibility=visibility, lab=lab,
-                    description=description, source=DatasetVersion.Source.UPLOAD,
-                    origin=filename)  # fmt: skip
+    _checked_import(
+        user=user,
+        name=name,
+        visibility=visibility,
+        lab=lab,
+        description=description,
+        source=DatasetVersion.Source.UPLOAD,
+        origin=filename,
+    )
     if size > limits().max_bytes:
-        raise DatasetError("file", f"The file is larger than {settings.DATASET_MAX_GB:g} GB, "
-                           "the limit for a dataset.")  # fmt: skip
+        raise DatasetError(
+            "file",
+            f"The file is larger than {settings.DATASET_MAX_GB:g} GB, the limit for a dataset.",
+        )
     try:
-        storage_quota_check(user=user, lab=lab if visibility == Dataset.Visibility.LAB else None,
-                            adding_bytes=size)  # fmt: skip
+        storage_quota_check(
+            user=user, lab=lab if visibility == Dataset.Visibility.LAB else None, adding_bytes=size
+        )
     except StorageQuotaExceeded as exc:
         raise DatasetError("quota", str(exc)) from None
 
 
 def dataset_import_from_file(
-    *, user, name: str, filename: str, path: str, visibility: str = Dataset.Visibility.PRIVATE,
-    lab=None, description: str = "",
-) -> DatasetImport:  # fmt: skip
+    *,
+    user,
+    name: str,
+    filename: str,
+    path: str,
+    visibility: str = Dataset.Visibility.PRIVATE,
+    lab=None,
+    description: str = "",
+) -> DatasetImport:
     """A file that arrived whole (a resumable upload) becomes an import; the file is moved."""
     filename = upload_name(filename)
     imported = _checked_import(
-        user=user, name=name, visibility=visibility, lab=lab, description=description,
-        source=DatasetVersion.Source.UPLOAD, origin=filename,
-    )  # fmt: skip
+        user=user,
+        name=name,
+        visibility=visibility,
+        lab=lab,
+        description=description,
+        source=DatasetVersion.Source.UPLOAD,
+        origin=filename,
+    )
     folder = storage.incoming_dir(imported.public_id) / "upload"
     folder.mkdir(parents=True)
     os.replace(path, folder / filename)
@@ -129,21 +160,36 @@ def dataset_import_from_file(
 
 
 def dataset_import_from_upload(
-    *, user, name: str, upload: UploadedFile, visibility: str = Dataset.Visibility.PRIVATE,
-    lab=None, description: str = "",
-) -> DatasetImport:  # fmt: skip
+    *,
+    user,
+    name: str,
+    upload: UploadedFile,
+    visibility: str = Dataset.Visibility.PRIVATE,
+    lab=None,
+    description: str = "",
+) -> DatasetImport:
     """Keeps the upload aside and queues its check: a version appears once it has passed."""
     filename = upload_name(upload.name or "")
     imported = _checked_import(
-        user=user, name=name, visibility=visibility, lab=lab, description=description,
-        source=DatasetVersion.Source.UPLOAD, origin=filename,
-    )  # fmt: skip
+        user=user,
+        name=name,
+        visibility=visibility,
+        lab=lab,
+        description=description,
+        source=DatasetVersion.Source.UPLOAD,
+        origin=filename,
+    )
     if upload.size > limits().max_bytes:
-        raise DatasetError("file", f"The file is larger than {settings.DATASET_MAX_GB:g} GB, "
-                           "the limit for a dataset.")  # fmt: skip
+        raise DatasetError(
+            "file",
+            f"The file is larger than {settings.DATASET_MAX_GB:g} GB, the limit for a dataset.",
+        )
     try:
-        storage_quota_check(user=user, lab=lab if visibility == Dataset.Visibility.LAB else None,
-                            adding_bytes=upload.size)  # fmt: skip
+        storage_quota_check(
+            user=user,
+            lab=lab if visibility == Dataset.Visibility.LAB else None,
+            adding_bytes=upload.size,
+        )
     except StorageQuotaExceeded as exc:
         raise DatasetError("quota", str(exc)) from None
     folder = storage.incoming_dir(imported.public_id) / "upload"
@@ -172,22 +218,33 @@ def _inside_allowed_roots(raw: str) -> Path:
         if resolved == root or root in resolved.parents:
             return resolved
     allowed = ", ".join(str(root) for root in settings.DATASET_ROOTS)
-    raise DatasetError("path", f"{raw} is outside the shared folders datasets may come from "
-                       f"({allowed}).")  # fmt: skip
+    raise DatasetError(
+        "path", f"{raw} is outside the shared folders datasets may come from ({allowed})."
+    )
 
 
 def dataset_import_from_path(
-    *, user, name: str, path: str, visibility: str = Dataset.Visibility.PRIVATE, lab=None,
+    *,
+    user,
+    name: str,
+    path: str,
+    visibility: str = Dataset.Visibility.PRIVATE,
+    lab=None,
     description: str = "",
-) -> DatasetImport:  # fmt: skip
+) -> DatasetImport:
     """Registers a folder on the shared file system: it is read and hashed once, never copied."""
     resolved = _inside_allowed_roots(path)
     if not resolved.is_dir():
         raise DatasetError("path", f"{path} is not a folder.")
     imported = _checked_import(
-        user=user, name=name, visibility=visibility, lab=lab, description=description,
-        source=DatasetVersion.Source.PATH, origin=str(resolved),
-    )  # fmt: skip
+        user=user,
+        name=name,
+        visibility=visibility,
+        lab=lab,
+        description=description,
+        source=DatasetVersion.Source.PATH,
+        origin=str(resolved),
+    )
     return _queue(imported)
 
 
@@ -195,8 +252,12 @@ def _queue(imported: DatasetImport, *, bytes_total: int | None = None) -> Datase
     imported.bytes_total = bytes_total
     with transaction.atomic():
         imported.save()
-        audit_record(action="dataset.import.start", actor=imported.owner, target=imported,
-                     detail=f"{imported.source} {imported.origin}")  # fmt: skip
+        audit_record(
+            action="dataset.import.start",
+            actor=imported.owner,
+            target=imported,
+            detail=f"{imported.source} {imported.origin}",
+        )
         pk = imported.pk
         transaction.on_commit(lambda: dataset_enqueue_import(pk))
     return imported
@@ -207,9 +268,15 @@ def dataset_enqueue_import(import_pk: int) -> None:
 
 
 def dataset_import_from_url(
-    *, user, name: str, url: str, sha256: str = "",
-    visibility: str = Dataset.Visibility.PRIVATE, lab=None, description: str = "",
-) -> DatasetImport:  # fmt: skip
+    *,
+    user,
+    name: str,
+    url: str,
+    sha256: str = "",
+    visibility: str = Dataset.Visibility.PRIVATE,
+    lab=None,
+    description: str = "",
+) -> DatasetImport:
     """Queues a download by the portal: the address is checked when it is fetched, and the
     file, when `sha256` is given, must have that SHA-256."""
     try:
@@ -220,9 +287,14 @@ def dataset_import_from_url(
     if sha256 and not re.fullmatch(r"[0-9a-f]{64}", sha256):
         raise DatasetError("sha256", "A SHA-256 is 64 hexadecimal digits.")
     imported = _checked_import(
-        user=user, name=name, visibility=visibility, lab=lab, description=description,
-        source=DatasetVersion.Source.URL, origin=url,
-    )  # fmt: skip
+        user=user,
+        name=name,
+        visibility=visibility,
+        lab=lab,
+        description=description,
+        source=DatasetVersion.Source.URL,
+        origin=url,
+    )
     imported.expected_sha256 = sha256
     return _queue(imported)
 
@@ -246,8 +318,12 @@ def _fetched(imported: DatasetImport, work: Path) -> Path:
     for leftover in (work / "download", work / "upload"):  # from an interrupted attempt
         shutil.rmtree(leftover, ignore_errors=True)
     try:
-        fetched = fetching.fetch(imported.origin, work / "download", max_bytes=limits().max_bytes,
-                                 progress=_Progress(imported))  # fmt: skip
+        fetched = fetching.fetch(
+            imported.origin,
+            work / "download",
+            max_bytes=limits().max_bytes,
+            progress=_Progress(imported),
+        )
     except fetching.FetchError as exc:
         raise content.DatasetContentError(str(exc)) from None
     if imported.expected_sha256 and fetched.sha256 != imported.expected_sha256:
@@ -354,38 +430,55 @@ def _pack(imported: DatasetImport, tree: Path, files, partial: Path, total: int)
 def _finish(imported: DatasetImport, digest: content.Digest, summary: dict) -> None:
     with transaction.atomic():
         dataset, created = Dataset.objects.select_for_update().get_or_create(
-            owner=imported.owner, name=imported.name,
-            defaults={"visibility": imported.visibility, "lab": imported.lab,
-                      "description": imported.description},
-        )  # fmt: skip
+            owner=imported.owner,
+            name=imported.name,
+            defaults={
+                "visibility": imported.visibility,
+                "lab": imported.lab,
+                "description": imported.description,
+            },
+        )
         latest = dataset.latest_version
         if latest is not None and latest.sha256 == digest.sha256:
             version, message = latest, f"The content is the same as version {latest.number}."
         else:
             number = (dataset.versions.aggregate(n=Max("number"))["n"] or 0) + 1
             version = DatasetVersion.objects.create(
-                dataset=dataset, number=number, sha256=digest.sha256,
-                size_bytes=digest.size_bytes, file_count=digest.file_count,
-                source=imported.source, origin=imported.origin,
-                shared_path=imported.origin if imported.source == DatasetVersion.Source.PATH
+                dataset=dataset,
+                number=number,
+                sha256=digest.sha256,
+                size_bytes=digest.size_bytes,
+                file_count=digest.file_count,
+                source=imported.source,
+                origin=imported.origin,
+                shared_path=imported.origin
+                if imported.source == DatasetVersion.Source.PATH
                 else "",
-                preview=summary, created_by=imported.owner,
-            )  # fmt: skip
+                preview=summary,
+                created_by=imported.owner,
+            )
             message = f"Version {number}: {digest.file_count:,} files, sha256 {digest.sha256}."
-            audit_record(action="dataset.version.create", actor=imported.owner, target=dataset,
-                         detail=f"{version.reference} sha256:{digest.sha256}")  # fmt: skip
+            audit_record(
+                action="dataset.version.create",
+                actor=imported.owner,
+                target=dataset,
+                detail=f"{version.reference} sha256:{digest.sha256}",
+            )
         DatasetImport.objects.filter(pk=imported.pk).update(
-            state=DatasetImport.State.DONE, version=version, message=message,
+            state=DatasetImport.State.DONE,
+            version=version,
+            message=message,
             finished_at=timezone.now(),
-        )  # fmt: skip
+        )
 
 
 def _fail(imported: DatasetImport, message: str) -> None:
     DatasetImport.objects.filter(pk=imported.pk).update(
         state=DatasetImport.State.FAILED, message=message, finished_at=timezone.now()
     )
-    audit_record(action="dataset.import.fail", actor=imported.owner, target=imported,
-                 detail=message[:500])  # fmt: skip
+    audit_record(
+        action="dataset.import.fail", actor=imported.owner, target=imported, detail=message[:500]
+    )
 
 
 def dataset_imports_recover(*, now=None) -> dict[str, int]:
@@ -393,13 +486,15 @@ def dataset_imports_recover(*, now=None) -> dict[str, int]:
     worker died mid-way start again, up to MOST_ATTEMPTS; folders left by either are removed."""
     now = now or timezone.now()
     report = {"queued": 0, "restarted": 0, "failed": 0, "removed": 0, "uploads_removed": 0}
-    lost = DatasetImport.objects.filter(state=DatasetImport.State.WAITING,
-                                        created_at__lt=now - LOST_AFTER)  # fmt: skip
+    lost = DatasetImport.objects.filter(
+        state=DatasetImport.State.WAITING, created_at__lt=now - LOST_AFTER
+    )
     for pk in lost.values_list("pk", flat=True):
         dataset_enqueue_import(pk)
         report["queued"] += 1
-    stalled = DatasetImport.objects.filter(state=DatasetImport.State.RUNNING,
-                                           heartbeat_at__lt=now - STALLED_AFTER)  # fmt: skip
+    stalled = DatasetImport.objects.filter(
+        state=DatasetImport.State.RUNNING, heartbeat_at__lt=now - STALLED_AFTER
+    )
     for imported in stalled:
         if imported.attempts >= MOST_ATTEMPTS:
             _fail(imported, f"The import was interrupted {imported.attempts} times; try again.")
@@ -419,8 +514,9 @@ def dataset_imports_recover(*, now=None) -> dict[str, int]:
 def uploads_remove_expired(*, now=None) -> int:
     """Resumable uploads never finished whose expiry has passed, with the bytes they kept."""
     removed = 0
-    expired = DatasetUpload.objects.filter(expires__lt=now or timezone.now(),
-                                           dataset_import__isnull=True)  # fmt: skip
+    expired = DatasetUpload.objects.filter(
+        expires__lt=now or timezone.now(), dataset_import__isnull=True
+    )
     for upload in expired:
         upload.delete()  # drf-tus removes its file too
         removed += 1
@@ -431,14 +527,17 @@ def _remove_leftovers(now) -> int:
     """Folders of imports that have ended, or that no import owns, and partial archives."""
     removed = 0
     unfinished = {
-        str(public_id) for public_id in DatasetImport.objects.exclude(
+        str(public_id)
+        for public_id in DatasetImport.objects.exclude(
             state__in=(DatasetImport.State.DONE, DatasetImport.State.FAILED)
         ).values_list("public_id", flat=True)
-    }  # fmt: skip
+    }
     old = (now - LEFTOVER_AFTER).timestamp()
     incoming = settings.DATASETS_DIR / "incoming"
-    candidates = [*(incoming.iterdir() if incoming.is_dir() else ()),
-                  *(settings.DATASETS_DIR / "objects").glob(".partial-*")]  # fmt: skip
+    candidates = [
+        *(incoming.iterdir() if incoming.is_dir() else ()),
+        *(settings.DATASETS_DIR / "objects").glob(".partial-*"),
+    ]
     for path in candidates:
         if path.name in unfinished or path.lstat().st_mtime > old:
             continue
@@ -458,11 +557,12 @@ def dataset_delete(*, user, dataset: Dataset) -> None:
     if count:
         names = ", ".join(f"“{job.name}”" for job in in_use.order_by("created_at")[:3])
         raise DatasetError(
-            "dataset", f"{dataset.name} is used by {count} job{'s' if count != 1 else ''} "
+            "dataset",
+            f"{dataset.name} is used by {count} job{'s' if count != 1 else ''} "
             f"that {'have' if count != 1 else 'has'} not ended ({names}); delete it once "
             f"{'they have' if count != 1 else 'it has'} ended, or cancel "
             f"{'them' if count != 1 else 'it'}.",
-        )  # fmt: skip
+        )
     hashes = set(dataset.versions.values_list("sha256", flat=True))
     with transaction.atomic():
         audit_record(action="dataset.delete", actor=user, target=dataset, detail=dataset.name)

@@ -32,8 +32,9 @@ def archive_download(sha256: str, filename: str) -> FileResponse:
     """The stored archive `sha256` as a download named `filename`, with its SHA-256 in
     X-Checksum-Sha256; FileNotFoundError if it is no longer stored."""
     archive = open(archive_path(sha256), "rb")  # noqa: SIM115 - FileResponse closes it
-    response = FileResponse(archive, as_attachment=True, content_type="application/x-tar",
-                            filename=filename)  # fmt: skip
+    response = FileResponse(
+        archive, as_attachment=True, content_type="application/x-tar", filename=filename
+    )
     response["X-Checksum-Sha256"] = sha256
     return response
 

@@ -75,8 +75,9 @@ class UploadStatusSerializer(serializers.Serializer):
     id = serializers.UUIDField(help_text="The upload's id.")
     offset = serializers.IntegerField(help_text="Bytes the portal has kept.")
     length = serializers.IntegerField(help_text="Bytes in the whole file.")
-    expires = serializers.DateTimeField(allow_null=True, help_text="When an unfinished upload "
-                                        "is removed.")  # fmt: skip
+    expires = serializers.DateTimeField(
+        allow_null=True, help_text="When an unfinished upload is removed."
+    )
     complete = serializers.BooleanField(help_text="Every byte arrived.")
     dataset_import = serializers.UUIDField(
         allow_null=True, help_text="The import it became (follow /dataset-imports/<id>/)."
@@ -97,12 +98,14 @@ class ImportWhenComplete(AbstractUploadSaveHandler):
     def handle_save(self) -> None:
         metadata = upload_metadata(self.upload)
         imported = services.dataset_import_from_file(
-            user=self.upload.owner, name=metadata.get("name", ""),
-            filename=metadata.get("filename", ""), path=self.upload.temporary_file_path,
+            user=self.upload.owner,
+            name=metadata.get("name", ""),
+            filename=metadata.get("filename", ""),
+            path=self.upload.temporary_file_path,
             visibility=metadata.get("visibility") or "private",
             lab=services.lab_named(metadata.get("lab") or ""),
             description=metadata.get("description", ""),
-        )  # fmt: skip
+        )
         self.upload.dataset_import = imported
         self.upload.temporary_file_path = None
         self.upload.save()
@@ -120,16 +123,21 @@ TUS = (
     create=extend_schema(
         summary="Start a resumable upload of a dataset file (tus: Upload-Length, "
         "Upload-Metadata with name, filename and optionally visibility, lab, description)",
-        description=TUS, request=None,
+        description=TUS,
+        request=None,
         responses={201: None, **error_responses(400, 401, 403, 413)},
     ),
-    retrieve=extend_schema(summary="An upload's progress, and the import it became",
-                           responses={200: UploadStatusSerializer, **error_responses(401, 404)}),
+    retrieve=extend_schema(
+        summary="An upload's progress, and the import it became",
+        responses={200: UploadStatusSerializer, **error_responses(401, 404)},
+    ),
     # A PATCH carries application/offset+octet-stream, which is tus's, not OpenAPI's to say.
     partial_update=extend_schema(exclude=True),
-    destroy=extend_schema(summary="Give up an upload; its bytes are removed",
-                          responses={204: None, **error_responses(401, 404)}),
-)  # fmt: skip
+    destroy=extend_schema(
+        summary="Give up an upload; its bytes are removed",
+        responses={204: None, **error_responses(401, 404)},
+    ),
+)
 class DatasetUploadViewSet(UploadViewSet):
     """drf-tus's views, for the signed-in user's own uploads, into the datasets folder."""
 
@@ -206,16 +214,22 @@ class DatasetUploadViewSet(UploadViewSet):
         length = serializer.validated_data["upload_length"]
         try:
             services.dataset_upload_check(
-                user=self.request.user, name=metadata.get("name", ""),
-                filename=metadata.get("filename", ""), size=length,
+                user=self.request.user,
+                name=metadata.get("name", ""),
+                filename=metadata.get("filename", ""),
+                size=length,
                 visibility=metadata.get("visibility") or "private",
                 lab=services.lab_named(metadata.get("lab") or ""),
                 description=metadata.get("description", ""),
-            )  # fmt: skip
+            )
         except services.DatasetError as exc:
             status = 403 if exc.field == "quota" else 400
-            raise ApiError(exc.message, code="quota_exceeded" if status == 403 else "invalid",
-                           status_code=status, field=exc.field) from None  # fmt: skip
+            raise ApiError(
+                exc.message,
+                code="quota_exceeded" if status == 403 else "invalid",
+                status_code=status,
+                field=exc.field,
+            ) from None
         upload = serializer.save(owner=self.request.user)
         folder = storage.uploads_dir()
         folder.mkdir(parents=True, exist_ok=True)
@@ -234,8 +248,17 @@ class DatasetUploadViewSet(UploadViewSet):
 
     def retrieve(self, request: Request, *args, **kwargs) -> Response:
         upload = self.get_object()
-        return Response(UploadStatusSerializer({
-            "id": upload.guid, "offset": upload.upload_offset, "length": upload.upload_length,
-            "expires": upload.expires, "complete": upload.is_complete(),
-            "dataset_import": upload.dataset_import.public_id if upload.dataset_import else None,
-        }).data)  # fmt: skip
+        return Response(
+            UploadStatusSerializer(
+                {
+                    "id": upload.guid,
+                    "offset": upload.upload_offset,
+                    "length": upload.upload_length,
+                    "expires": upload.expires,
+                    "complete": upload.is_complete(),
+                    "dataset_import": upload.dataset_import.public_id
+                    if upload.dataset_import
+                    else None,
+                }
+            ).data
+        )

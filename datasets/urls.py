@@ -13,5 +13,5 @@ urlpatterns = [
         "<int:pk>/versions/<int:number>/thumbnails/<int:index>.png",
         views.dataset_thumbnail,
         name="thumbnail",
-    ),  # fmt: skip
+    ),
 ]

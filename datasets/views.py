@@ -27,19 +27,33 @@ def _visible_or_404(request: HttpRequest, pk: int) -> Dataset:
 @login_required
 def dataset_list(request: HttpRequest) -> HttpResponse:
     datasets = dataset_list_visible_to(request.user).prefetch_related("versions")
-    return render(request, "datasets/list.html", {
-        "datasets": datasets, "imports": dataset_imports_unfinished(request.user),
-    })  # fmt: skip
+    return render(
+        request,
+        "datasets/list.html",
+        {
+            "datasets": datasets,
+            "imports": dataset_imports_unfinished(request.user),
+        },
+    )
 
 
 @login_required
 def dataset_new(request: HttpRequest) -> HttpResponse:
-    form = DatasetForm(request.POST or None, request.FILES or None, user=request.user,
-                       initial={"name": request.GET.get("name", "")[:80]})  # fmt: skip
+    form = DatasetForm(
+        request.POST or None,
+        request.FILES or None,
+        user=request.user,
+        initial={"name": request.GET.get("name", "")[:80]},
+    )
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        common = {"user": request.user, "name": data["name"], "visibility": data["visibility"],
-                  "lab": data.get("lab"), "description": data["description"]}  # fmt: skip
+        common = {
+            "user": request.user,
+            "name": data["name"],
+            "visibility": data["visibility"],
+            "lab": data.get("lab"),
+            "description": data["description"],
+        }
         try:
             if data.get("file"):
                 imported = services.dataset_import_from_upload(upload=data["file"], **common)
@@ -53,8 +67,7 @@ def dataset_new(request: HttpRequest) -> HttpResponse:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         else:
             return redirect("datasets:import", public_id=imported.public_id)
-    return render(request, "datasets/new.html", {"form": form},
-                  status=400 if form.errors else 200)  # fmt: skip
+    return render(request, "datasets/new.html", {"form": form}, status=400 if form.errors else 200)
 
 
 @login_required
@@ -70,11 +83,16 @@ def dataset_import_detail(request: HttpRequest, public_id) -> HttpResponse:
 def dataset_detail(request: HttpRequest, pk: int) -> HttpResponse:
     dataset = _visible_or_404(request, pk)
     versions = list(dataset.versions.order_by("-number"))
-    return render(request, "datasets/detail.html", {
-        "dataset": dataset, "versions": versions,
-        "may_change": dataset_may_change(request.user, dataset),
-        "lineage": dataset_lineage(request.user, dataset),
-    })  # fmt: skip
+    return render(
+        request,
+        "datasets/detail.html",
+        {
+            "dataset": dataset,
+            "versions": versions,
+            "may_change": dataset_may_change(request.user, dataset),
+            "lineage": dataset_lineage(request.user, dataset),
+        },
+    )
 
 
 @login_required

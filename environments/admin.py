@@ -12,8 +12,15 @@ class EnvironmentVersionInline(admin.TabularInline):
     model = EnvironmentVersion
     extra = 0
     can_delete = False
-    fields = ("number", "python_version", "python", "container_image", "lock_sha256",
-              "created_by", "created_at")  # fmt: skip
+    fields = (
+        "number",
+        "python_version",
+        "python",
+        "container_image",
+        "lock_sha256",
+        "created_by",
+        "created_at",
+    )
     readonly_fields = fields
 
     def has_add_permission(self, request, obj=None) -> bool:
@@ -22,13 +29,21 @@ class EnvironmentVersionInline(admin.TabularInline):
 
 @admin.register(Environment)
 class EnvironmentAdmin(admin.ModelAdmin):
-    list_display = ("name", "visibility", "kind", "owner", "lab", "is_default", "is_active",
-                    "page")  # fmt: skip
+    list_display = ("name", "visibility", "kind", "owner", "lab", "is_default", "is_active", "page")
     list_filter = ("visibility", "kind", "is_active", "is_automatic")
     search_fields = ("name", "description", "owner__username")
     list_select_related = ("owner", "lab")
-    fields = ("name", "description", "visibility", "lab", "owner", "kind", "is_default",
-              "is_active", "is_automatic")  # fmt: skip
+    fields = (
+        "name",
+        "description",
+        "visibility",
+        "lab",
+        "owner",
+        "kind",
+        "is_default",
+        "is_active",
+        "is_automatic",
+    )
     readonly_fields = ("owner", "kind", "is_automatic")
     inlines = [EnvironmentVersionInline]
 
@@ -37,5 +52,6 @@ class EnvironmentAdmin(admin.ModelAdmin):
 
     @admin.display(description="Versions and test builds")
     def page(self, environment: Environment) -> str:
-        return format_html('<a href="{}">open</a>',
-                           reverse("environments:detail", args=[environment.pk]))  # fmt: skip
+        return format_html(
+            '<a href="{}">open</a>', reverse("environments:detail", args=[environment.pk])
+        )

@@ -49,9 +49,15 @@ sys.exit(1 if failed else 0)
 
 def environment_test_build(*, user, version: EnvironmentVersion) -> EnvironmentBuild:
     """Submit the test build of `version` as the user's job."""
-    spec = JobSpec(name=f"Test build of {version.reference}", gpus=0, cpus=1,
-                   memory_mb=2048, disk_mb=8192, max_runtime_s=3600,
-                   software=version.reference)  # fmt: skip
+    spec = JobSpec(
+        name=f"Test build of {version.reference}",
+        gpus=0,
+        cpus=1,
+        memory_mb=2048,
+        disk_mb=8192,
+        max_runtime_s=3600,
+        software=version.reference,
+    )
     job = job_submit(
         user=user,
         spec=spec,
@@ -99,8 +105,10 @@ def build_report(build: EnvironmentBuild) -> BuildReport:
         explanation = explain_failure(install, python_version=python_version)
     elif "test build failed" in stdout:
         broken = stdout.rsplit("test build failed: ", 1)[1].strip()
-        explanation = (f"The packages installed, but importing {broken} failed: see the "
-                       "lines starting with 'import' below for the error of each.")  # fmt: skip
+        explanation = (
+            f"The packages installed, but importing {broken} failed: see the "
+            "lines starting with 'import' below for the error of each."
+        )
     else:
         explanation = job.status_detail or job.hold_reason or "The test build did not finish."
     return BuildReport("failed", str(job.public_id), explanation, install + stdout + stderr)

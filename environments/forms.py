@@ -11,26 +11,39 @@ from .requirements import MAX_REQUIREMENTS_BYTES
 
 class VersionForm(forms.Form):
     requirements = forms.CharField(
-        label="Packages", required=False, max_length=MAX_REQUIREMENTS_BYTES,
-        widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false",
-                                     "placeholder": "torch>=2.3\ntorchvision\nnumpy"}),
+        label="Packages",
+        required=False,
+        max_length=MAX_REQUIREMENTS_BYTES,
+        widget=forms.Textarea(
+            attrs={
+                "rows": 8,
+                "spellcheck": "false",
+                "placeholder": "torch>=2.3\ntorchvision\nnumpy",
+            }
+        ),
         help_text="One package per line, as in a requirements.txt. They are resolved now into "
         "exact versions with their hashes; each workstation installs them once.",
-    )  # fmt: skip
+    )
     requirements_file = forms.FileField(
-        label="…or a requirements.txt", required=False,
+        label="…or a requirements.txt",
+        required=False,
         help_text="Used instead of the list above when given.",
-    )  # fmt: skip
+    )
     python_version = forms.RegexField(
-        label="Python version", regex=r"^3\.\d{1,2}$", required=False, max_length=5,
+        label="Python version",
+        regex=r"^3\.\d{1,2}$",
+        required=False,
+        max_length=5,
         help_text="Left empty: the workstations' Python.",
         error_messages={"invalid": "Write a version such as 3.13."},
-    )  # fmt: skip
+    )
     container_image = forms.CharField(
-        label="…or a container image", required=False, max_length=500,
+        label="…or a container image",
+        required=False,
+        max_length=500,
         help_text="Instead of packages: e.g. docker://pytorch/pytorch:2.4.0-cuda12.1-cudnn9-"
         "runtime, or an Apptainer .sif path or URL. Needs workstations that run containers.",
-    )  # fmt: skip
+    )
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -55,8 +68,10 @@ class VersionForm(forms.Form):
 
     def version_fields(self) -> dict:
         data = self.cleaned_data
-        return {key: data.get(key) or "" for key in
-                ("requirements", "python_version", "container_image")}  # fmt: skip
+        return {
+            key: data.get(key) or ""
+            for key in ("requirements", "python_version", "container_image")
+        }
 
 
 class EnvironmentForm(VersionForm):
@@ -71,8 +86,16 @@ class EnvironmentForm(VersionForm):
         queryset=Lab.objects.none(), required=False, help_text="For “My lab”: which lab."
     )
 
-    field_order = ["name", "description", "visibility", "lab", "requirements",
-                   "requirements_file", "python_version", "container_image"]  # fmt: skip
+    field_order = [
+        "name",
+        "description",
+        "visibility",
+        "lab",
+        "requirements",
+        "requirements_file",
+        "python_version",
+        "container_image",
+    ]
 
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)

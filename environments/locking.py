@@ -72,21 +72,27 @@ def explain_failure(output: str, *, python_version: str) -> str:
     name = names[0] if names else "a package"
     bare = re.split(r"[=<>!~]", name)[0]
     if "was not found in the package registry" in output or "not found in the package" in output:
-        return (f"No package called {bare} exists on the package index. Check its spelling; "
-                "the name to install can differ from the name you import (e.g. scikit-learn "
-                "for sklearn).")  # fmt: skip
+        return (
+            f"No package called {bare} exists on the package index. Check its spelling; "
+            "the name to install can differ from the name you import (e.g. scikit-learn "
+            "for sklearn)."
+        )
     if "there is no version of" in output:
-        return (f"No version of {name} matches what you asked for. Loosen the version, "
-                "or check the versions the package index offers.")  # fmt: skip
+        return (
+            f"No version of {name} matches what you asked for. Loosen the version, "
+            "or check the versions the package index offers."
+        )
     if (
         "has no usable wheels" in output
         or "requires-python" in output.lower()
         or ("Python" in output and "requires" in output and "only" in output)
     ):
-        return (f"{name} has no ready-built package for Python {python_version} on Linux: "
-                "that version of it was made for other Pythons, or only as source code that "
-                f"would need a compiler. Pick a version of {bare} that supports Python "
-                f"{python_version}, or choose another Python for the environment.")  # fmt: skip
+        return (
+            f"{name} has no ready-built package for Python {python_version} on Linux: "
+            "that version of it was made for other Pythons, or only as source code that "
+            f"would need a compiler. Pick a version of {bare} that supports Python "
+            f"{python_version}, or choose another Python for the environment."
+        )
     if re.search(
         r"Failed to build|command '(gcc|cc|g\+\+|c\+\+)' failed|"
         r"(gcc|cc|g\+\+): (command )?not found|error: Microsoft Visual|"
@@ -94,31 +100,49 @@ def explain_failure(output: str, *, python_version: str) -> str:
         output,
         re.I,
     ):
-        return (f"{name} has to be compiled from source, and building it failed: it needs a "
-                "compiler and libraries the workstation lacks. Choose a version that has a "
-                "ready-built package (wheel), or ask your administrator for a site "
-                "environment that contains it.")  # fmt: skip
+        return (
+            f"{name} has to be compiled from source, and building it failed: it needs a "
+            "compiler and libraries the workstation lacks. Choose a version that has a "
+            "ready-built package (wheel), or ask your administrator for a site "
+            "environment that contains it."
+        )
     if re.search(
         r"(timed out|Connection refused|dns error|Failed to fetch|"
         r"certificate|network)",
         output,
         re.I,
     ):
-        return ("The package index could not be reached from the portal; nothing is wrong "
-                "with your requirements. Try again in a few minutes.")  # fmt: skip
+        return (
+            "The package index could not be reached from the portal; nothing is wrong "
+            "with your requirements. Try again in a few minutes."
+        )
     if "unsatisfiable" in output or "No solution found" in output:
-        return ("These requirements contradict each other: no set of versions satisfies "
-                "all of them. uv's report below names the packages involved.")  # fmt: skip
+        return (
+            "These requirements contradict each other: no set of versions satisfies "
+            "all of them. uv's report below names the packages involved."
+        )
     return "The requirements could not be resolved; uv's report below says why."
 
 
 def uv_environment() -> dict[str, str]:
     environment = {
-        key: value for key, value in os.environ.items()
-        if key in ("PATH", "HOME", "SSL_CERT_FILE", "SSL_CERT_DIR", "HTTPS_PROXY",
-                   "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy",
-                   "UV_NATIVE_TLS")
-    }  # fmt: skip
+        key: value
+        for key, value in os.environ.items()
+        if key
+        in (
+            "PATH",
+            "HOME",
+            "SSL_CERT_FILE",
+            "SSL_CERT_DIR",
+            "HTTPS_PROXY",
+            "HTTP_PROXY",
+            "NO_PROXY",
+            "https_proxy",
+            "http_proxy",
+            "no_proxy",
+            "UV_NATIVE_TLS",
+        )
+    }
     environment["UV_CACHE_DIR"] = str(settings.ENVIRONMENT_UV_CACHE_DIR)
     environment["UV_NO_CONFIG"] = "1"
     return environment
@@ -132,19 +156,37 @@ def lock_resolve(requirements: Requirements, *, python_version: str) -> Lock:
         spec = Path(folder) / "requirements.in"
         spec.write_text("\n".join(requirements.packages) + "\n")
         command = [
-            settings.ENVIRONMENT_UV, "pip", "compile", str(spec), "--quiet",
-            "--generate-hashes", "--no-build", "--no-header", "--no-annotate",
-            "--python-version", python_version, "--python-platform", "linux",
+            settings.ENVIRONMENT_UV,
+            "pip",
+            "compile",
+            str(spec),
+            "--quiet",
+            "--generate-hashes",
+            "--no-build",
+            "--no-header",
+            "--no-annotate",
+            "--python-version",
+            python_version,
+            "--python-platform",
+            "linux",
             # Resolve for that version with the portal's own interpreter: never fetch one.
-            "--python", sys.executable, "--no-python-downloads",
-            "--index-url", settings.PACKAGE_INDEX_URL or "https://pypi.org/simple",
-        ]  # fmt: skip
+            "--python",
+            sys.executable,
+            "--no-python-downloads",
+            "--index-url",
+            settings.PACKAGE_INDEX_URL or "https://pypi.org/simple",
+        ]
         try:
             # An argument list, never a shell; the user's text is only in the file.
             result = subprocess.run(  # noqa: S603
-                command, capture_output=True, text=True, cwd=folder, env=uv_environment(),
-                timeout=settings.ENVIRONMENT_LOCK_TIMEOUT_S, check=False,
-            )  # fmt: skip
+                command,
+                capture_output=True,
+                text=True,
+                cwd=folder,
+                env=uv_environment(),
+                timeout=settings.ENVIRONMENT_LOCK_TIMEOUT_S,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             raise LockError(
                 f"Resolving the requirements took longer than "

@@ -24,17 +24,29 @@ class Environment(models.Model):
 
     name = models.CharField(
         max_length=80,
-        validators=[RegexValidator(ENVIRONMENT_NAME_PATTERN, "Use letters, digits, spaces and "
-                                   ". _ - + ( ) [ ], starting with a letter or digit.")],
-    )  # fmt: skip
+        validators=[
+            RegexValidator(
+                ENVIRONMENT_NAME_PATTERN,
+                "Use letters, digits, spaces and . _ - + ( ) [ ], starting with a letter or digit.",
+            )
+        ],
+    )
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
-        related_name="environments", help_text="Empty for a site environment admins keep.",
-    )  # fmt: skip
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="environments",
+        help_text="Empty for a site environment admins keep.",
+    )
     lab = models.ForeignKey(
-        "labs.Lab", null=True, blank=True, on_delete=models.CASCADE, related_name="environments",
+        "labs.Lab",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="environments",
         help_text="For lab visibility: the lab that may use it.",
-    )  # fmt: skip
+    )
     visibility = models.CharField(
         max_length=10, choices=Visibility.choices, default=Visibility.PRIVATE
     )
@@ -52,14 +64,16 @@ class Environment(models.Model):
         constraints = [
             # A user's names, and the site's, are each unique.
             models.UniqueConstraint(
-                fields=["owner", "name"], name="environment_name_unique_per_owner",
+                fields=["owner", "name"],
+                name="environment_name_unique_per_owner",
                 condition=Q(owner__isnull=False),
             ),
             models.UniqueConstraint(
-                fields=["name"], name="site_environment_name_unique",
+                fields=["name"],
+                name="site_environment_name_unique",
                 condition=Q(owner__isnull=True),
             ),
-        ]  # fmt: skip
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -77,9 +91,10 @@ class EnvironmentVersion(models.Model):
     number = models.PositiveIntegerField()
     requirements = models.TextField(blank=True, help_text="As given: one package per line.")
     python_version = models.CharField(
-        max_length=5, blank=True,
+        max_length=5,
+        blank=True,
         validators=[RegexValidator(PYTHON_VERSION_PATTERN, "Write a version such as 3.13.")],
-    )  # fmt: skip
+    )
     # The Python that runs scripts on the workstation (inside the image for a container).
     python = models.CharField(max_length=200, blank=True)
     container_image = models.CharField(max_length=500, blank=True)

@@ -24,10 +24,14 @@ LOCAL = "local"
 ALLOWABLE = (INDEX_OPTIONS, VCS, LOCAL)
 
 _INDEX_FLAGS = {
-    "-i": "--index-url", "--index-url": "--index-url",
-    "--extra-index-url": "--extra-index-url", "--trusted-host": "--trusted-host",
-    "-f": "--find-links", "--find-links": "--find-links", "--no-index": "--no-index",
-}  # fmt: skip
+    "-i": "--index-url",
+    "--index-url": "--index-url",
+    "--extra-index-url": "--extra-index-url",
+    "--trusted-host": "--trusted-host",
+    "-f": "--find-links",
+    "--find-links": "--find-links",
+    "--no-index": "--no-index",
+}
 _EDITABLE_FLAGS = ("-e", "--editable")
 _INCLUDE_FLAGS = ("-r", "--requirement", "-c", "--constraint")
 _VCS_PREFIX = re.compile(r"^(git|hg|svn|bzr)\+", re.IGNORECASE)
@@ -100,8 +104,14 @@ def requirements_check(text: str, *, allowed: frozenset[str] = frozenset()) -> R
         word = line.split(None, 1)[0].split("=", 1)[0]
         if word.startswith("-"):
             if word in _INDEX_FLAGS:
-                reaches.append(_refuse(number, f"{_INDEX_FLAGS[word]} (another package index "
-                                       "or source)", INDEX_OPTIONS, allowed))  # fmt: skip
+                reaches.append(
+                    _refuse(
+                        number,
+                        f"{_INDEX_FLAGS[word]} (another package index or source)",
+                        INDEX_OPTIONS,
+                        allowed,
+                    )
+                )
             elif word in _EDITABLE_FLAGS:
                 target = line.split(None, 1)[1] if " " in line else ""
                 kind = VCS if _VCS_PREFIX.match(target) else LOCAL

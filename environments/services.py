@@ -84,18 +84,24 @@ def environment_create(
     ):
         raise EnvironmentError("lab", "Choose one of your labs to share it with.")
     environment = Environment(
-        name=name, owner=None if site else user,
-        lab=lab if visibility == Environment.Visibility.LAB else None, visibility=visibility,
+        name=name,
+        owner=None if site else user,
+        lab=lab if visibility == Environment.Visibility.LAB else None,
+        visibility=visibility,
         description=description,
         kind=Environment.Kind.CONTAINER if container_image else Environment.Kind.PACKAGES,
-    )  # fmt: skip
+    )
     _full_clean(environment)
     clash = Environment.objects.filter(name=name, owner=environment.owner, is_automatic=False)
     if clash.exists():
         raise EnvironmentError("name", f"You already have an environment called {name}.")
-    version = _version_checked(environment, requirements=requirements,
-                               python_version=python_version, container_image=container_image,
-                               python=python)  # fmt: skip
+    version = _version_checked(
+        environment,
+        requirements=requirements,
+        python_version=python_version,
+        container_image=container_image,
+        python=python,
+    )
     with transaction.atomic():
         environment.save()
         version.environment = environment
@@ -120,9 +126,13 @@ def environment_version_add(
     python: str = "",
 ) -> EnvironmentVersion:
     """A new immutable version: its requirements resolved now into a lock (or an image)."""
-    version = _version_checked(environment, requirements=requirements,
-                               python_version=python_version, container_image=container_image,
-                               python=python)  # fmt: skip
+    version = _version_checked(
+        environment,
+        requirements=requirements,
+        python_version=python_version,
+        container_image=container_image,
+        python=python,
+    )
     with transaction.atomic():
         Environment.objects.select_for_update().get(pk=environment.pk)
         latest = environment.versions.aggregate(n=Max("number"))["n"] or 0
@@ -212,8 +222,14 @@ def _full_clean(instance, exclude=()) -> None:
         raise EnvironmentError(field, " ".join(messages)) from None
 
 
-def _version_checked(environment: Environment, *, requirements: str, python_version: str,
-                     container_image: str, python: str) -> EnvironmentVersion:  # fmt: skip
+def _version_checked(
+    environment: Environment,
+    *,
+    requirements: str,
+    python_version: str,
+    container_image: str,
+    python: str,
+) -> EnvironmentVersion:
     from condor_bridge import InvalidJobRequest, JobRequest
 
     python_version = python_version or settings.ENVIRONMENT_PYTHON_VERSION
@@ -225,27 +241,33 @@ def _version_checked(environment: Environment, *, requirements: str, python_vers
     )
     _full_clean(version, exclude=("environment", "number"))
     try:
-        JobRequest(job_id="environment-check", job_dir="/check", script_name="check.py",
-                   python=version.python or settings.JOB_PYTHON,
-                   container_image=version.container_image or None)  # fmt: skip
+        JobRequest(
+            job_id="environment-check",
+            job_dir="/check",
+            script_name="check.py",
+            python=version.python or settings.JOB_PYTHON,
+            container_image=version.container_image or None,
+        )
     except InvalidJobRequest as exc:
         raise EnvironmentError(exc.field, exc.message) from None
     if version.container_image:
         if version.requirements:
             raise EnvironmentError(
-                "requirements", "A container environment takes its packages from the image; "
+                "requirements",
+                "A container environment takes its packages from the image; "
                 "leave the requirements empty.",
-            )  # fmt: skip
+            )
         return version
     if not version.requirements:
         raise EnvironmentError("requirements", "List some packages, or name a container image.")
     _, lock = _lock(version.requirements, python_version)
     if lock is None:
         raise EnvironmentError(
-            "requirements", "An environment's requirements must be locked: they may not "
+            "requirements",
+            "An environment's requirements must be locked: they may not "
             "name other indexes, URLs or local paths (a job's own requirements.txt may, "
             "where the site allows it).",
-        )  # fmt: skip
+        )
     version.lock, version.lock_sha256 = lock.text, lock.sha256
     return version
 
@@ -259,23 +281,35 @@ def private_version_for_requirements(*, user, text: str) -> EnvironmentVersion |
     if lock is None:
         return None
     name = f"requirements-{lock.sha256[:12]}"
-    existing = EnvironmentVersion.objects.filter(
-        environment__owner=user, environment__name=name, lock_sha256=lock.sha256,
-        python_version=python_version,
-    ).select_related("environment").first()  # fmt: skip
+    existing = (
+        EnvironmentVersion.objects.filter(
+            environment__owner=user,
+            environment__name=name,
+            lock_sha256=lock.sha256,
+            python_version=python_version,
+        )
+        .select_related("environment")
+        .first()
+    )
     if existing is not None:
         return existing
     try:
         with transaction.atomic():
             environment = Environment.objects.create(
-                name=name, owner=user, is_automatic=True,
+                name=name,
+                owner=user,
+                is_automatic=True,
                 description="Made from a job's requirements.txt.",
-            )  # fmt: skip
+            )
             return EnvironmentVersion.objects.create(
-                environment=environment, number=1, requirements=text.strip(),
-                python_version=python_version, lock=lock.text, lock_sha256=lock.sha256,
+                environment=environment,
+                number=1,
+                requirements=text.strip(),
+                python_version=python_version,
+                lock=lock.text,
+                lock_sha256=lock.sha256,
                 created_by=user,
-            )  # fmt: skip
+            )
     except IntegrityError:  # the same lock, made by a job submitted at the same moment
         return EnvironmentVersion.objects.select_related("environment").get(
             environment__owner=user, environment__name=name, number=1
@@ -347,7 +381,7 @@ def _choice(version: EnvironmentVersion) -> SoftwareChoice:
         is_default=environment.is_default,
         is_site=environment.visibility == Environment.Visibility.SITE,
         packages=pinned_names(version.lock),
-    )  # fmt: skip
+    )
 
 
 class Catalogue:
@@ -381,10 +415,11 @@ class Catalogue:
                 raise JobSubmissionError("software_environment", str(exc)) from None
             if has_requirements_file and not version.environment.is_automatic:
                 raise JobSubmissionError(
-                    "requirements", f"Choose the environment {version.reference} or give a "
+                    "requirements",
+                    f"Choose the environment {version.reference} or give a "
                     "requirements.txt, not both: the environment already says which packages "
                     "the job gets.",
-                )  # fmt: skip
+                )
             return _prepared(version)
         if has_requirements_file:
             text = _read_requirements(directory / REQUIREMENTS_FILE)
@@ -401,8 +436,9 @@ class Catalogue:
             return _prepared(version)
         default = (
             Environment.objects.filter(visibility="site", is_default=True, is_active=True)
-            .order_by("pk").first()
-        )  # fmt: skip
+            .order_by("pk")
+            .first()
+        )
         version = default.latest_version if default else None
         if version is None:
             return None
@@ -415,9 +451,10 @@ def _read_requirements(path: Path) -> str:
 
     if path.stat().st_size > MAX_REQUIREMENTS_BYTES:
         raise JobSubmissionError(
-            "requirements", f"requirements.txt is larger than {MAX_REQUIREMENTS_BYTES // 1024} "
+            "requirements",
+            f"requirements.txt is larger than {MAX_REQUIREMENTS_BYTES // 1024} "
             "KB; list only the packages you import.",
-        )  # fmt: skip
+        )
     try:
         return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:

@@ -15,9 +15,9 @@ from .selectors import environment_list_usable_by, environment_may_change
 
 
 def _usable_or_404(request: HttpRequest, pk: int) -> Environment:
-    environment = environment_list_usable_by(request.user, include_automatic=True).filter(
-        pk=pk
-    ).first()  # fmt: skip
+    environment = (
+        environment_list_usable_by(request.user, include_automatic=True).filter(pk=pk).first()
+    )
     if environment is None:
         raise Http404("No such environment.")
     return environment
@@ -42,16 +42,21 @@ def environment_new(request: HttpRequest) -> HttpResponse:
         data = form.cleaned_data
         try:
             environment = services.environment_create(
-                user=request.user, name=data["name"], description=data["description"],
-                visibility=data["visibility"], lab=data.get("lab"), **form.version_fields(),
-            )  # fmt: skip
+                user=request.user,
+                name=data["name"],
+                description=data["description"],
+                visibility=data["visibility"],
+                lab=data.get("lab"),
+                **form.version_fields(),
+            )
         except services.EnvironmentError as exc:
             _show(form, exc)
         else:
             messages.success(request, f"{environment.name} is ready: version 1 is locked.")
             return redirect("environments:detail", pk=environment.pk)
-    return render(request, "environments/new.html", {"form": form},
-                  status=400 if form.errors else 200)  # fmt: skip
+    return render(
+        request, "environments/new.html", {"form": form}, status=400 if form.errors else 200
+    )
 
 
 @login_required
@@ -76,10 +81,17 @@ def environment_detail(request: HttpRequest, pk: int) -> HttpResponse:
     for version in environment.versions.order_by("-number"):
         build = builds.latest_build(version)
         versions.append((version, builds.build_report(build) if build else None))
-    return render(request, "environments/detail.html", {
-        "environment": environment, "versions": versions, "form": form,
-        "may_change": may_change,
-    }, status=400 if form is not None and form.errors else 200)  # fmt: skip
+    return render(
+        request,
+        "environments/detail.html",
+        {
+            "environment": environment,
+            "versions": versions,
+            "form": form,
+            "may_change": may_change,
+        },
+        status=400 if form is not None and form.errors else 200,
+    )
 
 
 @login_required

@@ -20,8 +20,10 @@ def parse_space(text: str) -> dict:
             raise forms.ValidationError(f"Line {number}: write name = kind low high.")
         kind, values = words[0], words[1:]
         if kind == "choice":
-            space[name.strip()] = {"kind": "choice",
-                                   "choices": [_number_or_text(v) for v in values]}  # fmt: skip
+            space[name.strip()] = {
+                "kind": "choice",
+                "choices": [_number_or_text(v) for v in values],
+            }
             continue
         try:
             low, high = (float(v) for v in values)
@@ -54,27 +56,35 @@ class JobOrSweepForm(JobSubmitForm):
     each set of parameter values."""
 
     sweep_grid = forms.CharField(
-        label="Parameter sweep (optional)", required=False, max_length=20000,
-        widget=forms.Textarea(attrs={"rows": 3,
-                                     "placeholder": "lr = 0.1, 0.01, 0.001\nbatch = 32, 64"}),
+        label="Parameter sweep (optional)",
+        required=False,
+        max_length=20000,
+        widget=forms.Textarea(
+            attrs={"rows": 3, "placeholder": "lr = 0.1, 0.01, 0.001\nbatch = 32, 64"}
+        ),
         help_text="One parameter per line: name = value, value, …. Every combination runs as "
         "its own job, all submitted together as a sweep; write {name} in the arguments or "
         "environment values where the value goes, e.g. --lr={lr}.",
-    )  # fmt: skip
+    )
     sweep_rows = forms.FileField(
-        label="…or parameter sets (CSV)", required=False,
+        label="…or parameter sets (CSV)",
+        required=False,
         help_text="A CSV file: parameter names in its first row, then one run per row.",
-    )  # fmt: skip
+    )
     sweep_random = forms.CharField(
-        label="…or random samples", required=False, max_length=5000,
-        widget=forms.Textarea(attrs={"rows": 2, "placeholder":
-                                     "lr = log_uniform 1e-5 0.1\nopt = choice adam sgd"}),
+        label="…or random samples",
+        required=False,
+        max_length=5000,
+        widget=forms.Textarea(
+            attrs={"rows": 2, "placeholder": "lr = log_uniform 1e-5 0.1\nopt = choice adam sgd"}
+        ),
         help_text="One parameter per line: uniform, log_uniform or int_uniform with its "
         "lowest and highest value, or choice with its options; with how many samples below.",
-    )  # fmt: skip
+    )
     sweep_count = forms.IntegerField(label="Random samples", required=False, min_value=1)
-    sweep_seed = forms.IntegerField(label="Seed of the samples", required=False, min_value=0,
-                                    initial=0)  # fmt: skip
+    sweep_seed = forms.IntegerField(
+        label="Seed of the samples", required=False, min_value=0, initial=0
+    )
     # Where the job form always showed them: after the arguments they fill in.
     field_order = [
         *_JOB_FIELDS[: _JOB_FIELDS.index("arguments") + 1],
@@ -95,8 +105,9 @@ class JobOrSweepForm(JobSubmitForm):
                 raise forms.ValidationError(f"Line {number}: write name = value, value, ….")
             if name in grid:
                 raise forms.ValidationError(f"{name} is given twice; keep one line.")
-            grid[name] = [_number_or_text(value.strip()) for value in values.split(",")
-                          if value.strip()]  # fmt: skip
+            grid[name] = [
+                _number_or_text(value.strip()) for value in values.split(",") if value.strip()
+            ]
         return grid or None
 
     def clean_sweep_random(self) -> dict | None:
@@ -115,8 +126,10 @@ class JobOrSweepForm(JobSubmitForm):
         rows = list(csv.DictReader(io.StringIO(text)))
         if any(None in row or None in row.values() for row in rows):
             raise forms.ValidationError("Every row needs one value per column of the header.")
-        return [{name.strip(): _number_or_text(value.strip()) for name, value in row.items()}
-                for row in rows]  # fmt: skip
+        return [
+            {name.strip(): _number_or_text(value.strip()) for name, value in row.items()}
+            for row in rows
+        ]
 
     def sweep_plan(self) -> dict | None:
         """The sweep the form describes: {"grid": ...}, {"rows": ...}, {"random": ...} or
@@ -127,17 +140,25 @@ class JobOrSweepForm(JobSubmitForm):
         if data.get("sweep_rows") is not None:
             return {"rows": data["sweep_rows"]}
         if data.get("sweep_random"):
-            return {"random": data["sweep_random"], "count": data.get("sweep_count"),
-                    "seed": data.get("sweep_seed") or 0}  # fmt: skip
+            return {
+                "random": data["sweep_random"],
+                "count": data.get("sweep_count"),
+                "seed": data.get("sweep_seed") or 0,
+            }
         return None
 
     def clean(self):
         cleaned = super().clean()
-        given = [name for name in ("sweep_grid", "sweep_rows", "sweep_random")
-                 if cleaned.get(name) not in (None, "", {}, [])]  # fmt: skip
+        given = [
+            name
+            for name in ("sweep_grid", "sweep_rows", "sweep_random")
+            if cleaned.get(name) not in (None, "", {}, [])
+        ]
         if len(given) > 1:
-            self.add_error("sweep_grid", "Describe the sweep one way: a grid, a CSV of "
-                           "parameter sets, or random samples.")  # fmt: skip
+            self.add_error(
+                "sweep_grid",
+                "Describe the sweep one way: a grid, a CSV of parameter sets, or random samples.",
+            )
         if cleaned.get("sweep_random") and not cleaned.get("sweep_count"):
             self.add_error("sweep_count", "Say how many random samples to run.")
         return cleaned
@@ -153,9 +174,16 @@ class MatrixForm(JobSubmitForm):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        for name in ("script", "requirements", "entry_command", "source_job",
-                     "staged_upload", "staged_requirements", "notify_by_email",
-                     "datasets"):  # fmt: skip
+        for name in (
+            "script",
+            "requirements",
+            "entry_command",
+            "source_job",
+            "staged_upload",
+            "staged_requirements",
+            "notify_by_email",
+            "datasets",
+        ):
             del self.fields[name]
         self.fields["name"].label = "Evaluation name"
         self.fields["arguments"].help_text = (
@@ -167,8 +195,12 @@ class MatrixForm(JobSubmitForm):
         """What was typed in each row, for showing the form again."""
         rows = []
         for number in range(MATRIX_ROWS):
-            rows.append({"number": number, **{field: self.data.get(f"{prefix}_{field}_{number}", "")
-                                              for field in fields}})  # fmt: skip
+            rows.append(
+                {
+                    "number": number,
+                    **{field: self.data.get(f"{prefix}_{field}_{number}", "") for field in fields},
+                }
+            )
         return rows
 
     def system_rows(self) -> list[dict]:
@@ -198,8 +230,10 @@ class MatrixForm(JobSubmitForm):
             upload = self.files.get(f"dataset_file_{number}")
             if name or path or upload:
                 if not name or (path is None) == (upload is None):
-                    self.add_error(None, f"Dataset row {number + 1}: give a name, and a path "
-                                   "or a file (not both).")  # fmt: skip
+                    self.add_error(
+                        None,
+                        f"Dataset row {number + 1}: give a name, and a path or a file (not both).",
+                    )
                     continue
                 datasets.append((name, path, upload))
         cleaned["systems"], cleaned["datasets"] = systems, datasets
@@ -211,27 +245,33 @@ class StudyForm(JobSubmitForm):
     sweep grid."""
 
     space = forms.CharField(
-        label="Search space", max_length=5000,
-        widget=forms.Textarea(attrs={"rows": 3, "placeholder":
-                                     "lr = log_uniform 1e-5 0.1\nlayers = int_uniform 2 8\n"
-                                     "optimizer = choice adam sgd"}),
+        label="Search space",
+        max_length=5000,
+        widget=forms.Textarea(
+            attrs={
+                "rows": 3,
+                "placeholder": "lr = log_uniform 1e-5 0.1\nlayers = int_uniform 2 8\n"
+                "optimizer = choice adam sgd",
+            }
+        ),
         help_text="One hyperparameter per line: name = uniform, log_uniform or int_uniform "
         "with its lowest and highest value, or choice with its options. Write {name} in the "
         "arguments where its value goes.",
-    )  # fmt: skip
+    )
     objective = forms.CharField(
-        label="Objective", max_length=40,
+        label="Objective",
+        max_length=40,
         help_text="The metric to optimise, as your script logs it with nightshift.log().",
-    )  # fmt: skip
+    )
     direction = forms.ChoiceField(choices=[("minimize", "Minimise"), ("maximize", "Maximise")])
     max_trials = forms.IntegerField(label="Trials", min_value=1, initial=20)
     parallel = forms.IntegerField(label="At once", min_value=1, max_value=50, initial=4)
     sampler = forms.ChoiceField(choices=[("tpe", "TPE"), ("random", "Random")])
-    pruner = forms.ChoiceField(choices=[("median", "Median"), ("asha", "Successive halving"),
-                                        ("none", "None")])  # fmt: skip
+    pruner = forms.ChoiceField(
+        choices=[("median", "Median"), ("asha", "Successive halving"), ("none", "None")]
+    )
     gpu_hours = forms.FloatField(label="GPU-hour budget", required=False, min_value=0.01)
-    deadline_minutes = forms.IntegerField(label="Deadline (minutes)", required=False,
-                                          min_value=1)  # fmt: skip
+    deadline_minutes = forms.IntegerField(label="Deadline (minutes)", required=False, min_value=1)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -244,6 +284,17 @@ class StudyForm(JobSubmitForm):
 
     def plan(self) -> dict:
         data = self.cleaned_data
-        return {key: data.get(key) for key in ("space", "objective", "direction", "max_trials",
-                                                 "parallel", "sampler", "pruner", "gpu_hours",
-                                                 "deadline_minutes")}  # fmt: skip
+        return {
+            key: data.get(key)
+            for key in (
+                "space",
+                "objective",
+                "direction",
+                "max_trials",
+                "parallel",
+                "sampler",
+                "pruner",
+                "gpu_hours",
+                "deadline_minutes",
+            )
+        }

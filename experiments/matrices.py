@@ -149,9 +149,12 @@ def matrix_submit(
             except InvalidJobRequest as exc:
                 raise JobSubmissionError("datasets", f"{dataset.name}: {exc.message}.") from None
     if len(systems) * len(datasets) > settings.MAX_SWEEP_RUNS:
-        raise JobSubmissionError("datasets", f"{len(systems)} systems by {len(datasets)} datasets "
-                                 f"make {len(systems) * len(datasets):,} runs; at most "
-                                 f"{settings.MAX_SWEEP_RUNS:,} are allowed.")  # fmt: skip
+        raise JobSubmissionError(
+            "datasets",
+            f"{len(systems)} systems by {len(datasets)} datasets "
+            f"make {len(systems) * len(datasets):,} runs; at most "
+            f"{settings.MAX_SWEEP_RUNS:,} are allowed.",
+        )
     job_validate_request(user=user, spec=spec)
     folders = _model_folders(user, systems)
     cells = [(system, dataset) for system in systems for dataset in datasets]
@@ -160,23 +163,42 @@ def matrix_submit(
         system_spec = dataclasses.replace(spec, entry_command=system.entry_command)
         values = {"system": system.name, "dataset": dataset.location}
         if system.model:
-            system_spec = dataclasses.replace(system_spec,
-                                              models=[*spec.models, system.model])  # fmt: skip
+            system_spec = dataclasses.replace(system_spec, models=[*spec.models, system.model])
             values["model"] = folders[system.name]
         check_placeholders(system_spec, set(values))
         run_specs.append(run_spec(system_spec, index, values))
     lab, remove_after_s = check_runs(user, spec, run_specs, check_pool=check_pool)
-    sweep = Sweep(owner=user, lab=lab, name=spec.name.strip(), kind=Sweep.Kind.MATRIX,
-                  definition={"systems": [{"name": s.name, "entry_command": s.entry_command,
-                                           **({"model": s.model} if s.model else {})}
-                                          for s in systems],
-                              "datasets": [{"name": d.name, "path": d.path,
-                                            "file": d.upload.name if d.upload else None}
-                                           for d in datasets]})  # fmt: skip
-    jobs = [Job(owner=user, name=run.name.strip(), lab=lab, gpus=spec.gpus, sweep_index=index,
-                parameters={"system": system.name, "dataset": dataset.name})
-            for index, (run, (system, dataset))
-            in enumerate(zip(run_specs, cells, strict=True))]  # fmt: skip
+    sweep = Sweep(
+        owner=user,
+        lab=lab,
+        name=spec.name.strip(),
+        kind=Sweep.Kind.MATRIX,
+        definition={
+            "systems": [
+                {
+                    "name": s.name,
+                    "entry_command": s.entry_command,
+                    **({"model": s.model} if s.model else {}),
+                }
+                for s in systems
+            ],
+            "datasets": [
+                {"name": d.name, "path": d.path, "file": d.upload.name if d.upload else None}
+                for d in datasets
+            ],
+        },
+    )
+    jobs = [
+        Job(
+            owner=user,
+            name=run.name.strip(),
+            lab=lab,
+            gpus=spec.gpus,
+            sweep_index=index,
+            parameters={"system": system.name, "dataset": dataset.name},
+        )
+        for index, (run, (system, dataset)) in enumerate(zip(run_specs, cells, strict=True))
+    ]
     made: list[Path] = []
     staging = settings.JOBS_DIR / ".staging" / f"matrix-{uuid.uuid4().hex}"
     try:
@@ -187,13 +209,15 @@ def matrix_submit(
         for s_number, system in enumerate(systems):
             first_index = s_number * len(datasets)
             first = new_folder(jobs[first_index], made)
-            staged = stage_files(first, spec=run_specs[first_index], script=system.upload,
-                                  copy_from=None, user=user)  # fmt: skip
+            staged = stage_files(
+                first, spec=run_specs[first_index], script=system.upload, copy_from=None, user=user
+            )
             if (first / DATASET_FOLDER).exists():
                 raise JobSubmissionError(
-                    "systems", f"{system.name} has a {DATASET_FOLDER} folder of its own; "
+                    "systems",
+                    f"{system.name} has a {DATASET_FOLDER} folder of its own; "
                     "rename it, since each run's dataset is unpacked there.",
-                )  # fmt: skip
+                )
             origins.append(f"{system.name}: {staged.origin}")
             tree, hashes = staged_tree(first), content_hashes(first, staged)
             for d_number, dataset in enumerate(datasets):
@@ -203,9 +227,16 @@ def matrix_submit(
                 uploaded = dataset.upload is not None
                 if uploaded:
                     _link_tree(staging / str(d_number), job.directory / DATASET_FOLDER)
-                fill_run(job, run_specs[first_index + d_number], staged, hashes, user=user,
-                          lab=lab, remove_after_s=remove_after_s,
-                          extra_inputs=(DATASET_FOLDER,) if uploaded else ())  # fmt: skip
+                fill_run(
+                    job,
+                    run_specs[first_index + d_number],
+                    staged,
+                    hashes,
+                    user=user,
+                    lab=lab,
+                    remove_after_s=remove_after_s,
+                    extra_inputs=(DATASET_FOLDER,) if uploaded else (),
+                )
             install_helper(first, software=staged.software, datasets=staged.datasets)
             for d_number in range(1, len(datasets)):
                 install_helper(jobs[first_index + d_number].directory, link_from=first)

@@ -173,8 +173,10 @@ def random_samples(
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
         raise ParameterError("seed", "The seed must be a whole number from 0 to 2^63 - 1.")
     _check_count(count, limit)
-    parsed = {_check_name(name): Distribution.from_json(name, data)
-              for name, data in distributions.items()}  # fmt: skip
+    parsed = {
+        _check_name(name): Distribution.from_json(name, data)
+        for name, data in distributions.items()
+    }
     rng = random.Random(seed)  # noqa: S311 (sampling, not secrets)
     return [{name: d.sample(rng) for name, d in parsed.items()} for _ in range(count)]
 

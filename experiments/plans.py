@@ -66,10 +66,13 @@ def run_spec(spec: JobSpec, index: int, values: dict) -> JobSpec:
             name=f"{spec.name} [{index}]",
             arguments=[parameters.substitute(a, values) for a in spec.arguments],
             environment={k: parameters.substitute(v, values) for k, v in spec.environment.items()},
-            entry_command=(parameters.substitute(spec.entry_command, values)
-                           if spec.entry_command else spec.entry_command),
+            entry_command=(
+                parameters.substitute(spec.entry_command, values)
+                if spec.entry_command
+                else spec.entry_command
+            ),
             notify_by_email=False,
-        )  # fmt: skip
+        )
     except ParameterError as exc:
         raise JobSubmissionError(exc.field, exc.message) from None
 

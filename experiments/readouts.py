@@ -20,8 +20,14 @@ class SweepComparison(NamedTuple):
     rows: list[selectors.RunResult]  # filtered and sorted
 
 
-def sweep_comparison(sweep: Sweep, *, metric: str | None = None, goal: str | None = None,
-                     state: str | None = None, sort: str = "index") -> SweepComparison:  # fmt: skip
+def sweep_comparison(
+    sweep: Sweep,
+    *,
+    metric: str | None = None,
+    goal: str | None = None,
+    state: str | None = None,
+    sort: str = "index",
+) -> SweepComparison:
     """The sweep's runs with their results, filtered by state and sorted by `sort` (index,
     state, final, best, gpu_hours or p.<parameter>; a leading - for descending). A study is
     compared by its objective and direction unless asked otherwise."""
@@ -61,15 +67,39 @@ def sweep_results_csv(comparison: SweepComparison) -> str:
     metric = results.metric or "metric"
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow([inert(cell) for cell in [
-        "index", "job_id", *names, "state", f"final_{metric}", f"best_{metric}", "best_step",
-        "gpu_hours", "workstation"]])  # fmt: skip
+    writer.writerow(
+        [
+            inert(cell)
+            for cell in [
+                "index",
+                "job_id",
+                *names,
+                "state",
+                f"final_{metric}",
+                f"best_{metric}",
+                "best_step",
+                "gpu_hours",
+                "workstation",
+            ]
+        ]
+    )
     for row in rows:
-        writer.writerow([inert(cell) for cell in [
-            row.run.sweep_index, row.run.public_id,
-            *(row.run.parameters.get(name) for name in names), row.run.state, row.final,
-            row.best, row.best_step, round(row.gpu_hours, 4), row.run.workstation,
-        ]])  # fmt: skip
+        writer.writerow(
+            [
+                inert(cell)
+                for cell in [
+                    row.run.sweep_index,
+                    row.run.public_id,
+                    *(row.run.parameters.get(name) for name in names),
+                    row.run.state,
+                    row.final,
+                    row.best,
+                    row.best_step,
+                    round(row.gpu_hours, 4),
+                    row.run.workstation,
+                ]
+            ]
+        )
     return buffer.getvalue()
 
 
@@ -77,14 +107,23 @@ def sweep_results_payload(comparison: SweepComparison) -> dict:
     names, results, rows = comparison
 
     def run(row: selectors.RunResult) -> dict:
-        return {"id": str(row.run.public_id), "index": row.run.sweep_index,
-                "parameters": row.run.parameters, "state": row.run.state, "final": row.final,
-                "best": row.best, "best_step": row.best_step,
-                "gpu_hours": round(row.gpu_hours, 4),
-                "workstation": row.run.workstation}  # fmt: skip
+        return {
+            "id": str(row.run.public_id),
+            "index": row.run.sweep_index,
+            "parameters": row.run.parameters,
+            "state": row.run.state,
+            "final": row.final,
+            "best": row.best,
+            "best_step": row.best_step,
+            "gpu_hours": round(row.gpu_hours, 4),
+            "workstation": row.run.workstation,
+        }
 
     return {
-        "metric": results.metric, "goal": results.goal, "metrics": results.metrics,
-        "parameters": names, "best": run(results.best) if results.best else None,
+        "metric": results.metric,
+        "goal": results.goal,
+        "metrics": results.metrics,
+        "parameters": names,
+        "best": run(results.best) if results.best else None,
         "runs": [run(row) for row in rows],
-    }  # fmt: skip
+    }

@@ -40,13 +40,13 @@ def staged_tree(folder: Path) -> StagedTree:
         files += [base / name for name in filenames]
     job_uid = settings.JOB_DIR_UID
     jobs_own = frozenset(
-        path for path in (*folders, *files)
+        path
+        for path in (*folders, *files)
         if job_uid is not None and (folder / path).lstat().st_uid == job_uid
-    )  # fmt: skip
+    )
     shared = frozenset(
-        file for file in files
-        if file.parent.name == SOURCE_DIR or jobs_cannot_write(folder / file)
-    )  # fmt: skip
+        file for file in files if file.parent.name == SOURCE_DIR or jobs_cannot_write(folder / file)
+    )
     return StagedTree(folders, files, shared, jobs_own)
 
 
@@ -58,9 +58,12 @@ def jobs_cannot_write(path: Path) -> bool:
     status = path.lstat()
     job_uid = settings.JOB_DIR_UID
     return (
-        job_uid is not None and job_uid != os.geteuid() and status.st_uid != job_uid
-        and stat.S_ISREG(status.st_mode) and not status.st_mode & 0o022
-    )  # fmt: skip
+        job_uid is not None
+        and job_uid != os.geteuid()
+        and status.st_uid != job_uid
+        and stat.S_ISREG(status.st_mode)
+        and not status.st_mode & 0o022
+    )
 
 
 # Two threads made a sweep's folders fastest on a 2-core machine; more only contend.

@@ -31,9 +31,20 @@ def sweep_runs(sweep: Sweep) -> QuerySet[Job]:
 
 
 # What the API says of each run of a sweep (experiments.api.serializers.SweepRunSerializer).
-RUN_SUMMARY_FIELDS = ("public_id", "sweep_index", "parameters", "state", "status_detail",
-                      "exit_code", "workstation", "cluster_id", "proc_id", "started_at",
-                      "finished_at", "sweep")  # fmt: skip
+RUN_SUMMARY_FIELDS = (
+    "public_id",
+    "sweep_index",
+    "parameters",
+    "state",
+    "status_detail",
+    "exit_code",
+    "workstation",
+    "cluster_id",
+    "proc_id",
+    "started_at",
+    "finished_at",
+    "sweep",
+)
 
 
 def sweep_run_summaries(sweep: Sweep) -> QuerySet[Job]:

@@ -94,8 +94,9 @@ class StudyPlan:
     def check(self) -> None:
         def whole(field: str, value, low: int, high: int) -> None:
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise JobSubmissionError(field, f"{field} must be a whole number from {low} to "
-                                         f"{high}.")  # fmt: skip
+                raise JobSubmissionError(
+                    field, f"{field} must be a whole number from {low} to {high}."
+                )
 
         if not isinstance(self.space, dict) or not self.space:
             raise JobSubmissionError("space", "Give at least one hyperparameter to search.")
@@ -124,9 +125,11 @@ class StudyPlan:
         if self.seed is not None:
             whole("seed", self.seed, 0, 2**31 - 1)
         if self.gpu_hours is not None and (
-            isinstance(self.gpu_hours, bool) or not isinstance(self.gpu_hours, int | float)
-            or not math.isfinite(self.gpu_hours) or self.gpu_hours <= 0
-        ):  # fmt: skip
+            isinstance(self.gpu_hours, bool)
+            or not isinstance(self.gpu_hours, int | float)
+            or not math.isfinite(self.gpu_hours)
+            or self.gpu_hours <= 0
+        ):
             raise JobSubmissionError("gpu_hours", "The GPU-hour budget must be above 0.")
 
 
@@ -138,8 +141,10 @@ def optuna_storage() -> optuna.storages.RDBStorage:
     pooled: a study advances every few seconds, and no idle connection should outlive it."""
     db = connection.settings_dict
     password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    url = (f"postgresql+psycopg2://{db.get('USER') or 'postgres'}{password}@"
-           f"{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}")  # fmt: skip
+    url = (
+        f"postgresql+psycopg2://{db.get('USER') or 'postgres'}{password}@"
+        f"{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+    )
     if url not in _storages:
         _storages[url] = optuna.storages.RDBStorage(url, engine_kwargs={"poolclass": NullPool})
     return _storages[url]
@@ -163,15 +168,17 @@ def _load(sweep: Sweep) -> optuna.Study:
     if plan.sampler == "random":
         sampler = optuna.samplers.RandomSampler(seed=seed)
     else:
-        sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=min(
-            10, max(2, plan.max_trials // 3)))  # fmt: skip
+        sampler = optuna.samplers.TPESampler(
+            seed=seed, n_startup_trials=min(10, max(2, plan.max_trials // 3))
+        )
     pruner = {
         "none": optuna.pruners.NopPruner(),
         "median": optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1),
         "asha": optuna.pruners.SuccessiveHalvingPruner(),
     }[plan.pruner]
-    return optuna.load_study(study_name=_study_name(sweep), storage=optuna_storage(),
-                             sampler=sampler, pruner=pruner)  # fmt: skip
+    return optuna.load_study(
+        study_name=_study_name(sweep), storage=optuna_storage(), sampler=sampler, pruner=pruner
+    )
 
 
 def _distributions(space: dict) -> dict[str, optuna.distributions.BaseDistribution]:
@@ -204,24 +211,38 @@ def study_submit(*, user, spec: JobSpec, plan: StudyPlan, script, requirements=N
     run_specs = [_trial_spec(spec, i, example) for i in range(plan.parallel)]
     # Only `parallel` trials are ever unfinished at once: the quota is checked for those.
     lab, remove_after_s = check_runs(user, spec, run_specs, check_pool=True)
-    sweep = Sweep(owner=user, lab=lab, name=spec.name.strip(), kind=Sweep.Kind.STUDY,
-                  definition={**dataclasses.asdict(plan), "spec": _spec_json(spec),
-                              "remove_after_s": remove_after_s})  # fmt: skip
+    sweep = Sweep(
+        owner=user,
+        lab=lab,
+        name=spec.name.strip(),
+        kind=Sweep.Kind.STUDY,
+        definition={
+            **dataclasses.asdict(plan),
+            "spec": _spec_json(spec),
+            "remove_after_s": remove_after_s,
+        },
+    )
     folder = template_dir(sweep)
     folder.mkdir(parents=True)
     try:
-        staged = stage_files(folder, spec=spec, script=script, copy_from=None,
-                              requirements=requirements, user=user)  # fmt: skip
+        staged = stage_files(
+            folder, spec=spec, script=script, copy_from=None, requirements=requirements, user=user
+        )
         sweep.definition["staged"] = dataclasses.asdict(staged) | {
             "sha256": content_hashes(folder, staged)
         }
         with transaction.atomic():
             sweep.save()
-            audit_record(action="study.submit", actor=user, target=sweep,
-                         detail=f"{plan.max_trials} trials, {plan.parallel} at once; "
-                         f"{plan.sampler}, {plan.pruner}; objective {plan.objective}")  # fmt: skip
-            optuna.create_study(study_name=_study_name(sweep), storage=optuna_storage(),
-                                direction=plan.direction)  # fmt: skip
+            audit_record(
+                action="study.submit",
+                actor=user,
+                target=sweep,
+                detail=f"{plan.max_trials} trials, {plan.parallel} at once; "
+                f"{plan.sampler}, {plan.pruner}; objective {plan.objective}",
+            )
+            optuna.create_study(
+                study_name=_study_name(sweep), storage=optuna_storage(), direction=plan.direction
+            )
             sweep_pk = sweep.pk
             transaction.on_commit(lambda: _enqueue_advance(sweep_pk))
     except BaseException:
@@ -233,13 +254,17 @@ def study_submit(*, user, spec: JobSpec, plan: StudyPlan, script, requirements=N
 def _trial_spec(spec: JobSpec, number: int, values: dict) -> JobSpec:
     """The job a trial runs: the study's, with the trial's values in place."""
     return dataclasses.replace(
-        spec, name=f"{spec.name} [{number}]",
+        spec,
+        name=f"{spec.name} [{number}]",
         arguments=[parameters.substitute(a, values) for a in spec.arguments],
         environment={k: parameters.substitute(v, values) for k, v in spec.environment.items()},
-        entry_command=(parameters.substitute(spec.entry_command, values)
-                       if spec.entry_command else spec.entry_command),
+        entry_command=(
+            parameters.substitute(spec.entry_command, values)
+            if spec.entry_command
+            else spec.entry_command
+        ),
         notify_by_email=False,
-    )  # fmt: skip
+    )
 
 
 def _example(data: dict):
@@ -326,8 +351,9 @@ def study_advance(sweep_pk: int) -> AdvanceReport:
             if reason != f"reached {plan.max_trials} trials":
                 _cancel_trials(sweep, unfinished, reason)
         if not sweep.stop_reason:
-            for _ in range(max(0, min(plan.parallel - len(unfinished),
-                                      plan.max_trials - len(jobs)))):  # fmt: skip
+            for _ in range(
+                max(0, min(plan.parallel - len(unfinished), plan.max_trials - len(jobs)))
+            ):
                 refusal = _quota_refusal(sweep)
                 if refusal:
                     # Waits for capacity: the next advance tries again.
@@ -349,8 +375,9 @@ def _quota_refusal(sweep: Sweep) -> str:
     """Why the owner's quota has no room for one more trial now, or ""."""
     spec = sweep.definition["spec"]
     try:
-        quota_check(user=sweep.owner, lab=sweep.lab, gpus=spec["gpus"],
-                    max_runtime_s=spec["max_runtime_s"])  # fmt: skip
+        quota_check(
+            user=sweep.owner, lab=sweep.lab, gpus=spec["gpus"], max_runtime_s=spec["max_runtime_s"]
+        )
     except QuotaExceeded as exc:
         return f"Waiting for quota: {exc.message}"
     return ""
@@ -378,21 +405,30 @@ def _prune(job: Job, plan: StudyPlan, now) -> int:
             os.chmod(stop, 0o644)
         except OSError:
             pass  # no folder to write to (spool mode): removed after the grace period
-        JobEvent.objects.create(job=job, kind="prune requested", state=job.state,
-                                detail="Optuna pruned this trial: its intermediate values "
-                                "are worse than the other trials'.")  # fmt: skip
+        JobEvent.objects.create(
+            job=job,
+            kind="prune requested",
+            state=job.state,
+            detail="Optuna pruned this trial: its intermediate values "
+            "are worse than the other trials'.",
+        )
         return 1
     if now - requested.at >= timedelta(seconds=plan.prune_grace_s) and job.is_submitted:
         try:
             get_bridge(job.schedd).act(
-                "remove", job.cluster_id, job.proc_id,
+                "remove",
+                job.cluster_id,
+                job.proc_id,
                 reason="Pruned by its study, and did not stop in time",
-            )  # fmt: skip
+            )
         except BridgeError:
             return 0
-        JobEvent.objects.create(job=job, kind="pruned", state=job.state,
-                                detail="Removed: pruned, it did not stop within the grace "
-                                "period.")  # fmt: skip
+        JobEvent.objects.create(
+            job=job,
+            kind="pruned",
+            state=job.state,
+            detail="Removed: pruned, it did not stop within the grace period.",
+        )
     return 0
 
 
@@ -400,12 +436,14 @@ def _cancel_trials(sweep: Sweep, unfinished: list[Job], reason: str) -> None:
     for job in unfinished:
         if job.is_submitted:
             try:
-                get_bridge(job.schedd).act("remove", job.cluster_id, job.proc_id,
-                                           reason=f"Its study {reason}")  # fmt: skip
+                get_bridge(job.schedd).act(
+                    "remove", job.cluster_id, job.proc_id, reason=f"Its study {reason}"
+                )
             except BridgeError:
                 continue
-            JobEvent.objects.create(job=job, kind="cancel requested", state=job.state,
-                                    detail=f"Its study {reason}.")  # fmt: skip
+            JobEvent.objects.create(
+                job=job, kind="cancel requested", state=job.state, detail=f"Its study {reason}."
+            )
         else:
             job.state, job.finished_at = JobState.REMOVED, timezone.now()
             job.outcome = JobOutcome.CANCELLED
@@ -417,9 +455,16 @@ def _start_trial(sweep: Sweep, plan: StudyPlan, trial: optuna.trial.Trial) -> Jo
     """A job for Optuna's next trial: the study's files, with the trial's values."""
     values = dict(trial.params)
     run = _trial_spec(JobSpec(**sweep.definition["spec"]), trial.number, values)
-    job = Job(owner=sweep.owner, name=run.name, lab=sweep.lab, gpus=run.gpus, sweep=sweep,
-              sweep_index=trial.number, parameters=values,
-              schedd=schedd_choose(lab=sweep.lab))  # fmt: skip
+    job = Job(
+        owner=sweep.owner,
+        name=run.name,
+        lab=sweep.lab,
+        gpus=run.gpus,
+        sweep=sweep,
+        sweep_index=trial.number,
+        parameters=values,
+        schedd=schedd_choose(lab=sweep.lab),
+    )
     job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
     staged_data = dict(sweep.definition["staged"])
     hashes = staged_data.pop("sha256")
@@ -428,13 +473,24 @@ def _start_trial(sweep: Sweep, plan: StudyPlan, trial: optuna.trial.Trial) -> Jo
     folder = template_dir(sweep)
     copy_inputs(folder, job.directory, staged_tree(folder))
     try:
-        fill_run(job, run, staged, hashes, user=sweep.owner, lab=sweep.lab,
-                  remove_after_s=sweep.definition.get("remove_after_s"))  # fmt: skip
+        fill_run(
+            job,
+            run,
+            staged,
+            hashes,
+            user=sweep.owner,
+            lab=sweep.lab,
+            remove_after_s=sweep.definition.get("remove_after_s"),
+        )
         install_helper(job.directory, software=staged.software, datasets=staged.datasets)
         job.save()
-        JobEvent.objects.create(job=job, kind="created", state=job.state,
-                                detail=f"Trial {trial.number} of study “{sweep.name}”: "
-                                + ", ".join(f"{k} = {v}" for k, v in values.items()))  # fmt: skip
+        JobEvent.objects.create(
+            job=job,
+            kind="created",
+            state=job.state,
+            detail=f"Trial {trial.number} of study “{sweep.name}”: "
+            + ", ".join(f"{k} = {v}" for k, v in values.items()),
+        )
     except BaseException:
         shutil.rmtree(job.directory, ignore_errors=True)
         raise
@@ -461,8 +517,11 @@ def study_cancel(*, sweep: Sweep, user) -> None:
 
 def studies_advance() -> int:
     """Advance every study that has not finished (beat's schedule)."""
-    pks = list(Sweep.objects.filter(kind=Sweep.Kind.STUDY, finished_at__isnull=True)
-               .values_list("pk", flat=True))  # fmt: skip
+    pks = list(
+        Sweep.objects.filter(kind=Sweep.Kind.STUDY, finished_at__isnull=True).values_list(
+            "pk", flat=True
+        )
+    )
     for pk in pks:
         study_advance(pk)
     return len(pks)

@@ -77,14 +77,21 @@ def log_sweep_events(sweep: Sweep, events: Iterable[JobEvent]) -> None:
     thousand runs make one line, not a thousand; each run's timeline has them all."""
     kinds = Counter(event.kind for event in events)
     for kind, count in kinds.items():
-        event_log.info("%s: %s run%s of sweep %s", kind, count, "s" if count != 1 else "",
-                       sweep.public_id, extra={"sweep_id": str(sweep.public_id)})  # fmt: skip
+        event_log.info(
+            "%s: %s run%s of sweep %s",
+            kind,
+            count,
+            "s" if count != 1 else "",
+            sweep.public_id,
+            extra={"sweep_id": str(sweep.public_id)},
+        )
 
 
 def check_sweep_quota(user, lab, spec: JobSpec, runs: int) -> int | None:
     try:
-        return quota_check(user=user, lab=lab, gpus=spec.gpus, max_runtime_s=spec.max_runtime_s,
-                           runs=runs)  # fmt: skip
+        return quota_check(
+            user=user, lab=lab, gpus=spec.gpus, max_runtime_s=spec.max_runtime_s, runs=runs
+        )
     except QuotaExceeded as exc:
         raise QuotaRefusal(exc.field or "quota", exc.message) from None
 
@@ -108,21 +115,33 @@ def sweep_submit(
     check_placeholders(spec, set(runs[0]))
     run_specs = [run_spec(spec, index, values) for index, values in enumerate(runs)]
     lab, remove_after_s = check_runs(user, spec, run_specs, check_pool=check_pool)
-    sweep = Sweep(owner=user, lab=lab, name=spec.name.strip(), kind=plan.kind,
-                  definition=plan.definition)  # fmt: skip
+    sweep = Sweep(
+        owner=user, lab=lab, name=spec.name.strip(), kind=plan.kind, definition=plan.definition
+    )
     # One cluster, so one schedd for every run.
     schedd = schedd_choose(lab=lab)
     jobs = new_instances(
         Job,
-        ({"name": run.name.strip(), "sweep_index": index, "parameters": runs[index]}
-         for index, run in enumerate(run_specs)),
-        owner=user, lab=lab, gpus=spec.gpus, schedd=schedd,
-    )  # fmt: skip
+        (
+            {"name": run.name.strip(), "sweep_index": index, "parameters": runs[index]}
+            for index, run in enumerate(run_specs)
+        ),
+        owner=user,
+        lab=lab,
+        gpus=spec.gpus,
+        schedd=schedd,
+    )
     made: list[Path] = []
     try:
         first = new_folder(jobs[0], made)
-        staged = stage_files(first, spec=run_specs[0], script=script, copy_from=copy_from,
-                              requirements=requirements, user=user)  # fmt: skip
+        staged = stage_files(
+            first,
+            spec=run_specs[0],
+            script=script,
+            copy_from=copy_from,
+            requirements=requirements,
+            user=user,
+        )
         tree, hashes = staged_tree(first), content_hashes(first, staged)
         install_helper(first, software=staged.software, datasets=staged.datasets)
         others = [new_folder(job, made, create=False) for job in jobs[1:]]
@@ -130,14 +149,24 @@ def sweep_submit(
         # are filled in and their rows written (file system calls let them run beside that
         # work and the database's), and finished before those rows commit.
         with ThreadPoolExecutor(max_workers=FOLDER_THREADS) as folders:
-            copies = [folders.submit(copy_run_folders, first, others[n : n + FOLDER_CHUNK], tree)
-                      for n in range(0, len(others), FOLDER_CHUNK)]  # fmt: skip
+            copies = [
+                folders.submit(copy_run_folders, first, others[n : n + FOLDER_CHUNK], tree)
+                for n in range(0, len(others), FOLDER_CHUNK)
+            ]
             try:
                 for job, run in zip(jobs, run_specs, strict=True):
-                    fill_run(job, run, staged, hashes, user=user, lab=lab,
-                              remove_after_s=remove_after_s)  # fmt: skip
-                record_sweep(user, lab, spec, sweep, jobs, origin=staged.origin,
-                             before_commit=lambda: [copy.result() for copy in copies])  # fmt: skip
+                    fill_run(
+                        job, run, staged, hashes, user=user, lab=lab, remove_after_s=remove_after_s
+                    )
+                record_sweep(
+                    user,
+                    lab,
+                    spec,
+                    sweep,
+                    jobs,
+                    origin=staged.origin,
+                    before_commit=lambda: [copy.result() for copy in copies],
+                )
             except BaseException:
                 folders.shutdown(cancel_futures=True)
                 raise
@@ -173,17 +202,27 @@ def new_folder(job: Job, made: list[Path], *, create: bool = True) -> Path:
     return job.directory
 
 
-def fill_run(job: Job, run: JobSpec, staged, hashes: dict[str, str], *, user, lab,
-              remove_after_s: int | None, extra_inputs: tuple[str, ...] = ()) -> None:  # fmt: skip
+def fill_run(
+    job: Job,
+    run: JobSpec,
+    staged,
+    hashes: dict[str, str],
+    *,
+    user,
+    lab,
+    remove_after_s: int | None,
+    extra_inputs: tuple[str, ...] = (),
+) -> None:
     """The run's request and source, from its (substituted) spec and the staged files."""
     entry_arguments = staged.entry_arguments
     if run.entry_command:
         script_name, entry_arguments = parse_entry_command(run.entry_command)
         if script_name != staged.script_name:
             raise JobSubmissionError(
-                "entry_command", "Parameters may change the arguments of the entry "
+                "entry_command",
+                "Parameters may change the arguments of the entry "
                 "command, not the script it starts.",
-            )  # fmt: skip
+            )
     environment = {**run.environment, PARAMETERS_VARIABLE: json.dumps(job.parameters)}
     job.source = {**staged.source, "sha256": hashes}
     if "entry_command" in staged.source:
@@ -192,21 +231,35 @@ def fill_run(job: Job, run: JobSpec, staged, hashes: dict[str, str], *, user, la
     if extra_inputs:
         inputs = [*(inputs or [staged.script_name]), *extra_inputs]
     job.request = request_fields(
-        dataclasses.replace(run, arguments=[*entry_arguments, *run.arguments],
-                            environment=environment),
-        script_name=staged.script_name, user=user, input_files=inputs,
-        install_requirements=staged.install_requirements, lab=lab,
-        remove_after_s=remove_after_s, seed=new_seed(), software=staged.software,
+        dataclasses.replace(
+            run, arguments=[*entry_arguments, *run.arguments], environment=environment
+        ),
+        script_name=staged.script_name,
+        user=user,
+        input_files=inputs,
+        install_requirements=staged.install_requirements,
+        lab=lab,
+        remove_after_s=remove_after_s,
+        seed=new_seed(),
+        software=staged.software,
         datasets=staged.datasets,
-    )  # fmt: skip
+    )
     try:
         job_request_of(job)
     except InvalidJobRequest as exc:
         raise JobSubmissionError(exc.field, exc.message) from exc
 
 
-def record_sweep(user, lab, spec: JobSpec, sweep: Sweep, jobs: list[Job], *, origin: str,
-                 before_commit: Callable[[], object] = lambda: None):  # fmt: skip
+def record_sweep(
+    user,
+    lab,
+    spec: JobSpec,
+    sweep: Sweep,
+    jobs: list[Job],
+    *,
+    origin: str,
+    before_commit: Callable[[], object] = lambda: None,
+):
     """The sweep and its runs, written in one transaction with the quota locked, and its
     submission queued once that commits. `before_commit` runs last in the transaction:
     what it raises rolls the sweep back."""
@@ -219,13 +272,24 @@ def record_sweep(user, lab, spec: JobSpec, sweep: Sweep, jobs: list[Job], *, ori
             job.sweep = sweep
         copy_insert(Job, jobs)
         detail = f"{origin}; run {{}} of sweep “{sweep.name}”"
-        events = [JobEvent(job=job, kind="created", state=job.state, actor=user,
-                           detail=detail.format(job.sweep_index)) for job in jobs]  # fmt: skip
+        events = [
+            JobEvent(
+                job=job,
+                kind="created",
+                state=job.state,
+                actor=user,
+                detail=detail.format(job.sweep_index),
+            )
+            for job in jobs
+        ]
         copy_insert(JobEvent, events)
         log_sweep_events(sweep, events)
-        audit_record(action="sweep.submit", actor=user, target=sweep,
-                     detail=f"{len(jobs)} runs ({sweep.kind}); {origin}; "
-                     f"lab {lab.name if lab else 'none'}")  # fmt: skip
+        audit_record(
+            action="sweep.submit",
+            actor=user,
+            target=sweep,
+            detail=f"{len(jobs)} runs ({sweep.kind}); {origin}; lab {lab.name if lab else 'none'}",
+        )
         before_commit()
         sweep_pk = sweep.pk
         transaction.on_commit(lambda: sweep_enqueue_submit(sweep_pk))
@@ -264,8 +328,19 @@ def sweep_schedd(sweep: Sweep) -> str:
 
 
 # What submitting a sweep's runs reads of each, and what failing them writes.
-SUBMIT_FIELDS = ("pk", "public_id", "output_dir", "request", "sweep_id", "sweep_index", "state",
-                 "cluster_id", "proc_id", "status_detail", "last_error")  # fmt: skip
+SUBMIT_FIELDS = (
+    "pk",
+    "public_id",
+    "output_dir",
+    "request",
+    "sweep_id",
+    "sweep_index",
+    "state",
+    "cluster_id",
+    "proc_id",
+    "status_detail",
+    "last_error",
+)
 
 
 @collector_paused()
@@ -311,10 +386,12 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
             # Each run's own description, as it would be submitted alone: what its
             # reproduction submits, and what the cluster's description is made of.
             descriptions = [bridge.description(request) for request in requests]
-            results = bridge.submit_cluster(requests,
-                                            sweep_id=str(sweep.public_id),
-                                            check_existing=not first_attempt,
-                                            descriptions=descriptions)  # fmt: skip
+            results = bridge.submit_cluster(
+                requests,
+                sweep_id=str(sweep.public_id),
+                check_existing=not first_attempt,
+                descriptions=descriptions,
+            )
         except BridgeError as exc:
             sweep.last_error = str(exc)
             sweep.save(update_fields=["last_error"])
@@ -338,12 +415,28 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
                 job.cluster_id, job.proc_id = result.cluster_id, result.proc_id
                 job.state, job.status_detail, job.submitted_at = JobState.IDLE, "", now
                 job.submit_description = description_text(description)
-            copy_update(Job, jobs, ["cluster_id", "proc_id", "state", "status_detail",
-                                    "submitted_at", "submit_description"])  # fmt: skip
+            copy_update(
+                Job,
+                jobs,
+                [
+                    "cluster_id",
+                    "proc_id",
+                    "state",
+                    "status_detail",
+                    "submitted_at",
+                    "submit_description",
+                ],
+            )
             how = "found already submitted" if results[0].adopted else "submitted"
-            events = [JobEvent(job=job, kind="submitted", state=job.state,
-                               detail=f"HTCondor job {job.condor_id} ({how} with its sweep)")
-                      for job in jobs]  # fmt: skip
+            events = [
+                JobEvent(
+                    job=job,
+                    kind="submitted",
+                    state=job.state,
+                    detail=f"HTCondor job {job.condor_id} ({how} with its sweep)",
+                )
+                for job in jobs
+            ]
             copy_insert(JobEvent, events)
             log_sweep_events(sweep, events)
             sweep.cluster_id, sweep.submitted_at = results[0].cluster_id, now
@@ -360,8 +453,7 @@ def _fail_runs(jobs: list[Job], detail: str, error: str, now) -> None:
     for job in jobs:
         job.state, job.finished_at, job.outcome = JobState.FAILED, now, JobOutcome.FAILED
         job.status_detail, job.last_error = detail, error
-    bulk_update_rows(Job, jobs, ["state", "finished_at", "outcome", "status_detail",
-                                 "last_error"])  # fmt: skip
+    bulk_update_rows(Job, jobs, ["state", "finished_at", "outcome", "status_detail", "last_error"])
     log_sweep_events(
         jobs[0].sweep,
         JobEvent.objects.bulk_create(
@@ -402,15 +494,38 @@ def sweep_cancel(*, sweep: Sweep, user) -> int:
             run.status_detail = f"Cancelled by {who} before it reached HTCondor."
         bulk_update_rows(Job, submitted, ["status_detail"])
         bulk_update_rows(Job, waiting, ["state", "finished_at", "outcome", "status_detail"])
-        log_sweep_events(sweep, JobEvent.objects.bulk_create(
-            [JobEvent(job=run, kind="cancel requested", state=run.state, actor=user,
-                      detail=f"Cancelled with its sweep by {who}") for run in submitted]
-            + [JobEvent(job=run, kind="cancelled", state=run.state, actor=user,
-                        detail=run.status_detail) for run in waiting],
-            batch_size=1000,
-        ))  # fmt: skip
-        audit_record(action="sweep.cancel", actor=user, target=sweep,
-                     detail=f"{len(runs)} runs ({len(submitted)} in HTCondor)")  # fmt: skip
+        log_sweep_events(
+            sweep,
+            JobEvent.objects.bulk_create(
+                [
+                    JobEvent(
+                        job=run,
+                        kind="cancel requested",
+                        state=run.state,
+                        actor=user,
+                        detail=f"Cancelled with its sweep by {who}",
+                    )
+                    for run in submitted
+                ]
+                + [
+                    JobEvent(
+                        job=run,
+                        kind="cancelled",
+                        state=run.state,
+                        actor=user,
+                        detail=run.status_detail,
+                    )
+                    for run in waiting
+                ],
+                batch_size=1000,
+            ),
+        )
+        audit_record(
+            action="sweep.cancel",
+            actor=user,
+            target=sweep,
+            detail=f"{len(runs)} runs ({len(submitted)} in HTCondor)",
+        )
     return len(runs)
 
 

@@ -34,8 +34,9 @@ def submit_job_or_sweep(request: HttpRequest, form: JobOrSweepForm, **files) -> 
     plan = form.sweep_plan()
     if plan is None:
         return submit_job(request, form, **files)
-    sweep = sweeps.sweep_submit(user=request.user, spec=form.to_spec(),
-                                plan=sweeps.SweepPlan.from_json(plan), **files)  # fmt: skip
+    sweep = sweeps.sweep_submit(
+        user=request.user, spec=form.to_spec(), plan=sweeps.SweepPlan.from_json(plan), **files
+    )
     runs = sweep.runs.count()
     messages.success(request, f"“{sweep.name}”: {runs} runs are on their way to the pool.")
     return redirect("jobs:sweep", public_id=sweep.public_id)
@@ -48,9 +49,12 @@ JOB_OR_SWEEP_FORM = JobForm(
 
 def _sweep_comparison(request: HttpRequest, sweep) -> readouts.SweepComparison:
     return readouts.sweep_comparison(
-        sweep, metric=request.GET.get("metric"), goal=request.GET.get("goal"),
-        state=request.GET.get("state"), sort=request.GET.get("sort", "index"),
-    )  # fmt: skip
+        sweep,
+        metric=request.GET.get("metric"),
+        goal=request.GET.get("goal"),
+        state=request.GET.get("state"),
+        sort=request.GET.get("sort", "index"),
+    )
 
 
 @login_required
@@ -61,8 +65,9 @@ def sweep_detail(request: HttpRequest, public_id) -> HttpResponse:
     for row in rows:
         row.run.parameter_values = [text_of(row.run.parameters.get(n, "")) for n in names]
     counts = selectors.sweep_state_counts(sweep)
-    state_counts = [(state, label, counts[state]) for state, label in JobState.choices
-                    if counts.get(state)]  # fmt: skip
+    state_counts = [
+        (state, label, counts[state]) for state, label in JobState.choices if counts.get(state)
+    ]
     can_cancel = (sweep.owner_id == request.user.pk or request.user.is_staff) and (
         any(not row.run.is_final for row in results.results)
         or (sweep.is_study and not sweep.stop_reason)
@@ -72,43 +77,71 @@ def sweep_detail(request: HttpRequest, public_id) -> HttpResponse:
         for n in names
         if all(isinstance(r.run.parameters.get(n), int | float) for r in results.results)
     ]
-    ranked = sorted((r for r in results.results if r.best is not None),
-                    key=lambda r: r.best, reverse=results.goal == "max")  # fmt: skip
+    ranked = sorted(
+        (r for r in results.results if r.best is not None),
+        key=lambda r: r.best,
+        reverse=results.goal == "max",
+    )
     chart = {
-        "metric": results.metric, "goal": results.goal, "numeric_parameters": numeric,
-        "runs": [{
-            "index": r.run.sweep_index, "best": r.best, "parameters": r.run.parameters,
-            "metrics_url": reverse("jobs:metrics", args=[r.run.public_id]),
-        } for r in results.results],
+        "metric": results.metric,
+        "goal": results.goal,
+        "numeric_parameters": numeric,
+        "runs": [
+            {
+                "index": r.run.sweep_index,
+                "best": r.best,
+                "parameters": r.run.parameters,
+                "metrics_url": reverse("jobs:metrics", args=[r.run.public_id]),
+            }
+            for r in results.results
+        ],
         "compare": [r.run.sweep_index for r in ranked[:5]],
-    }  # fmt: skip
+    }
     query = request.GET.copy()
     query.pop("sort", None)
     matrix = None
     if sweep.kind == Sweep.Kind.MATRIX:
-        by_cell = {(r.run.parameters.get("system"), r.run.parameters.get("dataset")): r
-                   for r in results.results}  # fmt: skip
+        by_cell = {
+            (r.run.parameters.get("system"), r.run.parameters.get("dataset")): r
+            for r in results.results
+        }
         datasets = [d["name"] for d in sweep.definition.get("datasets", [])]
-        matrix = {"datasets": datasets, "rows": [
-            (system["name"], [by_cell.get((system["name"], d)) for d in datasets])
-            for system in sweep.definition.get("systems", [])
-        ]}  # fmt: skip
-    return render(request, "experiments/sweep.html", {
-        "matrix": matrix, "study": studies.plan_of(sweep) if sweep.is_study else None,
-        "sweep": sweep, "rows": rows, "runs_total": len(results.results),
-        "parameter_names": names, "state_counts": state_counts, "can_cancel": can_cancel,
-        "results": results, "chart": chart, "sort": request.GET.get("sort", "index"),
-        "query": query.urlencode(), "states": JobState.choices,
-        "state_filter": request.GET.get("state", ""),
-    })  # fmt: skip
+        matrix = {
+            "datasets": datasets,
+            "rows": [
+                (system["name"], [by_cell.get((system["name"], d)) for d in datasets])
+                for system in sweep.definition.get("systems", [])
+            ],
+        }
+    return render(
+        request,
+        "experiments/sweep.html",
+        {
+            "matrix": matrix,
+            "study": studies.plan_of(sweep) if sweep.is_study else None,
+            "sweep": sweep,
+            "rows": rows,
+            "runs_total": len(results.results),
+            "parameter_names": names,
+            "state_counts": state_counts,
+            "can_cancel": can_cancel,
+            "results": results,
+            "chart": chart,
+            "sort": request.GET.get("sort", "index"),
+            "query": query.urlencode(),
+            "states": JobState.choices,
+            "state_filter": request.GET.get("state", ""),
+        },
+    )
 
 
 @login_required
 @require_GET
 def sweep_results_csv(request: HttpRequest, public_id) -> HttpResponse:
     sweep = visible_sweep_or_404(request.user, public_id)
-    response = HttpResponse(readouts.sweep_results_csv(_sweep_comparison(request, sweep)),
-                            content_type="text/csv")  # fmt: skip
+    response = HttpResponse(
+        readouts.sweep_results_csv(_sweep_comparison(request, sweep)), content_type="text/csv"
+    )
     response["Content-Disposition"] = f'attachment; filename="sweep-{sweep.public_id}.csv"'
     return response
 
@@ -120,12 +153,17 @@ def sweep_cancel(request: HttpRequest, public_id) -> HttpResponse:
     try:
         if sweep.is_study:
             studies.study_cancel(sweep=sweep, user=request.user)
-            messages.success(request, f"“{sweep.name}” asks for no more trials, and its "
-                             "unfinished ones are being removed.")  # fmt: skip
+            messages.success(
+                request,
+                f"“{sweep.name}” asks for no more trials, and its "
+                "unfinished ones are being removed.",
+            )
         else:
             cancelled = sweeps.sweep_cancel(sweep=sweep, user=request.user)
-            messages.success(request, f"Cancelling {cancelled} run"
-                             f"{'s' if cancelled != 1 else ''} of “{sweep.name}”.")  # fmt: skip
+            messages.success(
+                request,
+                f"Cancelling {cancelled} run{'s' if cancelled != 1 else ''} of “{sweep.name}”.",
+            )
     except specs.JobActionError as exc:
         messages.error(request, str(exc))
     return redirect("jobs:sweep", public_id=sweep.public_id)
@@ -138,18 +176,21 @@ def matrix_new(request: HttpRequest) -> HttpResponse:
         data = form.cleaned_data
         try:
             sweep = matrices.matrix_submit(
-                user=request.user, spec=form.to_spec(),
+                user=request.user,
+                spec=form.to_spec(),
                 systems=[matrices.MatrixSystem(*row) for row in data["systems"]],
                 datasets=[matrices.MatrixDataset(*row) for row in data["datasets"]],
-            )  # fmt: skip
+            )
         except specs.JobSubmissionError as exc:
             show_refusal(form, exc, SWEEP_FORM_FIELD_FOR)
         else:
-            messages.success(request, f"“{sweep.name}”: {sweep.runs.count()} runs are on their "
-                             "way to the pool.")  # fmt: skip
+            messages.success(
+                request, f"“{sweep.name}”: {sweep.runs.count()} runs are on their way to the pool."
+            )
             return redirect("jobs:sweep", public_id=sweep.public_id)
-    return render(request, "experiments/matrix_new.html", {"form": form},
-                  status=400 if form.errors else 200)  # fmt: skip
+    return render(
+        request, "experiments/matrix_new.html", {"form": form}, status=400 if form.errors else 200
+    )
 
 
 @login_required
@@ -159,15 +200,20 @@ def study_new(request: HttpRequest) -> HttpResponse:
         data = form.cleaned_data
         try:
             sweep = studies.study_submit(
-                user=request.user, spec=form.to_spec(), script=data["script"],
+                user=request.user,
+                spec=form.to_spec(),
+                script=data["script"],
                 plan=studies.StudyPlan.from_json(form.plan()),
                 requirements=data.get("requirements"),
-            )  # fmt: skip
+            )
         except specs.JobSubmissionError as exc:
             show_refusal(form, exc, SWEEP_FORM_FIELD_FOR)
         else:
-            messages.success(request, f"“{sweep.name}” has started: its first trials are on "
-                             "their way to the pool.")  # fmt: skip
+            messages.success(
+                request,
+                f"“{sweep.name}” has started: its first trials are on their way to the pool.",
+            )
             return redirect("jobs:sweep", public_id=sweep.public_id)
-    return render(request, "experiments/study_new.html", {"form": form},
-                  status=400 if form.errors else 200)  # fmt: skip
+    return render(
+        request, "experiments/study_new.html", {"form": form}, status=400 if form.errors else 200
+    )

@@ -12,8 +12,17 @@ class ReservationAdmin(admin.ModelAdmin):
     or through the API, where conflicts and the lab's quota are checked and each change is
     audited; here they are read."""
 
-    list_display = ("lab", "purpose", "starts_at", "ends_at", "gpus", "held", "created_by",
-                    "cancelled_at", "page")  # fmt: skip
+    list_display = (
+        "lab",
+        "purpose",
+        "starts_at",
+        "ends_at",
+        "gpus",
+        "held",
+        "created_by",
+        "cancelled_at",
+        "page",
+    )
     list_filter = ("lab",)
     search_fields = ("purpose", "lab__name")
     list_select_related = ("lab", "created_by")

@@ -99,8 +99,10 @@ class PlacementFiguresView(KitEndpoint):
             expect_answer(request)
             raise ApiError(
                 f"No forecast for {workstation} yet: forecasts are learnt each night from the "
-                "workstations the pool has reported.", code="not_found", status_code=404,
-            )  # fmt: skip
+                "workstations the pool has reported.",
+                code="not_found",
+                status_code=404,
+            )
         return Response(PlacementFiguresSerializer(figures).data)
 
 
@@ -197,13 +199,18 @@ class ReservationSerializer(serializers.Serializer):
     starts_at = serializers.DateTimeField(help_text="When the hold begins.")
     ends_at = serializers.DateTimeField(help_text="When it ends.")
     gpus_asked = serializers.IntegerField(
-        required=False, allow_null=True, min_value=1, source="gpus",
+        required=False,
+        allow_null=True,
+        min_value=1,
+        source="gpus",
         help_text="Ask for this many GPUs (whole workstations are held); or name workstations.",
-    )  # fmt: skip
+    )
     workstations = serializers.ListField(
-        child=serializers.CharField(max_length=200), required=False, max_length=200,
+        child=serializers.CharField(max_length=200),
+        required=False,
+        max_length=200,
         help_text="The workstations held (on create: the ones to hold, instead of a number).",
-    )  # fmt: skip
+    )
     gpus = serializers.IntegerField(read_only=True, help_text="The GPUs of the workstations held.")
     state = serializers.SerializerMethodField(help_text="upcoming, on, ended or cancelled.")
     created_by = serializers.CharField(
@@ -242,12 +249,20 @@ class ReservationListView(APIView):
         data = given.validated_data
         lab = Lab.objects.filter(pk=data["lab_id"]).first()
         if lab is None or not labs_managed_by(request.user).filter(pk=lab.pk).exists():
-            raise ApiError("Only a lead of that lab or an administrator reserves for it.",
-                           code="forbidden", status_code=403, field="lab")  # fmt: skip
+            raise ApiError(
+                "Only a lead of that lab or an administrator reserves for it.",
+                code="forbidden",
+                status_code=403,
+                field="lab",
+            )
         asked = reservations.ReservationRequest(
-            lab=lab, purpose=data["purpose"], starts_at=data["starts_at"], ends_at=data["ends_at"],
-            gpus=data.get("gpus"), workstations=tuple(data.get("workstations") or ()),
-        )  # fmt: skip
+            lab=lab,
+            purpose=data["purpose"],
+            starts_at=data["starts_at"],
+            ends_at=data["ends_at"],
+            gpus=data.get("gpus"),
+            workstations=tuple(data.get("workstations") or ()),
+        )
         try:
             made = reservations.reservation_create(actor=request.user, asked=asked)
         except reservations.ReservationError as exc:
@@ -280,8 +295,11 @@ class ReservationDetailView(APIView):
     def delete(self, request: Request, public_id) -> Response:
         reservation = _reservation_or_404(public_id)
         if not labs_managed_by(request.user).filter(pk=reservation.lab_id).exists():
-            raise ApiError("Only a lead of its lab or an administrator cancels it.",
-                           code="forbidden", status_code=403)  # fmt: skip
+            raise ApiError(
+                "Only a lead of its lab or an administrator cancels it.",
+                code="forbidden",
+                status_code=403,
+            )
         try:
             reservations.reservation_cancel(actor=request.user, reservation=reservation)
         except reservations.ReservationError as exc:

@@ -17,18 +17,23 @@ class ReservationForm(forms.Form):
         max_length=200,
         help_text="What it is for: a course deadline, a demo. Shown on the pool page.",
     )
-    starts_at = forms.DateTimeField(label="From", widget=DateTimeLocalInput(),
-                                    help_text="In the campus time zone.")  # fmt: skip
+    starts_at = forms.DateTimeField(
+        label="From", widget=DateTimeLocalInput(), help_text="In the campus time zone."
+    )
     ends_at = forms.DateTimeField(label="Until", widget=DateTimeLocalInput())
     gpus = forms.IntegerField(
-        label="GPUs", required=False, min_value=1, max_value=10_000,
+        label="GPUs",
+        required=False,
+        min_value=1,
+        max_value=10_000,
         help_text="The portal holds whole workstations, those most likely to stay free of their "
         "owners through the window. Or name the workstations below instead.",
-    )  # fmt: skip
+    )
     workstations = forms.MultipleChoiceField(
-        required=False, widget=forms.CheckboxSelectMultiple,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
         help_text="The workstations with GPUs the pool has reported this week.",
-    )  # fmt: skip
+    )
 
     def __init__(self, *args, workstations: dict[str, int], **kwargs) -> None:
         super().__init__(*args, label_suffix="", **kwargs)

@@ -47,14 +47,18 @@ class StartPrediction(models.Model):
     within_horizon = models.FloatField(help_text="The share of futures it started in.")
     widened_by = models.FloatField(default=0, help_text="The calibration's widening (log).")
     interruptions = models.CharField(
-        max_length=200, blank=True, default="", db_default="",
+        max_length=200,
+        blank=True,
+        default="",
+        db_default="",
         help_text="Owners' expected interruptions of a run of its maximum runtime from the "
         "likely start, and the checkpoint interval suggested; empty without a maximum runtime.",
-    )  # fmt: skip
+    )
     interruptions_s = models.PositiveIntegerField(
-        default=0, db_default=0,
+        default=0,
+        db_default=0,
         help_text="What those interruptions and the checkpoints would add to the run, in seconds.",
-    )  # fmt: skip
+    )
 
     class Meta:
         ordering = ["-made_at"]
@@ -88,9 +92,12 @@ class Reservation(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     cancelled_at = models.DateTimeField(null=True, blank=True)
     cancelled_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="+",
-    )  # fmt: skip
+    )
 
     class Meta:
         ordering = ["starts_at", "pk"]

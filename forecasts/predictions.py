@@ -114,9 +114,11 @@ def _runtimes(now: datetime) -> tuple[list[float], float]:
         state=JobState.COMPLETED, finished_at__gte=now - timedelta(days=30)
     ).order_by("-finished_at")[:500]
     walls = dict(
-        UsageRecord.objects.filter(job__in=recent).values("job").annotate(total=Sum("wall_s"))
+        UsageRecord.objects.filter(job__in=recent)
+        .values("job")
+        .annotate(total=Sum("wall_s"))
         .values_list("job", "total")
-    )  # fmt: skip
+    )
     ratios, runtimes = [], []
     for job in recent.only("pk", "request"):
         wall = walls.get(job.pk)
@@ -141,10 +143,13 @@ def _arrivals(now: datetime, median_runtime: float) -> tuple[np.ndarray, list, C
     recent = Job.objects.filter(created_at__gte=now - timedelta(weeks=4))
     counts = np.zeros(HOURS_PER_WEEK)
     by_hour = (
-        recent.annotate(day=ExtractIsoWeekDay("created_at", tzinfo=zone),
-                        hour=ExtractHour("created_at", tzinfo=zone))
-        .values("day", "hour").annotate(jobs=Count("id"))
-    )  # fmt: skip
+        recent.annotate(
+            day=ExtractIsoWeekDay("created_at", tzinfo=zone),
+            hour=ExtractHour("created_at", tzinfo=zone),
+        )
+        .values("day", "hour")
+        .annotate(jobs=Count("id"))
+    )
     for row in by_hour:
         counts[(row["day"] - 1) * 24 + row["hour"]] += row["jobs"]
     per_slot = counts / 4.0 / (3600 / SLOT_S)
@@ -168,10 +173,15 @@ def _calibration(now: datetime) -> Calibration:
 
 def _as_prediction(stored: StoredPrediction, *, widened_by: float) -> StartPrediction:
     return StartPrediction(
-        made_at=stored.made_at, earliest=stored.earliest, likely=stored.likely,
-        latest=stored.latest, within_horizon=stored.within_horizon, futures=FUTURES,
-        horizon=timedelta(seconds=stored.horizon_s), widened_by=widened_by,
-    )  # fmt: skip
+        made_at=stored.made_at,
+        earliest=stored.earliest,
+        likely=stored.likely,
+        latest=stored.latest,
+        within_horizon=stored.within_horizon,
+        futures=FUTURES,
+        horizon=timedelta(seconds=stored.horizon_s),
+        widened_by=widened_by,
+    )
 
 
 @dataclass
@@ -201,8 +211,12 @@ class _Pool:
         if pool_machines is None:
             pool_machines = get_bridge().pool_machines()
         usage = _decayed_usage(now)
-        waiting.sort(key=lambda job: (*_queue_rank(job.request, usage.get(job.owner_id, 0.0)),
-                                      job.submitted_at or now))  # fmt: skip
+        waiting.sort(
+            key=lambda job: (
+                *_queue_rank(job.request, usage.get(job.owner_id, 0.0)),
+                job.submitted_at or now,
+            )
+        )
         ratios, median_runtime = _runtimes(now)
         running: dict[str, list[RunningJob]] = defaultdict(list)
         for job in Job.objects.filter(state=JobState.RUNNING).exclude(workstation=""):
@@ -218,13 +232,24 @@ class _Pool:
             machines.append(Machine(machine.name, usable, machine.state == "Owner", ours))
         per_slot, sizes, submitters = _arrivals(now, median_runtime)
         return cls(
-            now=now, pool_machines=pool_machines, machines=machines, waiting=waiting,
-            usage=usage, ratios=ratios, median_runtime=median_runtime, model=stored_pool(),
-            per_slot=per_slot, sizes=sizes, submitters=submitters,
-            calibration=_calibration(now), rng=np.random.default_rng(int(now.timestamp())),
-            reserved=[(r.lab.accounting_group, r.workstations, r.starts_at, r.ends_at)
-                      for r in reservations_live(now).filter(starts_at__lt=now + HORIZON)],
-        )  # fmt: skip
+            now=now,
+            pool_machines=pool_machines,
+            machines=machines,
+            waiting=waiting,
+            usage=usage,
+            ratios=ratios,
+            median_runtime=median_runtime,
+            model=stored_pool(),
+            per_slot=per_slot,
+            sizes=sizes,
+            submitters=submitters,
+            calibration=_calibration(now),
+            rng=np.random.default_rng(int(now.timestamp())),
+            reserved=[
+                (r.lab.accounting_group, r.workstations, r.starts_at, r.ends_at)
+                for r in reservations_live(now).filter(starts_at__lt=now + HORIZON)
+            ],
+        )
 
     def fitting(self, request: JobRequest) -> set[str]:
         """The workstations a job of `request` fits."""
@@ -260,29 +285,40 @@ class _Pool:
             names, key=lambda name: self.model.model(name).stay_free(start, hours).probability
         )
         return expected_interruptions(
-            model=self.model.model(best), start=start,
-            runtime=timedelta(seconds=request.max_runtime_s), cost=CHECKPOINT_COST,
-        )  # fmt: skip
+            model=self.model.model(best),
+            start=start,
+            runtime=timedelta(seconds=request.max_runtime_s),
+            cost=CHECKPOINT_COST,
+        )
 
     def predict(self, *, request: JobRequest, owner_id: int, ahead: list[Job]) -> StartPrediction:
         fitting = self.fitting(request)
         closed = self.closed_to(request)
         mine = self.usage.get(owner_id, 0.0)
         total = sum(self.submitters.values()) or 1
-        share = sum(count for user, count in self.submitters.items()
-                    if self.usage.get(user, 0.0) < mine) / total  # fmt: skip
+        share = (
+            sum(
+                count for user, count in self.submitters.items() if self.usage.get(user, 0.0) < mine
+            )
+            / total
+        )
         if request.finish_by_s is not None:
             share = 0.0  # the lane goes ahead of jobs to come, bar a rare earlier deadline
         expected = float(request.max_runtime_s or self.median_runtime)
         return predict_start(
-            now=self.now, machines=self.machines,
+            now=self.now,
+            machines=self.machines,
             ahead=[WaitingJob(o.gpus, _expected_s(o, self.median_runtime)) for o in ahead],
-            job=WaitingJob(request.gpus, expected), pool=self.model, runtime_ratios=self.ratios,
+            job=WaitingJob(request.gpus, expected),
+            pool=self.model,
+            runtime_ratios=self.ratios,
             matches=lambda machine: machine.name in fitting,
             closed=lambda machine: closed.get(machine.name, ()),
             arrivals=Arrivals(per_slot=self.per_slot * share, sizes=self.sizes),
-            futures=FUTURES, horizon=HORIZON, rng=self.rng,
-        )  # fmt: skip
+            futures=FUTURES,
+            horizon=HORIZON,
+            rng=self.rng,
+        )
 
 
 def starts_predict(*, now: datetime | None = None) -> int:
@@ -294,8 +330,9 @@ def starts_predict(*, now: datetime | None = None) -> int:
     done = 0
     for position, job in enumerate(pool.waiting[:MOST_JOBS_PER_CYCLE]):
         request = request_from_json(job.request, job_id=str(job.public_id), job_dir=job.output_dir)
-        prediction = pool.predict(request=request, owner_id=job.owner_id,
-                                  ahead=pool.waiting[:position])  # fmt: skip
+        prediction = pool.predict(
+            request=request, owner_id=job.owner_id, ahead=pool.waiting[:position]
+        )
         interruptions = pool.interruptions(request, start=prediction.likely)
         _store(job, prediction, pool.calibration, interruptions=interruptions)
         done += 1
@@ -308,16 +345,25 @@ def draft_start(*, user, request: JobRequest, machines: list[PoolMachine]) -> di
     maximum runtime); and the reservations that keep it off workstations or put it first."""
     pool = _Pool.at(timezone.now(), machines)
     mine = _queue_rank({"finish_by_s": request.finish_by_s}, pool.usage.get(user.pk, 0.0))
-    ahead = [job for job in pool.waiting
-             if _queue_rank(job.request, pool.usage.get(job.owner_id, 0.0)) <= mine]  # fmt: skip
-    prediction = pool.calibration.apply(pool.predict(request=request, owner_id=user.pk,
-                                                     ahead=ahead))  # fmt: skip
+    ahead = [
+        job
+        for job in pool.waiting
+        if _queue_rank(job.request, pool.usage.get(job.owner_id, 0.0)) <= mine
+    ]
+    prediction = pool.calibration.apply(
+        pool.predict(request=request, owner_id=user.pk, ahead=ahead)
+    )
     interruptions = pool.interruptions(request, start=prediction.likely)
     deadline = ""
     if request.finish_by_s is not None:
         finish_by = datetime.fromtimestamp(request.finish_by_s, tz=UTC)
-        deadline = deadline_text(prediction, finish_by=finish_by, runtime_s=request.max_runtime_s,
-                                 now=pool.now, interruptions_s=_added_s(interruptions))  # fmt: skip
+        deadline = deadline_text(
+            prediction,
+            finish_by=finish_by,
+            runtime_s=request.max_runtime_s,
+            now=pool.now,
+            interruptions_s=_added_s(interruptions),
+        )
     return {
         "start_text": start_text(prediction, pool.now),
         "deadline_text": deadline,
@@ -336,11 +382,14 @@ def reservations_text(request: JobRequest, fitting: set[str], now: datetime) -> 
             (mine if ours else others).append((reservation, held))
     parts = []
     for reservation, held in others:
-        parts.append(f"{_names(held)} {'is' if len(held) == 1 else 'are'} "
-                     f"{held_text(reservation)}: this job will not start there then.")  # fmt: skip
+        parts.append(
+            f"{_names(held)} {'is' if len(held) == 1 else 'are'} "
+            f"{held_text(reservation)}: this job will not start there then."
+        )
     for reservation, held in mine:
-        parts.append(f"Your lab's reservation puts it first on {_names(held)} "
-                     f"{window_text(reservation)}.")  # fmt: skip
+        parts.append(
+            f"Your lab's reservation puts it first on {_names(held)} {window_text(reservation)}."
+        )
     return " ".join(parts)
 
 
@@ -352,17 +401,24 @@ def _added_s(interruptions: InterruptionForecast | None) -> float:
     return interruptions.added.total_seconds() if interruptions else 0.0
 
 
-def _store(job: Job, prediction: StartPrediction, calibration: Calibration, *,
-           interruptions: InterruptionForecast | None = None) -> None:  # fmt: skip
+def _store(
+    job: Job,
+    prediction: StartPrediction,
+    calibration: Calibration,
+    *,
+    interruptions: InterruptionForecast | None = None,
+) -> None:
     fields = {
         "interruptions": interruptions.text() if interruptions else "",
         "interruptions_s": round(_added_s(interruptions)),
-        "made_at": prediction.made_at, "earliest": prediction.earliest,
-        "likely": prediction.likely, "latest": prediction.latest,
+        "made_at": prediction.made_at,
+        "earliest": prediction.earliest,
+        "likely": prediction.likely,
+        "latest": prediction.latest,
         "horizon_s": int(prediction.horizon.total_seconds()),
         "within_horizon": prediction.within_horizon,
         "widened_by": calibration.widenings.get(prediction.kind, 0.0),
-    }  # fmt: skip
+    }
     with transaction.atomic():
         # The first prediction, as made (uncalibrated), is what later ones calibrate on.
         StoredPrediction.objects.get_or_create(job=job, first=True, defaults=fields)

@@ -82,15 +82,23 @@ def reservation_create(*, actor, asked: ReservationRequest) -> Reservation:
         gpus = sum(known[name] for name in chosen)
         _check_quota(lab, asked, gpus)
         reservation = Reservation.objects.create(
-            lab=lab, created_by=actor, purpose=purpose[:200], starts_at=asked.starts_at,
-            ends_at=asked.ends_at, gpus_asked=asked.gpus, workstations=sorted(chosen), gpus=gpus,
-        )  # fmt: skip
+            lab=lab,
+            created_by=actor,
+            purpose=purpose[:200],
+            starts_at=asked.starts_at,
+            ends_at=asked.ends_at,
+            gpus_asked=asked.gpus,
+            workstations=sorted(chosen),
+            gpus=gpus,
+        )
         audit_record(
-            action="reservation.create", actor=actor, target=reservation,
+            action="reservation.create",
+            actor=actor,
+            target=reservation,
             detail=f"{lab.name}: {', '.join(reservation.workstations)} ({gpus} GPUs) from "
             f"{asked.starts_at.astimezone(UTC):%Y-%m-%d %H:%M} to "
             f"{asked.ends_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC",
-        )  # fmt: skip
+        )
     return reservation
 
 
@@ -106,8 +114,12 @@ def reservation_cancel(*, actor, reservation: Reservation) -> Reservation:
         reservation.cancelled_at, reservation.cancelled_by = now, actor
         reservation.save(update_fields=["cancelled_at", "cancelled_by"])
         held = ", ".join(reservation.workstations)
-        audit_record(action="reservation.cancel", actor=actor, target=reservation,
-                     detail=f"{reservation.lab.name}: {held}")  # fmt: skip
+        audit_record(
+            action="reservation.cancel",
+            actor=actor,
+            target=reservation,
+            detail=f"{reservation.lab.name}: {held}",
+        )
     return reservation
 
 
@@ -131,7 +143,7 @@ def reservations_for_kit(workstation: str, now: datetime | None = None) -> list[
     return list(
         reservations_live(now).filter(
             workstations__contains=[workstation], starts_at__lt=now + KIT_AHEAD
-        )  # fmt: skip
+        )
     )
 
 
@@ -192,9 +204,9 @@ def _named(
     for name in chosen:
         if name not in known:
             raise ReservationError(
-                "workstations", f"No workstation with GPUs called {name!r} has been in the pool "
-                "this week.",
-            )  # fmt: skip
+                "workstations",
+                f"No workstation with GPUs called {name!r} has been in the pool this week.",
+            )
         if name in taken:
             raise ReservationError(
                 "workstations", f"{name} is taken then: {held_text(taken[name])}."
@@ -248,9 +260,10 @@ def _chance_of_staying_free(names, starts_at: datetime, ends_at: datetime) -> di
 def _check_quota(lab: Lab, asked: ReservationRequest, gpus: int) -> None:
     if lab.max_concurrent_gpus is not None and gpus > lab.max_concurrent_gpus:
         raise ReservationError(
-            "gpus", f"{lab.name} may use {lab.max_concurrent_gpus} GPUs at once; these "
+            "gpus",
+            f"{lab.name} may use {lab.max_concurrent_gpus} GPUs at once; these "
             f"workstations have {gpus}.",
-        )  # fmt: skip
+        )
     if lab.gpu_hours is None:
         return
     period = timedelta(days=lab.gpu_hours_period_days)
@@ -264,9 +277,10 @@ def _check_quota(lab: Lab, asked: ReservationRequest, gpus: int) -> None:
     if hours + booked > lab.gpu_hours:
         already = f" ({booked:.0f} are reserved already)" if booked else ""
         raise ReservationError(
-            "ends_at", f"That holds {hours:.0f} GPU-hours; {lab.name}'s quota is "
+            "ends_at",
+            f"That holds {hours:.0f} GPU-hours; {lab.name}'s quota is "
             f"{lab.gpu_hours:g} GPU-hours per {lab.gpu_hours_period_days} days{already}.",
-        )  # fmt: skip
+        )
 
 
 def window_text(reservation: Reservation) -> str:

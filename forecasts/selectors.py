@@ -31,19 +31,23 @@ class ForecastNow:
     @property
     def shown(self) -> list[tuple[int, int]]:
         """(hours, percent) for the pool page: a working day and a night."""
-        return [(hours, round(100 * self.stay_free[hours])) for hours in (4, 8, 16)
-                if hours in self.stay_free]  # fmt: skip
+        return [
+            (hours, round(100 * self.stay_free[hours]))
+            for hours in (4, 8, 16)
+            if hours in self.stay_free
+        ]
 
 
 def _now_of(forecast: WorkstationForecast, quarter: int) -> ForecastNow:
     row = forecast.stay_free[quarter] if len(forecast.stay_free) > quarter else []
     return ForecastNow(
-        workstation=forecast.workstation, description=forecast.description,
+        workstation=forecast.workstation,
+        description=forecast.description,
         observed_days=forecast.observed_days,
         stay_free=dict(zip(STAY_FREE_HOURS, row, strict=False)),
         confidence=forecast.confidence[quarter] if forecast.confidence else "low",
         fitted_at=forecast.fitted_at,
-    )  # fmt: skip
+    )
 
 
 def forecasts_now(now: datetime | None = None) -> dict[str, ForecastNow]:
@@ -69,11 +73,13 @@ def placement_figures(workstation: str) -> dict | None:
     if forecast is None or not forecast.stay_free:
         return None
     return {
-        "workstation": forecast.workstation, "fitted_at": forecast.fitted_at,
+        "workstation": forecast.workstation,
+        "fitted_at": forecast.fitted_at,
         "valid_until": forecast.fitted_at + FIGURES_VALID_FOR,
-        "time_zone": str(campus_zone()), "hours": list(STAY_FREE_HOURS),
+        "time_zone": str(campus_zone()),
+        "hours": list(STAY_FREE_HOURS),
         "quarter_hours": forecast.stay_free,
-    }  # fmt: skip
+    }
 
 
 def job_start_payload(job, now: datetime | None = None) -> dict:
@@ -89,14 +95,17 @@ def job_start_payload(job, now: datetime | None = None) -> dict:
     return {
         "waiting": True,
         "prediction": {
-            "made_at": prediction.made_at, "earliest": prediction.earliest,
-            "likely": prediction.likely, "latest": prediction.latest,
-            "coverage": prediction.coverage, "within_horizon": prediction.within_horizon,
+            "made_at": prediction.made_at,
+            "earliest": prediction.earliest,
+            "likely": prediction.likely,
+            "latest": prediction.latest,
+            "coverage": prediction.coverage,
+            "within_horizon": prediction.within_horizon,
             "text": start_text(prediction, now),
             "interruptions": stored.interruptions,
             "deadline": _deadline(job, prediction, now, interruptions_s=stored.interruptions_s),
         },
-    }  # fmt: skip
+    }
 
 
 def _deadline(job, prediction, now: datetime, *, interruptions_s: float) -> str:
@@ -104,5 +113,10 @@ def _deadline(job, prediction, now: datetime, *, interruptions_s: float) -> str:
     if finish_by is None:
         return ""
     runtime_s = (job.request or {}).get("max_runtime_s")
-    return deadline_text(prediction, finish_by=finish_by, runtime_s=runtime_s, now=now,
-                         interruptions_s=interruptions_s)  # fmt: skip
+    return deadline_text(
+        prediction,
+        finish_by=finish_by,
+        runtime_s=runtime_s,
+        now=now,
+        interruptions_s=interruptions_s,
+    )

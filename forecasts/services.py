@@ -53,8 +53,10 @@ def histories_from_capacity(*, start: datetime, end: datetime) -> dict[str, Hist
     for name, taken_at, seconds, unavailable in samples.iterator(chunk_size=10_000):
         row = states.setdefault(name, np.full(count, UNKNOWN, dtype=np.int8))
         first = int((taken_at - start).total_seconds() // SLOT_S)
-        last = min(count, max(first + 1, math.ceil(
-            ((taken_at - start).total_seconds() + seconds) / SLOT_S)))  # fmt: skip
+        last = min(
+            count,
+            max(first + 1, math.ceil(((taken_at - start).total_seconds() + seconds) / SLOT_S)),
+        )
         if first < 0 or first >= count:
             continue
         if unavailable:
@@ -91,16 +93,32 @@ def forecasts_refit(*, now: datetime | None = None) -> int:
             if not table[quarter]:
                 table[quarter] = table[quarter - 1]
                 confidence[quarter] = confidence[quarter - 1]
-        rows.append(WorkstationForecast(
-            workstation=name, fitted_at=now, observed_days=round(model.observed_days, 2),
-            stay_free=table, confidence=confidence, description=model.describe(history),
-            history=history_bytes(history), history_start=history.start,
-        ))  # fmt: skip
+        rows.append(
+            WorkstationForecast(
+                workstation=name,
+                fitted_at=now,
+                observed_days=round(model.observed_days, 2),
+                stay_free=table,
+                confidence=confidence,
+                description=model.describe(history),
+                history=history_bytes(history),
+                history_start=history.start,
+            )
+        )
     WorkstationForecast.objects.bulk_create(
-        rows, update_conflicts=True, unique_fields=["workstation"],
-        update_fields=["fitted_at", "observed_days", "stay_free", "confidence", "description",
-                       "history", "history_start"],
-    )  # fmt: skip
+        rows,
+        update_conflicts=True,
+        unique_fields=["workstation"],
+        update_fields=[
+            "fitted_at",
+            "observed_days",
+            "stay_free",
+            "confidence",
+            "description",
+            "history",
+            "history_start",
+        ],
+    )
     logger.info("availability forecasts learnt for %d workstations", len(rows))
     return len(rows)
 

@@ -21,15 +21,21 @@ def start_text(prediction: StartPrediction, now: datetime) -> str:
     days = prediction.horizon.days
     if prediction.latest is None:
         if prediction.within_horizon < 0.1:
-            return (f"It may wait more than {days} days: nothing that fits it is likely to "
-                    "free up sooner.")  # fmt: skip
-        return (f"Likely starts after {_clock(prediction.earliest, now)}, possibly more than "
-                f"{days} days from now.")  # fmt: skip
+            return (
+                f"It may wait more than {days} days: nothing that fits it is likely to "
+                "free up sooner."
+            )
+        return (
+            f"Likely starts after {_clock(prediction.earliest, now)}, possibly more than "
+            f"{days} days from now."
+        )
     if prediction.latest <= prediction.made_at + timedelta(minutes=15):
         return "Likely to start within 15 minutes."
-    return (f"Likely starts between {_clock(prediction.earliest, now)} and "
-            f"{_clock(prediction.latest, now)} (80 % chance); most likely around "
-            f"{_clock(prediction.likely, now)}.")  # fmt: skip
+    return (
+        f"Likely starts between {_clock(prediction.earliest, now)} and "
+        f"{_clock(prediction.latest, now)} (80 % chance); most likely around "
+        f"{_clock(prediction.likely, now)}."
+    )
 
 
 def finish_chance(prediction: StartPrediction, cutoff: datetime) -> tuple[float, bool]:
@@ -49,8 +55,14 @@ def finish_chance(prediction: StartPrediction, cutoff: datetime) -> tuple[float,
     return points[-1][1], True
 
 
-def deadline_text(prediction: StartPrediction, *, finish_by: datetime, runtime_s: int | None,
-                  now: datetime, interruptions_s: float = 0.0) -> str:  # fmt: skip
+def deadline_text(
+    prediction: StartPrediction,
+    *,
+    finish_by: datetime,
+    runtime_s: int | None,
+    now: datetime,
+    interruptions_s: float = 0.0,
+) -> str:
     """Whether a job is likely to finish by its deadline, for the form and its page:
     started by the deadline less its maximum runtime and the time owners' expected
     interruptions and its checkpoints would add (`interruptions_s`)."""
@@ -62,14 +74,20 @@ def deadline_text(prediction: StartPrediction, *, finish_by: datetime, runtime_s
     if finish_by - timedelta(seconds=runtime_s) < prediction.made_at:
         return f"It cannot finish by {when}: its maximum runtime would end later."
     if cutoff < prediction.made_at:
-        return (f"It is unlikely to finish by {when}: owners' expected interruptions and "
-                f"its checkpoints would add about {_minutes(added)} to its runtime.")  # fmt: skip
+        return (
+            f"It is unlikely to finish by {when}: owners' expected interruptions and "
+            f"its checkpoints would add about {_minutes(added)} to its runtime."
+        )
     chance, bound = finish_chance(prediction, cutoff)
     percent = round(chance * 100)
     if bound:
-        said = (f"unlikely (under {percent} %)" if chance < 0.5
-                else f"very likely (over {percent} %)" if chance >= 0.9
-                else f"possible (over {percent} %)")  # fmt: skip
+        said = (
+            f"unlikely (under {percent} %)"
+            if chance < 0.5
+            else f"very likely (over {percent} %)"
+            if chance >= 0.9
+            else f"possible (over {percent} %)"
+        )
     elif chance >= 0.6:
         said = f"likely (about {percent} %)"
     elif chance >= 0.3:
@@ -77,11 +95,15 @@ def deadline_text(prediction: StartPrediction, *, finish_by: datetime, runtime_s
     else:
         said = f"unlikely (about {percent} %)"
     if added >= timedelta(minutes=1):
-        return (f"Finishing by {when} is {said}: it must start by {_clock(cutoff, now)}, leaving "
-                f"its maximum runtime and about {_minutes(added)} for owners' interruptions "
-                "and its checkpoints.")  # fmt: skip
-    return (f"Finishing by {when} is {said}: it must start by {_clock(cutoff, now)}, and "
-            "owners' interruptions would add to its runtime.")  # fmt: skip
+        return (
+            f"Finishing by {when} is {said}: it must start by {_clock(cutoff, now)}, leaving "
+            f"its maximum runtime and about {_minutes(added)} for owners' interruptions "
+            "and its checkpoints."
+        )
+    return (
+        f"Finishing by {when} is {said}: it must start by {_clock(cutoff, now)}, and "
+        "owners' interruptions would add to its runtime."
+    )
 
 
 def _minutes(span: timedelta) -> str:

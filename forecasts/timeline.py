@@ -72,11 +72,15 @@ def reservations_timeline(*, lab=None, now: datetime | None = None, days: int = 
     for reservation in live:
         begins, ends = max(reservation.starts_at, now), min(reservation.ends_at, end)
         for name in reservation.workstations:
-            bars.append(Bar(
-                x=x_of(begins), y=y_of[name] + 4, width=max(2.0, x_of(ends) - x_of(begins)),
-                title=f"{name}, {reservation.purpose}: {held_text(reservation)}",
-                ours=lab is not None and reservation.lab_id == lab.pk,
-            ))  # fmt: skip
+            bars.append(
+                Bar(
+                    x=x_of(begins),
+                    y=y_of[name] + 4,
+                    width=max(2.0, x_of(ends) - x_of(begins)),
+                    title=f"{name}, {reservation.purpose}: {held_text(reservation)}",
+                    ours=lab is not None and reservation.lab_id == lab.pk,
+                )
+            )
     ticks = []
     # Aware arithmetic keeps the wall clock: each step is the next local midnight, across a
     # clock change too.
@@ -84,8 +88,17 @@ def reservations_timeline(*, lab=None, now: datetime | None = None, days: int = 
     while (day := day + timedelta(days=1)) < end:
         ticks.append(Tick(x_of(day), f"{day:%a} {day.day}"))
     held = len({name for reservation in live for name in reservation.workstations})
-    summary = (f"{len(live)} reservation{'s' if len(live) != 1 else ''} on {held} "
-               f"workstation{'s' if held != 1 else ''} in the next {days} days"
-               if live else f"Nothing is reserved in the next {days} days")  # fmt: skip
-    return Timeline(rows=rows, bars=bars, ticks=ticks, height=AXIS + ROW * max(1, len(rows)),
-                    days=days, summary=summary)  # fmt: skip
+    summary = (
+        f"{len(live)} reservation{'s' if len(live) != 1 else ''} on {held} "
+        f"workstation{'s' if held != 1 else ''} in the next {days} days"
+        if live
+        else f"Nothing is reserved in the next {days} days"
+    )
+    return Timeline(
+        rows=rows,
+        bars=bars,
+        ticks=ticks,
+        height=AXIS + ROW * max(1, len(rows)),
+        days=days,
+        summary=summary,
+    )

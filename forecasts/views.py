@@ -33,9 +33,13 @@ def reservation_new(request: HttpRequest, lab_id: int) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         asked = reservations.ReservationRequest(
-            lab=lab, purpose=data["purpose"], starts_at=data["starts_at"], ends_at=data["ends_at"],
-            gpus=data["gpus"], workstations=tuple(data["workstations"]),
-        )  # fmt: skip
+            lab=lab,
+            purpose=data["purpose"],
+            starts_at=data["starts_at"],
+            ends_at=data["ends_at"],
+            gpus=data["gpus"],
+            workstations=tuple(data["workstations"]),
+        )
         try:
             made = reservations.reservation_create(actor=request.user, asked=asked)
         except reservations.ReservationError as exc:

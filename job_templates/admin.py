@@ -12,8 +12,16 @@ class TemplateVersionInline(admin.TabularInline):
     model = TemplateVersion
     extra = 0
     can_delete = False
-    fields = ("number", "title", "visibility", "entry_command", "serve_command",
-              "published_by", "created_at", "page")  # fmt: skip
+    fields = (
+        "number",
+        "title",
+        "visibility",
+        "entry_command",
+        "serve_command",
+        "published_by",
+        "created_at",
+        "page",
+    )
     readonly_fields = fields
 
     def has_add_permission(self, request, obj=None) -> bool:
@@ -21,8 +29,9 @@ class TemplateVersionInline(admin.TabularInline):
 
     @admin.display(description="Page")
     def page(self, version: TemplateVersion) -> str:
-        return format_html('<a href="{}">open</a>',
-                           reverse("job_templates:detail", args=[version.pk]))  # fmt: skip
+        return format_html(
+            '<a href="{}">open</a>', reverse("job_templates:detail", args=[version.pk])
+        )
 
 
 @admin.register(JobTemplate)

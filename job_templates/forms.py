@@ -15,14 +15,35 @@ from .models import TEMPLATE_NAME_HELP, TEMPLATE_NAME_PATTERN
 from .parameters import Parameter
 from .services import RESOURCE_DEFAULTS
 
-PARAMETERS_EXAMPLE = json.dumps([
-    {"name": "epochs", "type": "integer", "label": "Epochs", "default": 3, "min": 1,
-     "max": 20, "help": "Passes over the data.", "argument": "--epochs"},
-    {"name": "learning_rate", "type": "number", "default": 2e-5, "min": 1e-7, "max": 0.1,
-     "argument": "--lr"},
-    {"name": "dataset", "type": "dataset", "help": "Text files, one example per line.",
-     "argument": "--data"},
-], indent=2)  # fmt: skip
+PARAMETERS_EXAMPLE = json.dumps(
+    [
+        {
+            "name": "epochs",
+            "type": "integer",
+            "label": "Epochs",
+            "default": 3,
+            "min": 1,
+            "max": 20,
+            "help": "Passes over the data.",
+            "argument": "--epochs",
+        },
+        {
+            "name": "learning_rate",
+            "type": "number",
+            "default": 2e-5,
+            "min": 1e-7,
+            "max": 0.1,
+            "argument": "--lr",
+        },
+        {
+            "name": "dataset",
+            "type": "dataset",
+            "help": "Text files, one example per line.",
+            "argument": "--data",
+        },
+    ],
+    indent=2,
+)
 
 
 def labs_led_by(user):
@@ -32,69 +53,88 @@ def labs_led_by(user):
 
 
 class TemplatePublishForm(forms.Form):
-    lab = forms.ModelChoiceField(queryset=Lab.objects.none(), empty_label=None,
-                                 help_text="The lab it is published in; you lead it.")  # fmt: skip
+    lab = forms.ModelChoiceField(
+        queryset=Lab.objects.none(),
+        empty_label=None,
+        help_text="The lab it is published in; you lead it.",
+    )
     name = forms.RegexField(
-        regex=TEMPLATE_NAME_PATTERN, max_length=80,
+        regex=TEMPLATE_NAME_PATTERN,
+        max_length=80,
         error_messages={"invalid": TEMPLATE_NAME_HELP},
         help_text="Short, for the CLI: nightshift run LAB/NAME. A name your lab already has "
         "adds a version.",
-    )  # fmt: skip
-    title = forms.CharField(max_length=120, help_text="What students see, e.g. “Fine-tune a "
-                            "text classifier”.")  # fmt: skip
-    visibility = forms.ChoiceField(choices=Visibility.choices, initial=Visibility.LAB,
-                                   help_text="Who may see and run it.")  # fmt: skip
+    )
+    title = forms.CharField(
+        max_length=120, help_text="What students see, e.g. “Fine-tune a text classifier”."
+    )
+    visibility = forms.ChoiceField(
+        choices=Visibility.choices, initial=Visibility.LAB, help_text="Who may see and run it."
+    )
     project = forms.FileField(
-        required=False, help_text="A Python script (.py) or a project archive (.zip, .tar.gz). "
+        required=False,
+        help_text="A Python script (.py) or a project archive (.zip, .tar.gz). "
         "Students never need to see it. For a new version, leave it empty to keep the project.",
-    )  # fmt: skip
+    )
     # Set when publishing a new version: its project is kept unless a new one is chosen.
     project_from = forms.IntegerField(required=False, widget=forms.HiddenInput)
     entry_command = forms.CharField(
-        max_length=1000, help_text="How it starts, e.g. python train.py. The parameters' "
-        "arguments come after it.",
-    )  # fmt: skip
+        max_length=1000,
+        help_text="How it starts, e.g. python train.py. The parameters' arguments come after it.",
+    )
     serve_command = forms.CharField(
-        required=False, max_length=1000,
+        required=False,
+        max_length=1000,
         help_text="Optional: how a model this template made is served, e.g. python serve.py. "
         "It must answer HTTP on 127.0.0.1:$NIGHTSHIFT_SERVE_PORT; the model is at models/NAME/.",
-    )  # fmt: skip
+    )
     software = forms.CharField(
-        label="Software environment", required=False, max_length=120, widget=forms.Select,
+        label="Software environment",
+        required=False,
+        max_length=120,
+        widget=forms.Select,
         help_text="The environment every run uses (NAME@VERSION).",
-    )  # fmt: skip
+    )
     datasets = forms.MultipleChoiceField(
-        required=False, widget=forms.CheckboxSelectMultiple,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
         help_text="Every run gets these at datasets/NAME/.",
-    )  # fmt: skip
+    )
     models = forms.MultipleChoiceField(
-        label="Published models", required=False, widget=forms.CheckboxSelectMultiple,
+        label="Published models",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
         help_text="Every run gets these at models/NAME/.",
-    )  # fmt: skip
+    )
     gpus = forms.IntegerField(label="GPUs", min_value=0, max_value=MAX_GPUS, initial=1)
-    gpu_memory_gb = forms.FloatField(label="GPU memory (GB)", required=False, min_value=0,
-                                     max_value=MAX_GPU_MEMORY_GB)  # fmt: skip
+    gpu_memory_gb = forms.FloatField(
+        label="GPU memory (GB)", required=False, min_value=0, max_value=MAX_GPU_MEMORY_GB
+    )
     cpus = forms.IntegerField(label="CPUs", min_value=1, max_value=MAX_CPUS, initial=1)
     memory_mb = forms.IntegerField(label="Memory (MB)", min_value=1, initial=2048)
     disk_mb = forms.IntegerField(label="Disk (MB)", min_value=1, initial=4096)
-    max_runtime_s = forms.IntegerField(label="Maximum runtime (seconds)", required=False,
-                                       min_value=1, max_value=MAX_RUNTIME_S)  # fmt: skip
+    max_runtime_s = forms.IntegerField(
+        label="Maximum runtime (seconds)", required=False, min_value=1, max_value=MAX_RUNTIME_S
+    )
     output_paths = forms.CharField(
         initial="outputs", max_length=1000, help_text="Files or folders to keep, comma-separated."
     )
     parameters = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 14, "class": "code"}),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 14, "class": "code"}),
         initial=PARAMETERS_EXAMPLE,
         help_text="A JSON list: name, type (integer, number, choice, boolean, text, dataset), "
         "label, help, default, min, max, choices, max_length, and argument (--epochs: the job "
         "gets --epochs=VALUE) or environment (a variable). Each value is checked against its "
         "type and bounds before a job is made.",
-    )  # fmt: skip
+    )
     card = forms.CharField(
-        required=False, max_length=MAX_CARD_CHARACTERS, widget=forms.Textarea(attrs={"rows": 8}),
+        required=False,
+        max_length=MAX_CARD_CHARACTERS,
+        widget=forms.Textarea(attrs={"rows": 8}),
         help_text="Markdown: what it does, what data it wants, what it writes. HTML is shown "
         "as text.",
-    )  # fmt: skip
+    )
 
     def __init__(self, *args, user, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -126,32 +166,38 @@ class TemplatePublishForm(forms.Form):
 
 
 def _field_for(parameter: Parameter, user, dataset_choices) -> forms.Field:
-    common = {"label": parameter.label, "help_text": parameter.help,
-              "required": parameter.required and parameter.type != "boolean"}  # fmt: skip
+    common = {
+        "label": parameter.label,
+        "help_text": parameter.help,
+        "required": parameter.required and parameter.type != "boolean",
+    }
     if parameter.type == "integer":
-        return forms.IntegerField(min_value=parameter.min, max_value=parameter.max,
-                                  initial=parameter.default, **common)  # fmt: skip
+        return forms.IntegerField(
+            min_value=parameter.min, max_value=parameter.max, initial=parameter.default, **common
+        )
     if parameter.type == "number":
-        field = forms.FloatField(min_value=parameter.min, max_value=parameter.max,
-                                 initial=parameter.default, **common)  # fmt: skip
+        field = forms.FloatField(
+            min_value=parameter.min, max_value=parameter.max, initial=parameter.default, **common
+        )
         field.widget.attrs["step"] = "any"
         return field
     if parameter.type == "choice":
-        return forms.ChoiceField(choices=[(c, c) for c in parameter.choices],
-                                 initial=parameter.default, **common)  # fmt: skip
+        return forms.ChoiceField(
+            choices=[(c, c) for c in parameter.choices], initial=parameter.default, **common
+        )
     if parameter.type == "boolean":
         return forms.BooleanField(initial=parameter.default, **common)
     if parameter.type == "dataset":
         return forms.ChoiceField(choices=[("", "Choose a dataset")] + dataset_choices, **common)
-    return forms.CharField(max_length=parameter.max_length, initial=parameter.default,
-                           **common)  # fmt: skip
+    return forms.CharField(max_length=parameter.max_length, initial=parameter.default, **common)
 
 
 class TemplateRunForm(forms.Form):
     """The template's parameters as typed fields, then the job's name and lab."""
 
-    def __init__(self, *args, user, parameters: list[Parameter], default_name: str,
-                 **kwargs) -> None:  # fmt: skip
+    def __init__(
+        self, *args, user, parameters: list[Parameter], default_name: str, **kwargs
+    ) -> None:
         super().__init__(*args, **kwargs)
         dataset_choices = [(c.reference, c.label) for c in data_choices(user)]
         self.parameter_names = [parameter.name for parameter in parameters]
@@ -159,9 +205,12 @@ class TemplateRunForm(forms.Form):
             self.fields[parameter.name] = _field_for(parameter, user, dataset_choices)
             self.fields[parameter.name].widget.attrs["data-parameter"] = parameter.name
         self.fields["run_name"] = forms.CharField(
-            label="Job name", required=False, max_length=200, initial=default_name,
+            label="Job name",
+            required=False,
+            max_length=200,
+            initial=default_name,
             help_text="How the job is listed.",
-        )  # fmt: skip
+        )
         labs = Lab.objects.filter(memberships__user=user)
         if labs.count() > 1:
             self.fields["lab"] = forms.ModelChoiceField(
@@ -174,8 +223,9 @@ class TemplateRunForm(forms.Form):
 
 
 class ModelServeForm(forms.Form):
-    template = forms.ChoiceField(label="Serve with", help_text="A template whose serve "
-                                 "command runs the model.")  # fmt: skip
+    template = forms.ChoiceField(
+        label="Serve with", help_text="A template whose serve command runs the model."
+    )
 
     def __init__(self, *args, templates, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -34,11 +34,11 @@ class TemplateVersion(models.Model):
 
     template = models.ForeignKey(JobTemplate, on_delete=models.CASCADE, related_name="versions")
     number = models.PositiveIntegerField()
-    title = models.CharField(max_length=120, help_text="What students see: 'Fine-tune a text "
-                             "classifier'.")  # fmt: skip
+    title = models.CharField(
+        max_length=120, help_text="What students see: 'Fine-tune a text classifier'."
+    )
     card = models.TextField(blank=True, help_text="Markdown, shown cleaned of any HTML.")
-    visibility = models.CharField(max_length=10, choices=Visibility.choices,
-                                  default=Visibility.LAB)  # fmt: skip
+    visibility = models.CharField(max_length=10, choices=Visibility.choices, default=Visibility.LAB)
     # The project as the lead uploaded it (train.py, project.tar.gz), stored by its SHA-256.
     project_name = models.CharField(max_length=200)
     project_sha256 = models.CharField(max_length=64, db_index=True)
@@ -80,15 +80,17 @@ class TemplateRun(models.Model):
     counts, and the template a model made by the job can be served with."""
 
     version = models.ForeignKey(TemplateVersion, on_delete=models.CASCADE, related_name="runs")
-    job = models.OneToOneField("jobs.Job", null=True, on_delete=models.SET_NULL,
-                               related_name="template_run")  # fmt: skip
+    job = models.OneToOneField(
+        "jobs.Job", null=True, on_delete=models.SET_NULL, related_name="template_run"
+    )
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
     values = models.JSONField(default=dict)
     # What the run was for: training (the entry command) or serving a model.
-    purpose = models.CharField(max_length=10, default="train",
-                               choices=[("train", "train"), ("serve", "serve")])  # fmt: skip
+    purpose = models.CharField(
+        max_length=10, default="train", choices=[("train", "train"), ("serve", "serve")]
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

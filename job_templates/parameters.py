@@ -19,16 +19,39 @@ TYPES = ("integer", "number", "choice", "boolean", "text", "dataset")
 MAX_PARAMETERS = 20
 # The run form's own fields, beside the parameters.
 FORM_FIELDS = frozenset({"run_name", "lab"})
-KEYS = frozenset({"name", "type", "label", "help", "default", "min", "max", "choices",
-                  "max_length", "argument", "environment", "required"})  # fmt: skip
+KEYS = frozenset(
+    {
+        "name",
+        "type",
+        "label",
+        "help",
+        "default",
+        "min",
+        "max",
+        "choices",
+        "max_length",
+        "argument",
+        "environment",
+        "required",
+    }
+)
 MAX_CHOICES = 50
 MAX_TEXT_LENGTH = 500
 NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 FLAG = re.compile(r"--?[A-Za-z][A-Za-z0-9_-]{0,63}")
 VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 # Set by Nightshift or the launcher: a parameter may not take them over.
-RESERVED_VARIABLES = frozenset({"PYTHONPATH", "PYTHONUNBUFFERED", "PATH", "HOME",
-                                "LD_PRELOAD", "LD_LIBRARY_PATH", "PYTHONHOME"})  # fmt: skip
+RESERVED_VARIABLES = frozenset(
+    {
+        "PYTHONPATH",
+        "PYTHONUNBUFFERED",
+        "PATH",
+        "HOME",
+        "LD_PRELOAD",
+        "LD_LIBRARY_PATH",
+        "PYTHONHOME",
+    }
+)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off", ""}
@@ -109,13 +132,15 @@ def parameters_parse(raw: Any) -> list[Parameter]:
         name = item.get("name")
         if not isinstance(name, str) or not NAME.fullmatch(name):
             raise ParameterError(
-                "parameters", f"Parameter {position}: its name must be lower-case letters, "
+                "parameters",
+                f"Parameter {position}: its name must be lower-case letters, "
                 "digits and _, starting with a letter (at most 40).",
-            )  # fmt: skip
+            )
         where = f"Parameter {name}"
         if name in FORM_FIELDS:
-            raise ParameterError("parameters", f"{where}: the run form uses that name; "
-                                               "choose another.")  # fmt: skip
+            raise ParameterError(
+                "parameters", f"{where}: the run form uses that name; choose another."
+            )
         if name in names:
             raise ParameterError("parameters", f"{where} is defined twice.")
         names.add(name)
@@ -130,21 +155,29 @@ def parameters_parse(raw: Any) -> list[Parameter]:
         argument = item.get("argument")
         environment = item.get("environment")
         if argument is not None and environment is not None:
-            raise ParameterError("parameters", f"{where}: give an argument or an environment "
-                                               "variable, not both.")  # fmt: skip
+            raise ParameterError(
+                "parameters", f"{where}: give an argument or an environment variable, not both."
+            )
         if environment is not None:
             if not isinstance(environment, str) or not VARIABLE.fullmatch(environment):
-                raise ParameterError("parameters", f"{where}: environment must be a variable "
-                                     "name (letters, digits, _).")  # fmt: skip
+                raise ParameterError(
+                    "parameters",
+                    f"{where}: environment must be a variable name (letters, digits, _).",
+                )
             if environment.startswith("NIGHTSHIFT_") or environment in RESERVED_VARIABLES:
-                raise ParameterError("parameters", f"{where}: {environment} is set by "
-                                                   "Nightshift; choose another name.")  # fmt: skip
+                raise ParameterError(
+                    "parameters",
+                    f"{where}: {environment} is set by Nightshift; choose another name.",
+                )
             delivery = f"${environment}"
         else:
             argument = f"--{name.replace('_', '-')}" if argument is None else argument
             if not isinstance(argument, str) or not FLAG.fullmatch(argument):
-                raise ParameterError("parameters", f"{where}: argument must be a flag such as "
-                                     "--epochs (letters, digits, - and _).")  # fmt: skip
+                raise ParameterError(
+                    "parameters",
+                    f"{where}: argument must be a flag such as "
+                    "--epochs (letters, digits, - and _).",
+                )
             delivery = argument
         if delivery in deliveries:
             raise ParameterError("parameters", f"{where}: another parameter is also {delivery}.")
@@ -161,13 +194,20 @@ def parameters_parse(raw: Any) -> list[Parameter]:
         if kind == "choice":
             given = item.get("choices")
             if not isinstance(given, list) or not given or len(given) > MAX_CHOICES:
-                raise ParameterError("parameters", f"{where}: choices must be a list of 1 to "
-                                                   f"{MAX_CHOICES} values.")  # fmt: skip
+                raise ParameterError(
+                    "parameters", f"{where}: choices must be a list of 1 to {MAX_CHOICES} values."
+                )
             for choice in given:
-                if not isinstance(choice, str) or not choice.strip() or len(choice) > 100 \
-                        or _CONTROL.search(choice):  # fmt: skip
-                    raise ParameterError("parameters", f"{where}: each choice must be one line "
-                                                       "of 1 to 100 characters.")  # fmt: skip
+                if (
+                    not isinstance(choice, str)
+                    or not choice.strip()
+                    or len(choice) > 100
+                    or _CONTROL.search(choice)
+                ):
+                    raise ParameterError(
+                        "parameters",
+                        f"{where}: each choice must be one line of 1 to 100 characters.",
+                    )
             if len(set(given)) != len(given):
                 raise ParameterError("parameters", f"{where}: a choice is listed twice.")
             choices = tuple(given)
@@ -179,24 +219,35 @@ def parameters_parse(raw: Any) -> list[Parameter]:
             or not isinstance(max_length, int)
             or not 1 <= max_length <= MAX_TEXT_LENGTH
         ):
-            raise ParameterError("parameters", f"{where}: max_length must be 1 to "
-                                                   f"{MAX_TEXT_LENGTH}.")  # fmt: skip
+            raise ParameterError(
+                "parameters", f"{where}: max_length must be 1 to {MAX_TEXT_LENGTH}."
+            )
         parameter = Parameter(
-            name=name, type=kind, label=label, help=help_text, min=low, max=high,
-            choices=choices, max_length=max_length if kind == "text" else 100,
-            argument=None if environment is not None else argument, environment=environment,
+            name=name,
+            type=kind,
+            label=label,
+            help=help_text,
+            min=low,
+            max=high,
+            choices=choices,
+            max_length=max_length if kind == "text" else 100,
+            argument=None if environment is not None else argument,
+            environment=environment,
             required=required,
-        )  # fmt: skip
+        )
         default = item.get("default")
         if default is not None:
             if kind == "dataset":
-                raise ParameterError("parameters", f"{where}: a dataset has no default; the "
-                                                   "student chooses one of theirs.")  # fmt: skip
+                raise ParameterError(
+                    "parameters",
+                    f"{where}: a dataset has no default; the student chooses one of theirs.",
+                )
             try:
                 default = value_parse(parameter, default, datasets=())
             except ParameterError as exc:
-                raise ParameterError("parameters", f"{where}: the default is refused: "
-                                                   f"{exc.message}") from None  # fmt: skip
+                raise ParameterError(
+                    "parameters", f"{where}: the default is refused: {exc.message}"
+                ) from None
         elif kind == "boolean":
             default = False
         parsed.append(Parameter(**{**asdict(parameter), "choices": choices, "default": default}))
@@ -214,8 +265,10 @@ def parameters_to_json(parameters: list[Parameter]) -> list[dict]:
 
 
 def parameters_from_json(stored: list[dict]) -> list[Parameter]:
-    return [Parameter(**{**record, "choices": tuple(record.get("choices") or ())})
-            for record in stored or []]  # fmt: skip
+    return [
+        Parameter(**{**record, "choices": tuple(record.get("choices") or ())})
+        for record in stored or []
+    ]
 
 
 def _describe_range(parameter: Parameter) -> str:
@@ -244,8 +297,9 @@ def value_parse(parameter: Parameter, value: Any, *, datasets: Collection[str]) 
                 value = int(text) if kind == "integer" else float(text)
             except ValueError:
                 whole = "a whole number" if kind == "integer" else "a number"
-                raise ParameterError(parameter.name, f"{parameter.label}: give {whole}, not "
-                                                     f"{text[:40]!r}.") from None  # fmt: skip
+                raise ParameterError(
+                    parameter.name, f"{parameter.label}: give {whole}, not {text[:40]!r}."
+                ) from None
         if kind == "integer" and isinstance(value, float) and value.is_integer():
             value = int(value)
         if kind == "integer" and not isinstance(value, int):
@@ -256,30 +310,34 @@ def value_parse(parameter: Parameter, value: Any, *, datasets: Collection[str]) 
             parameter.max is not None and value > parameter.max
         ):
             raise ParameterError(
-                parameter.name, f"{parameter.label} must be {_describe_range(parameter)}; "
-                f"{value:g} is not.",
-            )  # fmt: skip
+                parameter.name,
+                f"{parameter.label} must be {_describe_range(parameter)}; {value:g} is not.",
+            )
         return int(value) if kind == "integer" else float(value)
     if not isinstance(value, str):
         raise ParameterError(parameter.name, f"{parameter.label}: give text.")
     if kind == "choice":
         if value not in parameter.choices:
             raise ParameterError(
-                parameter.name, f"{parameter.label} must be one of "
+                parameter.name,
+                f"{parameter.label} must be one of "
                 f"{', '.join(parameter.choices)}; {value[:40]!r} is not.",
-            )  # fmt: skip
+            )
         return value
     if kind == "dataset":
         if value not in datasets:
-            raise ParameterError(parameter.name, f"{parameter.label}: {value[:80]!r} is not a "
-                                                 "dataset you may use.")  # fmt: skip
+            raise ParameterError(
+                parameter.name, f"{parameter.label}: {value[:80]!r} is not a dataset you may use."
+            )
         return value
     if _CONTROL.search(value):
-        raise ParameterError(parameter.name, f"{parameter.label}: one line, with no control "
-                                             "characters.")  # fmt: skip
+        raise ParameterError(
+            parameter.name, f"{parameter.label}: one line, with no control characters."
+        )
     if len(value) > parameter.max_length:
-        raise ParameterError(parameter.name, f"{parameter.label}: at most "
-                                             f"{parameter.max_length} characters.")  # fmt: skip
+        raise ParameterError(
+            parameter.name, f"{parameter.label}: at most {parameter.max_length} characters."
+        )
     return value
 
 
@@ -293,9 +351,9 @@ def values_parse(
         if name not in known:
             listed = ", ".join(sorted(known)) or "none"
             raise ParameterError(
-                str(name)[:40], f"This template has no parameter {str(name)[:40]!r}; it has "
-                f"{listed}.",
-            )  # fmt: skip
+                str(name)[:40],
+                f"This template has no parameter {str(name)[:40]!r}; it has {listed}.",
+            )
     values: dict[str, Any] = {}
     for parameter in parameters:
         value = given.get(parameter.name)

@@ -28,8 +28,9 @@ class TemplateListing:
     runs: int  # jobs started from any of its versions
 
 
-def template_list_visible_to(user, *, query: str = "", lab: Lab | None = None,
-                             visibility: str = "") -> list[TemplateListing]:  # fmt: skip
+def template_list_visible_to(
+    user, *, query: str = "", lab: Lab | None = None, visibility: str = ""
+) -> list[TemplateListing]:
     """Templates with a version the user may see, newest first; `query` searches names,
     titles and cards, `lab` and `visibility` filter."""
     versions = template_versions_visible_to(user)
@@ -40,18 +41,24 @@ def template_list_visible_to(user, *, query: str = "", lab: Lab | None = None,
     query = query.replace("\x00", "")  # PostgreSQL takes no NUL in a string
     if query:
         versions = versions.filter(
-            Q(template__name__icontains=query) | Q(title__icontains=query)
+            Q(template__name__icontains=query)
+            | Q(title__icontains=query)
             | Q(card__icontains=query)
-        )  # fmt: skip
+        )
     newest = versions.order_by("template_id", "-number").distinct("template_id")
-    counts = dict(versions.order_by().values("template_id").annotate(n=Count("pk"))
-                  .values_list("template_id", "n"))  # fmt: skip
+    counts = dict(
+        versions.order_by()
+        .values("template_id")
+        .annotate(n=Count("pk"))
+        .values_list("template_id", "n")
+    )
     runs = template_run_counts([version.template_id for version in newest])
     listings = [
-        TemplateListing(version.template, version, counts[version.template_id],
-                        runs.get(version.template_id, 0))
+        TemplateListing(
+            version.template, version, counts[version.template_id], runs.get(version.template_id, 0)
+        )
         for version in newest
-    ]  # fmt: skip
+    ]
     return sorted(listings, key=lambda listing: listing.latest.created_at, reverse=True)
 
 
@@ -59,9 +66,11 @@ def template_run_counts(template_ids: list[int]) -> dict[int, int]:
     """How many jobs each template started, all versions together."""
     return dict(
         TemplateRun.objects.filter(version__template_id__in=template_ids)
-        .order_by().values("version__template_id").annotate(n=Count("pk"))
+        .order_by()
+        .values("version__template_id")
+        .annotate(n=Count("pk"))
         .values_list("version__template_id", "n")
-    )  # fmt: skip
+    )
 
 
 def template_version_get_visible(user, reference: str) -> TemplateVersion | None:
@@ -105,8 +114,9 @@ def serving_templates_for(user, model_version: ModelVersion) -> list[TemplateVer
             made_by = visible.filter(pk=run.version_id).first()
     others = (
         visible.filter(Q(template__lab=model_version.model.lab) | Q(visibility=Visibility.SITE))
-        .order_by("template_id", "-number").distinct("template_id")
-    )  # fmt: skip
+        .order_by("template_id", "-number")
+        .distinct("template_id")
+    )
     found = [made_by] if made_by is not None else []
     return found + [v for v in others if made_by is None or v.template_id != made_by.template_id]
 

@@ -51,9 +51,14 @@ MAX_TITLE_CHARACTERS = 120
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 # What a template sets of a job's resources, with the JobSpec defaults students get.
 RESOURCE_DEFAULTS: dict[str, Any] = {
-    "gpus": 0, "gpu_memory_gb": None, "cpus": 1, "memory_mb": 2048, "disk_mb": 4096,
-    "max_runtime_s": None, "output_paths": ["outputs"],
-}  # fmt: skip
+    "gpus": 0,
+    "gpu_memory_gb": None,
+    "cpus": 1,
+    "memory_mb": 2048,
+    "disk_mb": 4096,
+    "max_runtime_s": None,
+    "output_paths": ["outputs"],
+}
 _WHOLE = ("gpus", "cpus", "memory_mb", "disk_mb", "max_runtime_s")
 
 
@@ -81,8 +86,11 @@ def resources_parse(raw: Mapping[str, Any] | None) -> dict[str, Any]:
     given = dict(raw or {})
     unknown = set(given) - set(RESOURCE_DEFAULTS)
     if unknown:
-        raise TemplateError("resources", f"Unknown resource {sorted(unknown)[0][:40]!r}; "
-                            f"a template sets {', '.join(RESOURCE_DEFAULTS)}.")  # fmt: skip
+        raise TemplateError(
+            "resources",
+            f"Unknown resource {sorted(unknown)[0][:40]!r}; "
+            f"a template sets {', '.join(RESOURCE_DEFAULTS)}.",
+        )
     resources = dict(RESOURCE_DEFAULTS)
     for key, value in given.items():
         if value is None or value == "":
@@ -151,15 +159,19 @@ def _check_project(upload, entry_command: str) -> str:
             raise TemplateError("entry_command", f"The project has no {script}.")
         return safe_archive_name(name)
     if not name.lower().endswith(".py"):
-        raise TemplateError("project", "Upload a Python script (.py) or a project archive "
-                                       "(.zip, .tar.gz).")  # fmt: skip
+        raise TemplateError(
+            "project", "Upload a Python script (.py) or a project archive (.zip, .tar.gz)."
+        )
     if (upload.size or 0) > settings.MAX_SCRIPT_MB * 1024 * 1024:
-        raise TemplateError("project", f"The script is larger than {settings.MAX_SCRIPT_MB} "
-                                       "MB; make it a project archive.")  # fmt: skip
+        raise TemplateError(
+            "project",
+            f"The script is larger than {settings.MAX_SCRIPT_MB} MB; make it a project archive.",
+        )
     stored = safe_script_name(name)
     if script != stored:
-        raise TemplateError("entry_command", f"The project is {stored}: start it, e.g. "
-                                             f"python {stored}.")  # fmt: skip
+        raise TemplateError(
+            "entry_command", f"The project is {stored}: start it, e.g. python {stored}."
+        )
     return stored
 
 
@@ -189,16 +201,27 @@ def template_publish(
         _check_visible(user, project_from)
         with _project_file(project_from) as kept:
             return template_publish(
-                user=user, lab=lab, name=name, title=title, project=kept,
-                entry_command=entry_command, card=card, visibility=visibility,
-                serve_command=serve_command, software=software, datasets=datasets,
-                models=models, resources=resources, parameters=parameters,
-            )  # fmt: skip
+                user=user,
+                lab=lab,
+                name=name,
+                title=title,
+                project=kept,
+                entry_command=entry_command,
+                card=card,
+                visibility=visibility,
+                serve_command=serve_command,
+                software=software,
+                datasets=datasets,
+                models=models,
+                resources=resources,
+                parameters=parameters,
+            )
     if lab is None or not template_may_publish(user, lab):
         raise TemplateError("lab", "Only a lab's leads (and admins) publish its templates.")
     if not re.fullmatch(TEMPLATE_NAME_PATTERN, name or ""):
-        raise TemplateError("name", f"{str(name)[:100]!r} cannot be a template's name. "
-                                    f"{TEMPLATE_NAME_HELP}")  # fmt: skip
+        raise TemplateError(
+            "name", f"{str(name)[:100]!r} cannot be a template's name. {TEMPLATE_NAME_HELP}"
+        )
     title = _one_line("title", title, limit=MAX_TITLE_CHARACTERS)
     if visibility not in Visibility.values:
         raise TemplateError("visibility", "Choose private, lab or site.")
@@ -220,15 +243,23 @@ def template_publish(
         except JobSubmissionError as exc:
             raise TemplateError("serve_command", exc.message) from None
         if not is_archive(project_name) and served != project_name:
-            raise TemplateError("serve_command", f"A single-script project serves with its "
-                                                 f"own script: python {project_name}.")  # fmt: skip
+            raise TemplateError(
+                "serve_command",
+                f"A single-script project serves with its own script: python {project_name}.",
+            )
     datasets = [str(d).strip() for d in datasets or [] if str(d).strip()]
     models = [str(m).strip() for m in models or [] if str(m).strip()]
     defaults = {p.name: p.default for p in defined if p.default is not None}
     delivery = values_delivery(defined, defaults)
-    spec = JobSpec(name=title, entry_command=entry_command, arguments=delivery.arguments,
-                   environment=delivery.environment, software=software.strip() or None,
-                   lab_id=lab.pk, **resources)  # fmt: skip
+    spec = JobSpec(
+        name=title,
+        entry_command=entry_command,
+        arguments=delivery.arguments,
+        environment=delivery.environment,
+        software=software.strip() or None,
+        lab_id=lab.pk,
+        **resources,
+    )
     try:
         job_validate_request(user=user, spec=spec)
         data_prepare(user=user, references=datasets)
@@ -244,15 +275,29 @@ def template_publish(
         )
         number = (template.versions.aggregate(n=Max("number"))["n"] or 0) + 1
         version = TemplateVersion.objects.create(
-            template=template, number=number, title=title, card=card or "",
-            visibility=visibility, project_name=project_name, project_sha256=digest.sha256,
-            project_size=digest.size_bytes, entry_command=entry_command,
-            serve_command=serve_command, software=software.strip(), datasets=datasets,
-            input_models=models, resources=resources, parameters=parameters_to_json(defined),
+            template=template,
+            number=number,
+            title=title,
+            card=card or "",
+            visibility=visibility,
+            project_name=project_name,
+            project_sha256=digest.sha256,
+            project_size=digest.size_bytes,
+            entry_command=entry_command,
+            serve_command=serve_command,
+            software=software.strip(),
+            datasets=datasets,
+            input_models=models,
+            resources=resources,
+            parameters=parameters_to_json(defined),
             published_by=user,
-        )  # fmt: skip
-        audit_record(action="template.publish", actor=user, target=template,
-                     detail=f"{version.reference} project sha256:{digest.sha256}")  # fmt: skip
+        )
+        audit_record(
+            action="template.publish",
+            actor=user,
+            target=template,
+            detail=f"{version.reference} project sha256:{digest.sha256}",
+        )
     return version
 
 
@@ -265,8 +310,9 @@ def _project_file(version: TemplateVersion) -> File:
     try:
         handle = open(storage.archive_path(version.project_sha256), "rb")  # noqa: SIM115
     except FileNotFoundError:
-        raise TemplateError("template", f"{version.reference}'s project is no longer "
-                                        "stored; ask its lab's leads.") from None  # fmt: skip
+        raise TemplateError(
+            "template", f"{version.reference}'s project is no longer stored; ask its lab's leads."
+        ) from None
     return File(handle, name=version.project_name)
 
 
@@ -275,21 +321,28 @@ def _start(version: TemplateVersion, *, entry_command: str, arguments: list[str]
     entry command's arguments ahead of the parameters'."""
     if is_archive(version.project_name):
         return {"entry_command": entry_command, "arguments": arguments}
-    return {"entry_command": None,
-            "arguments": [*parse_entry_command(entry_command)[1], *arguments]}  # fmt: skip
+    return {
+        "entry_command": None,
+        "arguments": [*parse_entry_command(entry_command)[1], *arguments],
+    }
 
 
-def _submit(*, user, version: TemplateVersion, spec: JobSpec, parameters: dict,
-            purpose: str, values: dict) -> Job:  # fmt: skip
+def _submit(
+    *, user, version: TemplateVersion, spec: JobSpec, parameters: dict, purpose: str, values: dict
+) -> Job:
     project = _project_file(version)
     try:
         with transaction.atomic():
             job = job_submit(user=user, spec=spec, script=project, parameters=parameters)
-            TemplateRun.objects.create(version=version, job=job, user=user, values=values,
-                                       purpose=purpose)  # fmt: skip
-            audit_record(action=f"template.{'serve' if purpose == 'serve' else 'run'}",
-                         actor=user, target=job,
-                         detail=f"{version.reference}; values {parameters}")  # fmt: skip
+            TemplateRun.objects.create(
+                version=version, job=job, user=user, values=values, purpose=purpose
+            )
+            audit_record(
+                action=f"template.{'serve' if purpose == 'serve' else 'run'}",
+                actor=user,
+                target=job,
+                detail=f"{version.reference}; values {parameters}",
+            )
     finally:
         project.close()
     return job
@@ -317,19 +370,27 @@ def template_run(
     name = _one_line("name", name, limit=200, needed=False) or version.title
     delivery = values_delivery(defined, typed)
     spec = JobSpec(
-        name=name, environment=delivery.environment, software=version.software or None,
+        name=name,
+        environment=delivery.environment,
+        software=version.software or None,
         datasets=list(dict.fromkeys([*version.datasets, *delivery.datasets])),
-        models=list(version.input_models), lab_id=lab_id, **version.resources,
+        models=list(version.input_models),
+        lab_id=lab_id,
+        **version.resources,
         **_start(version, entry_command=version.entry_command, arguments=delivery.arguments),
-    )  # fmt: skip
-    return _submit(user=user, version=version, spec=spec, parameters=typed, purpose="train",
-                   values=typed)  # fmt: skip
+    )
+    return _submit(
+        user=user, version=version, spec=spec, parameters=typed, purpose="train", values=typed
+    )
 
 
 def model_serve(
-    *, user, model_version: ModelVersion, template_version: TemplateVersion,
+    *,
+    user,
+    model_version: ModelVersion,
+    template_version: TemplateVersion,
     lab_id: int | None = None,
-) -> Job:  # fmt: skip
+) -> Job:
     """A live session that serves the model with the template's serve command: the model
     is its only input, at models/NAME/ (also in NIGHTSHIFT_PARAMETERS as model_dir), and
     its endpoint is reached through the portal with the user's login or a live token."""
@@ -337,15 +398,23 @@ def model_serve(
     if not model_versions_visible_to(user).filter(pk=model_version.pk).exists():
         raise TemplateError("model", "No such model version that you may use.")
     if not template_version.serve_command:
-        raise TemplateError("template", f"{template_version.reference} declares no serve "
-                                        "command.")  # fmt: skip
+        raise TemplateError("template", f"{template_version.reference} declares no serve command.")
     folder = f"{MODELS_FOLDER}/{model_version.model.name}"
     spec = JobSpec(
-        name=f"Serve {model_version.reference}", software=template_version.software or None,
-        models=[model_version.reference], live_services=["serve"], lab_id=lab_id,
+        name=f"Serve {model_version.reference}",
+        software=template_version.software or None,
+        models=[model_version.reference],
+        live_services=["serve"],
+        lab_id=lab_id,
         **template_version.resources,
         **_start(template_version, entry_command=template_version.serve_command, arguments=[]),
-    )  # fmt: skip
+    )
     parameters = {"model": model_version.reference, "model_dir": folder}
-    return _submit(user=user, version=template_version, spec=spec, parameters=parameters,
-                   purpose="serve", values=parameters)  # fmt: skip
+    return _submit(
+        user=user,
+        version=template_version,
+        spec=spec,
+        parameters=parameters,
+        purpose="serve",
+        values=parameters,
+    )

@@ -22,9 +22,13 @@ def job_rerun(*, job: Job, user) -> Job:
     parameters included, as a job of its own). The new job records what it reproduces."""
     spec = job_spec_of(job)
     return job_submit(
-        user=user, spec=dataclasses.replace(spec, name=_rerun_name(job.name)), copy_from=job,
-        parameters=job.parameters or None, seed=job.seed, reproduces=job,
-    )  # fmt: skip
+        user=user,
+        spec=dataclasses.replace(spec, name=_rerun_name(job.name)),
+        copy_from=job,
+        parameters=job.parameters or None,
+        seed=job.seed,
+        reproduces=job,
+    )
 
 
 def _rerun_name(name: str) -> str:
@@ -35,30 +39,44 @@ def _rerun_name(name: str) -> str:
 def job_hold(*, job: Job, user) -> Job:
     """Pause a queued or running job in HTCondor until it is released."""
     return _act_on_job(
-        job, user, "hold", allowed=(JobState.IDLE, JobState.RUNNING, JobState.SUSPENDED),
+        job,
+        user,
+        "hold",
+        allowed=(JobState.IDLE, JobState.RUNNING, JobState.SUSPENDED),
         refusal="Only a waiting or running job can be held.",
-        reason=f"Held by {user.get_username()} from Nightshift", kind="hold requested",
+        reason=f"Held by {user.get_username()} from Nightshift",
+        kind="hold requested",
         detail=f"Held by {user.get_username()}",
-    )  # fmt: skip
+    )
 
 
 def job_release(*, job: Job, user) -> Job:
     """Let a held job run again."""
     return _act_on_job(
-        job, user, "release", allowed=(JobState.HELD,), refusal="Only a held job can be released.",
-        reason="", kind="release requested", detail=f"Released by {user.get_username()}",
-    )  # fmt: skip
+        job,
+        user,
+        "release",
+        allowed=(JobState.HELD,),
+        refusal="Only a held job can be released.",
+        reason="",
+        kind="release requested",
+        detail=f"Released by {user.get_username()}",
+    )
 
 
 def job_vacate(*, job: Job, user) -> Job:
     """Move a running job off its workstation, as its owner's return would: SIGTERM, time to
     checkpoint, then the next free workstation. For admins freeing a machine."""
     return _act_on_job(
-        job, user, "vacate", allowed=(JobState.RUNNING,),
-        refusal="Only a running job can be moved off its workstation.", reason="",
+        job,
+        user,
+        "vacate",
+        allowed=(JobState.RUNNING,),
+        refusal="Only a running job can be moved off its workstation.",
+        reason="",
         kind="vacate requested",
         detail=f"Moved off {job.workstation or 'its workstation'} by {user.get_username()}",
-    )  # fmt: skip
+    )
 
 
 def _act_on_job(job, user, action, *, allowed, refusal, reason, kind, detail) -> Job:

@@ -25,8 +25,16 @@ class JobEventInline(admin.TabularInline):
 
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
-    list_display = ("name", "owner", "lab", "state", "gpus", "condor_id", "workstation",
-                    "created_at")  # fmt: skip
+    list_display = (
+        "name",
+        "owner",
+        "lab",
+        "state",
+        "gpus",
+        "condor_id",
+        "workstation",
+        "created_at",
+    )
     list_filter = ("state", "lab", ("owner", admin.RelatedOnlyFieldListFilter), "created_at")
     list_select_related = ("owner", "lab")
     date_hierarchy = "created_at"
@@ -70,8 +78,11 @@ class JobAdmin(admin.ModelAdmin):
         context = {
             **self.admin_site.each_context(request),
             "title": f"HTCondor job ad of {job.name} ({job.condor_id})",
-            "job": job, "ad": ad, "error": error, "opts": self.model._meta,
-        }  # fmt: skip
+            "job": job,
+            "ad": ad,
+            "error": error,
+            "opts": self.model._meta,
+        }
         return TemplateResponse(request, "admin/jobs/job/condor_ad.html", context)
 
     def _act(self, request, queryset, service, done: str) -> None:

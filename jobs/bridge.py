@@ -28,12 +28,13 @@ class BridgeSettings:
         the collector's only schedd), where every job went before there were several."""
         spool = schedd in settings.CONDOR_SPOOL_SCHEDDS
         return cls(
-            kind=settings.CONDOR_BRIDGE, collector=settings.CONDOR_COLLECTOR,
+            kind=settings.CONDOR_BRIDGE,
+            collector=settings.CONDOR_COLLECTOR,
             schedd_name=schedd or settings.CONDOR_SCHEDD_NAME,
             token_dir=str(settings.CONDOR_TOKEN_DIR),
             mode=FileMode.SPOOL if spool else FileMode(settings.CONDOR_FILE_MODE),
             instance=settings.NIGHTSHIFT_INSTANCE,
-        )  # fmt: skip
+        )
 
 
 def get_bridge(schedd: str = ""):
@@ -53,14 +54,22 @@ def bridge_for(chosen: BridgeSettings):
     if chosen.kind == "fake":
         from condor_bridge.fake import FakeBridge
 
-        return FakeBridge(mode=chosen.mode, instance=chosen.instance, observer=schedd_call_done,
-                          schedd_name=chosen.schedd_name)  # fmt: skip
+        return FakeBridge(
+            mode=chosen.mode,
+            instance=chosen.instance,
+            observer=schedd_call_done,
+            schedd_name=chosen.schedd_name,
+        )
     from condor_bridge.schedd import HTCondorBridge
 
     return HTCondorBridge(
-        collector=chosen.collector, schedd_name=chosen.schedd_name, token_dir=chosen.token_dir,
-        mode=chosen.mode, instance=chosen.instance, observer=schedd_call_done,
-    )  # fmt: skip
+        collector=chosen.collector,
+        schedd_name=chosen.schedd_name,
+        token_dir=chosen.token_dir,
+        mode=chosen.mode,
+        instance=chosen.instance,
+        observer=schedd_call_done,
+    )
 
 
 # A fresh bridge next time (a test's fresh fake, or the pool after a restart).

@@ -12,28 +12,37 @@ from labs.models import Lab
 
 class JobSubmitForm(forms.Form):
     name = forms.CharField(
-        label="Job name", max_length=200, required=False,
+        label="Job name",
+        max_length=200,
+        required=False,
         help_text="A name you will recognise, e.g. “resnet18 lr 0.1”. Left empty, the job is "
         "named after its file.",
-    )  # fmt: skip
+    )
     lab = forms.ModelChoiceField(
-        label="Lab", queryset=Lab.objects.none(), required=False, empty_label=None,
+        label="Lab",
+        queryset=Lab.objects.none(),
+        required=False,
+        empty_label=None,
         help_text="The lab whose quota and fair share the job counts against.",
-    )  # fmt: skip
+    )
     script = forms.FileField(
-        label="Training script or project", required=False,
+        label="Training script or project",
+        required=False,
         help_text="A Python file (.py), or a project archive (.zip, .tar.gz). A project with a "
         "requirements.txt at its top gets those packages installed first.",
-    )  # fmt: skip
+    )
     requirements = forms.FileField(
-        label="requirements.txt (optional)", required=False,
+        label="requirements.txt (optional)",
+        required=False,
         help_text="For a single script: packages pip installs into a virtual environment "
         "before it runs. A project keeps its requirements.txt in the archive.",
-    )  # fmt: skip
+    )
     entry_command = forms.CharField(
-        label="Entry command", required=False, max_length=4096,
+        label="Entry command",
+        required=False,
+        max_length=4096,
         help_text="For a project: how to start it, e.g. python train.py --epochs 10.",
-    )  # fmt: skip
+    )
     # Set when cloning: the script is copied from this earlier job unless a new one is chosen.
     source_job = forms.UUIDField(required=False, widget=forms.HiddenInput)
     # Set after a form error: the file chosen last time, kept so it need not be chosen again.
@@ -46,78 +55,110 @@ class JobSubmitForm(forms.Form):
         "e.g. --epochs=10.",
     )
     software_environment = forms.CharField(
-        label="Software environment", required=False, max_length=120, widget=forms.Select,
+        label="Software environment",
+        required=False,
+        max_length=120,
+        widget=forms.Select,
         help_text="Packages installed once on each workstation and reused: the site's, your "
         "lab's or your own environments. Or leave this as it is and add a requirements.txt.",
-    )  # fmt: skip
+    )
     datasets = forms.MultipleChoiceField(
-        label="Datasets", required=False, widget=forms.CheckboxSelectMultiple,
+        label="Datasets",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
         help_text="Each appears read-only in the job at datasets/NAME/ "
-        "(nightshift.dataset_path(\"NAME\")). It is fetched once per workstation and reused "
+        '(nightshift.dataset_path("NAME")). It is fetched once per workstation and reused '
         "by every later job there.",
-    )  # fmt: skip
+    )
     models = forms.MultipleChoiceField(
-        label="Published models", required=False, widget=forms.CheckboxSelectMultiple,
+        label="Published models",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
         help_text="To fine-tune or evaluate: each appears read-only in the job at "
-        "models/NAME/ (nightshift.model_path(\"NAME\")), fetched as datasets are.",
-    )  # fmt: skip
+        'models/NAME/ (nightshift.model_path("NAME")), fetched as datasets are.',
+    )
     keep_outputs = forms.CharField(
-        label="Outputs to keep", required=False, initial="outputs", max_length=1000,
+        label="Outputs to keep",
+        required=False,
+        initial="outputs",
+        max_length=1000,
         help_text="Files or folders at the top of the job's folder, separated by commas. "
         "By default everything the job writes under outputs/ is kept.",
-    )  # fmt: skip
+    )
     # Rendered as key/value rows (inputs env_key and env_value); errors attach here.
     environment = forms.CharField(
-        label="Environment variables", required=False, widget=forms.HiddenInput,
+        label="Environment variables",
+        required=False,
+        widget=forms.HiddenInput,
         help_text="Set for your script, e.g. WANDB_MODE = offline.",
-    )  # fmt: skip
+    )
     gpus = forms.IntegerField(
-        label="GPUs", min_value=0, max_value=MAX_GPUS, initial=1,
+        label="GPUs",
+        min_value=0,
+        max_value=MAX_GPUS,
+        initial=1,
         help_text="How many GPUs on one workstation. 0 runs on CPUs only.",
-    )  # fmt: skip
+    )
     gpu_memory_gb = forms.FloatField(
-        label="Minimum GPU memory (GB)", required=False, min_value=0.1,
+        label="Minimum GPU memory (GB)",
+        required=False,
+        min_value=0.1,
         max_value=MAX_GPU_MEMORY_GB,
         help_text="Each GPU must have at least this much memory. Leave empty for any.",
-    )  # fmt: skip
+    )
     gpu_capability = forms.FloatField(
-        label="Minimum compute capability", required=False, min_value=1.0, max_value=20.0,
+        label="Minimum compute capability",
+        required=False,
+        min_value=1.0,
+        max_value=20.0,
         help_text="Only for code that needs newer GPUs, e.g. 7.0 for bfloat16 tensor cores. "
         "Leave empty for any.",
-    )  # fmt: skip
+    )
     cpus = forms.IntegerField(
-        label="CPUs", min_value=1, max_value=MAX_CPUS, initial=1,
+        label="CPUs",
+        min_value=1,
+        max_value=MAX_CPUS,
+        initial=1,
         help_text="CPU cores for data loading and the rest of your script.",
-    )  # fmt: skip
+    )
     memory_gb = forms.FloatField(
-        label="Memory (GB)", min_value=0.125, max_value=1024, initial=2,
+        label="Memory (GB)",
+        min_value=0.125,
+        max_value=1024,
+        initial=2,
         help_text="Main memory for your script.",
-    )  # fmt: skip
+    )
 
     max_runtime_minutes = forms.IntegerField(
-        label="Maximum runtime (minutes)", required=False, min_value=1,
+        label="Maximum runtime (minutes)",
+        required=False,
+        min_value=1,
         max_value=MAX_RUNTIME_S // 60,
         help_text="HTCondor holds the job if it runs longer. Leave empty for no limit.",
-    )  # fmt: skip
+    )
 
     finish_by = forms.DateTimeField(
-        label="Finish by", required=False,
+        label="Finish by",
+        required=False,
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
         help_text="Optional, in the campus time zone: the portal says whether that is likely, "
         "and your lab's jobs with deadlines go ahead of its others, the earliest first.",
-    )  # fmt: skip
+    )
 
     live_services = forms.MultipleChoiceField(
-        label="While it runs", required=False, widget=forms.CheckboxSelectMultiple,
+        label="While it runs",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
         choices=LIVE_SERVICE_CHOICES,
         help_text="Reached through the portal, by you alone unless you share it. TensorBoard "
         "needs tensorboard in the job's environment and reads nightshift.tensorboard_dir(); "
         "a served endpoint binds 127.0.0.1:$NIGHTSHIFT_SERVE_PORT (nightshift.serve_port()).",
-    )  # fmt: skip
+    )
     notify_by_email = forms.BooleanField(
-        label="Email me when it completes, fails or is held", required=False,
+        label="Email me when it completes, fails or is held",
+        required=False,
         help_text="Sent to the address on your account.",
-    )  # fmt: skip
+    )
 
     def __init__(
         self, *args, user=None, staged_names: dict[str, str] | None = None, **kwargs

@@ -77,13 +77,15 @@ class InputCatalogues:
         if not self._catalogues:
             raise JobSubmissionError(self.field, self.none_offered)
         if len(references) > self.limit:
-            raise JobSubmissionError(self.field, f"A job may use at most {self.limit} "
-                                                 f"{self.field}.")  # fmt: skip
+            raise JobSubmissionError(
+                self.field, f"A job may use at most {self.limit} {self.field}."
+            )
         return self._catalogues[0].prepare(user=user, references=list(references))
 
 
-DATASET_CATALOGUES = InputCatalogues("datasets", limit=MAX_DATASETS_PER_JOB,
-                                     none_offered="This portal offers no datasets.")  # fmt: skip
+DATASET_CATALOGUES = InputCatalogues(
+    "datasets", limit=MAX_DATASETS_PER_JOB, none_offered="This portal offers no datasets."
+)
 
 
 def data_catalogue_register(catalogue: DataCatalogue) -> None:

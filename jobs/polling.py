@@ -235,9 +235,10 @@ class StatusPollMiddleware:
         sample = uuid.UUID(int=0)
         prefix, suffix = reverse("jobs:status", args=[sample]).split(str(sample))
         self.path = re.compile(
-            re.escape(prefix) + r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
+            re.escape(prefix)
+            + r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"
             + re.escape(suffix)
-        )  # fmt: skip
+        )
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         return self.answer(request) or self.get_response(request)

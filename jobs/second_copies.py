@@ -89,13 +89,28 @@ def second_copies_remove(copies: list[tuple[Job, str, JobObservation]]) -> int:
         try:
             get_bridge(schedd).act("remove", ad.cluster_id, ad.proc_id, reason=detail[:200])
         except BridgeError as exc:
-            logger.warning("could not remove the second copy %s.%s of job %s from %s: %s",
-                           ad.cluster_id, ad.proc_id, job.public_id, schedd, exc)  # fmt: skip
+            logger.warning(
+                "could not remove the second copy %s.%s of job %s from %s: %s",
+                ad.cluster_id,
+                ad.proc_id,
+                job.public_id,
+                schedd,
+                exc,
+            )
             continue
-        logger.warning("removed the second copy %s.%s of job %s from %s",
-                       ad.cluster_id, ad.proc_id, job.public_id, schedd)  # fmt: skip
+        logger.warning(
+            "removed the second copy %s.%s of job %s from %s",
+            ad.cluster_id,
+            ad.proc_id,
+            job.public_id,
+            schedd,
+        )
         job_event_record(job, "second copy removed", detail)
-        audit_record(action="job.second_copy_remove", actor=None, target=job,
-                     detail=f"{schedd} {ad.cluster_id}.{ad.proc_id}")  # fmt: skip
+        audit_record(
+            action="job.second_copy_remove",
+            actor=None,
+            target=job,
+            detail=f"{schedd} {ad.cluster_id}.{ad.proc_id}",
+        )
         removed += 1
     return removed

@@ -322,10 +322,12 @@ def pool_overview() -> PoolOverview:
         Job.objects.filter(state=JobState.RUNNING).values_list("workstation", flat=True)
     )
     gpus_in_use = {
-        name: sum(job.request.get("gpus") or 0 for job in Job.objects.filter(
-            state=JobState.RUNNING, workstation=name).only("request"))
+        name: sum(
+            job.request.get("gpus") or 0
+            for job in Job.objects.filter(state=JobState.RUNNING, workstation=name).only("request")
+        )
         for name in running
-    }  # fmt: skip
+    }
     views = []
     for machine in machines:
         if machine.state == "Owner":
@@ -343,12 +345,18 @@ def pool_overview() -> PoolOverview:
     week_ago = timezone.now() - timedelta(days=7)
     for gone in Workstation.objects.exclude(name__in=current).filter(last_seen_at__gte=week_ago):
         machine = PoolMachine(
-            name=gone.name, state="Offline", total_cpus=gone.total_cpus, free_cpus=0,
-            total_memory_mb=gone.total_memory_mb, free_memory_mb=0,
-            total_gpus=gone.total_gpus, free_gpus=0,
+            name=gone.name,
+            state="Offline",
+            total_cpus=gone.total_cpus,
+            free_cpus=0,
+            total_memory_mb=gone.total_memory_mb,
+            free_memory_mb=0,
+            total_gpus=gone.total_gpus,
+            free_gpus=0,
             gpu=GpuModel(gone.gpu_name, gone.gpu_memory_mb, gone.gpu_capability)
-            if gone.gpu_name else None,
-        )  # fmt: skip
+            if gone.gpu_name
+            else None,
+        )
         label = f"Offline (last seen {timesince(gone.last_seen_at)} ago)"
         views.append(WorkstationView(machine, "offline", label, 0))
     views.sort(key=lambda view: view.machine.name)
@@ -483,9 +491,12 @@ def reproduction_of(job: Job) -> Reproduction | None:
     )
     compare("seed", original.seed, job.seed)
     ignored = ("seed",)
-    compare("settings", {k: v for k, v in original.request.items() if k not in ignored},
-            {k: v for k, v in job.request.items() if k not in ignored},
-            show=lambda request: json.dumps(request, sort_keys=True)[:300])  # fmt: skip
+    compare(
+        "settings",
+        {k: v for k, v in original.request.items() if k not in ignored},
+        {k: v for k, v in job.request.items() if k not in ignored},
+        show=lambda request: json.dumps(request, sort_keys=True)[:300],
+    )
     if original.submit_description and job.submit_description:
         compare(
             "submit description",

@@ -133,8 +133,9 @@ def install_helpers_linked(first: Path, directories: list[Path]) -> None:
     thousand runs spends its time in these file system calls."""
     source = os.fspath(first / HELPER_DIR)
     shared = [name for _, name in HELPER_FILES]
-    shared += [name for name in (LOCK_FILE, ENVIRONMENT_FILE)
-               if os.path.isfile(os.path.join(source, name))]  # fmt: skip
+    shared += [
+        name for name in (LOCK_FILE, ENVIRONMENT_FILE) if os.path.isfile(os.path.join(source, name))
+    ]
     has_datasets = os.path.isfile(os.path.join(source, DATASETS_MANIFEST))
     uid = settings.JOB_DIR_UID
     for directory in directories:
@@ -230,9 +231,10 @@ def _stage_archive(directory: Path, archive: Path, entry_command: str) -> Staged
         files = {m.name for m in members if not m.is_dir}
         if script_name not in files:
             raise JobSubmissionError(
-                "entry_command", f"The archive has no {script_name}; it has "
-                f"{', '.join(sorted(f for f in files if f.endswith('.py'))[:5]) or 'no .py file'}."
-            )  # fmt: skip
+                "entry_command",
+                f"The archive has no {script_name}; it has "
+                f"{', '.join(sorted(f for f in files if f.endswith('.py'))[:5]) or 'no .py file'}.",
+            )
         extract_archive(archive, directory, archive_limits())
     except ArchiveError as exc:
         raise JobSubmissionError("script", str(exc)) from None
@@ -261,29 +263,35 @@ def stage_files(
     if user is None:
         return staged
     prepared = software_prepare(
-        user=user, spec=spec, directory=directory,
+        user=user,
+        spec=spec,
+        directory=directory,
         has_requirements_file=staged.install_requirements,
-    )  # fmt: skip
+    )
     if prepared is not None:
         staged = dataclasses.replace(
             staged,
             install_requirements=staged.install_requirements or prepared.lock is not None,
-            source={**staged.source, "environment": prepared.record} if prepared.record
+            source={**staged.source, "environment": prepared.record}
+            if prepared.record
             else staged.source,
             software=dataclasses.asdict(prepared),
-        )  # fmt: skip
+        )
     datasets = data_prepare(user=user, references=list(spec.datasets))
     models = model_prepare(user=user, references=list(spec.models))
     if not datasets and not models:
         return staged
-    for field, folder, records in (("datasets", DATASETS_FOLDER, datasets),
-                                   ("models", MODELS_FOLDER, models)):  # fmt: skip
+    for field, folder, records in (
+        ("datasets", DATASETS_FOLDER, datasets),
+        ("models", MODELS_FOLDER, models),
+    ):
         for record in records:
             if os.path.lexists(directory / folder / record["name"]):
                 raise JobSubmissionError(
-                    field, f"The project has its own {folder}/{record['name']}, where the "
+                    field,
+                    f"The project has its own {folder}/{record['name']}, where the "
                     f"{field[:-1]} {record['name']} goes: rename that folder.",
-                )  # fmt: skip
+                )
     source = dict(staged.source)
     if datasets:
         source["datasets"] = datasets

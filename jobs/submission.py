@@ -125,11 +125,13 @@ def job_validate_runs(
             check_text("name", spec.name, max_length=200)
             if spec.entry_command:
                 check_text("entry_command", spec.entry_command, max_length=4096)
-            requests.append(request_from_json(
-                request_fields(spec, script_name=script_name, user=user, lab=lab),
-                job_id="validation",
-                job_dir=str(settings.JOBS_DIR),
-            ))  # fmt: skip
+            requests.append(
+                request_from_json(
+                    request_fields(spec, script_name=script_name, user=user, lab=lab),
+                    job_id="validation",
+                    job_dir=str(settings.JOBS_DIR),
+                )
+            )
         except InvalidJobRequest as exc:
             raise JobSubmissionError(exc.field, exc.message) from exc
     return requests
@@ -143,9 +145,10 @@ def check_deadline(spec: JobSpec) -> None:
     if spec.max_runtime_s and now + timedelta(seconds=spec.max_runtime_s) > spec.finish_by:
         ends = timezone.localtime(now + timedelta(seconds=spec.max_runtime_s))
         raise JobSubmissionError(
-            "finish_by", f"It cannot finish by then: its maximum runtime alone, started now, "
+            "finish_by",
+            f"It cannot finish by then: its maximum runtime alone, started now, "
             f"ends at {ends:%a %d %b %H:%M}.",
-        )  # fmt: skip
+        )
 
 
 PREVIEW_JOB_ID = "00000000-0000-4000-8000-000000000000"
@@ -203,9 +206,10 @@ def check_may_submit(user, *, script, copy_from: Job | None) -> None:
         raise SubmissionsPaused("drain", paused)
     if not account_approved(user):
         raise AccountNotApproved(
-            "account", "Your account waits for approval by a lab lead or an administrator; "
+            "account",
+            "Your account waits for approval by a lab lead or an administrator; "
             "you can submit jobs once it is approved.",
-        )  # fmt: skip
+        )
     if copy_from is not None and copy_from.owner_id != user.pk:
         raise JobSubmissionError("script", "That job is not yours to copy.")
     if copy_from is None and script is None:
@@ -244,28 +248,46 @@ def job_submit(
                 f"{summary.reason} Change the request so that a workstation can run it.",
             )
 
-    job = Job(owner=user, name=spec.name.strip(), notify_by_email=spec.notify_by_email,
-              lab=lab, gpus=spec.gpus, parameters=parameters or {},
-              reproduces=reproduces, schedd=schedd_choose(lab=lab))  # fmt: skip
+    job = Job(
+        owner=user,
+        name=spec.name.strip(),
+        notify_by_email=spec.notify_by_email,
+        lab=lab,
+        gpus=spec.gpus,
+        parameters=parameters or {},
+        reproduces=reproduces,
+        schedd=schedd_choose(lab=lab),
+    )
     job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
     directory = job.directory
     directory.mkdir(parents=True, exist_ok=False)
     try:
-        staged = stage_files(directory, spec=spec, script=script, copy_from=copy_from,
-                             requirements=requirements, user=user)  # fmt: skip
+        staged = stage_files(
+            directory,
+            spec=spec,
+            script=script,
+            copy_from=copy_from,
+            requirements=requirements,
+            user=user,
+        )
         job.source = {**staged.source, "sha256": content_hashes(directory, staged)}
         environment = dict(spec.environment)
         if parameters:
             environment[PARAMETERS_VARIABLE] = json.dumps(parameters)
         job.request = request_fields(
-            dataclasses.replace(spec, arguments=[*staged.entry_arguments, *spec.arguments],
-                                environment=environment),
-            script_name=staged.script_name, user=user,
-            input_files=staged.input_files, install_requirements=staged.install_requirements,
-            lab=lab, remove_after_s=_check_quota(user, lab, spec),
-            seed=new_seed() if seed is None else seed, software=staged.software,
+            dataclasses.replace(
+                spec, arguments=[*staged.entry_arguments, *spec.arguments], environment=environment
+            ),
+            script_name=staged.script_name,
+            user=user,
+            input_files=staged.input_files,
+            install_requirements=staged.install_requirements,
+            lab=lab,
+            remove_after_s=_check_quota(user, lab, spec),
+            seed=new_seed() if seed is None else seed,
+            software=staged.software,
             datasets=staged.datasets,
-        )  # fmt: skip
+        )
         try:
             job_request_of(job)
         except InvalidJobRequest as exc:
@@ -279,8 +301,12 @@ def job_submit(
             _check_quota(user, lab, spec)
             job.save()
             job_event_record(job, "created", staged.origin, actor=user)
-            audit_record(action="job.submit", actor=user, target=job,
-                         detail=f"{staged.origin}; lab {lab.name if lab else 'none'}")  # fmt: skip
+            audit_record(
+                action="job.submit",
+                actor=user,
+                target=job,
+                detail=f"{staged.origin}; lab {lab.name if lab else 'none'}",
+            )
             job_pk = job.pk
             transaction.on_commit(lambda: job_enqueue_submit(job_pk))
     except BaseException:

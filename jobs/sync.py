@@ -112,9 +112,10 @@ UNREAD_FIELDS = ("submit_description", "source", "parameters", "last_error")
 # What it reads: every other field, the request only for a batch where a job may have been
 # evicted (whether it is a notebook session); a field not read loads if something asks.
 READ_FIELDS = tuple(
-    model_field.name for model_field in Job._meta.concrete_fields
+    model_field.name
+    for model_field in Job._meta.concrete_fields
     if model_field.name not in UNREAD_FIELDS and model_field.name != "request"
-)  # fmt: skip
+)
 
 
 def jobs_apply_observations(
@@ -133,11 +134,14 @@ def jobs_apply_observations(
     run that ended shown running again). The next sync, asking afresh, brings it in line.
     """
     pks = sorted(observations)
-    batches = [{pk: observations[pk] for pk in pks[start : start + APPLY_BATCH]}
-               for start in range(0, len(pks), APPLY_BATCH)]  # fmt: skip
+    batches = [
+        {pk: observations[pk] for pk in pks[start : start + APPLY_BATCH]}
+        for start in range(0, len(pks), APPLY_BATCH)
+    ]
     changed: set[int] = set()
-    for found in in_threads(lambda batch: _apply_batch(batch, as_read), batches,
-                            threads=APPLY_THREADS):  # fmt: skip
+    for found in in_threads(
+        lambda batch: _apply_batch(batch, as_read), batches, threads=APPLY_THREADS
+    ):
         changed |= found
     return changed
 
@@ -164,9 +168,9 @@ def _apply_batch(
         )
         jobs = [job for job in jobs if not _moved_on(job, as_read)]
         # A job that never started has no run to record (most of a waiting queue).
-        runs_changed = _run_ledger.record_runs([
-            (job, observations[job.pk]) for job in jobs if may_have_run(job, observations[job.pk])
-        ])  # fmt: skip
+        runs_changed = _run_ledger.record_runs(
+            [(job, observations[job.pk]) for job in jobs if may_have_run(job, observations[job.pk])]
+        )
         timelines = Timelines.for_changes(
             (job.pk, state, observations[job.pk])
             for job in jobs
@@ -228,8 +232,13 @@ def _hold_without_progress(job: Job) -> None:
         return
     reason = f"Nightshift held it: evicted {streak} times in a row without saving a checkpoint."
     try:
-        get_bridge(job.schedd).act("hold", job.cluster_id, job.proc_id, reason=reason,
-                                   reason_code=SUBCODE_NIGHTSHIFT_NO_PROGRESS)  # fmt: skip
+        get_bridge(job.schedd).act(
+            "hold",
+            job.cluster_id,
+            job.proc_id,
+            reason=reason,
+            reason_code=SUBCODE_NIGHTSHIFT_NO_PROGRESS,
+        )
     except BridgeError as exc:
         logger.warning("could not hold job %s after %s evictions: %s", job.pk, streak, exc)
         return
@@ -242,10 +251,12 @@ def _end_moved_session(job: Job) -> None:
     (its requirements), and the portal removes it, saying why. Its folder keeps the files
     saved until then (shared mode; in spool mode they stay on the workstation)."""
     where = job.workstation or "the workstation"
-    detail = (f"The owner of {where} came back, so the session ended: a notebook session "
-              "does not move to another workstation. The files you saved in the session "
-              "folder until then are kept with the job's outputs; start a new session to go "
-              "on.")  # fmt: skip
+    detail = (
+        f"The owner of {where} came back, so the session ended: a notebook session "
+        "does not move to another workstation. The files you saved in the session "
+        "folder until then are kept with the job's outputs; start a new session to go "
+        "on."
+    )
     try:
         get_bridge(job.schedd).act("remove", job.cluster_id, job.proc_id, reason=detail[:200])
     except BridgeError as exc:
@@ -375,8 +386,11 @@ def _observe_schedd(
     missing = [job_id for job_id in recorded if job_id not in observations]
     finished = {}
     if missing:
-        finished = {ad.job_id: ad for ad in bridge.finished_jobs(missing)
-                    if recorded.get(ad.job_id) == (ad.cluster_id, ad.proc_id)}  # fmt: skip
+        finished = {
+            ad.job_id: ad
+            for ad in bridge.finished_jobs(missing)
+            if recorded.get(ad.job_id) == (ad.cluster_id, ad.proc_id)
+        }
         observations.update(finished)
     return observations, len(finished), unexpected
 
@@ -402,7 +416,7 @@ def pool_record_seen(machines) -> int:
             gpu_capability=m.gpu.capability if m.gpu else 0,
             total_cpus=m.total_cpus,
             total_memory_mb=m.total_memory_mb,
-        )  # fmt: skip
+        )
         for m in machines
         if m.name not in fresh
     ]
@@ -411,9 +425,16 @@ def pool_record_seen(machines) -> int:
             rows,
             update_conflicts=True,
             unique_fields=["name"],
-            update_fields=["last_seen_at", "total_gpus", "gpu_name", "gpu_memory_mb",
-                           "gpu_capability", "total_cpus", "total_memory_mb"],
-        )  # fmt: skip
+            update_fields=[
+                "last_seen_at",
+                "total_gpus",
+                "gpu_name",
+                "gpu_memory_mb",
+                "gpu_capability",
+                "total_cpus",
+                "total_memory_mb",
+            ],
+        )
     return len(rows)
 
 
@@ -475,8 +496,9 @@ def _explain_unmatched_jobs(bridge) -> None:
             logger.error(
                 "the pool is not matching: %d more idle jobs have had a free matching "
                 "workstation for over %d s (manage.py condor_doctor)",
-                len(pks), settings.POOL_STALL_AFTER_S,
-            )  # fmt: skip
+                len(pks),
+                settings.POOL_STALL_AFTER_S,
+            )
 
 
 STRANDED_DETAIL = "Its input files never reached the scheduler; Nightshift sends it again."
@@ -487,12 +509,14 @@ def _withdraw_stranded(active: list, observations: Mapping[str, JobObservation])
     schedd lost the files: seen when it was stopped as they arrived) would wait for good: its
     cluster is withdrawn, and its jobs queued again, to be sent as lost submissions are."""
     cutoff = timezone.now() - timedelta(seconds=settings.RESUBMIT_AFTER_S)
-    waiting = {job_id: seen.cluster_id for job_id, seen in observations.items()
-               if seen.awaiting_input and (seen.entered_state_at or cutoff) < cutoff}  # fmt: skip
+    waiting = {
+        job_id: seen.cluster_id
+        for job_id, seen in observations.items()
+        if seen.awaiting_input and (seen.entered_state_at or cutoff) < cutoff
+    }
     if not waiting:
         return 0
-    stranded = {(job.schedd, waiting[job.public_id]) for job in active
-                if job.public_id in waiting}  # fmt: skip
+    stranded = {(job.schedd, waiting[job.public_id]) for job in active if job.public_id in waiting}
     for schedd, cluster_id in sorted(stranded):
         try:
             get_bridge(schedd).withdraw(cluster_id)
@@ -508,8 +532,16 @@ def _withdraw_stranded(active: list, observations: Mapping[str, JobObservation])
             for job in jobs:
                 job.cluster_id = job.proc_id = job.submitted_at = job.submit_requested_at = None
                 job.state, job.status_detail = JobState.QUEUED, STRANDED_DETAIL
-                job.save(update_fields=["cluster_id", "proc_id", "submitted_at", "state",
-                                        "submit_requested_at", "status_detail"])  # fmt: skip
+                job.save(
+                    update_fields=[
+                        "cluster_id",
+                        "proc_id",
+                        "submitted_at",
+                        "state",
+                        "submit_requested_at",
+                        "status_detail",
+                    ]
+                )
                 job_event_record(job, "resent", STRANDED_DETAIL)
     return len(stranded)
 

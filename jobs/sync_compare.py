@@ -34,11 +34,30 @@ from .models import FINAL_STATES, Job, JobOutcome, JobState
 # rows are read as plain values: building 10,000 model instances would cost more than the
 # comparison.
 SYNC_FIELDS = (
-    "pk", "public_id", "schedd", "cluster_id", "proc_id", "state", "status_detail",
-    "hold_reason", "hold_reason_code", "hold_reason_subcode", "hold_memory_mb", "hold_disk_mb",
-    "num_starts", "workstation", "pool", "gpu_model", "exit_code", "exit_signal", "started_at",
-    "finished_at", "match_problem", "wait_reason", "outcome",
-)  # fmt: skip
+    "pk",
+    "public_id",
+    "schedd",
+    "cluster_id",
+    "proc_id",
+    "state",
+    "status_detail",
+    "hold_reason",
+    "hold_reason_code",
+    "hold_reason_subcode",
+    "hold_memory_mb",
+    "hold_disk_mb",
+    "num_starts",
+    "workstation",
+    "pool",
+    "gpu_model",
+    "exit_code",
+    "exit_signal",
+    "started_at",
+    "finished_at",
+    "match_problem",
+    "wait_reason",
+    "outcome",
+)
 SyncRow = namedtuple("SyncRow", SYNC_FIELDS)
 
 # Past this share of the active rows changed, one read of them all beats naming each.
@@ -166,9 +185,13 @@ def may_have_run(job, observation: JobObservation) -> bool:
     """Whether the portal's row or HTCondor's ad shows that the job ever started (usage
     records are written with the row that says so, in one transaction)."""
     return bool(
-        job.num_starts or job.started_at or observation.num_starts or observation.started_at
-        or observation.run_started_at or observation.wall_time_s
-    )  # fmt: skip
+        job.num_starts
+        or job.started_at
+        or observation.num_starts
+        or observation.started_at
+        or observation.run_started_at
+        or observation.wall_time_s
+    )
 
 
 class Comparison:

@@ -36,8 +36,12 @@ def submit_job(self, job_pk: int) -> None:
 @shared_task(acks_late=True)
 def sync_jobs() -> dict:
     report = sync.jobs_sync()
-    return {"active": report.active, "changed": report.changed, "seconds": report.seconds,
-            "phases": report.phases}  # fmt: skip
+    return {
+        "active": report.active,
+        "changed": report.changed,
+        "seconds": report.seconds,
+        "phases": report.phases,
+    }
 
 
 @shared_task(

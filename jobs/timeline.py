@@ -18,8 +18,7 @@ event_log = logging.getLogger("nightshift.jobs")
 
 
 def job_event_record(job: Job, kind: str, detail: str = "", *, actor=None) -> JobEvent:
-    event = JobEvent.objects.create(job=job, kind=kind, state=job.state, detail=detail,
-                                    actor=actor)  # fmt: skip
+    event = JobEvent.objects.create(job=job, kind=kind, state=job.state, detail=detail, actor=actor)
     log_job_events([event])
     return event
 
@@ -27,8 +26,13 @@ def job_event_record(job: Job, kind: str, detail: str = "", *, actor=None) -> Jo
 def log_job_events(events: Iterable[JobEvent]) -> None:
     """Each event on the job's timeline is also a log line, with the job's id."""
     for event in events:
-        event_log.info("%s (%s): %s", event.kind, event.state, event.detail,
-                       extra={"job_id": str(event.job.public_id)})  # fmt: skip
+        event_log.info(
+            "%s (%s): %s",
+            event.kind,
+            event.state,
+            event.detail,
+            extra={"job_id": str(event.job.public_id)},
+        )
 
 
 @dataclass(frozen=True)
@@ -116,9 +120,10 @@ def _ran_unseen(job: Job, kind: str, observation: JobObservation, timelines: Tim
     slow or lost to an overlapping one): its timeline would go from waiting straight to its
     end, and never say where it ran."""
     return (
-        kind not in ("started", "resumed") and observation.num_starts > 0
+        kind not in ("started", "resumed")
+        and observation.num_starts > 0
         and job.pk not in timelines.ran
-    )  # fmt: skip
+    )
 
 
 def _unseen_run(observation: JobObservation) -> str:
@@ -136,7 +141,10 @@ def change_events(
     kind, detail = _describe(job, previous_state, observation, timelines)
     events = []
     if _ran_unseen(job, kind, observation, timelines):
-        events.append(JobEvent(job=job, kind="started", state=JobState.RUNNING,
-                               detail=_unseen_run(observation)))  # fmt: skip
+        events.append(
+            JobEvent(
+                job=job, kind="started", state=JobState.RUNNING, detail=_unseen_run(observation)
+            )
+        )
     events.append(JobEvent(job=job, kind=kind, state=job.state, detail=detail))
     return events

@@ -23,13 +23,21 @@ class AuditedMembershipChanges:
     def log_membership(self, request, membership: Membership, action: str, detail: str) -> None:
         label = f"{membership.user} in {membership.lab}"
         audit_record(
-            action=action, actor=request.user, target=membership, target_label=label,
+            action=action,
+            actor=request.user,
+            target=membership,
+            target_label=label,
             detail=detail,
-        )  # fmt: skip
+        )
 
 
-QUOTA_FIELDS = ("gpu_hours", "max_concurrent_gpus", "max_gpus_per_job", "max_runtime_hours",
-                "max_queued_jobs")  # fmt: skip
+QUOTA_FIELDS = (
+    "gpu_hours",
+    "max_concurrent_gpus",
+    "max_gpus_per_job",
+    "max_runtime_hours",
+    "max_queued_jobs",
+)
 
 
 # Stacked, not tabular: each field keeps its own label (a tabular inline's inputs have only
@@ -46,8 +54,15 @@ class MembershipInline(admin.StackedInline):
 
 @admin.register(Lab)
 class LabAdmin(AuditedMembershipChanges, admin.ModelAdmin):
-    list_display = ("name", "accounting_group", "member_count", "gpu_hours",
-                    "gpu_hours_period_days", "max_concurrent_gpus", "max_gpus_per_job")  # fmt: skip
+    list_display = (
+        "name",
+        "accounting_group",
+        "member_count",
+        "gpu_hours",
+        "gpu_hours_period_days",
+        "max_concurrent_gpus",
+        "max_gpus_per_job",
+    )
     search_fields = ("name", "accounting_group")
     inlines = [MembershipInline]
     fieldsets = [
@@ -73,7 +88,7 @@ class LabAdmin(AuditedMembershipChanges, admin.ModelAdmin):
                     "dataset_storage_gb",
                 )
             },
-        ),  # fmt: skip
+        ),
     ]
 
     def get_queryset(self, request):
@@ -86,8 +101,12 @@ class LabAdmin(AuditedMembershipChanges, admin.ModelAdmin):
     def save_model(self, request, obj: Lab, form, change: bool) -> None:
         super().save_model(request, obj, form, change)
         if not change or form.changed_data:
-            audit_record(action="lab.change" if change else "lab.create", actor=request.user,
-                         target=obj, detail=_changes(form))  # fmt: skip
+            audit_record(
+                action="lab.change" if change else "lab.create",
+                actor=request.user,
+                target=obj,
+                detail=_changes(form),
+            )
 
     def delete_model(self, request, obj: Lab) -> None:
         audit_record(action="lab.delete", actor=request.user, target=obj)
@@ -101,8 +120,11 @@ class LabAdmin(AuditedMembershipChanges, admin.ModelAdmin):
             self.log_membership(request, membership, "membership.change", ", ".join(changed))
         for membership in formset.deleted_objects:
             self.log_membership(request, membership, "membership.remove", "")
-        touched = [*formset.new_objects, *(m for m, _ in formset.changed_objects),
-                   *formset.deleted_objects]  # fmt: skip
+        touched = [
+            *formset.new_objects,
+            *(m for m, _ in formset.changed_objects),
+            *formset.deleted_objects,
+        ]
         for user in {membership.user for membership in touched}:
             lab_leads_group_sync(user)
 

@@ -41,25 +41,38 @@ class QuotaLimits(models.Model):
     """The limits a quota can set. Empty means: no limit (on a lab), or the lab's (on a user)."""
 
     gpu_hours = models.FloatField(
-        "GPU-hours per period", null=True, blank=True,
+        "GPU-hours per period",
+        null=True,
+        blank=True,
         help_text="GPU-hours that may be used in any rolling period of the length below.",
-    )  # fmt: skip
+    )
     max_concurrent_gpus = models.PositiveIntegerField(
-        "GPUs at once", null=True, blank=True,
+        "GPUs at once",
+        null=True,
+        blank=True,
         help_text="GPUs that unfinished jobs may ask for at the same time.",
-    )  # fmt: skip
+    )
     max_gpus_per_job = models.PositiveIntegerField("GPUs per job", null=True, blank=True)
     max_runtime_hours = models.FloatField(
-        "Runtime per job (hours)", null=True, blank=True,
+        "Runtime per job (hours)",
+        null=True,
+        blank=True,
         help_text="HTCondor removes a job that runs longer.",
-    )  # fmt: skip
+    )
     max_queued_jobs = models.PositiveIntegerField(
-        "Waiting jobs at once", null=True, blank=True,
+        "Waiting jobs at once",
+        null=True,
+        blank=True,
         help_text="Jobs not yet running (queued, idle or held) at the same time.",
-    )  # fmt: skip
+    )
 
-    LIMIT_FIELDS = ("gpu_hours", "max_concurrent_gpus", "max_gpus_per_job", "max_runtime_hours",
-                    "max_queued_jobs")  # fmt: skip
+    LIMIT_FIELDS = (
+        "gpu_hours",
+        "max_concurrent_gpus",
+        "max_gpus_per_job",
+        "max_runtime_hours",
+        "max_queued_jobs",
+    )
 
     class Meta:
         abstract = True
@@ -74,45 +87,60 @@ class QuotaLimits(models.Model):
 class Lab(QuotaLimits):
     name = models.CharField(max_length=100, unique=True)
     accounting_group = models.CharField(
-        max_length=63, unique=True, blank=True, validators=[validate_accounting_group],
+        max_length=63,
+        unique=True,
+        blank=True,
+        validators=[validate_accounting_group],
         help_text="HTCondor accounting group of the lab's jobs; made from the name when empty.",
-    )  # fmt: skip
+    )
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="labs"
     )
     ldap_group = models.CharField(
-        "LDAP group", max_length=500, blank=True,
+        "LDAP group",
+        max_length=500,
+        blank=True,
         help_text="With LDAP sign-in: the DN of a group whose members join this lab when they "
         "sign in (and leave it when they are no longer in the group).",
-    )  # fmt: skip
+    )
     schedd = models.CharField(
-        "Scheduler", max_length=200, blank=True, db_default="", default="",
+        "Scheduler",
+        max_length=200,
+        blank=True,
+        db_default="",
+        default="",
         validators=[validate_schedd_name],
         help_text="With several access points (CONDOR_SCHEDDS) and NIGHTSHIFT_SCHEDD_POLICY "
         "per-lab: the schedd this lab's jobs go to, by its collector name. Empty: the least "
         "loaded one.",
-    )  # fmt: skip
+    )
     dataset_storage_gb = models.FloatField(
-        "Dataset storage (GB)", null=True, blank=True,
+        "Dataset storage (GB)",
+        null=True,
+        blank=True,
         help_text="What the datasets shared with this lab may keep on the portal; empty: no "
         "limit. Each user's own datasets have the site's limit (NIGHTSHIFT_DATASET_QUOTA_GB).",
-    )  # fmt: skip
+    )
     gpu_hours_period_days = models.PositiveIntegerField(
         "Period (days)", default=7, help_text="The rolling period of the GPU-hours limit."
     )
     output_retention_days = models.PositiveIntegerField(
-        "Keep outputs (days)", null=True, blank=True,
+        "Keep outputs (days)",
+        null=True,
+        blank=True,
         help_text="`manage.py purge_outputs` removes the output files of this lab's jobs this "
         "many days after they ended. Empty: the command's --days.",
-    )  # fmt: skip
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["name"]
         permissions = [
-            ("lead_lab", "Can read the jobs and usage of the labs they lead, and manage their "
-             "members"),
-        ]  # fmt: skip
+            (
+                "lead_lab",
+                "Can read the jobs and usage of the labs they lead, and manage their members",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.name

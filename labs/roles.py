@@ -14,11 +14,25 @@ def ensure_role_groups(**kwargs) -> None:
     for app_config in apps.get_app_configs():
         create_permissions(app_config, verbosity=0)
     leads, _ = Group.objects.get_or_create(name=LEADS_GROUP)
-    leads.permissions.add(*Permission.objects.filter(content_type__app_label="labs",
-                                                     codename="lead_lab"))  # fmt: skip
+    leads.permissions.add(
+        *Permission.objects.filter(content_type__app_label="labs", codename="lead_lab")
+    )
     admins, _ = Group.objects.get_or_create(name=ADMINS_GROUP)
-    admins.permissions.add(*Permission.objects.filter(
-        Q(content_type__app_label__in=["labs", "jobs", "experiments", "environments", "accounts"])
-        | Q(content_type__app_label__in=["audit", "accounting"], codename__startswith="view_")
-        | Q(content_type__app_label="auth", codename__in=["view_user", "change_user", "add_user"])
-    ))  # fmt: skip
+    admins.permissions.add(
+        *Permission.objects.filter(
+            Q(
+                content_type__app_label__in=[
+                    "labs",
+                    "jobs",
+                    "experiments",
+                    "environments",
+                    "accounts",
+                ]
+            )
+            | Q(content_type__app_label__in=["audit", "accounting"], codename__startswith="view_")
+            | Q(
+                content_type__app_label="auth",
+                codename__in=["view_user", "change_user", "add_user"],
+            )
+        )
+    )

@@ -20,11 +20,19 @@ def lab_memberships_sync_from_ldap(*, user, group_dns: set[str]) -> None:
             label = f"{user} in {lab}"
             if in_group and membership is None:
                 membership = Membership.objects.create(lab=lab, user=user, source=LDAP)
-                audit_record(action="membership.add", target=membership, target_label=label,
-                             detail="from the LDAP group")  # fmt: skip
+                audit_record(
+                    action="membership.add",
+                    target=membership,
+                    target_label=label,
+                    detail="from the LDAP group",
+                )
             elif not in_group and membership is not None and membership.source == LDAP:
-                audit_record(action="membership.remove", target=membership, target_label=label,
-                             detail="left the LDAP group")  # fmt: skip
+                audit_record(
+                    action="membership.remove",
+                    target=membership,
+                    target_label=label,
+                    detail="left the LDAP group",
+                )
                 membership.delete()
 
 
@@ -44,8 +52,13 @@ def lab_member_add(*, lab: Lab, who: str, actor) -> Membership:
     membership, created = Membership.objects.get_or_create(lab=lab, user=user)
     if not created:
         raise MembershipError(f"{user.get_username()} is already in {lab.name}.")
-    audit_record(action="membership.add", actor=actor, target=membership,
-                 target_label=f"{user} in {lab}", detail="added by a lab lead")  # fmt: skip
+    audit_record(
+        action="membership.add",
+        actor=actor,
+        target=membership,
+        target_label=f"{user} in {lab}",
+        detail="added by a lab lead",
+    )
     return membership
 
 
@@ -53,8 +66,13 @@ def lab_member_remove(*, membership: Membership, actor) -> None:
     if membership.is_lead and membership.user_id == actor.pk:
         raise MembershipError("You cannot remove yourself as lead; ask an administrator.")
     label = f"{membership.user} in {membership.lab}"
-    audit_record(action="membership.remove", actor=actor, target=membership, target_label=label,
-                 detail="by a lab lead")  # fmt: skip
+    audit_record(
+        action="membership.remove",
+        actor=actor,
+        target=membership,
+        target_label=label,
+        detail="by a lab lead",
+    )
     membership.delete()
     lab_leads_group_sync(membership.user)
 

@@ -28,8 +28,7 @@ class Decision:
     user_id: int | None = None
 
 
-SERVICE_NAMES = {"tensorboard": "TensorBoard", "serve": "served endpoint",
-                 "notebook": "JupyterLab"}  # fmt: skip
+SERVICE_NAMES = {"tensorboard": "TensorBoard", "serve": "served endpoint", "notebook": "JupyterLab"}
 
 
 def service_name(service: str) -> str:
@@ -40,8 +39,9 @@ def _user(user_id: int | None):
     return get_user_model().objects.filter(pk=user_id).first() if user_id else None
 
 
-def access_decide(public_id: str, service: str, *, user_id: int | None,
-                  token: str | None) -> Decision:  # fmt: skip
+def access_decide(
+    public_id: str, service: str, *, user_id: int | None, token: str | None
+) -> Decision:
     """A request for `service` of the job `public_id`, by the user a cookie named or with a
     live token (the served endpoint only): the job's tunnel target, or why not."""
     if token is not None:
@@ -56,14 +56,19 @@ def access_decide(public_id: str, service: str, *, user_id: int | None,
         return _finished_tensorboard(job, user.pk)
     if not live_is_running(job) or job.cluster_id is None:
         return Decision(
-            503, message=f"The job is {job.get_state_display().lower()}, not running: its "
-            f"{service_name(service)} is open only while it runs.", user_id=user.pk,
-        )  # fmt: skip
+            503,
+            message=f"The job is {job.get_state_display().lower()}, not running: its "
+            f"{service_name(service)} is open only while it runs.",
+            user_id=user.pk,
+        )
     target = Target(
-        key=str(job.public_id), cluster_id=job.cluster_id, proc_id=job.proc_id or 0,
-        python=job.request.get("python") or "/usr/bin/python3", schedd=job.schedd,
+        key=str(job.public_id),
+        cluster_id=job.cluster_id,
+        proc_id=job.proc_id or 0,
+        python=job.request.get("python") or "/usr/bin/python3",
+        schedd=job.schedd,
         secret=job.live_secret if service == "notebook" else "",
-    )  # fmt: skip
+    )
     return Decision(200, target=target, user_id=user.pk)
 
 
@@ -114,8 +119,9 @@ def _finished_tensorboard(job: Job, user_id: int) -> Decision:
     logdir = finished_logdir(job)
     if logdir is None:
         return Decision(
-            503, user_id=user_id, message="The job has ended without TensorBoard event files "
+            503,
+            user_id=user_id,
+            message="The job has ended without TensorBoard event files "
             "of its own in outputs/tensorboard (nightshift.tensorboard_dir()).",
-        )  # fmt: skip
-    return Decision(200, target=LocalTarget(key=str(job.public_id), logdir=logdir),
-                    user_id=user_id)  # fmt: skip
+        )
+    return Decision(200, target=LocalTarget(key=str(job.public_id), logdir=logdir), user_id=user_id)

@@ -139,12 +139,22 @@ class Boards:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
         process = await asyncio.create_subprocess_exec(
-            self.program, "--logdir", str(target.logdir), "--host", "127.0.0.1",
-            "--port", str(port), "--path_prefix", f"/live/{target.key}/tensorboard",
-            "--reload_interval", "0", stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
+            self.program,
+            "--logdir",
+            str(target.logdir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--path_prefix",
+            f"/live/{target.key}/tensorboard",
+            "--reload_interval",
+            "0",
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
             start_new_session=True,
-        )  # fmt: skip
+        )
         board = Board(target=target, port=port, process=process)
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
@@ -170,8 +180,11 @@ class Boards:
 
     async def reap(self) -> list[str]:
         now = time.monotonic()
-        idle = [key for key, board in self.running.items()
-                if not board.alive or now - board.last_used > self.idle_s]  # fmt: skip
+        idle = [
+            key
+            for key, board in self.running.items()
+            if not board.alive or now - board.last_used > self.idle_s
+        ]
         for key in idle:
             await self.close(key)
         return idle

@@ -26,31 +26,39 @@ class SessionForm(forms.Form):
 
     name = forms.CharField(label="Name", max_length=200, initial="Notebook session")
     lab = forms.ModelChoiceField(
-        label="Lab", queryset=Lab.objects.none(), required=False, empty_label=None,
+        label="Lab",
+        queryset=Lab.objects.none(),
+        required=False,
+        empty_label=None,
         help_text="The lab whose quota the session counts against, like any job.",
-    )  # fmt: skip
+    )
     software_environment = EnvironmentChoiceField(
         label="Environment",
         help_text="Environments with JupyterLab in them, the site's first. Your own needs a "
         "line jupyterlab beside the packages you work with.",
-    )  # fmt: skip
+    )
     datasets = forms.MultipleChoiceField(
-        label="Datasets", required=False, widget=forms.CheckboxSelectMultiple,
+        label="Datasets",
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
         help_text='Read-only in the session: nightshift.dataset_path("NAME").',
-    )  # fmt: skip
+    )
     gpus = forms.IntegerField(label="GPUs", min_value=0, max_value=MAX_GPUS, initial=1)
     gpu_memory_gb = forms.FloatField(
-        label="Minimum GPU memory (GB)", required=False, min_value=0.1,
+        label="Minimum GPU memory (GB)",
+        required=False,
+        min_value=0.1,
         max_value=MAX_GPU_MEMORY_GB,
-    )  # fmt: skip
+    )
     cpus = forms.IntegerField(label="CPUs", min_value=1, max_value=MAX_CPUS, initial=2)
     memory_gb = forms.FloatField(label="Memory (GB)", min_value=0.125, max_value=1024, initial=8)
     hours = forms.FloatField(
-        label="Time limit (hours)", min_value=0.25,
+        label="Time limit (hours)",
+        min_value=0.25,
         help_text="The session ends then, with its files kept; a banner warns 10 minutes "
         "before. It also ends after a while without activity, and when the workstation's "
         "owner comes back.",
-    )  # fmt: skip
+    )
 
     def __init__(self, *args, user=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -92,13 +100,17 @@ class SessionForm(forms.Form):
     def to_spec(self) -> JobSpec:
         data = self.cleaned_data
         return JobSpec(
-            name=data["name"].strip(), software=data["software_environment"],
-            gpus=data["gpus"], gpu_memory_gb=data.get("gpu_memory_gb") if data["gpus"] else None,
-            cpus=data["cpus"], memory_mb=round(data["memory_gb"] * 1024),
+            name=data["name"].strip(),
+            software=data["software_environment"],
+            gpus=data["gpus"],
+            gpu_memory_gb=data.get("gpu_memory_gb") if data["gpus"] else None,
+            cpus=data["cpus"],
+            memory_mb=round(data["memory_gb"] * 1024),
             lab_id=data["lab"].pk if data.get("lab") else None,
-            datasets=list(data.get("datasets") or []), live_services=["notebook"],
+            datasets=list(data.get("datasets") or []),
+            live_services=["notebook"],
             session_limit_s=round(data["hours"] * 3600),
-        )  # fmt: skip
+        )
 
 
 def _at_most(hours: float):

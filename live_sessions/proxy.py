@@ -59,11 +59,27 @@ _PREFIX = re.compile(
     r"/(?P<service>[a-z]{1,20})(?P<rest>/[^?#]*)?"
 )
 HOP_BY_HOP = {
-    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-    "trailers", "transfer-encoding", "upgrade", "host", "content-length", "authorization",
-    "cookie", "forwarded", "x-real-ip", "sec-websocket-key", "sec-websocket-version",
-    "sec-websocket-extensions", "sec-websocket-protocol", "sec-websocket-accept",
-}  # fmt: skip
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "trailers",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+    "authorization",
+    "cookie",
+    "forwarded",
+    "x-real-ip",
+    "sec-websocket-key",
+    "sec-websocket-version",
+    "sec-websocket-extensions",
+    "sec-websocket-protocol",
+    "sec-websocket-accept",
+}
 MAX_BODY_BYTES = 64 * 1024 * 1024
 DECISION_TTL_S = 5.0
 # An open WebSocket is asked about again this often: revoking, unsharing, a password
@@ -307,16 +323,21 @@ class LiveProxy:
         session = tunnel.session(route.service)
         try:
             async with session.request(
-                scope["method"], tunnel.base_url + route.upstream_path(),
+                scope["method"],
+                tunnel.base_url + route.upstream_path(),
                 headers=upstream_headers(headers, route, port, decision.target.secret),
-                data=body or None, allow_redirects=False,
-            ) as upstream:  # fmt: skip
-                await send({
-                    "type": "http.response.start", "status": upstream.status,
-                    "headers": response_headers(
-                        upstream.raw_headers, service=route.service, prefix=route.prefix
-                    ),
-                })  # fmt: skip
+                data=body or None,
+                allow_redirects=False,
+            ) as upstream:
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": upstream.status,
+                        "headers": response_headers(
+                            upstream.raw_headers, service=route.service, prefix=route.prefix
+                        ),
+                    }
+                )
                 async for chunk in upstream.content.iter_any():
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
                 await send({"type": "http.response.body", "body": b""})
@@ -325,9 +346,12 @@ class LiveProxy:
             await self.manager.close(route.public_id)
             self.forget(route.public_id)
             return await page(
-                send, 502, f"The job's {service_name(route.service)} did not answer. Try again "
-                "in a moment; if it keeps failing, look at the job's log.", retry=True,
-            )  # fmt: skip
+                send,
+                502,
+                f"The job's {service_name(route.service)} did not answer. Try again "
+                "in a moment; if it keeps failing, look at the job's log.",
+                retry=True,
+            )
 
     async def begin(self, route: Route, send: Callable) -> None:
         """A secret for this browser alone, and on to the portal, which makes a ticket
@@ -354,8 +378,10 @@ class LiveProxy:
             return await page(send, 404, NOT_FOUND)
         secure = "; Secure" if settings.HTTPS else ""
         age = settings.LIVE_COOKIE_MAX_AGE_S
-        set_cookie = (f"{COOKIE}={cookie}; Path=/live/{route.public_id}/; HttpOnly; "
-                      f"SameSite=Lax; Max-Age={age}{secure}")  # fmt: skip
+        set_cookie = (
+            f"{COOKIE}={cookie}; Path=/live/{route.public_id}/; HttpOnly; "
+            f"SameSite=Lax; Max-Age={age}{secure}"
+        )
         spent = f"{BIND_COOKIE}=; Path={route.prefix}/_nightshift/; Max-Age=0{secure}"
         await redirect(
             send,
@@ -388,9 +414,10 @@ class LiveProxy:
             upstream = await session.ws_connect(
                 tunnel.base_url + route.upstream_path(),
                 headers=upstream_headers(headers, route, port, decision.target.secret),
-                protocols=tuple(scope.get("subprotocols") or ()), autoping=False,
+                protocols=tuple(scope.get("subprotocols") or ()),
+                autoping=False,
                 max_msg_size=0,
-            )  # fmt: skip
+            )
         except (aiohttp.ClientError, OSError):
             return await refuse_websocket(scope, send, 502)
         await send({"type": "websocket.accept", "subprotocol": upstream.protocol})
@@ -466,12 +493,19 @@ async def read_body(receive: Callable) -> bytes | None:
             return b"".join(chunks)
 
 
-NOT_FOUND = ("Nothing is here. If this is your job's, open it from the job's page in the "
-             "portal: the link there lets you in.")  # fmt: skip
+NOT_FOUND = (
+    "Nothing is here. If this is your job's, open it from the job's page in the "
+    "portal: the link there lets you in."
+)
 
 
-TITLES = {403: "Refused", 404: "Not found", 413: "Too large", 502: "No answer",
-          503: "Not available"}  # fmt: skip
+TITLES = {
+    403: "Refused",
+    404: "Not found",
+    413: "Too large",
+    502: "No answer",
+    503: "Not available",
+}
 
 
 async def page(send: Callable, status: int, message: str, *, retry: bool = False) -> None:
@@ -484,30 +518,47 @@ async def page(send: Callable, status: int, message: str, *, retry: bool = False
         + ("<p><small>This page tries again every 5 seconds.</small></p>" if retry else "")
         + "</main></html>"
     ).encode()
-    await send({
-        "type": "http.response.start", "status": status,
-        "headers": [(b"content-type", b"text/html; charset=utf-8"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"cache-control", b"no-store"),
-                    (b"x-content-type-options", b"nosniff")],
-    })  # fmt: skip
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"text/html; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+                (b"cache-control", b"no-store"),
+                (b"x-content-type-options", b"nosniff"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
 async def redirect(send: Callable, location: str, extra: list | None = None) -> None:
-    await send({
-        "type": "http.response.start", "status": 302,
-        "headers": [(b"location", location.encode()), (b"content-length", b"0"),
-                    (b"cache-control", b"no-store"), *(extra or [])],
-    })  # fmt: skip
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 302,
+            "headers": [
+                (b"location", location.encode()),
+                (b"content-length", b"0"),
+                (b"cache-control", b"no-store"),
+                *(extra or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": b""})
 
 
 async def refuse_websocket(scope: dict, send: Callable, status: int) -> None:
     if "websocket.http.response" in scope.get("extensions", {}):
         body = NOT_FOUND.encode() if status == 404 else b"not available"
-        await send({"type": "websocket.http.response.start", "status": status,
-                    "headers": [(b"content-type", b"text/plain; charset=utf-8")]})  # fmt: skip
+        await send(
+            {
+                "type": "websocket.http.response.start",
+                "status": status,
+                "headers": [(b"content-type", b"text/plain; charset=utf-8")],
+            }
+        )
         await send({"type": "websocket.http.response.body", "body": body})
     else:
         await send({"type": "websocket.close", "code": 4000 + status})
@@ -518,7 +569,9 @@ Application = Callable[[dict, Callable, Callable], Awaitable[None]]
 
 def build_application() -> LiveProxy:
     manager = TunnelManager(
-        ssh_to_job=settings.LIVE_SSH_TO_JOB, folder=settings.LIVE_TUNNEL_DIR,
-        idle_s=settings.LIVE_IDLE_S, folder_owner_uid=settings.JOB_DIR_UID,
-    )  # fmt: skip
+        ssh_to_job=settings.LIVE_SSH_TO_JOB,
+        folder=settings.LIVE_TUNNEL_DIR,
+        idle_s=settings.LIVE_IDLE_S,
+        folder_owner_uid=settings.JOB_DIR_UID,
+    )
     return LiveProxy(manager, reap_every_s=settings.LIVE_REAP_S)

@@ -35,10 +35,17 @@ def live_ticket(*, user, job: Job, service: str, bind: str) -> str:
     before (bind_digest): a ticket read off a URL opens nothing in another browser."""
     audit_record(action="live.open", actor=user, target=job, detail=service)
     return signing.dumps(
-        {"u": user.pk, "j": str(job.public_id), "s": service, "h": user.get_session_auth_hash(),
-         "n": secrets.token_urlsafe(16), "b": bind},
-        salt=TICKET_SALT, compress=True,
-    )  # fmt: skip
+        {
+            "u": user.pk,
+            "j": str(job.public_id),
+            "s": service,
+            "h": user.get_session_auth_hash(),
+            "n": secrets.token_urlsafe(16),
+            "b": bind,
+        },
+        salt=TICKET_SALT,
+        compress=True,
+    )
 
 
 def bind_digest(secret: str) -> str:
@@ -102,9 +109,12 @@ def live_token_create(*, user, job: Job, name: str) -> tuple[LiveToken, str]:
     secret = LiveToken.PREFIX + secrets.token_urlsafe(32)
     with transaction.atomic():
         token = LiveToken.objects.create(
-            job=job, user=user, name=name, hint=secret[len(LiveToken.PREFIX) :][:8],
+            job=job,
+            user=user,
+            name=name,
+            hint=secret[len(LiveToken.PREFIX) :][:8],
             digest=token_digest(secret),
-        )  # fmt: skip
+        )
         audit_record(action="live.token_create", actor=user, target=job, detail=name)
     return token, secret
 

@@ -55,9 +55,10 @@ def session_submit(*, user, spec: JobSpec) -> Job:
     open_now = session_open_count(user)
     if open_now >= settings.LIVE_MAX_OPEN_SESSIONS:
         raise JobSubmissionError(
-            "name", f"You have {open_now} notebook session{'s' * (open_now != 1)} open, the "
+            "name",
+            f"You have {open_now} notebook session{'s' * (open_now != 1)} open, the "
             "most one person may have at once: end one first.",
-        )  # fmt: skip
+        )
     limit_s = spec.session_limit_s or round(settings.LIVE_SESSION_DEFAULT_HOURS * 3600)
     if limit_s > settings.LIVE_SESSION_MAX_HOURS * 3600:
         raise JobSubmissionError(
@@ -65,9 +66,10 @@ def session_submit(*, user, spec: JobSpec) -> Job:
         )
     if not spec.software:
         raise JobSubmissionError(
-            "software_environment", "Choose an environment with jupyterlab in it (make one on "
+            "software_environment",
+            "Choose an environment with jupyterlab in it (make one on "
             "the Environments page: a line jupyterlab, and the packages you work with).",
-        )  # fmt: skip
+        )
     try:
         choice = software_lookup(user, spec.software)
     except SoftwareNotFound as exc:
@@ -76,11 +78,17 @@ def session_submit(*, user, spec: JobSpec) -> Job:
     if problem:
         raise JobSubmissionError("software_environment", problem)
     spec = dataclasses.replace(
-        spec, live_services=["notebook"], session_limit_s=limit_s, max_runtime_s=None,
-        entry_command=None, arguments=[], output_paths=["outputs"],
-    )  # fmt: skip
-    return job_submit(user=user, spec=spec,
-                      script=SimpleUploadedFile(NOTEBOOK_SCRIPT_NAME, NOTEBOOK_SCRIPT))  # fmt: skip
+        spec,
+        live_services=["notebook"],
+        session_limit_s=limit_s,
+        max_runtime_s=None,
+        entry_command=None,
+        arguments=[],
+        output_paths=["outputs"],
+    )
+    return job_submit(
+        user=user, spec=spec, script=SimpleUploadedFile(NOTEBOOK_SCRIPT_NAME, NOTEBOOK_SCRIPT)
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,10 +120,13 @@ def session_status(job: Job, *, now) -> SessionStatus:
     warn = seconds_left is not None and seconds_left <= WARN_BEFORE_END_S
     ended = session_end_reason(job)
     return SessionStatus(
-        state=job.state, state_label="Ended" if ended else job.get_state_display(),
+        state=job.state,
+        state_label="Ended" if ended else job.get_state_display(),
         running=running,
-        seconds_left=seconds_left, warn=warn, ended=ended,
-    )  # fmt: skip
+        seconds_left=seconds_left,
+        warn=warn,
+        ended=ended,
+    )
 
 
 def session_end_reason(job: Job) -> str:

@@ -87,9 +87,14 @@ class Tunnel:
 
 class TunnelManager:
     def __init__(
-        self, *, ssh_to_job: list[str], folder: Path, idle_s: float = 900.0,
-        open_timeout_s: float = 60.0, folder_owner_uid: int | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        *,
+        ssh_to_job: list[str],
+        folder: Path,
+        idle_s: float = 900.0,
+        open_timeout_s: float = 60.0,
+        folder_owner_uid: int | None = None,
+    ) -> None:
         self.ssh_to_job = list(ssh_to_job)
         self.folder = Path(folder)
         self.idle_s = idle_s
@@ -131,9 +136,12 @@ class TunnelManager:
 
     async def _run(self, command: list[str], timeout: float) -> tuple[int, str, str]:
         process = await asyncio.create_subprocess_exec(
-            *command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True,
-        )  # fmt: skip
+            *command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
         try:
             out, err = await asyncio.wait_for(process.communicate(), timeout)
         except TimeoutError:
@@ -145,9 +153,12 @@ class TunnelManager:
     async def _probe(self, target: Target) -> dict[str, int]:
         self._probed_at[target.key] = time.monotonic()
         command = probe_command(
-            self.ssh_to_job, target.cluster_id, target.proc_id, python=target.python,
+            self.ssh_to_job,
+            target.cluster_id,
+            target.proc_id,
+            python=target.python,
             schedd=target.schedd,
-        )  # fmt: skip
+        )
         status, out, err = await self._run(command, self.open_timeout_s)
         if status:
             log.warning("probing job %s failed (%s): %s", target.key, status, err.strip()[-500:])
@@ -162,15 +173,21 @@ class TunnelManager:
         self._prepare_folder()
         sockets = {s: str(self.folder / f"{secrets.token_hex(6)}.sock") for s in ports}
         command = forward_command(
-            self.ssh_to_job, target.cluster_id, target.proc_id,
-            {sockets[s]: port for s, port in ports.items()}, schedd=target.schedd,
-        )  # fmt: skip
+            self.ssh_to_job,
+            target.cluster_id,
+            target.proc_id,
+            {sockets[s]: port for s, port in ports.items()},
+            schedd=target.schedd,
+        )
         # Its own process group: a wrapper (the personal pool's chroot, runuser) does not
         # pass signals on, so closing the tunnel signals every process in it.
         process = await asyncio.create_subprocess_exec(
-            *command, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE, start_new_session=True,
-        )  # fmt: skip
+            *command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
         tunnel = Tunnel(target=target, ports=dict(ports), sockets=sockets, process=process)
         tunnel.reader = asyncio.get_running_loop().create_task(_drain(process, tunnel.stderr))
         deadline = time.monotonic() + self.open_timeout_s
@@ -216,17 +233,24 @@ class TunnelManager:
 
 def not_listening(service: str) -> str:
     if service == "tensorboard":
-        return ("The job is not running TensorBoard (yet). It starts with the job when "
-                "tensorboard is in the job's environment; its log is "
-                ".nightshift/tensorboard.log.")  # fmt: skip
-    return ("The job is not listening on its port (yet): it must serve HTTP on "
-            "127.0.0.1:$NIGHTSHIFT_SERVE_PORT (nightshift.serve_port()).")  # fmt: skip
+        return (
+            "The job is not running TensorBoard (yet). It starts with the job when "
+            "tensorboard is in the job's environment; its log is "
+            ".nightshift/tensorboard.log."
+        )
+    return (
+        "The job is not listening on its port (yet): it must serve HTTP on "
+        "127.0.0.1:$NIGHTSHIFT_SERVE_PORT (nightshift.serve_port())."
+    )
 
 
 def last_line(text: str) -> str:
     """HTCondor's reason, without its advice on command-line options."""
-    lines = [line.strip() for line in text.strip().splitlines()
-             if line.strip() and not line.strip().startswith("(Use -")]  # fmt: skip
+    lines = [
+        line.strip()
+        for line in text.strip().splitlines()
+        if line.strip() and not line.strip().startswith("(Use -")
+    ]
     return lines[-1][:300] if lines else "no reason given"
 
 
@@ -234,9 +258,11 @@ def upstream_session(connector: aiohttp.BaseConnector | None = None) -> aiohttp.
     """Pooled connections to one service: bytes as sent, no cookies kept, no overall limit
     (a kernel's WebSocket and a streamed answer last as long as they last)."""
     return aiohttp.ClientSession(
-        connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
+        connector=connector,
+        auto_decompress=False,
+        cookie_jar=aiohttp.DummyCookieJar(),
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
-    )  # fmt: skip
+    )
 
 
 async def stop(process: asyncio.subprocess.Process, sessions: dict) -> None:

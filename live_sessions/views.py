@@ -63,18 +63,32 @@ def _service_url(job: Job, service: str) -> str:
 def live_page(request: HttpRequest, public_id) -> HttpResponse:
     job = _job_or_404(request.user, public_id)
     services = [
-        {"name": name, "label": service_name(name), "url": _service_url(job, name),
-         "open_url": reverse("live:open", args=[job.public_id, name])}
+        {
+            "name": name,
+            "label": service_name(name),
+            "url": _service_url(job, name),
+            "open_url": reverse("live:open", args=[job.public_id, name]),
+        }
         for name in job.live_services
-    ]  # fmt: skip
-    return _framing_live(render(request, "live_sessions/job.html", {
-        "job": job, "services": services, "running": live_is_running(job),
-        "is_session": "notebook" in job.live_services,
-        "session": session_status(job, now=timezone.now()),
-        "is_owner": job.owner_id == request.user.pk, "shared": live_is_shared(job),
-        "tokens": live_tokens_of(job, request.user),
-        "new_token": request.session.pop("live_new_token", None),
-    }), job)  # fmt: skip
+    ]
+    return _framing_live(
+        render(
+            request,
+            "live_sessions/job.html",
+            {
+                "job": job,
+                "services": services,
+                "running": live_is_running(job),
+                "is_session": "notebook" in job.live_services,
+                "session": session_status(job, now=timezone.now()),
+                "is_owner": job.owner_id == request.user.pk,
+                "shared": live_is_shared(job),
+                "tokens": live_tokens_of(job, request.user),
+                "new_token": request.session.pop("live_new_token", None),
+            },
+        ),
+        job,
+    )
 
 
 @never_cache
@@ -88,8 +102,11 @@ def live_open(request: HttpRequest, public_id, service: str) -> HttpResponse:
     # A finished job's TensorBoard opens on its kept event files.
     finished_tensorboard = service == "tensorboard" and job.is_final
     if not live_is_running(job) and not finished_tensorboard:
-        messages.info(request, f"The job is {job.get_state_display().lower()}, not running: "
-                      f"its {service_name(service)} opens while it runs.")  # fmt: skip
+        messages.info(
+            request,
+            f"The job is {job.get_state_display().lower()}, not running: "
+            f"its {service_name(service)} opens while it runs.",
+        )
         return redirect("live:page", job.public_id)
     bind = request.GET.get("bind", "")
     if not BIND.fullmatch(bind):
@@ -132,8 +149,10 @@ def live_share(request: HttpRequest, public_id) -> HttpResponse:
         raise Http404("No such job")
     shared = request.POST.get("shared") == "1"
     live_share_set(user=request.user, job=job, shared=shared)
-    messages.success(request, "Shared with your lab's leads and the admins." if shared
-                     else "Only you can open it now.")  # fmt: skip
+    messages.success(
+        request,
+        "Shared with your lab's leads and the admins." if shared else "Only you can open it now.",
+    )
     return redirect("live:page", job.public_id)
 
 

@@ -11,8 +11,16 @@ class ModelVersionInline(admin.TabularInline):
     model = ModelVersion
     extra = 0
     can_delete = False
-    fields = ("number", "visibility", "sha256", "size_bytes", "file_count", "published_by",
-              "created_at", "page")  # fmt: skip
+    fields = (
+        "number",
+        "visibility",
+        "sha256",
+        "size_bytes",
+        "file_count",
+        "published_by",
+        "created_at",
+        "page",
+    )
     readonly_fields = fields
 
     def has_add_permission(self, request, obj=None) -> bool:

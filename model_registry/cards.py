@@ -15,10 +15,37 @@ import nh3
 from django.utils.safestring import SafeString, mark_safe
 
 TAGS = {
-    "a", "abbr", "b", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5",
-    "h6", "hr", "i", "li", "ol", "p", "pre", "strong", "sub", "sup", "table", "tbody", "td",
-    "th", "thead", "tr", "ul",
-}  # fmt: skip
+    "a",
+    "abbr",
+    "b",
+    "blockquote",
+    "br",
+    "code",
+    "del",
+    "em",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "hr",
+    "i",
+    "li",
+    "ol",
+    "p",
+    "pre",
+    "strong",
+    "sub",
+    "sup",
+    "table",
+    "tbody",
+    "td",
+    "th",
+    "thead",
+    "tr",
+    "ul",
+}
 ATTRIBUTES = {"a": {"href", "title"}, "abbr": {"title"}, "td": {"align"}, "th": {"align"}}
 URL_SCHEMES = {"http", "https", "mailto"}
 _PLACEHOLDER = re.compile("\x02klzzwxh:[0-9]+\x03|[\x02\x03]")
@@ -36,9 +63,13 @@ def card_html(text: str) -> SafeString:
         text or "", extensions=[_NoRawHtml(), "tables", "fenced_code", "sane_lists"]
     )
     cleaned = nh3.clean(
-        rendered, tags=TAGS, attributes=ATTRIBUTES, url_schemes=URL_SCHEMES,
-        link_rel="noopener noreferrer nofollow", strip_comments=True,
-    )  # fmt: skip
+        rendered,
+        tags=TAGS,
+        attributes=ATTRIBUTES,
+        url_schemes=URL_SCHEMES,
+        link_rel="noopener noreferrer nofollow",
+        strip_comments=True,
+    )
     # Markdown marks what it set aside with STX/ETX; one it did not put back (an image nh3
     # removed, say) would show as a stray control character.
     cleaned = _PLACEHOLDER.sub("", cleaned)
@@ -53,7 +84,8 @@ def card_summary(text: str, length: int = 200) -> str:
         words = " ".join(line.strip() for line in block.splitlines() if line.strip())
         if words:
             # Tags stripped, then entities read back: the page's template escapes it again.
-            plain = html.unescape(nh3.clean(markdown.markdown(words, extensions=[_NoRawHtml()]),
-                                            tags=set()))  # fmt: skip
+            plain = html.unescape(
+                nh3.clean(markdown.markdown(words, extensions=[_NoRawHtml()]), tags=set())
+            )
             return plain if len(plain) <= length else plain[: length - 1].rstrip() + "…"
     return ""

@@ -52,20 +52,23 @@ class ModelCatalogue:
             text = str(raw).strip()
             if REFERENCE.fullmatch(text) is None:
                 raise JobSubmissionError(
-                    "models", f"{text[:100]!r} is not a model: give LAB/NAME or "
+                    "models",
+                    f"{text[:100]!r} is not a model: give LAB/NAME or "
                     "LAB/NAME@VERSION, as the models page shows it.",
-                )  # fmt: skip
+                )
             version = model_version_get_visible(user, text)
             if version is None:
                 raise JobSubmissionError(
-                    "models", f"There is no model {text} that you may use; the models page "
+                    "models",
+                    f"There is no model {text} that you may use; the models page "
                     "lists yours, your labs' and the site's.",
-                )  # fmt: skip
+                )
             if version.model.name in records:
                 raise JobSubmissionError(
-                    "models", f"Two models are called {version.model.name}: each would be "
+                    "models",
+                    f"Two models are called {version.model.name}: each would be "
                     f"models/{version.model.name}/ in the job. Give one.",
-                )  # fmt: skip
+                )
             if not storage.archive_path(version.sha256).is_file():
                 raise JobSubmissionError("models", f"{version.reference} is no longer stored.")
             records[version.model.name] = version_record(version)

@@ -19,24 +19,30 @@ def suggested_name(job_name: str) -> str:
 
 class PublishForm(forms.Form):
     name = forms.RegexField(
-        regex=MODEL_NAME_PATTERN, max_length=80, error_messages={"invalid": MODEL_NAME_HELP},
+        regex=MODEL_NAME_PATTERN,
+        max_length=80,
+        error_messages={"invalid": MODEL_NAME_HELP},
         help_text="Jobs find it at models/NAME/. A name your lab already has adds a version.",
-    )  # fmt: skip
-    lab = forms.ModelChoiceField(queryset=Lab.objects.none(), empty_label=None,
-                                 help_text="The lab it is published in.")  # fmt: skip
+    )
+    lab = forms.ModelChoiceField(
+        queryset=Lab.objects.none(), empty_label=None, help_text="The lab it is published in."
+    )
     visibility = forms.ChoiceField(
-        choices=Visibility.choices, initial=Visibility.LAB,
+        choices=Visibility.choices,
+        initial=Visibility.LAB,
         help_text="Who may see, download and use this version. Everyone: leads and admins.",
-    )  # fmt: skip
+    )
     files = forms.MultipleChoiceField(
         widget=forms.CheckboxSelectMultiple,
         help_text="The model is made of these; a file under outputs/ keeps its path below it.",
-    )  # fmt: skip
+    )
     card = forms.CharField(
-        required=False, max_length=MAX_CARD_CHARACTERS, widget=forms.Textarea(attrs={"rows": 12}),
+        required=False,
+        max_length=MAX_CARD_CHARACTERS,
+        widget=forms.Textarea(attrs={"rows": 12}),
         help_text="Markdown: what it is, how it was trained, how to use it, its limits. HTML "
         "is shown as text.",
-    )  # fmt: skip
+    )
 
     def __init__(self, *args, user, output_files, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -46,8 +46,9 @@ class ModelListing:
     versions: int  # that the user may see
 
 
-def model_list_visible_to(user, *, query: str = "", lab: Lab | None = None,
-                          visibility: str = "") -> list[ModelListing]:  # fmt: skip
+def model_list_visible_to(
+    user, *, query: str = "", lab: Lab | None = None, visibility: str = ""
+) -> list[ModelListing]:
     """Models with at least one version the user may see, newest first; `query` searches
     names and cards, `lab` and `visibility` filter."""
     versions = model_versions_visible_to(user)
@@ -61,10 +62,12 @@ def model_list_visible_to(user, *, query: str = "", lab: Lab | None = None,
         versions = versions.filter(Q(model__name__icontains=query) | Q(card__icontains=query))
     # Each model's newest visible version (PostgreSQL's DISTINCT ON), and how many it has.
     newest = versions.defer("lineage", "files").order_by("model_id", "-number").distinct("model_id")
-    counts = dict(versions.order_by().values("model_id").annotate(n=Count("pk"))
-                  .values_list("model_id", "n"))  # fmt: skip
-    listings = [ModelListing(version.model, version, counts[version.model_id])
-                for version in newest]  # fmt: skip
+    counts = dict(
+        versions.order_by().values("model_id").annotate(n=Count("pk")).values_list("model_id", "n")
+    )
+    listings = [
+        ModelListing(version.model, version, counts[version.model_id]) for version in newest
+    ]
     return sorted(listings, key=lambda listing: listing.latest.created_at, reverse=True)
 
 

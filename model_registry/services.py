@@ -77,19 +77,24 @@ def model_publish(
         raise ModelError("card", f"Keep the card under {MAX_CARD_CHARACTERS:,} characters.")
     lab = _lab_for(user, job, lab)
     if visibility == Visibility.SITE and not _leads(user, lab):
-        raise ModelError("visibility", f"Only {lab.name}'s leads (and admins) publish for "
-                                       "everyone: choose My lab, and ask a lead.")  # fmt: skip
+        raise ModelError(
+            "visibility",
+            f"Only {lab.name}'s leads (and admins) publish for "
+            "everyone: choose My lab, and ask a lead.",
+        )
     chosen = model_files(job, files)
     model = Model.objects.filter(lab=lab, name=name).first()
     if model is not None and not _may_add_version(user, model):
         raise ModelError(
-            "name", f"{lab.name} has a model called {name}, and only its first publisher or "
+            "name",
+            f"{lab.name} has a model called {name}, and only its first publisher or "
             "the lab's leads may add versions to it: choose another name.",
-        )  # fmt: skip
+        )
     total = sum(file.size for file in chosen)
     try:
-        storage_quota_check(user=user, lab=lab if visibility == Visibility.LAB else None,
-                            adding_bytes=total)  # fmt: skip
+        storage_quota_check(
+            user=user, lab=lab if visibility == Visibility.LAB else None, adding_bytes=total
+        )
     except StorageQuotaExceeded as exc:
         raise ModelError("files", str(exc)) from None
     listed = [content.DatasetFile(file.path, file.size) for file in chosen]
@@ -107,15 +112,25 @@ def model_publish(
         )
         number = (model.versions.aggregate(n=Max("number"))["n"] or 0) + 1
         version = ModelVersion.objects.create(
-            model=model, number=number, card=card, visibility=visibility,
-            sha256=digest.sha256, size_bytes=digest.size_bytes, file_count=digest.file_count,
+            model=model,
+            number=number,
+            card=card,
+            visibility=visibility,
+            sha256=digest.sha256,
+            size_bytes=digest.size_bytes,
+            file_count=digest.file_count,
             files=[{"path": f.path, "size": f.size, "from": f.origin} for f in chosen],
-            metrics=job_final_and_best_metrics(job), lineage=job_lineage(job), job=job,
+            metrics=job_final_and_best_metrics(job),
+            lineage=job_lineage(job),
+            job=job,
             published_by=user,
-        )  # fmt: skip
-        audit_record(action="model.publish", actor=user, target=model,
-                     detail=f"{version.reference} from job {job.public_id} "
-                            f"sha256:{digest.sha256}")  # fmt: skip
+        )
+        audit_record(
+            action="model.publish",
+            actor=user,
+            target=model,
+            detail=f"{version.reference} from job {job.public_id} sha256:{digest.sha256}",
+        )
     return version
 
 
@@ -155,16 +170,20 @@ def model_files(job: Job, paths: list[str]) -> list[ModelFile]:
         found = job_output_path(job, origin)
         if found is None:
             raise ModelError(
-                "files", f"{origin[:200]!r} is not one of the job's output files (links and "
+                "files",
+                f"{origin[:200]!r} is not one of the job's output files (links and "
                 "files outside its outputs are never published).",
-            )  # fmt: skip
+            )
         parts = PurePosixPath(origin).parts
         inside = "/".join(parts[1:]) if parts[0] in folders and len(parts) > 1 else origin
         if any(not content.NAME_PART.fullmatch(part) for part in inside.split("/")):
             raise ModelError("files", f"{origin[:200]!r}: this name cannot be used in a model.")
         if inside in chosen:
-            raise ModelError("files", f"{origin} and {chosen[inside].origin} would both be "
-                                      f"{inside} in the model: choose one.")  # fmt: skip
+            raise ModelError(
+                "files",
+                f"{origin} and {chosen[inside].origin} would both be "
+                f"{inside} in the model: choose one.",
+            )
         size = found.stat().st_size
         chosen[inside] = ModelFile(inside, size, origin)
         total += size
@@ -199,7 +218,7 @@ def job_lineage(job: Job) -> dict:
             "finished_at": job.finished_at.isoformat() if job.finished_at else None,
             "workstation": job.workstation,
             "gpu_model": job.gpu_model,
-        },  # fmt: skip
+        },
         "environment": job.source.get("environment"),
         "datasets": [{k: d[k] for k in INPUT_FIELDS if k in d} for d in job_datasets(job)],
         "models": [{k: d[k] for k in INPUT_FIELDS if k in d} for d in job_models(job)],

@@ -35,22 +35,31 @@ def catalogue_filters(request: HttpRequest, lab: str | None, *, lab_url: str) ->
             raise Http404("No such lab.")
     memberships = Membership.objects.filter(user=request.user).select_related("lab")
     return {
-        "lab": the_lab, "query": request.GET.get("q", "").strip()[:100],
-        "visibility": request.GET.get("visibility", ""), "visibilities": Visibility.choices,
+        "lab": the_lab,
+        "query": request.GET.get("q", "").strip()[:100],
+        "visibility": request.GET.get("visibility", ""),
+        "visibilities": Visibility.choices,
         "lab_links": [(reverse(lab_url, args=[lab_slug(m.lab)]), m.lab) for m in memberships],
-    }  # fmt: skip
+    }
 
 
 @login_required
 def model_catalogue(request: HttpRequest, lab: str | None = None) -> HttpResponse:
     """The site's models (everything the user may see), or one lab's, with search."""
     filters = catalogue_filters(request, lab, lab_url="models:lab")
-    listings = model_list_visible_to(request.user, query=filters["query"], lab=filters["lab"],
-                                     visibility=filters["visibility"])  # fmt: skip
-    return render(request, "models/list.html", {
-        **filters, "all_url": reverse("models:list"), "search_hint": "name or words in its card",
-        "listings": [(listing, card_summary(listing.latest.card)) for listing in listings],
-    })  # fmt: skip
+    listings = model_list_visible_to(
+        request.user, query=filters["query"], lab=filters["lab"], visibility=filters["visibility"]
+    )
+    return render(
+        request,
+        "models/list.html",
+        {
+            **filters,
+            "all_url": reverse("models:list"),
+            "search_hint": "name or words in its card",
+            "listings": [(listing, card_summary(listing.latest.card)) for listing in listings],
+        },
+    )
 
 
 def _version_or_404(request: HttpRequest, pk: int) -> ModelVersion:
@@ -66,12 +75,19 @@ def model_version_detail(request: HttpRequest, pk: int) -> HttpResponse:
     best = version.metrics.get("best") or {}
     final = version.metrics.get("final") or {}
     metrics = [(name, final.get(name), best.get(name)) for name in dict.fromkeys([*final, *best])]
-    return render(request, "models/version.html", {
-        "version": version, "card": card_html(version.card), "metrics": metrics,
-        "versions": model_versions_of(request.user, version.model),
-        "lineage": version.lineage, "lab_slug": lab_slug(version.model.lab),
-        "panels": panels_for("model_version", user=request.user, version=version),
-    })  # fmt: skip
+    return render(
+        request,
+        "models/version.html",
+        {
+            "version": version,
+            "card": card_html(version.card),
+            "metrics": metrics,
+            "versions": model_versions_of(request.user, version.model),
+            "lineage": version.lineage,
+            "lab_slug": lab_slug(version.model.lab),
+            "panels": panels_for("model_version", user=request.user, version=version),
+        },
+    )
 
 
 @login_required
@@ -93,20 +109,34 @@ def model_publish_from_job(request: HttpRequest, public_id) -> HttpResponse:
         raise Http404("No such job of yours.")
     outputs = job_output_files(job)
     form = PublishForm(
-        request.POST or None, user=request.user, output_files=outputs,
-        initial={"name": suggested_name(job.name), "lab": job.lab_id,
-                 "files": [file.path for file in outputs]},
-    )  # fmt: skip
+        request.POST or None,
+        user=request.user,
+        output_files=outputs,
+        initial={
+            "name": suggested_name(job.name),
+            "lab": job.lab_id,
+            "files": [file.path for file in outputs],
+        },
+    )
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
             version = model_publish(
-                user=request.user, job=job, name=data["name"], files=data["files"],
-                card=data["card"], visibility=data["visibility"], lab=data["lab"],
-            )  # fmt: skip
+                user=request.user,
+                job=job,
+                name=data["name"],
+                files=data["files"],
+                card=data["card"],
+                visibility=data["visibility"],
+                lab=data["lab"],
+            )
         except ModelError as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
         else:
             return redirect("models:version", pk=version.pk)
-    return render(request, "models/publish.html", {"form": form, "job": job},
-                  status=400 if form.errors else 200)  # fmt: skip
+    return render(
+        request,
+        "models/publish.html",
+        {"form": form, "job": job},
+        status=400 if form.errors else 200,
+    )

@@ -21,8 +21,14 @@ DROPPED_CONNECTION = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteErr
 class ApiError(Exception):
     """What the server (or the network) said went wrong, in words for the user."""
 
-    def __init__(self, message: str, *, code: str = "error", status: int = 0,
-                 fields: dict[str, list[str]] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str = "error",
+        status: int = 0,
+        fields: dict[str, list[str]] | None = None,
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
@@ -53,9 +59,11 @@ class Client:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         self._http = httpx.Client(
-            base_url=f"{self.server}/api/v1", headers=headers,
-            timeout=httpx.Timeout(timeout, connect=10.0), follow_redirects=False,
-        )  # fmt: skip
+            base_url=f"{self.server}/api/v1",
+            headers=headers,
+            timeout=httpx.Timeout(timeout, connect=10.0),
+            follow_redirects=False,
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -104,8 +112,9 @@ class Client:
 
     def upload(self, path: str, data: dict, files: dict[str, tuple[str, IO[bytes]]]) -> Any:
         # Large project archives take a while: no overall timeout, only between bytes.
-        return self._send("POST", path, data=data, files=files,
-                          timeout=httpx.Timeout(None, connect=10.0)).json()  # fmt: skip
+        return self._send(
+            "POST", path, data=data, files=files, timeout=httpx.Timeout(None, connect=10.0)
+        ).json()
 
     def stream(self, path: str) -> Iterator[tuple[int | None, Iterator[bytes]]]:
         """Yields (total size or None, chunks) for a download."""
@@ -113,8 +122,9 @@ class Client:
         try:
             response = self._request(request, stream=True)
         except httpx.TransportError as exc:
-            raise ApiError(f"Cannot reach Nightshift at {self.server} ({exc}).",
-                           code="unreachable") from None  # fmt: skip
+            raise ApiError(
+                f"Cannot reach Nightshift at {self.server} ({exc}).", code="unreachable"
+            ) from None
         try:
             if response.is_error:
                 response.read()
@@ -128,8 +138,12 @@ class Client:
 def error_from(response: httpx.Response) -> ApiError:
     try:
         error = response.json()["error"]
-        return ApiError(error["message"], code=error.get("code", "error"),
-                        status=response.status_code, fields=error.get("fields"))  # fmt: skip
+        return ApiError(
+            error["message"],
+            code=error.get("code", "error"),
+            status=response.status_code,
+            fields=error.get("fields"),
+        )
     except (ValueError, KeyError, TypeError):
         snippet = " ".join(response.text.split())[:200]
         return ApiError(

@@ -56,8 +56,19 @@ ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
 
 
 # Left out when a project folder is archived: they are large and never needed to train.
-SKIPPED_DIRS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", "node_modules",
-                ".ipynb_checkpoints", ".mypy_cache", ".pytest_cache", ".ruff_cache"}  # fmt: skip
+SKIPPED_DIRS = {
+    ".git",
+    ".hg",
+    ".svn",
+    "__pycache__",
+    ".venv",
+    "venv",
+    "node_modules",
+    ".ipynb_checkpoints",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+}
 
 
 POLL_SECONDS = 2.0
@@ -81,8 +92,9 @@ class Context:
             if not self.settings.token:
                 raise ApiError(
                     f"Not logged in to {self.settings.server}. Run `nightshift login`, "
-                    "or set NIGHTSHIFT_TOKEN.", code="not_authenticated",
-                )  # fmt: skip
+                    "or set NIGHTSHIFT_TOKEN.",
+                    code="not_authenticated",
+                )
             self._client = Client(self.settings.server, self.settings.token)
         return self._client
 
@@ -207,8 +219,14 @@ def job_options(command, *, attach_datasets: bool = True):
     return command
 
 
-def upload_file(obj: Context, endpoint: str, path: Path, name: str | None,
-            requirements: Path | None, data: dict[str, Any]) -> Any:  # fmt: skip
+def upload_file(
+    obj: Context,
+    endpoint: str,
+    path: Path,
+    name: str | None,
+    requirements: Path | None,
+    data: dict[str, Any],
+) -> Any:
     """POST a script, archive or folder (archived on the way) with the request's fields."""
     data["name"] = name or path.resolve().name
     with ExitStack() as stack:
@@ -229,15 +247,20 @@ def upload_file(obj: Context, endpoint: str, path: Path, name: str | None,
 
 def request_fields(fields: dict[str, Any]) -> dict[str, Any]:
     """The API's multipart fields for the options given; lists repeat their field."""
-    names = {"gpu_memory": "gpu_memory_gb", "gpu_capability": "gpu_capability",
-             "memory": "memory_gb", "max_runtime": "max_runtime_minutes"}  # fmt: skip
+    names = {
+        "gpu_memory": "gpu_memory_gb",
+        "gpu_capability": "gpu_capability",
+        "memory": "memory_gb",
+        "max_runtime": "max_runtime_minutes",
+    }
     data: dict[str, Any] = {}
     for option, value in fields.items():
         if value is None or value == () or value is False:
             continue
         key = names.get(option, option)
-        data[key] = list(value) if isinstance(value, tuple) else (
-            "true" if value is True else str(value))  # fmt: skip
+        data[key] = (
+            list(value) if isinstance(value, tuple) else ("true" if value is True else str(value))
+        )
     return data
 
 
@@ -290,9 +313,14 @@ def progress_file(path: Path, stack: ExitStack, *, label: str) -> tuple[str, Any
 
 def transfer_progress() -> Progress:
     return Progress(
-        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-        TimeRemainingColumn(), console=err, transient=True,
-    )  # fmt: skip
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+    )
 
 
 def describe_state(job: dict) -> str:
@@ -464,8 +492,13 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2) + "\n")
 
 
-STATE_STYLES = {"completed": "green", "failed": "red", "held": "yellow", "running": "cyan",
-                "removed": "dim"}  # fmt: skip
+STATE_STYLES = {
+    "completed": "green",
+    "failed": "red",
+    "held": "yellow",
+    "running": "cyan",
+    "removed": "dim",
+}
 
 
 def counted(count: float, thing: str, things: str | None = None) -> str:

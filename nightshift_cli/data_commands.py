@@ -68,10 +68,15 @@ def data_list(obj: Context, as_json: bool) -> None:
         table.add_column(column)
     for d in datasets:
         latest = d["latest_version"] or {}
-        table.add_row(d["name"], latest.get("reference", "-"), str(latest.get("file_count", "-")),
-                      _size(latest["size_bytes"]) if latest else "-",
-                      d["visibility"] + (f" ({d['lab']})" if d["lab"] else ""), d["owner"],
-                      d["description"] or "")  # fmt: skip
+        table.add_row(
+            d["name"],
+            latest.get("reference", "-"),
+            str(latest.get("file_count", "-")),
+            _size(latest["size_bytes"]) if latest else "-",
+            d["visibility"] + (f" ({d['lab']})" if d["lab"] else ""),
+            d["owner"],
+            d["description"] or "",
+        )
     out.print(table)
 
 
@@ -87,12 +92,17 @@ def data_show(obj: Context, reference: str, as_json: bool) -> None:
     if as_json:
         print_json(dataset)
         return
-    out.print(f"{dataset['name']} ({dataset['visibility']}, {dataset['owner']}): "
-              f"{dataset['description'] or 'no description'}")  # fmt: skip
-    out.print(f"Versions: {', '.join(str(v['number']) for v in dataset['versions'])}; showing "
-              f"{version['reference']}")  # fmt: skip
-    out.print(f"{version['file_count']} files, {_size(version['size_bytes'])}, sha256 "
-              f"{version['sha256']}")  # fmt: skip
+    out.print(
+        f"{dataset['name']} ({dataset['visibility']}, {dataset['owner']}): "
+        f"{dataset['description'] or 'no description'}"
+    )
+    out.print(
+        f"Versions: {', '.join(str(v['number']) for v in dataset['versions'])}; showing "
+        f"{version['reference']}"
+    )
+    out.print(
+        f"{version['file_count']} files, {_size(version['size_bytes'])}, sha256 {version['sha256']}"
+    )
     if version["shared_path"]:
         out.print(f"On the shared file system at {version['shared_path']}")
     preview = version["preview"]
@@ -118,20 +128,31 @@ def _version(dataset: dict, number: int | None) -> dict:
 @click.argument("source", type=click.Path(exists=True, path_type=Path))
 @click.option("--name", required=True, help="The dataset's name (one of yours: a new version).")
 @click.option("--description", default="", help="What is in it, in a sentence.")
-@click.option("--share", type=click.Choice(["private", "lab", "site"]), default="private",
-              show_default=True, help="Who may use it (site: administrators only).")  # fmt: skip
+@click.option(
+    "--share",
+    type=click.Choice(["private", "lab", "site"]),
+    default="private",
+    show_default=True,
+    help="Who may use it (site: administrators only).",
+)
 @click.option("--lab", help="With --share lab: the lab to share it with.")
 @click.option("--no-wait", is_flag=True, help="Return once uploaded, before it is checked.")
 @pass_context
-def data_push(obj: Context, source: Path, name: str, description: str, share: str,
-              lab: str | None, no_wait: bool) -> None:  # fmt: skip
+def data_push(
+    obj: Context,
+    source: Path,
+    name: str,
+    description: str,
+    share: str,
+    lab: str | None,
+    no_wait: bool,
+) -> None:
     """Upload a folder (archived on the way), an archive or a file as a dataset.
 
     The upload is resumable: if the connection drops, it continues where it stopped, and
     running the same push again later continues the same upload.
     """
-    metadata = {"name": name, "description": description, "visibility": share,
-                "lab": lab or ""}  # fmt: skip
+    metadata = {"name": name, "description": description, "visibility": share, "lab": lab or ""}
     with ExitStack() as stack:
         if source.is_dir():
             upload, metadata["filename"] = _folder_tar(source), f"{source.resolve().name}.tar"
@@ -189,14 +210,20 @@ def resumable_upload(obj: Context, path: Path, metadata: dict, *, label: str) ->
     from tusclient.storage.filestorage import FileStorage
 
     client = obj.client
-    tus_client = tus.TusClient(f"{client.server}/api/v1/dataset-uploads/",
-                               headers=client.auth_headers())  # fmt: skip
+    tus_client = tus.TusClient(
+        f"{client.server}/api/v1/dataset-uploads/", headers=client.auth_headers()
+    )
     resumes = FileStorage(str(_pushes_dir() / "uploads.json"))
     try:
         uploader = tus_client.uploader(
-            str(path), chunk_size=CHUNK_BYTES, metadata=metadata, retries=10, retry_delay=2,
-            store_url=True, url_storage=resumes,
-        )  # fmt: skip
+            str(path),
+            chunk_size=CHUNK_BYTES,
+            metadata=metadata,
+            retries=10,
+            retry_delay=2,
+            store_url=True,
+            url_storage=resumes,
+        )
         size = uploader.get_file_size()
         if uploader.offset:
             err.print(f"Resuming the upload at {_size(uploader.offset)} of {_size(size)}.")
@@ -220,8 +247,10 @@ def _tus_message(exc) -> str:
     try:
         error = json.loads(body)["error"]
         fields = error.get("fields") or {}
-        return "; ".join(f"{field}: {' '.join(messages)}" for field, messages in fields.items()
-                         ) or error["message"]  # fmt: skip
+        return (
+            "; ".join(f"{field}: {' '.join(messages)}" for field, messages in fields.items())
+            or error["message"]
+        )
     except (ValueError, KeyError, TypeError, AttributeError):
         text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
         return text.strip() or str(exc)
@@ -238,8 +267,12 @@ def _wait(obj: Context, started: dict) -> dict:
 
 @data.command("pull")
 @click.argument("reference", metavar="NAME[@VERSION]")
-@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
-              help="The folder to unpack into (default: ./NAME).")  # fmt: skip
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The folder to unpack into (default: ./NAME).",
+)
 @pass_context
 def data_pull(obj: Context, reference: str, output: Path | None) -> None:
     """Download a version and unpack it, after checking its SHA-256."""
@@ -267,8 +300,10 @@ def pull_archive(obj: Context, path: str, version: dict, target: Path) -> None:
                     sink.write(chunk)
                     progress.advance(task, len(chunk))
         if digest.hexdigest() != version["sha256"]:
-            raise click.ClickException(f"The download's SHA-256 is {digest.hexdigest()}, not "
-                                       f"{version['sha256']}: nothing was unpacked.")  # fmt: skip
+            raise click.ClickException(
+                f"The download's SHA-256 is {digest.hexdigest()}, not "
+                f"{version['sha256']}: nothing was unpacked."
+            )
         partial = Path(temporary) / "unpacked"
         with tarfile.open(archive) as tar:
             tar.extractall(partial, filter="data")
@@ -276,8 +311,9 @@ def pull_archive(obj: Context, path: str, version: dict, target: Path) -> None:
         if target.exists():
             target.rmdir()
         shutil.move(str(partial), target)
-    out.print(f"{version['reference']}: {version['file_count']} files in {target}/ "
-              f"(sha256 checked).")  # fmt: skip
+    out.print(
+        f"{version['reference']}: {version['file_count']} files in {target}/ (sha256 checked)."
+    )
 
 
 @data.command("rm")

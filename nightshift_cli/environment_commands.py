@@ -36,11 +36,15 @@ def _version_fields(requirements: Path | None, python: str | None, image: str | 
 
 
 _version_options = [
-    click.option("-r", "--requirements", type=click.Path(exists=True, dir_okay=False,
-                 path_type=Path), help="A requirements.txt: the packages, one per line."),
+    click.option(
+        "-r",
+        "--requirements",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="A requirements.txt: the packages, one per line.",
+    ),
     click.option("--python", metavar="3.X", help="Its Python version (default: the site's)."),
     click.option("--image", metavar="IMAGE", help="Instead of packages: a container image."),
-]  # fmt: skip
+]
 
 
 def version_options(command):
@@ -67,9 +71,13 @@ def env_list(obj: Context, as_json: bool) -> None:
     for column in ("NAME", "LATEST", "FOR", "KIND", "DESCRIPTION"):
         table.add_column(column)
     for e in environments:
-        table.add_row(e["name"] + (" (default)" if e["is_default"] else ""), e["latest"] or "-",
-                      e["visibility"] + (f" ({e['lab']})" if e["lab"] else ""), e["kind"],
-                      e["description"] or "")  # fmt: skip
+        table.add_row(
+            e["name"] + (" (default)" if e["is_default"] else ""),
+            e["latest"] or "-",
+            e["visibility"] + (f" ({e['lab']})" if e["lab"] else ""),
+            e["kind"],
+            e["description"] or "",
+        )
     out.print(table)
 
 
@@ -93,10 +101,13 @@ def env_show(obj: Context, reference: str, lock_only: bool, as_json: bool) -> No
     if lock_only:
         click.echo(version["lock"], nl=False)
         return
-    out.print(f"{environment['name']} ({environment['visibility']}): "
-              f"{environment['description'] or 'no description'}")  # fmt: skip
-    out.print(f"Versions: {', '.join(str(v['number']) for v in versions)}; showing "
-              f"{version['reference']}")  # fmt: skip
+    out.print(
+        f"{environment['name']} ({environment['visibility']}): "
+        f"{environment['description'] or 'no description'}"
+    )
+    out.print(
+        f"Versions: {', '.join(str(v['number']) for v in versions)}; showing {version['reference']}"
+    )
     if version["container_image"]:
         out.print(f"Container image: {version['container_image']}")
         return
@@ -119,9 +130,17 @@ def env_show(obj: Context, reference: str, lock_only: bool, as_json: bool) -> No
 @click.option("--lab", help="With --share lab: the lab to share it with.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
 @pass_context
-def env_create(obj: Context, name: str, requirements: Path | None, python: str | None,
-               image: str | None, description: str, share: str, lab: str | None,
-               as_json: bool) -> None:  # fmt: skip
+def env_create(
+    obj: Context,
+    name: str,
+    requirements: Path | None,
+    python: str | None,
+    image: str | None,
+    description: str,
+    share: str,
+    lab: str | None,
+    as_json: bool,
+) -> None:
     """Make an environment; its requirements are resolved now into a lock."""
     fields = _version_fields(requirements, python, image)
     fields.update(name=name, description=description, visibility=share, lab=lab or "")
@@ -130,19 +149,23 @@ def env_create(obj: Context, name: str, requirements: Path | None, python: str |
         print_json(environment)
         return
     version = environment["versions"][0]
-    out.print(f"Created {version['reference']}: {_summary(version)}. "
-              f"Use it with: nightshift submit --environment {name} train.py")  # fmt: skip
+    out.print(
+        f"Created {version['reference']}: {_summary(version)}. "
+        f"Use it with: nightshift submit --environment {name} train.py"
+    )
 
 
 @env.command("add-version")
 @click.argument("name")
 @version_options
 @pass_context
-def env_add_version(obj: Context, name: str, requirements: Path | None, python: str | None,
-                    image: str | None) -> None:  # fmt: skip
+def env_add_version(
+    obj: Context, name: str, requirements: Path | None, python: str | None, image: str | None
+) -> None:
     """Lock a new version of an environment you own (versions never change)."""
-    version = obj.client.post(_path(name, "versions"),
-                              json=_version_fields(requirements, python, image))  # fmt: skip
+    version = obj.client.post(
+        _path(name, "versions"), json=_version_fields(requirements, python, image)
+    )
     out.print(f"Locked {version['reference']}: {_summary(version)}.")
 
 
@@ -163,8 +186,10 @@ def env_build(obj: Context, reference: str, wait: bool) -> None:
         number = obj.client.get(_path(name))["versions"][0]["number"]
     path = _path(name, "versions", str(number), "build")
     report = obj.client.post(path)
-    out.print(f"Test build of {name}@{number} submitted as job {report['job']} "
-              f"(follow it with: nightshift logs {report['job']} --stream install -f)")  # fmt: skip
+    out.print(
+        f"Test build of {name}@{number} submitted as job {report['job']} "
+        f"(follow it with: nightshift logs {report['job']} --stream install -f)"
+    )
     if not wait:
         return
     wait_until_final(obj.client, obj.client.get(f"/jobs/{report['job']}/"))

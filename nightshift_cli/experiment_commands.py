@@ -46,16 +46,31 @@ def matrix_job_options(command):
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="A CSV file: parameter names in its header, then one run per row.",
 )
-@click.option("--random", "random_", multiple=True, metavar="NAME=KIND:LOW:HIGH",
-              help="A parameter drawn at random: uniform, log_uniform or int_uniform with "
-              "its range, or NAME=choice:a|b|c. Repeat for more; with --count.")  # fmt: skip
+@click.option(
+    "--random",
+    "random_",
+    multiple=True,
+    metavar="NAME=KIND:LOW:HIGH",
+    help="A parameter drawn at random: uniform, log_uniform or int_uniform with "
+    "its range, or NAME=choice:a|b|c. Repeat for more; with --count.",
+)
 @click.option("--count", type=int, help="How many random samples to run.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the samples.")
 @click.option("--json", "as_json", is_flag=True, help="Print the sweep as JSON.")
 @pass_context
-def sweep(obj: Context, path: Path, name: str | None, requirements: Path | None,
-          grid: tuple[str, ...], rows: Path | None, random_: tuple[str, ...], count: int | None,
-          seed: int, as_json: bool, **fields: Any) -> None:  # fmt: skip
+def sweep(
+    obj: Context,
+    path: Path,
+    name: str | None,
+    requirements: Path | None,
+    grid: tuple[str, ...],
+    rows: Path | None,
+    random_: tuple[str, ...],
+    count: int | None,
+    seed: int,
+    as_json: bool,
+    **fields: Any,
+) -> None:
     """Submit many runs of one script, one per parameter set, as one sweep.
 
     Write {name} in --arg, --env or --entry where a parameter's value goes.
@@ -71,8 +86,10 @@ def sweep(obj: Context, path: Path, name: str | None, requirements: Path | None,
     if as_json:
         print_json(created)
         return
-    err.print(f"Submitted sweep “{created['name']}” with {created['run_count']} runs as "
-              f"{created['id']}  ({created['links']['web']})")  # fmt: skip
+    err.print(
+        f"Submitted sweep “{created['name']}” with {created['run_count']} runs as "
+        f"{created['id']}  ({created['links']['web']})"
+    )
 
 
 @click.command(epilog=EPILOG)
@@ -111,10 +128,18 @@ def sweep(obj: Context, path: Path, name: str | None, requirements: Path | None,
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the sweep as JSON.")
 @pass_context
-def matrix(obj: Context, name: str | None, requirements: Path | None, systems: tuple[str, ...],
-           system_entry: tuple[str, ...], system_model: tuple[str, ...],
-           datasets: tuple[str, ...],
-           dataset_path: tuple[str, ...], as_json: bool, **fields: Any) -> None:  # fmt: skip
+def matrix(
+    obj: Context,
+    name: str | None,
+    requirements: Path | None,
+    systems: tuple[str, ...],
+    system_entry: tuple[str, ...],
+    system_model: tuple[str, ...],
+    datasets: tuple[str, ...],
+    dataset_path: tuple[str, ...],
+    as_json: bool,
+    **fields: Any,
+) -> None:
     """Evaluate every system on every dataset: an evaluation matrix, as one sweep.
 
     {dataset} in --arg or a --system-entry becomes the dataset's path (or dataset/, where
@@ -155,8 +180,11 @@ def matrix(obj: Context, name: str | None, requirements: Path | None, systems: t
             entry = entries.pop(system, None)
             if entry is None and (path.is_dir() or path.name.lower().endswith(ARCHIVE_SUFFIXES)):
                 entry = default_entry(path) if path.is_dir() else "python train.py"
-            entry_record = {"name": system, "file": add_file("system_files", path, number),
-                            "entry_command": entry}  # fmt: skip
+            entry_record = {
+                "name": system,
+                "file": add_file("system_files", path, number),
+                "entry_command": entry,
+            }
             if system in models:
                 entry_record["model"] = models.pop(system)
             system_list.append(entry_record)
@@ -169,8 +197,7 @@ def matrix(obj: Context, name: str | None, requirements: Path | None, systems: t
             path = Path(location)
             if not path.is_file():
                 raise click.UsageError(f"--dataset {item!r}: {location} is not a file.")
-            dataset_list.append({"name": dataset,
-                                 "file": add_file("dataset_files", path, number)})  # fmt: skip
+            dataset_list.append({"name": dataset, "file": add_file("dataset_files", path, number)})
         for item in dataset_path:
             dataset, location = _pair(item, "--dataset-path")
             dataset_list.append({"name": dataset, "path": location})
@@ -179,34 +206,56 @@ def matrix(obj: Context, name: str | None, requirements: Path | None, systems: t
     if as_json:
         print_json(created)
         return
-    err.print(f"Submitted “{created['name']}”: {len(system_list)} systems by "
-              f"{len(dataset_list)} datasets, {created['run_count']} runs, as {created['id']}  "
-              f"({created['links']['web']})")  # fmt: skip
+    err.print(
+        f"Submitted “{created['name']}”: {len(system_list)} systems by "
+        f"{len(dataset_list)} datasets, {created['run_count']} runs, as {created['id']}  "
+        f"({created['links']['web']})"
+    )
 
 
 @click.command(epilog=EPILOG)
 @click.argument("path", type=click.Path(exists=True, path_type=Path))
 @job_options
-@click.option("--space", multiple=True, metavar="NAME=KIND:LOW:HIGH",
-              help="A hyperparameter to search: uniform, log_uniform or int_uniform with its "
-              "range, or NAME=choice:a|b|c. Repeat.")  # fmt: skip
-@click.option("--objective", required=True, help="The metric to optimise, as nightshift.log "
-              "logs it.")  # fmt: skip
+@click.option(
+    "--space",
+    multiple=True,
+    metavar="NAME=KIND:LOW:HIGH",
+    help="A hyperparameter to search: uniform, log_uniform or int_uniform with its "
+    "range, or NAME=choice:a|b|c. Repeat.",
+)
+@click.option(
+    "--objective", required=True, help="The metric to optimise, as nightshift.log logs it."
+)
 @click.option("--maximize", is_flag=True, help="Maximise the objective (default: minimise).")
 @click.option("--trials", type=int, default=20, show_default=True, help="At most this many.")
 @click.option("--parallel", type=int, default=4, show_default=True, help="Trials at once.")
 @click.option("--sampler", type=click.Choice(["tpe", "random"]), default="tpe", show_default=True)
-@click.option("--pruner", type=click.Choice(["median", "asha", "none"]), default="median",
-              show_default=True)  # fmt: skip
+@click.option(
+    "--pruner", type=click.Choice(["median", "asha", "none"]), default="median", show_default=True
+)
 @click.option("--gpu-hours", type=float, help="Stop once the trials used this many.")
 @click.option("--deadline", type=int, metavar="MINUTES", help="Stop after this long.")
 @click.option("--seed", type=int, help="Seed of the sampler.")
 @click.option("--json", "as_json", is_flag=True, help="Print the study as JSON.")
 @pass_context
-def study(obj: Context, path: Path, name: str | None, requirements: Path | None,
-          space: tuple[str, ...], objective: str, maximize: bool, trials: int, parallel: int,
-          sampler: str, pruner: str, gpu_hours: float | None, deadline: int | None,
-          seed: int | None, as_json: bool, **fields: Any) -> None:  # fmt: skip
+def study(
+    obj: Context,
+    path: Path,
+    name: str | None,
+    requirements: Path | None,
+    space: tuple[str, ...],
+    objective: str,
+    maximize: bool,
+    trials: int,
+    parallel: int,
+    sampler: str,
+    pruner: str,
+    gpu_hours: float | None,
+    deadline: int | None,
+    seed: int | None,
+    as_json: bool,
+    **fields: Any,
+) -> None:
     """Search hyperparameters with Optuna: each trial is a job, PARALLEL at a time.
 
     Write {name} in --arg or --env where a hyperparameter goes; the script logs the
@@ -218,17 +267,27 @@ def study(obj: Context, path: Path, name: str | None, requirements: Path | None,
     """
     if not space:
         raise click.UsageError("Give at least one --space NAME=KIND:LOW:HIGH.")
-    plan = {"space": _distributions(space, "--space"), "objective": objective,
-            "direction": "maximize" if maximize else "minimize", "sampler": sampler,
-            "pruner": pruner, "parallel": parallel, "max_trials": trials,
-            "gpu_hours": gpu_hours, "deadline_minutes": deadline, "seed": seed}  # fmt: skip
+    plan = {
+        "space": _distributions(space, "--space"),
+        "objective": objective,
+        "direction": "maximize" if maximize else "minimize",
+        "sampler": sampler,
+        "pruner": pruner,
+        "parallel": parallel,
+        "max_trials": trials,
+        "gpu_hours": gpu_hours,
+        "deadline_minutes": deadline,
+        "seed": seed,
+    }
     data = request_fields(fields) | {"study": json.dumps(plan)}
     created = upload_file(obj, "/sweeps/study/", path, name, requirements, data)
     if as_json:
         print_json(created)
         return
-    err.print(f"Started study “{created['name']}” as {created['id']}: up to {trials} trials, "
-              f"{parallel} at a time  ({created['links']['web']})")  # fmt: skip
+    err.print(
+        f"Started study “{created['name']}” as {created['id']}: up to {trials} trials, "
+        f"{parallel} at a time  ({created['links']['web']})"
+    )
 
 
 def _pair(item: str, option: str) -> tuple[str, str]:
@@ -245,11 +304,14 @@ def _distributions(items: tuple[str, ...], option: str) -> dict[str, dict]:
         key, sep, spec = item.partition("=")
         kind, _, bounds = spec.partition(":")
         if not sep or not key or not bounds:
-            raise click.UsageError(f"{option} {item!r}: write NAME=KIND:LOW:HIGH or "
-                                   "NAME=choice:a|b|c.")  # fmt: skip
+            raise click.UsageError(
+                f"{option} {item!r}: write NAME=KIND:LOW:HIGH or NAME=choice:a|b|c."
+            )
         if kind == "choice":
-            distributions[key] = {"kind": "choice",
-                                  "choices": [_value(c) for c in bounds.split("|")]}  # fmt: skip
+            distributions[key] = {
+                "kind": "choice",
+                "choices": [_value(c) for c in bounds.split("|")],
+            }
             continue
         low, _, high = bounds.partition(":")
         try:
@@ -268,10 +330,12 @@ def _value(text: str) -> int | float | str:
     return text
 
 
-def _sweep_parameters(grid: tuple[str, ...], rows: Path | None, random_: tuple[str, ...],
-                      count: int | None, seed: int) -> dict[str, Any]:  # fmt: skip
-    given = [kind for kind, value in (("--grid", grid), ("--rows", rows), ("--random", random_))
-             if value]  # fmt: skip
+def _sweep_parameters(
+    grid: tuple[str, ...], rows: Path | None, random_: tuple[str, ...], count: int | None, seed: int
+) -> dict[str, Any]:
+    given = [
+        kind for kind, value in (("--grid", grid), ("--rows", rows), ("--random", random_)) if value
+    ]
     if len(given) != 1:
         raise click.UsageError("Give the runs with one of --grid, --rows or --random.")
     if grid:
@@ -297,15 +361,30 @@ def _sweep_parameters(grid: tuple[str, ...], rows: Path | None, random_: tuple[s
 @click.option("--cancel", is_flag=True, help="Cancel every run of the sweep that has not ended.")
 @click.option("--results", is_flag=True, help="Compare the runs by a metric they logged.")
 @click.option("--metric", help="With --results: the metric (default: the first logged).")
-@click.option("--sort", default="index", show_default=True,
-              help="With --results: index, best, final, state, gpu_hours or p.NAME; -X "
-              "descending.")  # fmt: skip
-@click.option("--csv", "csv_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="With --results: save the comparison as CSV.")  # fmt: skip
+@click.option(
+    "--sort",
+    default="index",
+    show_default=True,
+    help="With --results: index, best, final, state, gpu_hours or p.NAME; -X descending.",
+)
+@click.option(
+    "--csv",
+    "csv_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --results: save the comparison as CSV.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
 @pass_context
-def sweeps(obj: Context, sweep_id: str | None, cancel: bool, results: bool, metric: str | None,
-           sort: str, csv_file: Path | None, as_json: bool) -> None:  # fmt: skip
+def sweeps(
+    obj: Context,
+    sweep_id: str | None,
+    cancel: bool,
+    results: bool,
+    metric: str | None,
+    sort: str,
+    csv_file: Path | None,
+    as_json: bool,
+) -> None:
     """Your sweeps, one sweep's runs with their parameters and states, or (--results) its
     runs compared by a metric."""
     if (cancel or results or csv_file) and sweep_id is None:
@@ -325,8 +404,13 @@ def sweeps(obj: Context, sweep_id: str | None, cancel: bool, results: bool, metr
         for column in ("ID", "NAME", "KIND", "RUNS", "CLUSTER"):
             table.add_column(column)
         for item in listed:
-            table.add_row(item["id"][:8], item["name"], item["kind"], str(item["run_count"]),
-                          str(item["cluster_id"] or "-"))  # fmt: skip
+            table.add_row(
+                item["id"][:8],
+                item["name"],
+                item["kind"],
+                str(item["run_count"]),
+                str(item["cluster_id"] or "-"),
+            )
         out.print(table)
         return
     found = obj.client.get(f"/sweeps/{sweep_id}/") if not cancel else found
@@ -341,13 +425,19 @@ def sweeps(obj: Context, sweep_id: str | None, cancel: bool, results: bool, metr
         table.add_column(column)
     for run in found["runs"]:
         exit_code = "" if run["exit_code"] is None else str(run["exit_code"])
-        table.add_row(str(run["index"]), *(str(run["parameters"].get(n, "")) for n in names),
-                      run["state"], run["workstation"] or "-", exit_code)  # fmt: skip
+        table.add_row(
+            str(run["index"]),
+            *(str(run["parameters"].get(n, "")) for n in names),
+            run["state"],
+            run["workstation"] or "-",
+            exit_code,
+        )
     out.print(table)
 
 
-def _sweep_results(obj: Context, sweep_id: str, metric: str | None, sort: str,
-                   csv_file: Path | None, as_json: bool) -> None:  # fmt: skip
+def _sweep_results(
+    obj: Context, sweep_id: str, metric: str | None, sort: str, csv_file: Path | None, as_json: bool
+) -> None:
     if csv_file is not None:
         query = urlencode({"sort": sort, **({"metric": metric} if metric else {})})
         for _, chunks in obj.client.stream(f"/sweeps/{sweep_id}/results.csv?{query}"):
@@ -362,16 +452,26 @@ def _sweep_results(obj: Context, sweep_id: str, metric: str | None, sort: str,
         out.print("No run has logged a metric yet.")
     table = Table(box=None, header_style="bold", pad_edge=False)
     metric_name = found["metric"] or "metric"
-    for column in ("#", *found["parameters"], "STATE", f"FINAL {metric_name}",
-                   f"BEST {metric_name}", "GPU-H"):  # fmt: skip
+    for column in (
+        "#",
+        *found["parameters"],
+        "STATE",
+        f"FINAL {metric_name}",
+        f"BEST {metric_name}",
+        "GPU-H",
+    ):
         table.add_column(column)
     best = found["best"]["index"] if found["best"] else None
     for run in found["runs"]:
         mark = " *" if run["index"] == best else ""
-        table.add_row(f"{run['index']}{mark}",
-                      *(str(run["parameters"].get(n, "")) for n in found["parameters"]),
-                      run["state"], _number(run["final"]), _number(run["best"]),
-                      f"{run['gpu_hours']:.2f}")  # fmt: skip
+        table.add_row(
+            f"{run['index']}{mark}",
+            *(str(run["parameters"].get(n, "")) for n in found["parameters"]),
+            run["state"],
+            _number(run["final"]),
+            _number(run["best"]),
+            f"{run['gpu_hours']:.2f}",
+        )
     out.print(table)
     if found["best"]:
         goal = "lowest" if found["goal"] == "min" else "highest"

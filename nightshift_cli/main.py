@@ -103,10 +103,15 @@ def login(obj: Context, username: str | None, with_token: bool) -> None:
         password = _read_secret("Password")
         anonymous = Client(server, None)
         try:
-            created = anonymous.post("/auth/token/", {
-                "username": username, "password": password,
-                "name": f"nightshift CLI on {socket.gethostname()}"[:100], "expires_in_days": 365,
-            })  # fmt: skip
+            created = anonymous.post(
+                "/auth/token/",
+                {
+                    "username": username,
+                    "password": password,
+                    "name": f"nightshift CLI on {socket.gethostname()}"[:100],
+                    "expires_in_days": 365,
+                },
+            )
         finally:
             anonymous.close()
         token = created["token"]
@@ -160,9 +165,11 @@ def whoami(obj: Context, as_json: bool) -> None:
         limits = quota["limits"]
         hours = quota["gpu_hours_used"] + quota["gpu_hours_reserved"]
         budget = f"{limits['gpu_hours']:g}" if limits["gpu_hours"] is not None else "unlimited"
-        out.print(f"  {quota['lab'] or 'No lab (site defaults)'}: {hours:.1f} of {budget} "
-                  f"GPU-hours in {limits['period_days']} days; {quota['gpus_in_use']} GPUs in "
-                  f"use; {quota['jobs_waiting']} jobs waiting")  # fmt: skip
+        out.print(
+            f"  {quota['lab'] or 'No lab (site defaults)'}: {hours:.1f} of {budget} "
+            f"GPU-hours in {limits['period_days']} days; {quota['gpus_in_use']} GPUs in "
+            f"use; {quota['jobs_waiting']} jobs waiting"
+        )
 
 
 # -- submitting ----------------------------------------------------------------------------
@@ -176,8 +183,16 @@ def whoami(obj: Context, as_json: bool) -> None:
 @click.option("--follow", is_flag=True, help="Stream its output until it ends (implies --wait).")
 @click.option("--json", "as_json", is_flag=True, help="Print the job as JSON.")
 @pass_context
-def submit(obj: Context, path: Path, name: str | None, wait: bool, follow: bool, as_json: bool,
-           requirements: Path | None, **fields: Any) -> None:  # fmt: skip
+def submit(
+    obj: Context,
+    path: Path,
+    name: str | None,
+    wait: bool,
+    follow: bool,
+    as_json: bool,
+    requirements: Path | None,
+    **fields: Any,
+) -> None:
     """Submit a training script (.py), a project archive, or a project folder.
 
     \b
@@ -226,10 +241,13 @@ def list_jobs(obj: Context, state: str | None, name: str | None, limit: int, as_
         table.add_column(column)
     for job in page["results"]:
         table.add_row(
-            job["id"][:8], job["name"],
+            job["id"][:8],
+            job["name"],
             Text(job["state"], style=STATE_STYLES.get(job["state"], "")),
-            gpus_text(job["request"]), job["workstation"] or "", when_text(job["created_at"]),
-        )  # fmt: skip
+            gpus_text(job["request"]),
+            job["workstation"] or "",
+            when_text(job["created_at"]),
+        )
     out.print(table)
     if page["count"] > len(page["results"]):
         shown = f"{len(page['results'])} of {page['count']}; --limit shows more."
@@ -258,7 +276,7 @@ def status(obj: Context, job_id: str, as_json: bool) -> None:
         ("Finished", when_text(job["finished_at"])),
         ("Exit code", "" if job["exit_code"] is None else str(job["exit_code"])),
         ("Web page", job["links"]["web"]),
-    ]  # fmt: skip
+    ]
     if job.get("hold"):
         rows.insert(2, ("Held", f"{job['hold']['title']} {job['hold']['advice']}"))
     table = Table.grid(padding=(0, 2))
@@ -393,23 +411,33 @@ def pool(obj: Context, as_json: bool) -> None:
     for station in overview["workstations"]:
         gpu = station["gpu"] or {}
         table.add_row(
-            station["name"], station["status_label"],
+            station["name"],
+            station["status_label"],
             f"{station['free_gpus']}/{station['total_gpus']}" if station["total_gpus"] else "-",
             gpu.get("name", "-"),
             f"{gpu['memory_mb'] / 1024:.0f} GB" if gpu else "-",
             f"{station['free_cpus']}/{station['total_cpus']}",
-        )  # fmt: skip
+        )
     out.print(table)
-    out.print(f"{overview['free_gpus']} of {overview['total_gpus']} GPUs free; "
-              f"{overview['nightshift_gpus']} running Nightshift jobs.")  # fmt: skip
+    out.print(
+        f"{overview['free_gpus']} of {overview['total_gpus']} GPUs free; "
+        f"{overview['nightshift_gpus']} running Nightshift jobs."
+    )
     environments = ", ".join(
         e["reference"] + (" (default)" if e["is_default"] else "") for e in overview["environments"]
     )
     out.print(f"Software environments: {environments or 'none'}")
 
 
-REPORT_TABLES = ("usage", "over_time", "outcomes", "waits", "losses", "utilization_hour",
-                 "utilization_weekday")  # fmt: skip
+REPORT_TABLES = (
+    "usage",
+    "over_time",
+    "outcomes",
+    "waits",
+    "losses",
+    "utilization_hour",
+    "utilization_weekday",
+)
 
 
 @cli.command()
@@ -444,13 +472,28 @@ REPORT_TABLES = ("usage", "over_time", "outcomes", "waits", "losses", "utilizati
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the whole report as JSON.")
 @pass_context
-def report(obj: Context, period: str | None, month: str | None, start: str | None,
-           end: str | None, group: str, lab: str | None, table: str, csv_to: Path | None,
-           as_json: bool) -> None:  # fmt: skip
+def report(
+    obj: Context,
+    period: str | None,
+    month: str | None,
+    start: str | None,
+    end: str | None,
+    group: str,
+    lab: str | None,
+    table: str,
+    csv_to: Path | None,
+    as_json: bool,
+) -> None:
     """Usage of your labs: GPU-hours, outcomes, waits, losses (lab leads and admins)."""
     period = period or ("month" if month else "custom" if start or end else "30d")
-    params = {"period": period, "month": month, "start": start, "end": end, "group": group,
-              "lab": lab}  # fmt: skip
+    params = {
+        "period": period,
+        "month": month,
+        "start": start,
+        "end": end,
+        "group": group,
+        "lab": lab,
+    }
     params = {key: value for key, value in params.items() if value is not None}
     if csv_to is not None:
         _save(obj.client, f"/reports/{table}.csv?{urlencode(params)}", csv_to, table)
@@ -474,13 +517,15 @@ def report(obj: Context, period: str | None, month: str | None, start: str | Non
         f"{'-' if wait is None else f'{wait:.1f} min'}"
     )
     chosen = body["tables"][table]
-    grid = Table(box=None, header_style="bold", pad_edge=False, title=chosen["title"],
-                 title_justify="left")  # fmt: skip
+    grid = Table(
+        box=None, header_style="bold", pad_edge=False, title=chosen["title"], title_justify="left"
+    )
     for column in chosen["columns"]:
         grid.add_column(column["heading"].upper())
     for row in chosen["rows"]:
-        grid.add_row(*("-" if row.get(c["key"]) is None else str(row[c["key"]])
-                       for c in chosen["columns"]))  # fmt: skip
+        grid.add_row(
+            *("-" if row.get(c["key"]) is None else str(row[c["key"]]) for c in chosen["columns"])
+        )
     out.print(grid)
 
 

@@ -12,8 +12,10 @@ from rich.table import Table
 from .common import EPILOG, Context, out, pass_context, print_json
 from .data_commands import pull_archive
 
-REFERENCE = re.compile(r"(?P<lab>[A-Za-z0-9_]{1,63})/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,79})"
-                       r"(?:@(?P<number>[0-9]{1,9}))?")  # fmt: skip
+REFERENCE = re.compile(
+    r"(?P<lab>[A-Za-z0-9_]{1,63})/(?P<name>[A-Za-z0-9][A-Za-z0-9._-]{0,79})"
+    r"(?:@(?P<number>[0-9]{1,9}))?"
+)
 
 
 def _split(reference: str) -> tuple[str, str, int | None]:
@@ -54,8 +56,13 @@ def model_list(obj: Context, query: str | None, lab: str | None, as_json: bool) 
     for version in versions:
         final = version["metrics"].get("final") or {}
         metrics = ", ".join(f"{name}={value:.4g}" for name, value in list(final.items())[:3])
-        table.add_row(version["reference"], version["visibility"], str(version["file_count"]),
-                      version["published_by"] or "-", metrics or "-")  # fmt: skip
+        table.add_row(
+            version["reference"],
+            version["visibility"],
+            str(version["file_count"]),
+            version["published_by"] or "-",
+            metrics or "-",
+        )
     out.print(table)
 
 
@@ -69,8 +76,10 @@ def model_show(obj: Context, reference: str, as_json: bool) -> None:
     if as_json:
         print_json(version)
         return
-    out.print(f"{version['reference']} ({version['visibility']}), published by "
-              f"{version['published_by'] or '-'} on {version['created_at'][:10]}")  # fmt: skip
+    out.print(
+        f"{version['reference']} ({version['visibility']}), published by "
+        f"{version['published_by'] or '-'} on {version['created_at'][:10]}"
+    )
     out.print(f"{version['file_count']} files, sha256 {version['sha256']}")
     for file in version["files"][:20]:
         out.print(f"  {file['path']}  {file['size']:,} bytes")
@@ -86,8 +95,12 @@ def model_show(obj: Context, reference: str, as_json: bool) -> None:
 
 @model.command("pull")
 @click.argument("reference", metavar="LAB/NAME[@VERSION]")
-@click.option("-o", "--output", type=click.Path(file_okay=False, path_type=Path),
-              help="The folder to unpack into (default: ./NAME).")  # fmt: skip
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="The folder to unpack into (default: ./NAME).",
+)
 @pass_context
 def model_pull(obj: Context, reference: str, output: Path | None) -> None:
     """Download a version and unpack it, after checking its SHA-256."""
@@ -99,9 +112,13 @@ def model_pull(obj: Context, reference: str, output: Path | None) -> None:
 
 @model.command("serve")
 @click.argument("reference", metavar="LAB/NAME@VERSION")
-@click.option("--template", default="", metavar="TEMPLATE",
-              help="LAB/NAME[@VERSION] of a template with a serve command (default: the one "
-              "that made the model, else the first that can serve it).")  # fmt: skip
+@click.option(
+    "--template",
+    default="",
+    metavar="TEMPLATE",
+    help="LAB/NAME[@VERSION] of a template with a serve command (default: the one "
+    "that made the model, else the first that can serve it).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the job as JSON.")
 @pass_context
 def model_serve(obj: Context, reference: str, template: str, as_json: bool) -> None:
@@ -122,12 +139,27 @@ def model_serve(obj: Context, reference: str, template: str, as_json: bool) -> N
 @model.command("publish")
 @click.argument("job_id", metavar="JOB")
 @click.option("--name", required=True, help="The model's name in its lab.")
-@click.option("--file", "files", multiple=True, required=True, metavar="PATH",
-              help="An output file of the job (outputs/model.pt); repeat for more.")  # fmt: skip
-@click.option("--card", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="A Markdown file: what it is, how it was trained, how to use it.")  # fmt: skip
-@click.option("--share", "visibility", type=click.Choice(["private", "lab", "site"]),
-              default="lab", show_default=True, help="Who may see and use it.")  # fmt: skip
+@click.option(
+    "--file",
+    "files",
+    multiple=True,
+    required=True,
+    metavar="PATH",
+    help="An output file of the job (outputs/model.pt); repeat for more.",
+)
+@click.option(
+    "--card",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A Markdown file: what it is, how it was trained, how to use it.",
+)
+@click.option(
+    "--share",
+    "visibility",
+    type=click.Choice(["private", "lab", "site"]),
+    default="lab",
+    show_default=True,
+    help="Who may see and use it.",
+)
 @click.option("--lab", help="The lab to publish in (default: the job's).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
 @pass_context
@@ -142,13 +174,20 @@ def model_publish(
     as_json: bool,
 ) -> None:
     """Publish a finished job's output files as a new version of a model."""
-    body = {"job": job_id, "name": name, "files": list(files), "visibility": visibility,
-            "card": card.read_text(encoding="utf-8") if card else ""}  # fmt: skip
+    body = {
+        "job": job_id,
+        "name": name,
+        "files": list(files),
+        "visibility": visibility,
+        "card": card.read_text(encoding="utf-8") if card else "",
+    }
     if lab:
         body["lab"] = lab
     version = obj.client.post("/models/", body)
     if as_json:
         print_json(version)
         return
-    out.print(f"Published {version['reference']}: {version['file_count']} files, sha256 "
-              f"{version['sha256']}.")  # fmt: skip
+    out.print(
+        f"Published {version['reference']}: {version['file_count']} files, sha256 "
+        f"{version['sha256']}."
+    )

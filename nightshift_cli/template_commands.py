@@ -35,13 +35,17 @@ def template_path(obj: Context, reference: str) -> str:
     see has that name."""
     match = REFERENCE.fullmatch(reference.strip())
     if match is None:
-        raise click.BadParameter(f"{reference!r} is not a template: give LAB/NAME[@VERSION], "
-                                 "as `nightshift template list` shows it.")  # fmt: skip
+        raise click.BadParameter(
+            f"{reference!r} is not a template: give LAB/NAME[@VERSION], "
+            "as `nightshift template list` shows it."
+        )
     lab, name = match["lab"], match["name"]
     if lab is None:
-        found = {v["reference"].split("@")[0] for v in
-                 obj.client.get("/templates/", q=name, page_size=200)["results"]
-                 if v["name"] == name}  # fmt: skip
+        found = {
+            v["reference"].split("@")[0]
+            for v in obj.client.get("/templates/", q=name, page_size=200)["results"]
+            if v["name"] == name
+        }
         if len(found) != 1:
             raise click.BadParameter(
                 f"{'No' if not found else 'More than one'} template called {name!r} that you "
@@ -74,8 +78,7 @@ def template_list(obj: Context, query: str | None, lab: str | None, as_json: boo
         table.add_column(column)
     for version in versions:
         names = ", ".join(parameter["name"] for parameter in version["parameters"])
-        table.add_row(version["reference"], version["title"], version["visibility"],
-                      names or "-")  # fmt: skip
+        table.add_row(version["reference"], version["title"], version["visibility"], names or "-")
     out.print(table)
 
 
@@ -102,15 +105,23 @@ def template_show(obj: Context, reference: str, as_json: bool) -> None:
     if as_json:
         print_json(version)
         return
-    out.print(f"{version['reference']}: {version['title']} ({version['visibility']}), "
-              f"run {version['runs']} times", markup=False, highlight=False)  # fmt: skip
+    out.print(
+        f"{version['reference']}: {version['title']} ({version['visibility']}), "
+        f"run {version['runs']} times",
+        markup=False,
+        highlight=False,
+    )
     for parameter in version["parameters"]:
         out.print(f"  --param {_describe(parameter)}", markup=False, highlight=False)
         if parameter["help"]:
             out.print(f"      {parameter['help']}", markup=False, highlight=False)
     resources = version["resources"]
-    out.print(f"Runs {version['entry_command']} with {counted(resources['gpus'], 'GPU')}, "
-              f"{counted(resources['cpus'], 'CPU')}", markup=False, highlight=False)  # fmt: skip
+    out.print(
+        f"Runs {version['entry_command']} with {counted(resources['gpus'], 'GPU')}, "
+        f"{counted(resources['cpus'], 'CPU')}",
+        markup=False,
+        highlight=False,
+    )
     if version["serve_command"]:
         out.print(f"Serves models with {version['serve_command']}", markup=False, highlight=False)
     if version["card"]:
@@ -123,8 +134,9 @@ def parse_params(params: tuple[str, ...]) -> dict[str, str]:
     for item in params:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise click.BadParameter(f"{item!r}: write NAME=VALUE, e.g. epochs=3.",
-                                     param_hint="--param")  # fmt: skip
+            raise click.BadParameter(
+                f"{item!r}: write NAME=VALUE, e.g. epochs=3.", param_hint="--param"
+            )
         if name.strip() in values:
             raise click.BadParameter(f"{name.strip()} is given twice.", param_hint="--param")
         values[name.strip()] = value
@@ -133,16 +145,29 @@ def parse_params(params: tuple[str, ...]) -> dict[str, str]:
 
 @click.command("run", epilog=EPILOG)
 @click.argument("reference", metavar="TEMPLATE")
-@click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
-              help="A parameter's value; repeat for more. Left out: its default.")  # fmt: skip
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="A parameter's value; repeat for more. Left out: its default.",
+)
 @click.option("--name", default="", help="The job's name (default: the template's title).")
 @click.option("--lab", default="", help="The lab to charge, by name (default: your first).")
 @click.option("--wait", is_flag=True, help="Wait until the job ends; exit with its status.")
 @click.option("--follow", is_flag=True, help="Stream its output until it ends (implies --wait).")
 @click.option("--json", "as_json", is_flag=True, help="Print the job as JSON.")
 @pass_context
-def run(obj: Context, reference: str, params: tuple[str, ...], name: str, lab: str,
-        wait: bool, follow: bool, as_json: bool) -> None:  # fmt: skip
+def run(
+    obj: Context,
+    reference: str,
+    params: tuple[str, ...],
+    name: str,
+    lab: str,
+    wait: bool,
+    follow: bool,
+    as_json: bool,
+) -> None:
     """Run a job template with your parameter values.
 
     \b
@@ -150,8 +175,9 @@ def run(obj: Context, reference: str, params: tuple[str, ...], name: str, lab: s
     nightshift template show vision/finetune     (what it takes)
     """
     values = parse_params(params)
-    job = obj.client.post(template_path(obj, reference) + "runs/",
-                          {"parameters": values, "name": name, "lab": lab})  # fmt: skip
+    job = obj.client.post(
+        template_path(obj, reference) + "runs/", {"parameters": values, "name": name, "lab": lab}
+    )
     report_submitted(obj, job, wait=wait, follow=follow, as_json=as_json)
 
 
@@ -170,27 +196,59 @@ def run(obj: Context, reference: str, params: tuple[str, ...], name: str, lab: s
 @click.option("--cpus", type=click.IntRange(1), default=1, show_default=True)
 @click.option("--memory-mb", type=click.IntRange(1), default=2048, show_default=True)
 @click.option("--max-runtime", "max_runtime_s", type=click.IntRange(1), help="Seconds.")
-@click.option("--parameters", "parameters_file",
-              type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="A JSON file: the parameter form (docs/job-templates.md).")  # fmt: skip
-@click.option("--card", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              help="A Markdown file: what it does, what data it wants.")  # fmt: skip
-@click.option("--share", "visibility", type=click.Choice(["private", "lab", "site"]),
-              default="lab", show_default=True, help="Who may see and run it.")  # fmt: skip
+@click.option(
+    "--parameters",
+    "parameters_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A JSON file: the parameter form (docs/job-templates.md).",
+)
+@click.option(
+    "--card",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A Markdown file: what it does, what data it wants.",
+)
+@click.option(
+    "--share",
+    "visibility",
+    type=click.Choice(["private", "lab", "site"]),
+    default="lab",
+    show_default=True,
+    help="Who may see and run it.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON, for scripts.")
 @pass_context
-def template_publish(obj: Context, path: Path, parameters_file: Path | None, card: Path | None,
-                     datasets: tuple[str, ...], models: tuple[str, ...], as_json: bool,
-                     gpus: int, gpu_memory: float | None, cpus: int, memory_mb: int,
-                     max_runtime_s: int | None, **fields: Any) -> None:  # fmt: skip
+def template_publish(
+    obj: Context,
+    path: Path,
+    parameters_file: Path | None,
+    card: Path | None,
+    datasets: tuple[str, ...],
+    models: tuple[str, ...],
+    as_json: bool,
+    gpus: int,
+    gpu_memory: float | None,
+    cpus: int,
+    memory_mb: int,
+    max_runtime_s: int | None,
+    **fields: Any,
+) -> None:
     """Publish a script, archive or project folder as a new template version (lab leads)."""
     data: dict[str, Any] = {
-        **fields, "datasets": list(datasets), "models": list(models),
+        **fields,
+        "datasets": list(datasets),
+        "models": list(models),
         "card": card.read_text(encoding="utf-8") if card else "",
         "parameters": parameters_file.read_text(encoding="utf-8") if parameters_file else "[]",
-        "resources": json.dumps({"gpus": gpus, "gpu_memory_gb": gpu_memory, "cpus": cpus,
-                                 "memory_mb": memory_mb, "max_runtime_s": max_runtime_s}),
-    }  # fmt: skip
+        "resources": json.dumps(
+            {
+                "gpus": gpus,
+                "gpu_memory_gb": gpu_memory,
+                "cpus": cpus,
+                "memory_mb": memory_mb,
+                "max_runtime_s": max_runtime_s,
+            }
+        ),
+    }
     with ExitStack() as stack:
         upload = archive_folder(path, stack) if path.is_dir() else path
         files = {"project": progress_file(upload, stack, label=f"Uploading {path.name}")}
@@ -199,5 +257,8 @@ def template_publish(obj: Context, path: Path, parameters_file: Path | None, car
         print_json(version)
         return
     count = len(version["parameters"])
-    out.print(f"Published {version['reference']}: {version['title']}, {count} parameters.",
-              markup=False, highlight=False)  # fmt: skip
+    out.print(
+        f"Published {version['reference']}: {version['title']}, {count} parameters.",
+        markup=False,
+        highlight=False,
+    )

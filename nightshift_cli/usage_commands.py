@@ -8,9 +8,14 @@ from rich.text import Text
 
 from .common import Context, counted, job_resolve, out, pass_context, print_json
 
-COLUMNS = (("cpus", "CPU cores", 1), ("memory_mb", "memory MB", 1),
-           ("memory_peak_mb", "peak MB", 1), ("disk_mb", "disk MB", 1),
-           ("gpu_utilization", "GPU %", 100), ("gpu_memory_mb", "GPU MB", 1))  # fmt: skip
+COLUMNS = (
+    ("cpus", "CPU cores", 1),
+    ("memory_mb", "memory MB", 1),
+    ("memory_peak_mb", "peak MB", 1),
+    ("disk_mb", "disk MB", 1),
+    ("gpu_utilization", "GPU %", 100),
+    ("gpu_memory_mb", "GPU MB", 1),
+)
 
 
 def _figure(value: float | None, scale: float = 1) -> str:
@@ -41,18 +46,25 @@ def usage(obj: Context, job_id: str, show_samples: bool, as_json: bool) -> None:
     )
     summary = body["summary"]
     if summary:
-        rows = [("Measured", f"{summary['measured_s'] / 60:.1f} min, {summary['samples']} samples"),
-                ("CPU", f"{_figure(summary['cpus_used'])} cores busy on average"),
-                ("Memory peak", f"{_figure(summary['memory_peak_mb'])} MB"),
-                ("Disk peak", f"{_figure(summary['disk_peak_mb'])} MB")]  # fmt: skip
+        rows = [
+            ("Measured", f"{summary['measured_s'] / 60:.1f} min, {summary['samples']} samples"),
+            ("CPU", f"{_figure(summary['cpus_used'])} cores busy on average"),
+            ("Memory peak", f"{_figure(summary['memory_peak_mb'])} MB"),
+            ("Disk peak", f"{_figure(summary['disk_peak_mb'])} MB"),
+        ]
         if asked["gpus"]:
-            rows += [("GPUs used", "-" if summary["gpus_used"] is None else
-                      f"{summary['gpus_used']} of {asked['gpus']}"),
-                     ("GPU busy", f"{_figure(summary['gpu_utilization'], 100)} %"),
-                     ("GPU idle", f"{_figure(summary['gpu_idle_share'], 100)} % of the time"),
-                     ("GPU memory peak", f"{_figure(summary['gpu_memory_peak_mb'])} MB"),
-                     ("GPU-hours", f"{summary['gpu_hours']:.2f}, "
-                                   f"{summary['idle_gpu_hours']:.2f} idle")]  # fmt: skip
+            rows += [
+                (
+                    "GPUs used",
+                    "-"
+                    if summary["gpus_used"] is None
+                    else f"{summary['gpus_used']} of {asked['gpus']}",
+                ),
+                ("GPU busy", f"{_figure(summary['gpu_utilization'], 100)} %"),
+                ("GPU idle", f"{_figure(summary['gpu_idle_share'], 100)} % of the time"),
+                ("GPU memory peak", f"{_figure(summary['gpu_memory_peak_mb'])} MB"),
+                ("GPU-hours", f"{summary['gpu_hours']:.2f}, {summary['idle_gpu_hours']:.2f} idle"),
+            ]
         grid = Table.grid(padding=(0, 2))
         grid.add_column(style="bold")
         grid.add_column()
@@ -63,8 +75,10 @@ def usage(obj: Context, job_id: str, show_samples: bool, as_json: bool) -> None:
         out.print("No figures yet: HTCondor measures a job once it runs.")
     else:
         latest = body["runs"][-1]["samples"][-1]
-        out.print("Now: " + ", ".join(f"{title} {_figure(latest[key], scale)}"
-                                      for key, title, scale in COLUMNS))  # fmt: skip
+        out.print(
+            "Now: "
+            + ", ".join(f"{title} {_figure(latest[key], scale)}" for key, title, scale in COLUMNS)
+        )
     for item in body["advice"]:
         out.print(f"• {item['text']}")
     if body["clone_url"]:

@@ -57,9 +57,14 @@ def drain_start(*, message: str = "", actor=None) -> DrainState:
     message = " ".join(message.split())[:500] or DEFAULT_MESSAGE
     with transaction.atomic():
         Drain.objects.update_or_create(
-            pk=1, defaults={"active": True, "message": message, "started_at": timezone.now(),
-                            "started_by": actor if getattr(actor, "pk", None) else None},
-        )  # fmt: skip
+            pk=1,
+            defaults={
+                "active": True,
+                "message": message,
+                "started_at": timezone.now(),
+                "started_by": actor if getattr(actor, "pk", None) else None,
+            },
+        )
         audit_record(action="portal.drain", actor=actor, detail=message)
     return drain_remember(_from_database())
 

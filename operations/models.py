@@ -10,9 +10,12 @@ class Drain(models.Model):
     message = models.CharField(max_length=500, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     started_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="+",
-    )  # fmt: skip
+    )
 
     def __str__(self) -> str:
         return f"drain {'on' if self.active else 'off'}"

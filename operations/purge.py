@@ -60,8 +60,9 @@ def outputs_due(*, default_days: int | None, now: datetime | None = None) -> Pur
     """Jobs whose outputs are due for removal, by lab: a lab's own retention, else
     `default_days`; jobs under neither are kept."""
     now = now or timezone.now()
-    ended = Job.objects.filter(state__in=FINAL_STATES, outputs_purged_at__isnull=True,
-                               finished_at__isnull=False).order_by("finished_at")  # fmt: skip
+    ended = Job.objects.filter(
+        state__in=FINAL_STATES, outputs_purged_at__isnull=True, finished_at__isnull=False
+    ).order_by("finished_at")
     groups: list[tuple[str, int, Q]] = []
     for lab in Lab.objects.filter(output_retention_days__isnull=False).order_by("name"):
         groups.append((lab.name, lab.output_retention_days, Q(lab=lab)))
@@ -103,11 +104,17 @@ def outputs_purge(due: PurgeResult, *, actor=None) -> PurgeResult:
                 due.removed_bytes += output.size
             Job.objects.filter(pk=job.pk).update(outputs_purged_at=now)
             job.outputs_purged_at = now
-            job_event_record(job, "outputs purged",
-                    f"{removed} output file{'s' if removed != 1 else ''} removed after "
-                    f"{lab.days} days ({lab.lab} retention)")  # fmt: skip
+            job_event_record(
+                job,
+                "outputs purged",
+                f"{removed} output file{'s' if removed != 1 else ''} removed after "
+                f"{lab.days} days ({lab.lab} retention)",
+            )
     if due.jobs:
-        audit_record(action="outputs.purge", actor=actor,
-                     detail=f"{due.jobs} jobs, {due.removed_files} files, "
-                     f"{due.removed_bytes} bytes; {len(due.failures)} failures")  # fmt: skip
+        audit_record(
+            action="outputs.purge",
+            actor=actor,
+            detail=f"{due.jobs} jobs, {due.removed_files} files, "
+            f"{due.removed_bytes} bytes; {len(due.failures)} failures",
+        )
     return due

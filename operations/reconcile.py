@@ -132,8 +132,11 @@ def _reconcile_schedd(name: str, active: list):
             queue.append(ad)
         elif is_second_copy(name, ad, recorded):
             # Sent twice (docs/faults.md): the sync removes such copies too.
-            drifts.append(Drift("copy", ad.job_id, f"{ad.cluster_id}.{ad.proc_id}",
-                                row["state"], ad.state.value))  # fmt: skip
+            drifts.append(
+                Drift(
+                    "copy", ad.job_id, f"{ad.cluster_id}.{ad.proc_id}", row["state"], ad.state.value
+                )
+            )
             to_remove.append(ad)
     for observation in sorted(queue, key=lambda ad: (ad.job_id, ad.cluster_id, ad.proc_id)):
         job_id = observation.job_id
@@ -155,8 +158,9 @@ def _reconcile_schedd(name: str, active: list):
             to_adopt.append(row["pk"])
 
     recorded_here = {str(job.public_id): (job.cluster_id, job.proc_id) for job in active}
-    current = {ad.job_id: ad for ad in queue
-               if recorded_here.get(ad.job_id) == (ad.cluster_id, ad.proc_id)}  # fmt: skip
+    current = {
+        ad.job_id: ad for ad in queue if recorded_here.get(ad.job_id) == (ad.cluster_id, ad.proc_id)
+    }
     missing = [job_id for job_id in recorded_here if job_id not in current]
     history: dict[str, JobObservation] = {}
     for start in range(0, len(missing), HISTORY_BATCH):
@@ -182,9 +186,12 @@ def _reconcile_schedd(name: str, active: list):
 
 def _repair(bridge, to_remove, to_adopt, outdated, lost, resend, as_read) -> None:
     for observation in to_remove:
-        bridge.act("remove", observation.cluster_id, observation.proc_id,
-                   reason="Removed by Nightshift's reconcile: the portal has no running job "
-                   "with this id")  # fmt: skip
+        bridge.act(
+            "remove",
+            observation.cluster_id,
+            observation.proc_id,
+            reason="Removed by Nightshift's reconcile: the portal has no running job with this id",
+        )
     # A submission that reached the pool but not the portal: the next attempt looks the job
     # up (it is not a first attempt any more) and adopts it.
     again = Job.objects.filter(pk__in=to_adopt + resend)

@@ -33,8 +33,9 @@ def metrics(request: HttpRequest) -> HttpResponse:
         return HttpResponse(
             "Metrics are for the monitoring server: send its bearer token "
             "(NIGHTSHIFT_METRICS_TOKEN) or scrape from an address in NIGHTSHIFT_METRICS_ALLOW.\n",
-            status=403, content_type="text/plain; charset=utf-8",
-        )  # fmt: skip
+            status=403,
+            content_type="text/plain; charset=utf-8",
+        )
     registry = CollectorRegistry(auto_describe=False)
     registry.register(PortalCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

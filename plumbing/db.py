@@ -74,8 +74,11 @@ def instances_of(queryset: models.QuerySet, fields: Sequence[str]) -> list[model
     model = queryset.model
     meta = model._meta
     attnames = [meta.pk.attname]
-    attnames += [meta.get_field(name).attname for name in fields
-                 if name != "pk" and meta.get_field(name) is not meta.pk]  # fmt: skip
+    attnames += [
+        meta.get_field(name).attname
+        for name in fields
+        if name != "pk" and meta.get_field(name) is not meta.pk
+    ]
     new, database, instances = model.__new__, queryset.db, []
     for row in queryset.values_list(*attnames):
         instance = new(model)
@@ -101,9 +104,11 @@ def new_instances(
     meta = model._meta
     plain = {field.name for field in meta.concrete_fields if not field.is_relation}
     given = {meta.get_field(name).attname for name in common if name != "pk"}
-    computed = [field for field in meta.concrete_fields
-                if field.attname not in given and field.has_default()
-                and callable(field.default)]  # fmt: skip
+    computed = [
+        field
+        for field in meta.concrete_fields
+        if field.attname not in given and field.has_default() and callable(field.default)
+    ]
     base = {key: value for key, value in vars(template).items() if key != "_state"}
     cached = template._state.fields_cache
     new, instances = model.__new__, []
@@ -212,10 +217,11 @@ def copy_insert(model: type[models.Model], objects: Sequence[models.Model]) -> N
         for obj, (pk,) in zip(objects, cursor.fetchall(), strict=True):
             obj.pk = pk
         _copy_rows(
-            cursor, meta.db_table, [meta.pk.column, *(field.column for field in fields)],
-            ([obj.pk, *(_copy_value(field, obj, add=True) for field in fields)]
-             for obj in objects),
-        )  # fmt: skip
+            cursor,
+            meta.db_table,
+            [meta.pk.column, *(field.column for field in fields)],
+            ([obj.pk, *(_copy_value(field, obj, add=True) for field in fields)] for obj in objects),
+        )
     for obj in objects:
         obj._state.adding = False
         obj._state.db = connection.alias
@@ -239,10 +245,14 @@ def copy_update(model: type[models.Model], objects: Sequence[models.Model], fiel
             "WITH NO DATA"
         )
         _copy_rows(
-            cursor, staging, columns,
-            ([obj.pk, *(_copy_value(field, obj, add=False) for field in targets)]
-             for obj in objects),
-        )  # fmt: skip
+            cursor,
+            staging,
+            columns,
+            (
+                [obj.pk, *(_copy_value(field, obj, add=False) for field in targets)]
+                for obj in objects
+            ),
+        )
         assignments = ", ".join(f"{quote(c)} = v.{quote(c)}" for c in columns[1:])
         pk = quote(meta.pk.column)
         cursor.execute(
@@ -279,8 +289,9 @@ def in_threads(call: Callable[[T], R], items: Sequence[T], *, threads: int) -> l
         finally:
             connection.close()
 
-    others = [threading.Thread(target=share_in_own_thread, args=(offset,))
-              for offset in range(1, shares)]  # fmt: skip
+    others = [
+        threading.Thread(target=share_in_own_thread, args=(offset,)) for offset in range(1, shares)
+    ]
     for thread in others:
         thread.start()
     share(0)

@@ -36,8 +36,7 @@ _SEPARATOR = "\x1f"
 @cache
 def _redis() -> redis.Redis:
     # Short timeouts: a metric is never worth waiting for.
-    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=0.5,
-                                socket_connect_timeout=0.5)  # fmt: skip
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=0.5, socket_connect_timeout=0.5)
 
 
 def _key(kind: str, name: str = "") -> str:

@@ -125,7 +125,7 @@ urlpatterns = [
             {"get": "retrieve", "head": "info", "patch": "partial_update", "delete": "destroy"}
         ),
         name="dataset-upload-detail",
-    ),  # fmt: skip
+    ),
     path(
         "dataset-delivery/<str:sha256>.tar",
         datasets_api.DatasetDeliveryView.as_view(),
@@ -139,7 +139,7 @@ urlpatterns = [
     path("models/", models_api.ModelListView.as_view(), name="model-list"),
     path(
         "models/<str:lab>/<str:name>/", models_api.ModelVersionView.as_view(), name="model-latest"
-    ),  # fmt: skip
+    ),
     path(
         "models/<str:lab>/<str:name>/versions/<int:number>/",
         models_api.ModelVersionView.as_view(),

@@ -41,8 +41,10 @@ def https_is_on(app_configs, **kwargs) -> list[checks.CheckMessage]:
 @checks.register(checks.Tags.security, deploy=True)
 def secret_files_are_private(app_configs, **kwargs) -> list[checks.CheckMessage]:
     found = []
-    for path in [*settings.SECRET_FILES, *([settings.SETTINGS_FILE] if settings.SETTINGS_FILE
-                                           else [])]:  # fmt: skip
+    for path in [
+        *settings.SECRET_FILES,
+        *([settings.SETTINGS_FILE] if settings.SETTINGS_FILE else []),
+    ]:
         try:
             mode = stat.S_IMODE(os.stat(path).st_mode)
         except OSError:

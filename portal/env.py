@@ -53,8 +53,9 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be true or false, not {value!r}")
 
 
-def env_int(name: str, default: int | None, *, minimum: int | None = None,
-            maximum: int | None = None) -> int | None:  # fmt: skip
+def env_int(
+    name: str, default: int | None, *, minimum: int | None = None, maximum: int | None = None
+) -> int | None:
     value = _raw(name)
     if value is None or value == "":
         return default

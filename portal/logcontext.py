@@ -71,8 +71,10 @@ def add_ids_to_task(headers: dict | None = None, **kwargs) -> None:
 def take_ids_from_task(task=None, args=None, kwargs=None, **extra) -> None:
     """Each task runs with the ids of the request that queued it, and its job's id."""
     sent = getattr(task.request, REQUEST_ID_HEADER, None) if task is not None else None
-    tokens = (request_id.set(sent or (task.request.id if task is not None else "") or ""),
-              job_id.set(""))  # fmt: skip
+    tokens = (
+        request_id.set(sent or (task.request.id if task is not None else "") or ""),
+        job_id.set(""),
+    )
     if task is not None:
         task.request.nightshift_log_tokens = tokens
     job_pk = (kwargs or {}).get("job_pk")

@@ -62,12 +62,18 @@ X_FRAME_OPTIONS = "DENY"
 # only. No page has inline script or style; Chart.js and Swagger UI are served from static.
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
-        "default-src": ["'self'"], "script-src": ["'self'"], "style-src": ["'self'"],
-        "img-src": ["'self'", "data:"], "font-src": ["'self'"], "connect-src": ["'self'"],
-        "object-src": ["'none'"], "base-uri": ["'self'"], "form-action": ["'self'"],
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
         "frame-ancestors": ["'none'"],
     },
-}  # fmt: skip
+}
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -182,15 +188,17 @@ if LDAP_ENABLED:
     AUTH_LDAP_BIND_PASSWORD = env_str("NIGHTSHIFT_LDAP_BIND_PASSWORD", "")
     AUTH_LDAP_START_TLS = env_bool("NIGHTSHIFT_LDAP_START_TLS", False)
     AUTH_LDAP_USER_SEARCH = LDAPSearch(
-        env_str("NIGHTSHIFT_LDAP_USER_BASE", ""), ldap.SCOPE_SUBTREE,
+        env_str("NIGHTSHIFT_LDAP_USER_BASE", ""),
+        ldap.SCOPE_SUBTREE,
         env_str("NIGHTSHIFT_LDAP_USER_FILTER", "(uid=%(user)s)"),
-    )  # fmt: skip
+    )
     AUTH_LDAP_USER_ATTR_MAP = {"first_name": "givenName", "last_name": "sn", "email": "mail"}
     if env_str("NIGHTSHIFT_LDAP_GROUP_BASE", ""):
         AUTH_LDAP_GROUP_SEARCH = LDAPSearch(
-            env_str("NIGHTSHIFT_LDAP_GROUP_BASE", ""), ldap.SCOPE_SUBTREE,
+            env_str("NIGHTSHIFT_LDAP_GROUP_BASE", ""),
+            ldap.SCOPE_SUBTREE,
             "(objectClass=groupOfNames)",
-        )  # fmt: skip
+        )
         AUTH_LDAP_GROUP_TYPE = GroupOfNamesType()
     AUTHENTICATION_BACKENDS.insert(1, "django_auth_ldap.backend.LDAPBackend")
 
@@ -282,9 +290,12 @@ START_PREDICTION_INTERVAL_S = env_int("NIGHTSHIFT_START_PREDICTION_S", 60, minim
 RESERVATION_MAX_HOURS = env_int("NIGHTSHIFT_RESERVATION_MAX_HOURS", 72, minimum=1)
 RESERVATION_AHEAD_DAYS = env_int("NIGHTSHIFT_RESERVATION_AHEAD_DAYS", 60, minimum=1)
 CELERY_BEAT_SCHEDULE = beat_schedule(
-    sync_s=JOB_SYNC_INTERVAL, study_s=STUDY_INTERVAL_S, usage_sample_s=USAGE_SAMPLE_INTERVAL_S,
-    start_prediction_s=START_PREDICTION_INTERVAL_S, capacity_sample_s=CAPACITY_SAMPLE_INTERVAL_S,
-)  # fmt: skip
+    sync_s=JOB_SYNC_INTERVAL,
+    study_s=STUDY_INTERVAL_S,
+    usage_sample_s=USAGE_SAMPLE_INTERVAL_S,
+    start_prediction_s=START_PREDICTION_INTERVAL_S,
+    capacity_sample_s=CAPACITY_SAMPLE_INTERVAL_S,
+)
 
 # -- HTCondor ------------------------------------------------------------------------------
 CONDOR_BRIDGE = env_choice("NIGHTSHIFT_BRIDGE", "htcondor", ("htcondor", "fake"))
@@ -310,8 +321,9 @@ CONDOR_SCHEDDS = (
 SCHEDD_POLICY = env_choice("NIGHTSHIFT_SCHEDD_POLICY", "least-loaded", ("least-loaded", "per-lab"))
 # The schedds that are not on a file system shared with the portal (remote access points):
 # their jobs' files travel with HTCondor's spool, whatever CONDOR_FILE_MODE says.
-CONDOR_SPOOL_SCHEDDS = env_names("CONDOR_SPOOL_SCHEDDS", SCHEDD_NAME_PATTERN,
-                                 allowed=CONDOR_SCHEDDS or None, what="schedd name")  # fmt: skip
+CONDOR_SPOOL_SCHEDDS = env_names(
+    "CONDOR_SPOOL_SCHEDDS", SCHEDD_NAME_PATTERN, allowed=CONDOR_SCHEDDS or None, what="schedd name"
+)
 # Tags every job this portal submits, so that several portals can share one pool.
 NIGHTSHIFT_INSTANCE = env_str("NIGHTSHIFT_INSTANCE", "default")
 # Shared by every web process, so that API rate limits hold across gunicorn workers.

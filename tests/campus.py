@@ -18,24 +18,50 @@ DAY = datetime(2026, 11, 2, tzinfo=UTC)
 PERIOD = {"period": "custom", "start": "2026-11-02", "end": "2026-11-03"}
 
 
-def _run(job, start_h, end_h, *, gpus, ended_by="completed", committed=True, wait_s=600,
-         workstation="ws-volta", first=True):  # fmt: skip
+def _run(
+    job,
+    start_h,
+    end_h,
+    *,
+    gpus,
+    ended_by="completed",
+    committed=True,
+    wait_s=600,
+    workstation="ws-volta",
+    first=True,
+):
     start, end = DAY + timedelta(hours=start_h), DAY + timedelta(hours=end_h)
     wall = (end - start).total_seconds()
     return UsageRecord.objects.create(
-        job=job, user=job.owner, lab=job.lab, started_at=start, ended_at=end, gpus=gpus,
-        wall_s=wall, committed_s=wall if committed else 0,
-        badput_s=0 if committed else wall, ended_by=ended_by, wait_s=wait_s, first_run=first,
-        workstation=workstation, gpu_model="Tesla V100-PCIE-16GB",
-    )  # fmt: skip
+        job=job,
+        user=job.owner,
+        lab=job.lab,
+        started_at=start,
+        ended_at=end,
+        gpus=gpus,
+        wall_s=wall,
+        committed_s=wall if committed else 0,
+        badput_s=0 if committed else wall,
+        ended_by=ended_by,
+        wait_s=wait_s,
+        first_run=first,
+        workstation=workstation,
+        gpu_model="Tesla V100-PCIE-16GB",
+    )
 
 
 def _job(owner, lab, name, *, gpus, outcome, finished_h):
     return Job.objects.create(
-        owner=owner, lab=lab, name=name, gpus=gpus, output_dir="/nonexistent",
+        owner=owner,
+        lab=lab,
+        name=name,
+        gpus=gpus,
+        output_dir="/nonexistent",
         state=JobState.COMPLETED if outcome == JobOutcome.COMPLETED else JobState.REMOVED,
-        outcome=outcome, finished_at=DAY + timedelta(hours=finished_h), workstation="ws-volta",
-    )  # fmt: skip
+        outcome=outcome,
+        finished_at=DAY + timedelta(hours=finished_h),
+        workstation="ws-volta",
+    )
 
 
 @pytest.fixture
@@ -43,10 +69,12 @@ def campus(db):
     vision, nlp = LabFactory(name="Vision"), LabFactory(name="NLP")
     ada = MembershipFactory(lab=vision, user=UserFactory(username="ada")).user
     bob = MembershipFactory(lab=nlp, user=UserFactory(username="bob")).user
-    lena = MembershipFactory(lab=vision, role="lead", user=UserFactory(
-        username="lena", email="lena@example.org")).user  # fmt: skip
-    noor = MembershipFactory(lab=nlp, role="lead", user=UserFactory(
-        username="noor", email="noor@example.org")).user  # fmt: skip
+    lena = MembershipFactory(
+        lab=vision, role="lead", user=UserFactory(username="lena", email="lena@example.org")
+    ).user
+    noor = MembershipFactory(
+        lab=nlp, role="lead", user=UserFactory(username="noor", email="noor@example.org")
+    ).user
     big = _job(ada, vision, "big", gpus=2, outcome=JobOutcome.COMPLETED, finished_h=23)
     _run(big, 20, 23, gpus=2, wait_s=300)
     late = _job(ada, vision, "late", gpus=1, outcome=JobOutcome.CANCELLED, finished_h=25)
@@ -56,9 +84,21 @@ def campus(db):
     _run(nlp_job, 10, 14, gpus=1, ended_by="removed", wait_s=7200)
     for hour, idle, ours, unavailable in ((21, 0, 2, 0), (22, 1, 0, 1)):
         CapacitySample.objects.create(
-            taken_at=DAY + timedelta(hours=hour), seconds=3600, workstation="ws-volta",
-            total_gpus=2, idle_gpus=idle, nightshift_gpus=ours, unavailable_gpus=unavailable,
-        )  # fmt: skip
+            taken_at=DAY + timedelta(hours=hour),
+            seconds=3600,
+            workstation="ws-volta",
+            total_gpus=2,
+            idle_gpus=idle,
+            nightshift_gpus=ours,
+            unavailable_gpus=unavailable,
+        )
     admin = UserFactory(username="root", is_staff=True, is_superuser=True)
-    return {"vision": vision, "nlp": nlp, "ada": ada, "bob": bob, "lena": lena, "noor": noor,
-            "admin": admin}  # fmt: skip
+    return {
+        "vision": vision,
+        "nlp": nlp,
+        "ada": ada,
+        "bob": bob,
+        "lena": lena,
+        "noor": noor,
+        "admin": admin,
+    }

@@ -168,10 +168,16 @@ def schedd_stopped():
 
 # A job's outputs and metric rows as a training script leaves them (finished_job).
 WEIGHTS = b"\x00weights\x01" * 100
-OUTPUTS = {"outputs/model.pt": WEIGHTS, "outputs/tokenizer/vocab.txt": b"a\nb\nc\n",
-           "outputs/notes.txt": b"not part of the model"}  # fmt: skip
-METRICS = [{"step": 0, "loss": 2.0, "accuracy": 0.2}, {"step": 1, "loss": 0.5, "accuracy": 0.9},
-           {"step": 2, "loss": 0.7, "accuracy": 0.8}]  # fmt: skip
+OUTPUTS = {
+    "outputs/model.pt": WEIGHTS,
+    "outputs/tokenizer/vocab.txt": b"a\nb\nc\n",
+    "outputs/notes.txt": b"not part of the model",
+}
+METRICS = [
+    {"step": 0, "loss": 2.0, "accuracy": 0.2},
+    {"step": 1, "loss": 0.5, "accuracy": 0.9},
+    {"step": 2, "loss": 0.7, "accuracy": 0.8},
+]
 
 
 @pytest.fixture

@@ -46,12 +46,27 @@ def job_that_ran(owner, *, lab=None, gpus=1, start, end=None, state=None, name="
     if state is None:
         state = JobState.COMPLETED if end is not None else JobState.RUNNING
     job = Job.objects.create(
-        owner=owner, lab=lab, name=name, gpus=gpus, output_dir="/nonexistent",
-        request={"gpus": gpus}, state=state, started_at=start, finished_at=end,
-    )  # fmt: skip
+        owner=owner,
+        lab=lab,
+        name=name,
+        gpus=gpus,
+        output_dir="/nonexistent",
+        request={"gpus": gpus},
+        state=state,
+        started_at=start,
+        finished_at=end,
+    )
     wall = (end - start).total_seconds() if end is not None else 0.0
     UsageRecord.objects.create(
-        job=job, user=owner, lab=lab, started_at=start, ended_at=end, gpus=gpus, wall_s=wall,
-        committed_s=wall, ended_by="completed" if end is not None else "", first_run=True,
-    )  # fmt: skip
+        job=job,
+        user=owner,
+        lab=lab,
+        started_at=start,
+        ended_at=end,
+        gpus=gpus,
+        wall_s=wall,
+        committed_s=wall,
+        ended_by="completed" if end is not None else "",
+        first_run=True,
+    )
     return job

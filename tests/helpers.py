@@ -10,8 +10,9 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_for(probe: Callable[[], T], *, timeout: float = 120, interval: float = 0.5,
-             what: str = "condition") -> T:  # fmt: skip
+def wait_for(
+    probe: Callable[[], T], *, timeout: float = 120, interval: float = 0.5, what: str = "condition"
+) -> T:
     """Poll `probe` until it returns something truthy; fail with `what` after `timeout` s."""
     deadline = time.monotonic() + timeout
     last = None
@@ -62,8 +63,14 @@ POOL_ROOT = Path(os.environ.get("NIGHTSHIFT_POOL_ROOT", "/var/lib/nightshift/poo
 
 def pool_command(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     """An HTCondor tool inside the personal pool's root, as its administrator runs it."""
-    return subprocess.run(["chroot", str(POOL_ROOT), *args], env=CLEAN_ENV, capture_output=True,
-                          text=True, timeout=120, check=check)  # fmt: skip
+    return subprocess.run(
+        ["chroot", str(POOL_ROOT), *args],
+        env=CLEAN_ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=check,
+    )
 
 
 def job_story(job, workstation: str | None = None) -> str:
@@ -73,15 +80,27 @@ def job_story(job, workstation: str | None = None) -> str:
     lines = [f"events: {list(job.events.order_by('pk').values_list('kind', 'detail'))}"]
     for record in job.usage_records.order_by("started_at"):
         ending = record.ended_by or "open"
-        lines.append(f"run: {record.started_at} - {record.ended_at} on {record.workstation} "
-                     f"({ending}, {record.wall_s} s)")  # fmt: skip
+        lines.append(
+            f"run: {record.started_at} - {record.ended_at} on {record.workstation} "
+            f"({ending}, {record.wall_s} s)"
+        )
     if job.cluster_id is not None:
-        attributes = ("JobStatus", "NumJobStarts", "NumShadowStarts", "NumShadowExceptions",
-                      "JobCurrentStartDate", "RemoteWallClockTime", "LastVacateTime",
-                      "LastRemoteHost", "LastHoldReason", "LastRejMatchReason")  # fmt: skip
+        attributes = (
+            "JobStatus",
+            "NumJobStarts",
+            "NumShadowStarts",
+            "NumShadowExceptions",
+            "JobCurrentStartDate",
+            "RemoteWallClockTime",
+            "LastVacateTime",
+            "LastRemoteHost",
+            "LastHoldReason",
+            "LastRejMatchReason",
+        )
         for tool in ("condor_q", "condor_history"):
-            found = pool_command(tool, f"{job.cluster_id}.{job.proc_id}", "-af:lr", *attributes,
-                                 check=False).stdout.strip()  # fmt: skip
+            found = pool_command(
+                tool, f"{job.cluster_id}.{job.proc_id}", "-af:lr", *attributes, check=False
+            ).stdout.strip()
             lines.append(f"{tool}: {found or '(not there)'}")
     if workstation:
         log = POOL_ROOT / "var/log/condor" / f"StartLog.{workstation}"
@@ -140,8 +159,9 @@ POOL_SCRIPT = str(Path(__file__).resolve().parents[1] / "deploy/personal-pool/po
 
 def pool_schedds(count: int) -> list[str]:
     """Runs the personal pool's second schedd (2) or stops it (1); the schedds' names."""
-    done = subprocess.run([POOL_SCRIPT, "schedds", str(count)], capture_output=True, text=True,
-                          timeout=240)  # fmt: skip
+    done = subprocess.run(
+        [POOL_SCRIPT, "schedds", str(count)], capture_output=True, text=True, timeout=240
+    )
     if done.returncode != 0:
         message = done.stderr or done.stdout
         raise AssertionError(f"pool schedds {count} exited {done.returncode}: {message}")

@@ -59,9 +59,13 @@ class CeleryProcesses:
         self._starts += 1
         log = open(self.log_dir / f"{name}-{self._starts}.log", "wb")  # noqa: SIM115
         return subprocess.Popen(
-            [CELERY, "-A", "portal", *args], cwd=REPO, env=self.env | (extra_env or {}),
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            [CELERY, "-A", "portal", *args],
+            cwd=REPO,
+            env=self.env | (extra_env or {}),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def start_worker(self, **extra_env: str) -> None:
         """A worker with the portal's settings and `extra_env` on top, which worker_env keeps
@@ -69,10 +73,20 @@ class CeleryProcesses:
         self.worker_env = extra_env
         hostname = f"test-worker-{self._starts}@%h"
         self.worker = self._spawn(
-            ["worker", "--pool", "solo", "--loglevel", "INFO", "--hostname", hostname,
-             "--without-mingle", "--without-gossip"],
-            "worker", extra_env,
-        )  # fmt: skip
+            [
+                "worker",
+                "--pool",
+                "solo",
+                "--loglevel",
+                "INFO",
+                "--hostname",
+                hostname,
+                "--without-mingle",
+                "--without-gossip",
+            ],
+            "worker",
+            extra_env,
+        )
         from portal.celery import app
 
         def answers() -> bool:
@@ -90,10 +104,17 @@ class CeleryProcesses:
 
     def start_beat(self) -> None:
         self.beat = self._spawn(
-            ["beat", "--loglevel", "INFO", "--scheduler", "celery.beat:PersistentScheduler",
-             "--schedule", str(self.log_dir / "beat-schedule")],
+            [
+                "beat",
+                "--loglevel",
+                "INFO",
+                "--scheduler",
+                "celery.beat:PersistentScheduler",
+                "--schedule",
+                str(self.log_dir / "beat-schedule"),
+            ],
             "beat",
-        )  # fmt: skip
+        )
 
     def restart_beat(self) -> None:
         """SIGKILL beat, wherever it is, and start it again."""
@@ -161,9 +182,11 @@ def two_schedds(live_pipeline, settings):
 
     first, second = pool_schedds(2)
     choice = {
-        "CONDOR_SCHEDDS": f"{first},{second}", "CONDOR_SCHEDD_NAME": first,
-        "CONDOR_SPOOL_SCHEDDS": second, "NIGHTSHIFT_SCHEDD_POLICY": "least-loaded",
-    }  # fmt: skip
+        "CONDOR_SCHEDDS": f"{first},{second}",
+        "CONDOR_SCHEDD_NAME": first,
+        "CONDOR_SPOOL_SCHEDDS": second,
+        "NIGHTSHIFT_SCHEDD_POLICY": "least-loaded",
+    }
     settings.CONDOR_SCHEDDS, settings.CONDOR_SCHEDD_NAME = [first, second], first
     settings.CONDOR_SPOOL_SCHEDDS, settings.SCHEDD_POLICY = [second], "least-loaded"
     live_pipeline.kill_worker()
@@ -244,16 +267,34 @@ class LiveProxyProcess:
         self.url = f"http://{host}:{self.port}"
         self.log_path = log_dir / "live-proxy.log"
         # The portal it serves (whose session pages frame it): the tests' live server.
-        env = os.environ | {"DATABASE_URL": database_url(), "NIGHTSHIFT_LIVE_REAP_S": "1",
-                            "NIGHTSHIFT_PORTAL_URL": portal_url, "NIGHTSHIFT_LIVE_URL": self.url,
-                            "PYTHONUNBUFFERED": "1"}  # fmt: skip
+        env = os.environ | {
+            "DATABASE_URL": database_url(),
+            "NIGHTSHIFT_LIVE_REAP_S": "1",
+            "NIGHTSHIFT_PORTAL_URL": portal_url,
+            "NIGHTSHIFT_LIVE_URL": self.url,
+            "PYTHONUNBUFFERED": "1",
+        }
         self.process = subprocess.Popen(
-            [str(Path(sys.executable).with_name("uvicorn")), "portal.asgi_live:application",
-             "--host", "127.0.0.1", "--port", str(self.port), "--ws", "websockets-sansio",
-             "--lifespan", "on", "--log-level", "info"],
-            cwd=REPO, env=env, stdout=open(self.log_path, "wb"),  # noqa: SIM115
-            stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            [
+                str(Path(sys.executable).with_name("uvicorn")),
+                "portal.asgi_live:application",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--ws",
+                "websockets-sansio",
+                "--lifespan",
+                "on",
+                "--log-level",
+                "info",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=open(self.log_path, "wb"),  # noqa: SIM115
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
         def answers() -> bool:
             import httpx

@@ -73,36 +73,65 @@ def advise(summary: MeasuredJob, *, min_measured_s: float = MIN_MEASURED_S) -> l
     if asked and used is not None:
         busy = summary.gpu_utilization * asked
         if used == 0:
-            advice.append(Advice("gpus", (
-                f"You asked for {_plural(asked, 'GPU')} and none did any work: does the "
-                "script put its model on the GPU (torch.cuda.is_available())?"),
-                {"gpus": 0}))  # fmt: skip
+            advice.append(
+                Advice(
+                    "gpus",
+                    (
+                        f"You asked for {_plural(asked, 'GPU')} and none did any work: does the "
+                        "script put its model on the GPU (torch.cuda.is_available())?"
+                    ),
+                    {"gpus": 0},
+                )
+            )
         elif used < asked:
-            advice.append(Advice("gpus", (
-                f"You asked for {_plural(asked, 'GPU')} and used {used}, at "
-                f"{_percent(busy / used)} on average."), {"gpus": used}))  # fmt: skip
+            advice.append(
+                Advice(
+                    "gpus",
+                    (
+                        f"You asked for {_plural(asked, 'GPU')} and used {used}, at "
+                        f"{_percent(busy / used)} on average."
+                    ),
+                    {"gpus": used},
+                )
+            )
         idle = summary.gpu_idle_share
         if used and idle is not None and idle >= GPU_IDLE_WORTH_SAYING:
-            advice.append(Advice("gpu-idle", (
-                f"The GPU was idle {_percent(idle)} of the time: is data loading the "
-                "bottleneck? More DataLoader workers (num_workers), pin_memory=True or a "
-                "dataset on the workstation's cache often help.")))  # fmt: skip
+            advice.append(
+                Advice(
+                    "gpu-idle",
+                    (
+                        f"The GPU was idle {_percent(idle)} of the time: is data loading the "
+                        "bottleneck? More DataLoader workers (num_workers), pin_memory=True or a "
+                        "dataset on the workstation's cache often help."
+                    ),
+                )
+            )
     peak, requested = summary.memory_peak_mb, summary.memory_requested_mb
     if peak is not None and requested:
         fits = request_that_fits(peak)
         if peak < requested * MEMORY_USED_SHARE and requested - fits >= MEMORY_SLACK_MB:
-            advice.append(Advice("memory", (
-                f"You asked for {size_text(requested)} of memory; the peak was "
-                f"{size_text(peak)}. {size_text(fits)} would do."),
-                {"memory_gb": fits / 1024}))  # fmt: skip
+            advice.append(
+                Advice(
+                    "memory",
+                    (
+                        f"You asked for {size_text(requested)} of memory; the peak was "
+                        f"{size_text(peak)}. {size_text(fits)} would do."
+                    ),
+                    {"memory_gb": fits / 1024},
+                )
+            )
     cpus = summary.cpus_used
     wanted = summary.cpus_requested
     if cpus is not None and wanted >= 2 and cpus < wanted * CPU_USED_SHARE:
         fits = max(1, math.ceil(cpus * 1.25))
         if fits < wanted:
-            advice.append(Advice("cpus", (
-                f"You asked for {wanted} CPUs and kept {cpus:.1f} busy on average."),
-                {"cpus": fits}))  # fmt: skip
+            advice.append(
+                Advice(
+                    "cpus",
+                    (f"You asked for {wanted} CPUs and kept {cpus:.1f} busy on average."),
+                    {"cpus": fits},
+                )
+            )
     return advice
 
 

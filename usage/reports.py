@@ -19,9 +19,11 @@ NOT_MEASURED = "not measured"
 UNDER_USERS = 10
 # Summaries' group, as the usage reports group runs (the job's workstation and GPU model).
 _GROUP_SQL = {
-    "user": "u.username", "lab": "COALESCE(l.name, '(no lab)')",
-    "workstation": "NULLIF(j.workstation, '')", "gpu_model": "NULLIF(j.gpu_model, '')",
-}  # fmt: skip
+    "user": "u.username",
+    "lab": "COALESCE(l.name, '(no lab)')",
+    "workstation": "NULLIF(j.workstation, '')",
+    "gpu_model": "NULLIF(j.gpu_model, '')",
+}
 _FROM = """FROM usage_jobusagesummary s
         JOIN jobs_job j ON j.id = s.job_id
         JOIN auth_user u ON u.id = s.user_id
@@ -50,25 +52,38 @@ def gpu_hours_by_band(scope: Scope, period: Period) -> Table:
     bands[NOT_MEASURED] = {"jobs": 0, "gpu_hours": 0.0, "idle": 0.0}
     for row in rows:
         percent = float(row["percent"])
-        label = NOT_MEASURED if percent < 0 else next(
-            name for name, low, high in BANDS if low <= percent < high)  # fmt: skip
+        label = (
+            NOT_MEASURED
+            if percent < 0
+            else next(name for name, low, high in BANDS if low <= percent < high)
+        )
         bands[label]["jobs"] += 1
         bands[label]["gpu_hours"] += float(row["gpu_hours"])
         bands[label]["idle"] += float(row["idle_gpu_hours"])
     total = sum(band["gpu_hours"] for band in bands.values())
     table = Table(
-        "bands", "GPU-hours by how busy the job kept its GPUs",
-        [("band", "Average GPU utilisation"), ("jobs", "Jobs"), ("gpu_hours", "GPU-hours"),
-         ("idle_gpu_hours", "Of them idle"), ("share_percent", "Share of GPU-hours %")],
+        "bands",
+        "GPU-hours by how busy the job kept its GPUs",
+        [
+            ("band", "Average GPU utilisation"),
+            ("jobs", "Jobs"),
+            ("gpu_hours", "GPU-hours"),
+            ("idle_gpu_hours", "Of them idle"),
+            ("share_percent", "Share of GPU-hours %"),
+        ],
         note="Each GPU job that ended in the period, by its GPUs' average utilisation over "
         "its whole run; 'not measured' where its workstation reported no GPU figures.",
-    )  # fmt: skip
+    )
     for label, band in bands.items():
-        table.rows.append({
-            "band": label, "jobs": band["jobs"], "gpu_hours": _round(band["gpu_hours"], 3),
-            "idle_gpu_hours": _round(band["idle"], 3),
-            "share_percent": round(100 * band["gpu_hours"] / total, 1) if total else None,
-        })  # fmt: skip
+        table.rows.append(
+            {
+                "band": label,
+                "jobs": band["jobs"],
+                "gpu_hours": _round(band["gpu_hours"], 3),
+                "idle_gpu_hours": _round(band["idle"], 3),
+                "share_percent": round(100 * band["gpu_hours"] / total, 1) if total else None,
+            }
+        )
     return table
 
 
@@ -85,23 +100,34 @@ def idle_gpu_hours_by_group(scope: Scope, period: Period, group: str) -> Table:
         _params(scope, period),
     )
     table = Table(
-        "idle", f"Allocated but idle GPU-hours by {label.lower()}",
-        [("group", label), ("jobs", "GPU jobs"), ("measured_jobs", "Measured"),
-         ("gpu_hours", "GPU-hours"), ("idle_gpu_hours", "Idle GPU-hours"),
-         ("idle_percent", "Idle % of measured"), ("utilisation_percent", "Utilisation %")],
+        "idle",
+        f"Allocated but idle GPU-hours by {label.lower()}",
+        [
+            ("group", label),
+            ("jobs", "GPU jobs"),
+            ("measured_jobs", "Measured"),
+            ("gpu_hours", "GPU-hours"),
+            ("idle_gpu_hours", "Idle GPU-hours"),
+            ("idle_percent", "Idle % of measured"),
+            ("utilisation_percent", "Utilisation %"),
+        ],
         note="Idle GPU-hours: GPU-hours held x (1 - the GPUs' average utilisation), over the "
         "jobs whose GPUs were measured.",
-    )  # fmt: skip
+    )
     for row in rows:
         measured = float(row["measured_hours"] or 0)
         idle = float(row["idle_gpu_hours"] or 0)
-        table.rows.append({
-            "group": row["grp"] or "(unknown)", "jobs": row["jobs"],
-            "measured_jobs": row["measured"], "gpu_hours": _round(row["gpu_hours"], 3),
-            "idle_gpu_hours": _round(idle, 3),
-            "idle_percent": round(100 * idle / measured, 1) if measured else None,
-            "utilisation_percent": round(100 * (1 - idle / measured), 1) if measured else None,
-        })  # fmt: skip
+        table.rows.append(
+            {
+                "group": row["grp"] or "(unknown)",
+                "jobs": row["jobs"],
+                "measured_jobs": row["measured"],
+                "gpu_hours": _round(row["gpu_hours"], 3),
+                "idle_gpu_hours": _round(idle, 3),
+                "idle_percent": round(100 * idle / measured, 1) if measured else None,
+                "utilisation_percent": round(100 * (1 - idle / measured), 1) if measured else None,
+            }
+        )
     return table
 
 
@@ -120,25 +146,36 @@ def largest_under_users(scope: Scope, period: Period) -> Table:
         _params(scope, period) | {"limit": UNDER_USERS},
     )
     table = Table(
-        "under_users", "The largest under-users of GPUs",
-        [("user", "User"), ("lab", "Lab"), ("jobs", "Measured GPU jobs"),
-         ("idle_gpu_hours", "Idle GPU-hours"), ("utilisation_percent", "Utilisation %"),
-         ("gpus_requested", "GPUs asked for"), ("gpus_used", "GPUs used"),
-         ("memory_used_percent", "Median memory used %")],
+        "under_users",
+        "The largest under-users of GPUs",
+        [
+            ("user", "User"),
+            ("lab", "Lab"),
+            ("jobs", "Measured GPU jobs"),
+            ("idle_gpu_hours", "Idle GPU-hours"),
+            ("utilisation_percent", "Utilisation %"),
+            ("gpus_requested", "GPUs asked for"),
+            ("gpus_used", "GPUs used"),
+            ("memory_used_percent", "Median memory used %"),
+        ],
         note="Ranked by idle GPU-hours; GPUs asked for and used are summed over their jobs.",
-    )  # fmt: skip
+    )
     for row in rows:
         hours = float(row["gpu_hours"] or 0)
         idle = float(row["idle_gpu_hours"] or 0)
         share = row["memory_share"]
-        table.rows.append({
-            "user": row["who"], "lab": row["lab"], "jobs": row["jobs"],
-            "idle_gpu_hours": _round(idle, 3),
-            "utilisation_percent": round(100 * (1 - idle / hours), 1) if hours else None,
-            "gpus_requested": int(row["gpus_requested"] or 0),
-            "gpus_used": int(row["gpus_used"] or 0),
-            "memory_used_percent": None if share is None else round(100 * float(share), 1),
-        })  # fmt: skip
+        table.rows.append(
+            {
+                "user": row["who"],
+                "lab": row["lab"],
+                "jobs": row["jobs"],
+                "idle_gpu_hours": _round(idle, 3),
+                "utilisation_percent": round(100 * (1 - idle / hours), 1) if hours else None,
+                "gpus_requested": int(row["gpus_requested"] or 0),
+                "gpus_used": int(row["gpus_used"] or 0),
+                "memory_used_percent": None if share is None else round(100 * float(share), 1),
+            }
+        )
     return table
 
 
@@ -156,10 +193,11 @@ class UtilisationReport:
         idle = sum(row["idle_gpu_hours"] for row in measured)
         return {
             "gpu_hours": round(sum(row["gpu_hours"] for row in bands), 2),
-            "measured_gpu_hours": round(hours, 2), "idle_gpu_hours": round(idle, 2),
+            "measured_gpu_hours": round(hours, 2),
+            "idle_gpu_hours": round(idle, 2),
             "utilisation_percent": round(100 * (1 - idle / hours), 1) if hours else None,
             "jobs": sum(row["jobs"] for row in bands),
-        }  # fmt: skip
+        }
 
 
 TABLES = {

@@ -53,8 +53,12 @@ def usage_sample_running(*, now: datetime | None = None) -> int:
     now = now or timezone.now()
     answers, failures = schedds_ask(schedds_in_use(), lambda name: get_bridge(name).running_usage())
     raise_unless_one_answered(failures, answers)
-    measured = {usage.job_id: usage for found in answers.values() for usage in found
-                if _is_uuid(usage.job_id)}  # fmt: skip
+    measured = {
+        usage.job_id: usage
+        for found in answers.values()
+        for usage in found
+        if _is_uuid(usage.job_id)
+    }
     if not measured:
         return 0
     jobs = list(
@@ -98,10 +102,16 @@ def _sample(
     run_started_at = run_started_at or job.started_at or now
     same_run = previous is not None and previous.run_started_at == run_started_at
     sample = UsageSample(
-        job=job, run_started_at=run_started_at, workstation=usage.workstation, taken_at=now,
-        cpus=usage.cpus_used, memory_mb=usage.memory_mb, memory_peak_mb=usage.memory_peak_mb,
-        disk_mb=usage.disk_mb, final=final,
-    )  # fmt: skip
+        job=job,
+        run_started_at=run_started_at,
+        workstation=usage.workstation,
+        taken_at=now,
+        cpus=usage.cpus_used,
+        memory_mb=usage.memory_mb,
+        memory_peak_mb=usage.memory_peak_mb,
+        disk_mb=usage.disk_mb,
+        final=final,
+    )
     gpus = usage.gpus_requested or job.gpus
     if not gpus:
         return sample
@@ -185,11 +195,13 @@ def _helper_row(line: bytes) -> dict | None:
         data = json.loads(line)
         moment = float(data["time"])
         devices = [
-            {"uuid": str(device["uuid"])[:100],
-             "utilization": _clamp(float(device["utilization"])),
-             "memory_mb": _finite(float(device["memory_mb"]))}
+            {
+                "uuid": str(device["uuid"])[:100],
+                "utilization": _clamp(float(device["utilization"])),
+                "memory_mb": _finite(float(device["memory_mb"])),
+            }
             for device in data["devices"][:16]
-        ]  # fmt: skip
+        ]
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
     if not (math.isfinite(moment) and 0 < moment < 1e11):
@@ -210,10 +222,12 @@ def usage_summarise_finished(*, now: datetime | None = None) -> int:
     now = now or timezone.now()
     jobs = list(
         Job.objects.filter(
-            state__in=FINAL_STATES, usage_summary__isnull=True,
-            finished_at__gte=now - SUMMARISE_HORIZON, started_at__isnull=False,
+            state__in=FINAL_STATES,
+            usage_summary__isnull=True,
+            finished_at__gte=now - SUMMARISE_HORIZON,
+            started_at__isnull=False,
         ).order_by("finished_at")[:SUMMARISE_BATCH]
-    )  # fmt: skip
+    )
     if not jobs:
         return 0
     submitted: dict[str, list[str]] = defaultdict(list)
@@ -251,13 +265,16 @@ def usage_summarise(job: Job, *, ended_at: datetime) -> JobUsageSummary:
     summary, _ = JobUsageSummary.objects.update_or_create(
         job=job,
         defaults={
-            "user_id": job.owner_id, "lab_id": job.lab_id, "ended_at": ended_at,
+            "user_id": job.owner_id,
+            "lab_id": job.lab_id,
+            "ended_at": ended_at,
             "cpus_requested": job.request.get("cpus", 1),
             "memory_requested_mb": job.request.get("memory_mb", 0),
             "disk_requested_mb": job.request.get("disk_mb", 0),
-            "gpus_requested": job.gpus, **figures,
+            "gpus_requested": job.gpus,
+            **figures,
         },
-    )  # fmt: skip
+    )
     return summary
 
 
@@ -303,15 +320,17 @@ def summarise(
         "gpu_utilization": gpu_utilization,
         "gpus_active": _highest(s.gpus_active for s in samples),
         # Too few stretches between samples say nothing about idle time.
-        "gpu_idle_share": idle_time / intervals_time if intervals_time and sum(
-            1 for s in samples if s.gpu_utilization is not None) >= 3 else None,
+        "gpu_idle_share": idle_time / intervals_time
+        if intervals_time and sum(1 for s in samples if s.gpu_utilization is not None) >= 3
+        else None,
         "gpu_memory_peak_mb": _highest(s.gpu_memory_mb for s in samples),
         # HTCondor's figures, where a run had any, are the ones its averages come from.
-        "gpu_source": UsageSample.GpuSource.HTCONDOR if UsageSample.GpuSource.HTCONDOR in sources
+        "gpu_source": UsageSample.GpuSource.HTCONDOR
+        if UsageSample.GpuSource.HTCONDOR in sources
         else next(iter(sources), ""),
         "gpu_hours": gpu_hours,
         "idle_gpu_hours": gpu_hours * (1 - gpu_utilization) if gpu_utilization is not None else 0,
-    }  # fmt: skip
+    }
 
 
 def _utilisation_intervals(run: list[UsageSample], started_at: datetime) -> list:

@@ -35,10 +35,15 @@ def job_usage_csv(request: HttpRequest, public_id) -> StreamingHttpResponse:
     job = visible_job_or_404(request.user, public_id)
     columns = ["run_started_at", "workstation", "time", *selectors.SAMPLE_FIELDS, "gpu_source"]
     rows = (
-        [s.run_started_at.isoformat(), s.workstation, s.taken_at.isoformat(),
-         *(getattr(s, name) for name in selectors.SAMPLE_FIELDS), s.gpu_source]
+        [
+            s.run_started_at.isoformat(),
+            s.workstation,
+            s.taken_at.isoformat(),
+            *(getattr(s, name) for name in selectors.SAMPLE_FIELDS),
+            s.gpu_source,
+        ]
         for s in selectors.job_samples(job, limit=10**9)
-    )  # fmt: skip
+    )
     return stream_csv([columns, *rows], f"usage-{job.public_id}.csv")
 
 
@@ -48,8 +53,7 @@ def utilisation_page(request: HttpRequest) -> HttpResponse:
     form, scope = report_request(request.user, request.GET)
     context = {"form": form, "report": None}
     if scope is not None:
-        report = reports.utilisation_report(scope, form.report_period(),
-                                            form.cleaned_data["group"])  # fmt: skip
+        report = reports.utilisation_report(scope, form.report_period(), form.cleaned_data["group"])
         bands, idle = report.tables["bands"], report.tables["idle"]
         context |= {
             "report": report,
@@ -67,7 +71,7 @@ def utilisation_page(request: HttpRequest) -> HttpResponse:
                     ],
                     "idle": [row["idle_gpu_hours"] for row in idle.rows],
                 },
-            },  # fmt: skip
+            },
         }
     return render(request, "usage/utilisation.html", context, status=200 if scope else 400)
 

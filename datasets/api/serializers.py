@@ -10,8 +10,18 @@ class DatasetVersionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = DatasetVersion
-        fields = ["number", "reference", "sha256", "size_bytes", "file_count", "source", "origin",
-                  "shared_path", "preview", "created_at"]  # fmt: skip
+        fields = [
+            "number",
+            "reference",
+            "sha256",
+            "size_bytes",
+            "file_count",
+            "source",
+            "origin",
+            "shared_path",
+            "preview",
+            "created_at",
+        ]
         extra_kwargs = {
             "number": {"help_text": "Counts up from 1; a version never changes."},
             "sha256": {"help_text": "SHA-256 of the canonical archive of its files."},
@@ -64,14 +74,28 @@ class DatasetImportSerializer(serializers.ModelSerializer):
     id = serializers.UUIDField(source="public_id", help_text="The import's id.")
     percent = serializers.IntegerField(allow_null=True, help_text="How far it has read.")
     version = serializers.CharField(
-        source="version.reference", allow_null=True, default=None,
+        source="version.reference",
+        allow_null=True,
+        default=None,
         help_text="Once done: NAME@VERSION of the version it made (or found unchanged).",
-    )  # fmt: skip
+    )
 
     class Meta:
         model = DatasetImport
-        fields = ["id", "name", "source", "origin", "state", "message", "bytes_done",
-                  "bytes_total", "percent", "version", "created_at", "finished_at"]  # fmt: skip
+        fields = [
+            "id",
+            "name",
+            "source",
+            "origin",
+            "state",
+            "message",
+            "bytes_done",
+            "bytes_total",
+            "percent",
+            "version",
+            "created_at",
+            "finished_at",
+        ]
         extra_kwargs = {
             "name": {"help_text": "The dataset it makes, or adds a version to."},
             "source": {"help_text": "upload, path (a shared file system) or url."},
@@ -87,34 +111,46 @@ class DatasetImportSerializer(serializers.ModelSerializer):
 
 class DatasetImportInputSerializer(serializers.Serializer):
     name = serializers.RegexField(
-        DATASET_NAME_PATTERN, max_length=80, error_messages={"invalid": DATASET_NAME_HELP},
+        DATASET_NAME_PATTERN,
+        max_length=80,
+        error_messages={"invalid": DATASET_NAME_HELP},
         help_text="The dataset's name; one of yours gets a new version.",
-    )  # fmt: skip
-    description = serializers.CharField(required=False, default="", max_length=500,
-                                        allow_blank=True, help_text="What is in it.")  # fmt: skip
+    )
+    description = serializers.CharField(
+        required=False, default="", max_length=500, allow_blank=True, help_text="What is in it."
+    )
     visibility = serializers.ChoiceField(
-        choices=Dataset.Visibility.choices, default=Dataset.Visibility.PRIVATE,
+        choices=Dataset.Visibility.choices,
+        default=Dataset.Visibility.PRIVATE,
         help_text="Who may use it: private, lab or site (site: administrators only).",
-    )  # fmt: skip
-    lab = serializers.CharField(required=False, default="", allow_blank=True, max_length=100,
-                                help_text="For lab visibility: the lab's name.")  # fmt: skip
+    )
+    lab = serializers.CharField(
+        required=False,
+        default="",
+        allow_blank=True,
+        max_length=100,
+        help_text="For lab visibility: the lab's name.",
+    )
     file = serializers.FileField(
         required=False, help_text="A .zip or .tar.gz of a folder, or a single file."
     )
     url = serializers.CharField(
-        required=False, max_length=2000,
+        required=False,
+        max_length=2000,
         help_text="Instead of a file: an https URL the portal fetches once and checksums.",
-    )  # fmt: skip
+    )
     # No default: "" is not a SHA-256, and a default must fit its own schema.
     sha256 = serializers.RegexField(
-        r"^[0-9a-fA-F]{64}$", required=False,
+        r"^[0-9a-fA-F]{64}$",
+        required=False,
         help_text="With url: the SHA-256 the fetched file must have.",
-    )  # fmt: skip
+    )
     path = serializers.CharField(
-        required=False, max_length=1000,
+        required=False,
+        max_length=1000,
         help_text="Instead of a file: a folder on the shared file system, inside the roots "
         "the site allows.",
-    )  # fmt: skip
+    )
 
     def validate(self, data: dict) -> dict:
         if len([key for key in ("file", "url", "path") if data.get(key)]) != 1:

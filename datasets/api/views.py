@@ -50,9 +50,12 @@ class DatasetListView(GenericAPIView):
 
     @extend_schema(
         summary="List the datasets you may use: yours, your labs' and the site's",
-        responses={200: DatasetSummarySerializer(many=True), **error_responses(401),
-                   404: OpenApiResponse(ErrorSerializer, description="A page past the end.")},
-    )  # fmt: skip
+        responses={
+            200: DatasetSummarySerializer(many=True),
+            **error_responses(401),
+            404: OpenApiResponse(ErrorSerializer, description="A page past the end."),
+        },
+    )
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
@@ -64,18 +67,25 @@ class DatasetListView(GenericAPIView):
         "packed and checksummed in the background: follow the import at "
         "/api/v1/dataset-imports/ID/. Nothing is visible until it has succeeded; the same "
         "content as the latest version makes no new one.",
-        request={"multipart/form-data": DatasetImportInputSerializer,
-                 "application/json": DatasetImportInputSerializer},
+        request={
+            "multipart/form-data": DatasetImportInputSerializer,
+            "application/json": DatasetImportInputSerializer,
+        },
         responses={202: DatasetImportSerializer, **error_responses(400, 401)},
-    )  # fmt: skip
+    )
     def post(self, request: Request) -> Response:
         form = DatasetImportInputSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = dict(form.validated_data)
         lab_name = data.pop("lab", "")
         lab = lab_by_name(lab_name)
-        common = {"user": request.user, "name": data["name"], "visibility": data["visibility"],
-                  "description": data["description"], "lab": lab}  # fmt: skip
+        common = {
+            "user": request.user,
+            "name": data["name"],
+            "visibility": data["visibility"],
+            "description": data["description"],
+            "lab": lab,
+        }
         try:
             if data.get("file"):
                 imported = services.dataset_import_from_upload(upload=data["file"], **common)
@@ -106,8 +116,11 @@ class DatasetDetailView(APIView):
     def delete(self, request: Request, name: str) -> Response:
         dataset = dataset_or_404(request, name)
         if not dataset_may_change(request.user, dataset):
-            raise ApiError("Only its owner (or an administrator) may delete it.",
-                           code="forbidden", status_code=403)  # fmt: skip
+            raise ApiError(
+                "Only its owner (or an administrator) may delete it.",
+                code="forbidden",
+                status_code=403,
+            )
         try:
             services.dataset_delete(user=request.user, dataset=dataset)
         except services.DatasetError as exc:
@@ -121,22 +134,27 @@ class DatasetArchiveView(APIView):
         description="The archive's SHA-256 is the version's. A version registered from a "
         "shared folder is not kept by the portal: read it where it is.",
         responses={(200, "application/x-tar"): bytes, **error_responses(401, 404, 409)},
-    )  # fmt: skip
+    )
     def get(self, request: Request, name: str, number: int) -> FileResponse:
         dataset = dataset_or_404(request, name)
         version = dataset.versions.filter(number=number).first()
         if version is None:
-            raise ApiError(f"{dataset.name} has no version {number}.", code="not_found",
-                           status_code=404)  # fmt: skip
+            raise ApiError(
+                f"{dataset.name} has no version {number}.", code="not_found", status_code=404
+            )
         if version.is_shared_path:
-            raise ApiError(f"{version.reference} is on the shared file system at "
-                           f"{version.shared_path}; read it there.", code="conflict",
-                           status_code=409)  # fmt: skip
+            raise ApiError(
+                f"{version.reference} is on the shared file system at "
+                f"{version.shared_path}; read it there.",
+                code="conflict",
+                status_code=409,
+            )
         try:
             return storage.archive_download(version.sha256, f"{dataset.name}-{number}.tar")
         except FileNotFoundError:
-            raise ApiError(f"{version.reference} is no longer stored.", code="not_found",
-                           status_code=404) from None  # fmt: skip
+            raise ApiError(
+                f"{version.reference} is no longer stored.", code="not_found", status_code=404
+            ) from None
 
 
 class DatasetImportDetailView(APIView):
@@ -165,7 +183,7 @@ class DatasetDeliveryView(APIView):
         "is in `X-Checksum-Sha256`. Each delivery is recorded.",
         auth=[],
         responses={(200, "application/x-tar"): bytes, **error_responses(401, 404)},
-    )  # fmt: skip
+    )
     def get(self, request: Request, sha256: str):
         scheme, _, credential = request.headers.get("Authorization", "").partition(" ")
         try:
@@ -175,9 +193,10 @@ class DatasetDeliveryView(APIView):
         try:
             return delivery.dataset_delivery(
                 credential=credential.strip() if scheme.lower() == "bearer" else "",
-                sha256=sha256, workstation=request.headers.get("X-Nightshift-Workstation", ""),
+                sha256=sha256,
+                workstation=request.headers.get("X-Nightshift-Workstation", ""),
                 remote_address=request.META.get("REMOTE_ADDR") or None,
-            )  # fmt: skip
+            )
         except delivery.DeliveryRefused as exc:
             code = "not_authenticated" if exc.status == 401 else "not_found"
             raise ApiError(exc.message, code=code, status_code=exc.status) from None

@@ -93,10 +93,16 @@ def nvidia_gpus() -> list[dict]:
         return []
     try:
         out = subprocess.run(
-            [smi, "--query-gpu=index,uuid,name,memory.total,compute_cap",
-             "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=30, check=True,
-        ).stdout  # fmt: skip
+            [
+                smi,
+                "--query-gpu=index,uuid,name,memory.total,compute_cap",
+                "--format=csv,noheader,nounits",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     gpus = []
@@ -104,8 +110,15 @@ def nvidia_gpus() -> list[dict]:
         parts = [p.strip() for p in line.split(",")]
         if len(parts) == 5:
             index, gpu_uuid, name, memory, capability = parts
-            gpus.append({"index": index, "uuid": gpu_uuid, "name": name,
-                         "memory_mb": float(memory), "capability": float(capability)})  # fmt: skip
+            gpus.append(
+                {
+                    "index": index,
+                    "uuid": gpu_uuid,
+                    "name": name,
+                    "memory_mb": float(memory),
+                    "capability": float(capability),
+                }
+            )
     return gpus
 
 
@@ -117,8 +130,10 @@ def torch_python() -> str | None:
         try:
             probe = subprocess.run(
                 [candidate, "-c", "import torch; assert torch.cuda.is_available()"],
-                capture_output=True, timeout=120, check=False,
-            )  # fmt: skip
+                capture_output=True,
+                timeout=120,
+                check=False,
+            )
         except (OSError, subprocess.SubprocessError):
             continue
         if probe.returncode == 0:
@@ -127,8 +142,13 @@ def torch_python() -> str | None:
 
 
 def owner_probe(probe_path: Path) -> dict:
-    done = subprocess.run([sys.executable, str(probe_path), "--override", "/nonexistent"],
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(probe_path), "--override", "/nonexistent"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     values = {}
     for line in done.stdout.splitlines():
         key, _, value = line.partition(" = ")
@@ -140,10 +160,14 @@ def steps_without_pool(report: list[Step], gpus: list[dict]) -> None:
     listing = Step("nvidia-smi lists the GPUs", "passed")
     report.append(listing)
     for gpu in gpus:
-        listing.note(f"GPU {gpu['index']}: {gpu['name']}, {gpu['memory_mb']:.0f} MB, "
-                     f"capability {gpu['capability']}, {gpu['uuid']}")  # fmt: skip
-    probe, sampler = Step("owner probe sees a CUDA process that is not a job"), Step(
-        "the job helper samples that process's GPU")  # fmt: skip
+        listing.note(
+            f"GPU {gpu['index']}: {gpu['name']}, {gpu['memory_mb']:.0f} MB, "
+            f"capability {gpu['capability']}, {gpu['uuid']}"
+        )
+    probe, sampler = (
+        Step("owner probe sees a CUDA process that is not a job"),
+        Step("the job helper samples that process's GPU"),
+    )
     report += [probe, sampler]
     python = torch_python()
     if python is None:
@@ -156,24 +180,32 @@ def steps_without_pool(report: list[Step], gpus: list[dict]) -> None:
         script = Path(scratch) / "burn.py"
         script.write_text(BURNER)
         env = dict(os.environ, CUDA_VISIBLE_DEVICES=gpus[0]["index"])
-        burner = subprocess.Popen([python, str(script), "30"], stdout=subprocess.PIPE,
-                                  text=True, env=env)  # fmt: skip
+        burner = subprocess.Popen(
+            [python, str(script), "30"], stdout=subprocess.PIPE, text=True, env=env
+        )
         try:
             burner.stdout.readline()  # "ready": the process holds the GPU
             time.sleep(3)
             during = owner_probe(prober)
             launch = load("nightshift_launch_check", REPO / "jobs" / "runtime" / "launch.py")
-            samples = [launch.gpu_sample(launch.find_nvidia_smi(), [gpus[0]["uuid"]])
-                       for _ in range(5) if not time.sleep(1)]  # fmt: skip
+            samples = [
+                launch.gpu_sample(launch.find_nvidia_smi(), [gpus[0]["uuid"]])
+                for _ in range(5)
+                if not time.sleep(1)
+            ]
         finally:
             burner.terminate()
             burner.wait(timeout=30)
     time.sleep(2)
     after = owner_probe(prober)
     probe.note(f"before: {before}; during: {during}; after: {after}")
-    probe.outcome = ("passed" if during.get("OwnerGpuActive") == "True"
-                     and during.get("OwnerGpuSource") == "nvidia-smi"
-                     and after.get("OwnerGpuActive") == "False" else "failed")  # fmt: skip
+    probe.outcome = (
+        "passed"
+        if during.get("OwnerGpuActive") == "True"
+        and during.get("OwnerGpuSource") == "nvidia-smi"
+        and after.get("OwnerGpuActive") == "False"
+        else "failed"
+    )
     devices = [device for sample in samples if sample for device in sample["devices"]]
     if not devices:
         sampler.outcome = "failed"
@@ -181,8 +213,9 @@ def steps_without_pool(report: list[Step], gpus: list[dict]) -> None:
         return
     busiest = max(device["utilization"] for device in devices)
     memory = max(device["memory_mb"] for device in devices)
-    sampler.note(f"{len(devices)} samples: utilisation up to {busiest:.0%}, memory up to "
-                 f"{memory:.0f} MB")  # fmt: skip
+    sampler.note(
+        f"{len(devices)} samples: utilisation up to {busiest:.0%}, memory up to {memory:.0f} MB"
+    )
     sampler.outcome = "passed" if busiest > 0.05 and memory > 60 else "failed"
 
 
@@ -190,9 +223,15 @@ def steps_with_pool(report: list[Step], gpus: list[dict]) -> None:
     attributes = Step("the collector's GPU attributes match nvidia-smi")
     training = Step("a PyTorch CUDA job's GPU figures from HTCondor's monitor")
     report += [attributes, training]
-    started = subprocess.run(["deploy/personal-pool/pool", "start"], cwd=REPO, text=True,
-                             env=dict(os.environ, NIGHTSHIFT_POOL_GPUS="real"),
-                             capture_output=True, timeout=900, check=False)  # fmt: skip
+    started = subprocess.run(
+        ["deploy/personal-pool/pool", "start"],
+        cwd=REPO,
+        text=True,
+        env=dict(os.environ, NIGHTSHIFT_POOL_GPUS="real"),
+        capture_output=True,
+        timeout=900,
+        check=False,
+    )
     if started.returncode != 0:
         for step in (attributes, training):
             step.note(
@@ -218,25 +257,46 @@ def steps_with_pool(report: list[Step], gpus: list[dict]) -> None:
         time.sleep(2)
     if real is None:
         attributes.outcome = training.outcome = "failed"
-        attributes.note("ws-real never advertised a GPU: see var/lib/nightshift/pool-root"
-                        "/var/log/condor/StartLog.ws-real")  # fmt: skip
+        attributes.note(
+            "ws-real never advertised a GPU: see var/lib/nightshift/pool-root"
+            "/var/log/condor/StartLog.ws-real"
+        )
         return
     first = gpus[0]
-    attributes.note(f"ws-real: {real.total_gpus} x {real.gpu.name}, {real.gpu.memory_mb} MB, "
-                    f"capability {real.gpu.capability}")  # fmt: skip
+    attributes.note(
+        f"ws-real: {real.total_gpus} x {real.gpu.name}, {real.gpu.memory_mb} MB, "
+        f"capability {real.gpu.capability}"
+    )
     memory_close = abs(real.gpu.memory_mb - first["memory_mb"]) <= 0.05 * first["memory_mb"]
-    attributes.outcome = ("passed" if real.total_gpus == len(gpus)
-                          and first["name"] in real.gpu.name and memory_close
-                          and abs(real.gpu.capability - first["capability"]) < 0.01
-                          else "failed")  # fmt: skip
+    attributes.outcome = (
+        "passed"
+        if real.total_gpus == len(gpus)
+        and first["name"] in real.gpu.name
+        and memory_close
+        and abs(real.gpu.capability - first["capability"]) < 0.01
+        else "failed"
+    )
     python = os.environ.get("NIGHTSHIFT_GPU_CHECK_JOB_PYTHON", "/usr/bin/python3")
-    has_torch = subprocess.run(
-        ["chroot", os.environ.get("NIGHTSHIFT_POOL_ROOT", "/var/lib/nightshift/pool-root"),
-         python, "-c", "import torch"], capture_output=True, check=False, timeout=120,
-    ).returncode == 0  # fmt: skip
+    has_torch = (
+        subprocess.run(
+            [
+                "chroot",
+                os.environ.get("NIGHTSHIFT_POOL_ROOT", "/var/lib/nightshift/pool-root"),
+                python,
+                "-c",
+                "import torch",
+            ],
+            capture_output=True,
+            check=False,
+            timeout=120,
+        ).returncode
+        == 0
+    )
     if not has_torch:
-        training.note(f"the pool's root has no PyTorch for {python}: install it there, or "
-                      "name one with NIGHTSHIFT_GPU_CHECK_JOB_PYTHON")  # fmt: skip
+        training.note(
+            f"the pool's root has no PyTorch for {python}: install it there, or "
+            "name one with NIGHTSHIFT_GPU_CHECK_JOB_PYTHON"
+        )
         return
     jobs_dir = Path(os.environ.get("NIGHTSHIFT_JOBS_DIR", REPO / "var" / "jobs"))
     job_id = str(uuid.uuid4())
@@ -247,8 +307,15 @@ def steps_with_pool(report: list[Step], gpus: list[dict]) -> None:
     uid = int(os.environ.get("NIGHTSHIFT_JOB_DIR_UID", "2000"))
     for path in (folder, folder / "outputs", folder / "train.py"):
         os.chown(path, uid, -1)
-    request = JobRequest(job_id=job_id, job_dir=str(folder), script_name="train.py", gpus=1,
-                         memory_mb=8192, python=python, max_starts=1)  # fmt: skip
+    request = JobRequest(
+        job_id=job_id,
+        job_dir=str(folder),
+        script_name="train.py",
+        gpus=1,
+        memory_mb=8192,
+        python=python,
+        max_starts=1,
+    )
     bridge.submit(request)
     final = None
     deadline = time.time() + 300
@@ -271,8 +338,12 @@ def steps_with_pool(report: list[Step], gpus: list[dict]) -> None:
 
 
 def write_report(report: list[Step], gpus: list[dict]) -> None:
-    lines = ["# make gpu-check", "", f"Run {time.strftime('%Y-%m-%d %H:%M %Z')} on "
-             f"{os.uname().nodename}: {len(gpus)} GPU(s).", ""]  # fmt: skip
+    lines = [
+        "# make gpu-check",
+        "",
+        f"Run {time.strftime('%Y-%m-%d %H:%M %Z')} on {os.uname().nodename}: {len(gpus)} GPU(s).",
+        "",
+    ]
     for step in report:
         lines.append(f"- **{step.outcome}**: {step.name}")
         lines += [f"  - {line}" for line in step.lines]
@@ -286,8 +357,10 @@ def main() -> int:
     args = parser.parse_args()
     gpus = nvidia_gpus()
     if not gpus:
-        print("gpu-check: skipped: no NVIDIA GPU here (nvidia-smi is missing or lists none). "
-              "Run it on a workstation with one.")  # fmt: skip
+        print(
+            "gpu-check: skipped: no NVIDIA GPU here (nvidia-smi is missing or lists none). "
+            "Run it on a workstation with one."
+        )
         return 0
     sys.path.insert(0, str(REPO))
     report: list[Step] = []

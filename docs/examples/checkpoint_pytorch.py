@@ -48,10 +48,14 @@ for epoch in range(start_epoch, EPOCHS):
 
             def save(folder, epoch=epoch, batch=batch):
                 torch.save(
-                    {"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                     "epoch": epoch, "batch": batch + 1},
+                    {
+                        "model": model.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "epoch": epoch,
+                        "batch": batch + 1,
+                    },
                     os.path.join(folder, "train.pt"),
-                )  # fmt: skip
+                )
 
             # (3) Exit with the checkpoint code: HTCondor starts the script again.
             nightshift.checkpoint_and_exit(save)

@@ -13,8 +13,18 @@ class EnvironmentVersionSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = EnvironmentVersion
-        fields = ["number", "reference", "python_version", "python", "container_image",
-                  "requirements", "lock", "lock_sha256", "packages", "created_at"]  # fmt: skip
+        fields = [
+            "number",
+            "reference",
+            "python_version",
+            "python",
+            "container_image",
+            "requirements",
+            "lock",
+            "lock_sha256",
+            "packages",
+            "created_at",
+        ]
         extra_kwargs = {
             "number": {"help_text": "Counts up from 1; a version never changes."},
             "python_version": {"help_text": "The Python it is locked for, e.g. 3.13."},
@@ -36,9 +46,11 @@ class EnvironmentVersionSerializer(serializers.ModelSerializer):
 # drf-spectacular would copy a docstring into each schema component).
 class EnvironmentBaseSerializer(serializers.ModelSerializer):
     owner = serializers.CharField(
-        source="owner.username", allow_null=True, default=None,
+        source="owner.username",
+        allow_null=True,
+        default=None,
         help_text="Who keeps it; null for a site environment.",
-    )  # fmt: skip
+    )
     lab = serializers.CharField(
         source="lab.name", allow_null=True, default=None, help_text="For lab visibility: the lab."
     )
@@ -76,21 +88,30 @@ class EnvironmentSummarySerializer(EnvironmentBaseSerializer):
 
 class VersionInputSerializer(serializers.Serializer):
     requirements = serializers.CharField(
-        required=False, allow_blank=True, max_length=65536, trim_whitespace=False,
+        required=False,
+        allow_blank=True,
+        max_length=65536,
+        trim_whitespace=False,
         help_text="Packages, one per line, as in a requirements.txt; resolved now into a lock.",
-    )  # fmt: skip
+    )
     python_version = serializers.CharField(
-        required=False, allow_blank=True, max_length=5,
+        required=False,
+        allow_blank=True,
+        max_length=5,
         help_text="e.g. 3.13; empty for the site's (the workstations' Python).",
-    )  # fmt: skip
+    )
     container_image = serializers.CharField(
-        required=False, allow_blank=True, max_length=500,
+        required=False,
+        allow_blank=True,
+        max_length=500,
         help_text="Instead of packages: a docker:// image or an Apptainer .sif path or URL.",
-    )  # fmt: skip
+    )
     python = serializers.CharField(
-        required=False, allow_blank=True, max_length=200,
+        required=False,
+        allow_blank=True,
+        max_length=200,
         help_text="For a container: the Python inside the image; empty for the site's.",
-    )  # fmt: skip
+    )
 
 
 class EnvironmentCreateSerializer(VersionInputSerializer):
@@ -101,13 +122,16 @@ class EnvironmentCreateSerializer(VersionInputSerializer):
         required=False, allow_blank=True, max_length=500, help_text="What it is for."
     )
     visibility = serializers.ChoiceField(
-        choices=Environment.Visibility.choices, default=Environment.Visibility.PRIVATE,
+        choices=Environment.Visibility.choices,
+        default=Environment.Visibility.PRIVATE,
         help_text="private (you), lab (a lab of yours) or site (administrators only).",
-    )  # fmt: skip
+    )
     lab = serializers.CharField(
-        required=False, allow_blank=True, max_length=100,
+        required=False,
+        allow_blank=True,
+        max_length=100,
         help_text="For lab visibility: the name of your lab to share it with.",
-    )  # fmt: skip
+    )
 
 
 class BuildReportSerializer(serializers.Serializer):

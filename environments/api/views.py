@@ -48,8 +48,9 @@ def environment_or_404(request: Request, name: str) -> Environment:
 def changeable_or_403(request: Request, name: str) -> Environment:
     environment = environment_or_404(request, name)
     if not environment_may_change(request.user, environment):
-        raise ApiError("Only its owner (or an administrator) may change it.",
-                       code="forbidden", status_code=403)  # fmt: skip
+        raise ApiError(
+            "Only its owner (or an administrator) may change it.", code="forbidden", status_code=403
+        )
     return environment
 
 
@@ -65,9 +66,12 @@ class EnvironmentListView(GenericAPIView):
 
     @extend_schema(
         summary="List the environments you may use: yours, your labs' and the site's",
-        responses={200: EnvironmentSummarySerializer(many=True), **error_responses(401),
-                   404: OpenApiResponse(ErrorSerializer, description="A page past the end.")},
-    )  # fmt: skip
+        responses={
+            200: EnvironmentSummarySerializer(many=True),
+            **error_responses(401),
+            404: OpenApiResponse(ErrorSerializer, description="A page past the end."),
+        },
+    )
     def get(self, request: Request) -> Response:
         page = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(self.get_serializer(page, many=True).data)
@@ -79,7 +83,7 @@ class EnvironmentListView(GenericAPIView):
         "reason. Only package requirements are accepted.",
         request=EnvironmentCreateSerializer,
         responses={201: EnvironmentSerializer, **error_responses(400, 401)},
-    )  # fmt: skip
+    )
     def post(self, request: Request) -> Response:
         form = EnvironmentCreateSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -159,8 +163,9 @@ class EnvironmentBuildView(APIView):
     def get(self, request: Request, name: str, number: int) -> Response:
         build = builds.latest_build(self.version(request, name, number))
         if build is None:
-            raise ApiError("This version has not been test-built.", code="not_found",
-                           status_code=404)  # fmt: skip
+            raise ApiError(
+                "This version has not been test-built.", code="not_found", status_code=404
+            )
         return Response(BuildReportSerializer(builds.build_report(build)).data)
 
     @extend_schema(
@@ -170,7 +175,7 @@ class EnvironmentBuildView(APIView):
         "that needs a compiler, an import that fails).",
         request=None,
         responses={202: BuildReportSerializer, **error_responses(400, 401, 403, 404)},
-    )  # fmt: skip
+    )
     def post(self, request: Request, name: str, number: int) -> Response:
         version = self.version(request, name, number)
         try:

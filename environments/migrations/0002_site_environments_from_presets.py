@@ -17,15 +17,20 @@ def presets_to_site_environments(apps, schema_editor):
             continue
         container = preset.kind == "container"
         environment = Environment.objects.create(
-            name=name, owner=None, visibility="site",
+            name=name,
+            owner=None,
+            visibility="site",
             kind="container" if container else "packages",
-            description=preset.description, is_default=preset.is_default,
+            description=preset.description,
+            is_default=preset.is_default,
             is_active=preset.is_active,
-        )  # fmt: skip
+        )
         Version.objects.create(
-            environment=environment, number=1, python=preset.python,
+            environment=environment,
+            number=1,
+            python=preset.python,
             container_image=preset.container_image if container else "",
-        )  # fmt: skip
+        )
 
 
 def site_environments_to_presets(apps, schema_editor):
@@ -33,13 +38,17 @@ def site_environments_to_presets(apps, schema_editor):
     Environment = apps.get_model("environments", "Environment")
     for environment in Environment.objects.filter(owner=None, visibility="site"):
         version = environment.versions.order_by("-number").first()
-        Preset.objects.get_or_create(name=environment.name, defaults={
-            "description": environment.description[:300],
-            "kind": "container" if environment.kind == "container" else "vanilla",
-            "python": (version.python if version else "") or "/usr/bin/python3",
-            "container_image": version.container_image if version else "",
-            "is_default": environment.is_default, "is_active": environment.is_active,
-        })  # fmt: skip
+        Preset.objects.get_or_create(
+            name=environment.name,
+            defaults={
+                "description": environment.description[:300],
+                "kind": "container" if environment.kind == "container" else "vanilla",
+                "python": (version.python if version else "") or "/usr/bin/python3",
+                "container_image": version.container_image if version else "",
+                "is_default": environment.is_default,
+                "is_active": environment.is_active,
+            },
+        )
 
 
 class Migration(migrations.Migration):

@@ -42,18 +42,22 @@ class MatrixSubmitSerializer(JobRequestSerializer):
         "into), {system} the system's name. Multipart: as JSON text.",
     )
     system_files = serializers.ListField(
-        child=serializers.FileField(), max_length=100,
+        child=serializers.FileField(),
+        max_length=100,
         help_text="The systems' scripts or project archives.",
-    )  # fmt: skip
+    )
     datasets = serializers.JSONField(
         help_text='The datasets: [{"name": "squad", "path": "/data/squad"}, {"name": "glue", '
         '"file": "glue.tar.gz"}, ...]; a file is one of dataset_files, by its name. '
         "Multipart: as JSON text.",
     )
     dataset_files = serializers.ListField(
-        child=serializers.FileField(), required=False, default=list, max_length=100,
+        child=serializers.FileField(),
+        required=False,
+        default=list,
+        max_length=100,
         help_text="Uploaded datasets: files or archives.",
-    )  # fmt: skip
+    )
 
     def _named(self, entries, field: str, keys: set[str]) -> list[dict]:
         if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
@@ -69,18 +73,23 @@ class MatrixSubmitSerializer(JobRequestSerializer):
         return entries
 
     def validate(self, data: dict) -> dict:
-        systems = self._named(data["systems"], "systems",
-                              {"name", "file", "entry_command", "model"})  # fmt: skip
+        systems = self._named(
+            data["systems"], "systems", {"name", "file", "entry_command", "model"}
+        )
         datasets = self._named(data["datasets"], "datasets", {"name", "file", "path"})
-        for field, entries, uploads in (("systems", systems, data["system_files"]),
-                                        ("datasets", datasets, data["dataset_files"])):  # fmt: skip
+        for field, entries, uploads in (
+            ("systems", systems, data["system_files"]),
+            ("datasets", datasets, data["dataset_files"]),
+        ):
             by_name = {upload.name: upload for upload in uploads}
             for entry in entries:
                 if entry.get("file") is not None and entry["file"] not in by_name:
                     raise serializers.ValidationError(
-                        {field: f"{entry['name'][:40]}: no uploaded file is called "
-                         f"{entry['file'][:100]!r}."}
-                    )  # fmt: skip
+                        {
+                            field: f"{entry['name'][:40]}: no uploaded file is called "
+                            f"{entry['file'][:100]!r}."
+                        }
+                    )
                 entry["upload"] = by_name.get(entry.get("file"))
         for entry in systems:
             if entry["upload"] is None:
@@ -109,8 +118,18 @@ class SweepRunSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Job
-        fields = ["id", "index", "parameters", "state", "status_detail", "exit_code",
-                  "workstation", "condor_id", "started_at", "finished_at"]  # fmt: skip
+        fields = [
+            "id",
+            "index",
+            "parameters",
+            "state",
+            "status_detail",
+            "exit_code",
+            "workstation",
+            "condor_id",
+            "started_at",
+            "finished_at",
+        ]
         extra_kwargs = {
             "parameters": {"help_text": "This run's parameter values."},
             "status_detail": {"help_text": "The latest word on its state."},
@@ -124,16 +143,30 @@ class SweepRunSerializer(serializers.ModelSerializer):
 class SweepSummarySerializer(serializers.ModelSerializer):
     id = serializers.UUIDField(source="public_id", read_only=True, help_text="The sweep's id.")
     owner = serializers.CharField(source="owner.get_username", help_text="Who submitted it.")
-    lab = serializers.CharField(source="lab.name", allow_null=True, default=None,
-                                help_text="The lab it is charged to.")  # fmt: skip
+    lab = serializers.CharField(
+        source="lab.name", allow_null=True, default=None, help_text="The lab it is charged to."
+    )
     run_count = serializers.IntegerField(help_text="How many runs it has.")
     links = serializers.SerializerMethodField(help_text="Where to read more about it.")
 
     class Meta:
         model = Sweep
-        fields = ["id", "name", "owner", "lab", "kind", "definition", "created_at",
-                  "submitted_at", "cluster_id", "last_error", "stop_reason", "finished_at",
-                  "run_count", "links"]  # fmt: skip
+        fields = [
+            "id",
+            "name",
+            "owner",
+            "lab",
+            "kind",
+            "definition",
+            "created_at",
+            "submitted_at",
+            "cluster_id",
+            "last_error",
+            "stop_reason",
+            "finished_at",
+            "run_count",
+            "links",
+        ]
         extra_kwargs = {
             "name": {"help_text": "The name its owner gave it."},
             "kind": {"help_text": "Grid, list of parameter sets, or random samples."},
@@ -148,8 +181,10 @@ class SweepSummarySerializer(serializers.ModelSerializer):
 
     @extend_schema_field(serializers.DictField(child=serializers.URLField()))
     def get_links(self, sweep: Sweep) -> dict[str, str]:
-        paths = {"self": reverse("api:sweep-detail", args=[sweep.public_id]),
-                 "web": reverse("jobs:sweep", args=[sweep.public_id])}  # fmt: skip
+        paths = {
+            "self": reverse("api:sweep-detail", args=[sweep.public_id]),
+            "web": reverse("jobs:sweep", args=[sweep.public_id]),
+        }
         request = self.context.get("request")
         if request is None:
             return paths

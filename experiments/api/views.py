@@ -51,9 +51,12 @@ class SweepListView(GenericAPIView):
 
     @extend_schema(
         summary="List your sweeps",
-        responses={200: SweepSummarySerializer(many=True), **error_responses(401),
-                   404: OpenApiResponse(ErrorSerializer, description="A page past the end.")},
-    )  # fmt: skip
+        responses={
+            200: SweepSummarySerializer(many=True),
+            **error_responses(401),
+            404: OpenApiResponse(ErrorSerializer, description="A page past the end."),
+        },
+    )
     def get(self, request: Request) -> Response:
         sweeps = self.paginate_queryset(self.get_queryset())
         return self.get_paginated_response(self.get_serializer(sweeps, many=True).data)
@@ -63,10 +66,12 @@ class SweepListView(GenericAPIView):
         description="Many runs of one job with different parameters, submitted to HTCondor "
         "as one cluster. Every run is checked, and the quota for all of them together, "
         "before any is accepted. Its runs are jobs: the jobs endpoints show each.",
-        request={"multipart/form-data": SweepSubmitSerializer,
-                 "application/json": SweepSubmitJSONSerializer},
+        request={
+            "multipart/form-data": SweepSubmitSerializer,
+            "application/json": SweepSubmitJSONSerializer,
+        },
         responses={201: SweepSerializer, **error_responses(400, 401, 403, 429)},
-    )  # fmt: skip
+    )
     def post(self, request: Request) -> Response:
         form = SweepSubmitSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -74,10 +79,13 @@ class SweepListView(GenericAPIView):
         copy_from = source_job_of(request, data)
         try:
             sweep = sweeps.sweep_submit(
-                user=request.user, spec=form.to_spec(submitted_name(data, copy_from)),
-                plan=sweeps.SweepPlan.from_json(data["parameters"]), script=data.get("script"),
-                copy_from=copy_from, requirements=data.get("requirements"),
-            )  # fmt: skip
+                user=request.user,
+                spec=form.to_spec(submitted_name(data, copy_from)),
+                plan=sweeps.SweepPlan.from_json(data["parameters"]),
+                script=data.get("script"),
+                copy_from=copy_from,
+                requirements=data.get("requirements"),
+            )
         except specs.JobSubmissionError as exc:
             raise submission_refused(exc) from None
         return sweep_response(request, sweep, status.HTTP_201_CREATED)
@@ -94,20 +102,26 @@ class MatrixSubmitView(APIView):
         "as one cluster. The sweep's page compares them in a systems-by-datasets table.",
         request={"multipart/form-data": MatrixSubmitSerializer},
         responses={201: SweepSerializer, **error_responses(400, 401, 403, 429)},
-    )  # fmt: skip
+    )
     def post(self, request: Request) -> Response:
         form = MatrixSubmitSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
         try:
             sweep = matrices.matrix_submit(
-                user=request.user, spec=form.to_spec(data["name"]),
-                systems=[matrices.MatrixSystem(s["name"], s["upload"], s.get("entry_command"),
-                                               s.get("model"))
-                         for s in data["systems"]],
-                datasets=[matrices.MatrixDataset(d["name"], d.get("path"), d["upload"])
-                          for d in data["datasets"]],
-            )  # fmt: skip
+                user=request.user,
+                spec=form.to_spec(data["name"]),
+                systems=[
+                    matrices.MatrixSystem(
+                        s["name"], s["upload"], s.get("entry_command"), s.get("model")
+                    )
+                    for s in data["systems"]
+                ],
+                datasets=[
+                    matrices.MatrixDataset(d["name"], d.get("path"), d["upload"])
+                    for d in data["datasets"]
+                ],
+            )
         except specs.JobSubmissionError as exc:
             raise submission_refused(exc) from None
         return sweep_response(request, sweep, status.HTTP_201_CREATED)
@@ -124,17 +138,19 @@ class StudySubmitView(APIView):
         "Its runs and their results read like a sweep's.",
         request={"multipart/form-data": StudySubmitSerializer},
         responses={201: SweepSerializer, **error_responses(400, 401, 403, 429)},
-    )  # fmt: skip
+    )
     def post(self, request: Request) -> Response:
         form = StudySubmitSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
         try:
             sweep = studies.study_submit(
-                user=request.user, spec=form.to_spec(submitted_name(data)),
-                plan=studies.StudyPlan.from_json(data["study"]), script=data.get("script"),
+                user=request.user,
+                spec=form.to_spec(submitted_name(data)),
+                plan=studies.StudyPlan.from_json(data["study"]),
+                script=data.get("script"),
                 requirements=data.get("requirements"),
-            )  # fmt: skip
+            )
         except specs.JobSubmissionError as exc:
             raise submission_refused(exc) from None
         return sweep_response(request, sweep, status.HTTP_201_CREATED)
@@ -147,32 +163,47 @@ def sweep_response(request: Request, sweep: Sweep, code: int = 200) -> Response:
 
 
 class SweepDetailView(APIView):
-    @extend_schema(summary="One sweep, with its runs",
-                   responses={200: SweepSerializer, **error_responses(401, 404)})  # fmt: skip
+    @extend_schema(
+        summary="One sweep, with its runs",
+        responses={200: SweepSerializer, **error_responses(401, 404)},
+    )
     def get(self, request: Request, public_id) -> Response:
         return sweep_response(request, visible_sweep_or_404(request.user, public_id))
 
 
 RESULT_PARAMETERS = [
-    OpenApiParameter("metric", str, description="The metric compared (default: the first one "
-                     "logged, or a study's objective)."),
+    OpenApiParameter(
+        "metric",
+        str,
+        description="The metric compared (default: the first one logged, or a study's objective).",
+    ),
     OpenApiParameter("goal", str, enum=["min", "max"], description="Which is best."),
     OpenApiParameter("state", str, description="Only runs in this state."),
-    OpenApiParameter("sort", str, description="index, state, final, best, gpu_hours or "
-                     "p.<parameter>; a leading - for descending."),
-]  # fmt: skip
+    OpenApiParameter(
+        "sort",
+        str,
+        description="index, state, final, best, gpu_hours or "
+        "p.<parameter>; a leading - for descending.",
+    ),
+]
 
 
 def _comparison(request: Request, sweep: Sweep) -> readouts.SweepComparison:
     return readouts.sweep_comparison(
-        sweep, metric=request.query_params.get("metric"), goal=request.query_params.get("goal"),
-        state=request.query_params.get("state"), sort=request.query_params.get("sort", "index"),
-    )  # fmt: skip
+        sweep,
+        metric=request.query_params.get("metric"),
+        goal=request.query_params.get("goal"),
+        state=request.query_params.get("state"),
+        sort=request.query_params.get("sort", "index"),
+    )
 
 
 class SweepResultsView(APIView):
-    @extend_schema(summary="A sweep's runs compared by a metric", parameters=RESULT_PARAMETERS,
-                   responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404)})  # fmt: skip
+    @extend_schema(
+        summary="A sweep's runs compared by a metric",
+        parameters=RESULT_PARAMETERS,
+        responses={200: OpenApiTypes.OBJECT, **error_responses(401, 404)},
+    )
     def get(self, request: Request, public_id) -> Response:
         sweep = visible_sweep_or_404(request.user, public_id)
         return Response(readouts.sweep_results_payload(_comparison(request, sweep)))
@@ -186,8 +217,9 @@ class SweepResultsCsvView(APIView):
     )
     def get(self, request: Request, public_id) -> HttpResponse:
         sweep = visible_sweep_or_404(request.user, public_id)
-        response = HttpResponse(readouts.sweep_results_csv(_comparison(request, sweep)),
-                                content_type="text/csv")  # fmt: skip
+        response = HttpResponse(
+            readouts.sweep_results_csv(_comparison(request, sweep)), content_type="text/csv"
+        )
         response["Content-Disposition"] = f'attachment; filename="sweep-{sweep.public_id}.csv"'
         return response
 
@@ -196,10 +228,13 @@ class SweepCancelView(APIView):
     @extend_schema(
         summary="Cancel every run of a sweep that has not ended",
         request=None,
-        responses={200: SweepSerializer, **error_responses(401, 404),
-                   403: OpenApiResponse(ErrorSerializer, description="Not your sweep."),
-                   409: OpenApiResponse(ErrorSerializer, description="Nothing left to cancel.")},
-    )  # fmt: skip
+        responses={
+            200: SweepSerializer,
+            **error_responses(401, 404),
+            403: OpenApiResponse(ErrorSerializer, description="Not your sweep."),
+            409: OpenApiResponse(ErrorSerializer, description="Nothing left to cancel."),
+        },
+    )
     def post(self, request: Request, public_id) -> Response:
         sweep = actionable_sweep_or_403(request.user, public_id)
         try:

@@ -116,10 +116,13 @@ def _slot_quarters(history: History, zone: ZoneInfo) -> np.ndarray:
     quarter hours)."""
     start = int(history.start.timestamp())
     return np.fromiter(
-        (_quarter_of_week_at((start + i * history.slot_s) // 900 * 900, zone)
-         for i in range(len(history.states))),
-        dtype=np.int16, count=len(history.states),
-    )  # fmt: skip
+        (
+            _quarter_of_week_at((start + i * history.slot_s) // 900 * 900, zone)
+            for i in range(len(history.states))
+        ),
+        dtype=np.int16,
+        count=len(history.states),
+    )
 
 
 def _remaining_free(states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -209,23 +212,34 @@ class WorkstationModel:
         came = (now == TAKEN) & (nxt == FREE)
         from_free = (now == FREE) & (nxt != UNKNOWN)
         from_taken = (now == TAKEN) & (nxt != UNKNOWN)
-        returns = np.stack([
-            np.bincount(quarter_now[went], minlength=QUARTERS_PER_WEEK),
-            np.bincount(quarter_now[from_free], minlength=QUARTERS_PER_WEEK),
-        ]).astype(float)  # fmt: skip
-        leaves = np.stack([
-            np.bincount(quarter_now[came], minlength=QUARTERS_PER_WEEK),
-            np.bincount(quarter_now[from_taken], minlength=QUARTERS_PER_WEEK),
-        ]).astype(float)  # fmt: skip
+        returns = np.stack(
+            [
+                np.bincount(quarter_now[went], minlength=QUARTERS_PER_WEEK),
+                np.bincount(quarter_now[from_free], minlength=QUARTERS_PER_WEEK),
+            ]
+        ).astype(float)
+        leaves = np.stack(
+            [
+                np.bincount(quarter_now[came], minlength=QUARTERS_PER_WEEK),
+                np.bincount(quarter_now[from_taken], minlength=QUARTERS_PER_WEEK),
+            ]
+        ).astype(float)
         slots_per_day = 86400 / history.slot_s
         return cls(
-            name=name, zone=zone, slot_s=history.slot_s,
+            name=name,
+            zone=zone,
+            slot_s=history.slot_s,
             observed_days=float((states != UNKNOWN).sum()) / slots_per_day,
-            runs=runs, runs_censored=runs_censored, seen=seen, free=free,
-            returns=returns, leaves=leaves, states=states,
+            runs=runs,
+            runs_censored=runs_censored,
+            seen=seen,
+            free=free,
+            returns=returns,
+            leaves=leaves,
+            states=states,
             quarters=quarters,
             pool=pool,
-        )  # fmt: skip
+        )
 
     # -- counting --------------------------------------------------------------------
 
@@ -286,9 +300,14 @@ class WorkstationModel:
         return np.clip(ret, 0.0, 1.0), np.clip(leave, 0.0, 1.0)
 
     def sample_futures(
-        self, *, now: datetime, taken_now: bool, slots: int, futures: int,
+        self,
+        *,
+        now: datetime,
+        taken_now: bool,
+        slots: int,
+        futures: int,
         rng: np.random.Generator,
-    ) -> np.ndarray:  # fmt: skip
+    ) -> np.ndarray:
         """Possible futures of the owner from `now`: taken[future, slot], slot 0 now.
 
         Each future replays the workstation's own past from a moment like this one: the

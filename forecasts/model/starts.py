@@ -148,17 +148,22 @@ def predict_start(
     shut = _shut(now, machines, closed, slots)
     models = [pool.model(machine.name) for machine in machines]
     present = sample_owners(
-        now=now, present_now=[m.owner_present for m in machines], models=models,
-        slots=slots, futures=futures, rng=rng,
-    )  # fmt: skip
+        now=now,
+        present_now=[m.owner_present for m in machines],
+        models=models,
+        slots=slots,
+        futures=futures,
+        rng=rng,
+    )
     ratios = np.asarray(runtime_ratios or (1.0,), dtype=float)
     fits_job = [matches(machine) for machine in machines]
     zone = pool.zone
     hours = [hour_of_week(now + timedelta(seconds=slot * SLOT_S), zone) for slot in range(slots)]
     starts: list[float] = []
     for future in range(futures):
-        start = _play(machines, ahead, job, present[future], ratios, fits_job, rng,
-                      arrivals, hours, shut)  # fmt: skip
+        start = _play(
+            machines, ahead, job, present[future], ratios, fits_job, rng, arrivals, hours, shut
+        )
         starts.append(math.inf if start is None else start)
     ordered = np.sort(np.asarray(starts))
     tail = (1 - COVERAGE) / 2
@@ -175,9 +180,14 @@ def predict_start(
     likely = at(0.5, 0.0) or now + horizon
     latest = at(1 - tail, 1.0)
     return StartPrediction(
-        made_at=now, earliest=earliest, likely=likely, latest=latest, within_horizon=within,
-        futures=futures, horizon=horizon,
-    )  # fmt: skip
+        made_at=now,
+        earliest=earliest,
+        likely=likely,
+        latest=latest,
+        within_horizon=within,
+        futures=futures,
+        horizon=horizon,
+    )
 
 
 def _shut(now: datetime, machines: Sequence[Machine], closed, slots: int) -> np.ndarray:
@@ -195,8 +205,9 @@ def _slots(seconds: float) -> int:
     return max(1, math.ceil(seconds / SLOT_S))
 
 
-def _play(machines, ahead, job, present, ratios, fits_job, rng, arrivals, hours,
-          shut) -> int | None:  # fmt: skip
+def _play(
+    machines, ahead, job, present, ratios, fits_job, rng, arrivals, hours, shut
+) -> int | None:
     """One future: the slot the job starts in, or None past the horizon. Each job takes the
     workstation that fits it best (fewest free GPUs), as HTCondor's default does."""
     machine_count, slots = present.shape
@@ -328,9 +339,11 @@ class InterruptionForecast:
         minutes = int(self.checkpoint_every.total_seconds() // 60)
         if self.expected < 0.05:
             return f"Interruptions are unlikely; checkpoint every {minutes} minutes anyway."
-        return (f"Expect about {self.expected:.1f} interruption"
-                f"{'s' if round(self.expected, 1) != 1 else ''} by owners; "
-                f"checkpoint every {minutes} minutes.")  # fmt: skip
+        return (
+            f"Expect about {self.expected:.1f} interruption"
+            f"{'s' if round(self.expected, 1) != 1 else ''} by owners; "
+            f"checkpoint every {minutes} minutes."
+        )
 
 
 def expected_interruptions(

@@ -36,8 +36,11 @@ def workstation_reservation(found: dict, name: str) -> dict:
     reservation = found.get(name)
     if reservation is None:
         return {"reservation": None}
-    return {"reservation": reservation, "on": reservation.state_at(timezone.now()) == "on",
-            "text": held_text(reservation)}  # fmt: skip
+    return {
+        "reservation": reservation,
+        "on": reservation.state_at(timezone.now()) == "on",
+        "text": held_text(reservation),
+    }
 
 
 @register.inclusion_tag("forecasts/_reservations_timeline.html")

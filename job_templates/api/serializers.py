@@ -18,23 +18,36 @@ class TemplateVersionSummarySerializer(serializers.ModelSerializer):
     name = serializers.CharField(source="template.name", help_text="The template's name.")
     lab = serializers.CharField(source="template.lab.name", help_text="Its lab.")
     published_by = serializers.CharField(
-        source="published_by.get_username", allow_null=True, default=None,
+        source="published_by.get_username",
+        allow_null=True,
+        default=None,
         help_text="Who published it.",
-    )  # fmt: skip
+    )
 
     class Meta:
         model = TemplateVersion
-        fields = ["reference", "name", "lab", "number", "title", "visibility", "parameters",
-                  "published_by", "created_at"]  # fmt: skip
+        fields = [
+            "reference",
+            "name",
+            "lab",
+            "number",
+            "title",
+            "visibility",
+            "parameters",
+            "published_by",
+            "created_at",
+        ]
         extra_kwargs = {
             "number": {"help_text": "Counts up from 1; a version never changes."},
             "title": {"help_text": "What students see."},
             "visibility": {"help_text": "Who may see and run it: private, lab or site."},
-            "parameters": {"help_text": "The form: each parameter's name, type, label, help, "
-                           "default, min, max, choices, max_length, required, and how it "
-                           "reaches the job (argument or environment)."},
+            "parameters": {
+                "help_text": "The form: each parameter's name, type, label, help, "
+                "default, min, max, choices, max_length, required, and how it "
+                "reaches the job (argument or environment)."
+            },
             "created_at": {"help_text": "When it was published."},
-        }  # fmt: skip
+        }
 
 
 class TemplateVersionSerializer(TemplateVersionSummarySerializer):
@@ -42,10 +55,21 @@ class TemplateVersionSerializer(TemplateVersionSummarySerializer):
     runs = serializers.SerializerMethodField(help_text="Jobs started from this version.")
 
     class Meta(TemplateVersionSummarySerializer.Meta):
-        fields = [*TemplateVersionSummarySerializer.Meta.fields, "card", "card_html",
-                  "project_name", "project_sha256", "project_size", "entry_command",
-                  "serve_command", "software", "datasets", "input_models", "resources",
-                  "runs"]  # fmt: skip
+        fields = [
+            *TemplateVersionSummarySerializer.Meta.fields,
+            "card",
+            "card_html",
+            "project_name",
+            "project_sha256",
+            "project_size",
+            "entry_command",
+            "serve_command",
+            "software",
+            "datasets",
+            "input_models",
+            "resources",
+            "runs",
+        ]
         extra_kwargs = {
             **TemplateVersionSummarySerializer.Meta.extra_kwargs,
             "card": {"help_text": "The card as written, in Markdown."},
@@ -57,9 +81,11 @@ class TemplateVersionSerializer(TemplateVersionSummarySerializer):
             "software": {"help_text": "The environment every run uses."},
             "datasets": {"help_text": "Datasets every run gets."},
             "input_models": {"help_text": "Published models every run gets."},
-            "resources": {"help_text": "gpus, gpu_memory_gb, cpus, memory_mb, disk_mb, "
-                          "max_runtime_s, output_paths."},
-        }  # fmt: skip
+            "resources": {
+                "help_text": "gpus, gpu_memory_gb, cpus, memory_mb, disk_mb, "
+                "max_runtime_s, output_paths."
+            },
+        }
 
     def get_card_html(self, version: TemplateVersion) -> str:
         return str(card_html(version.card))
@@ -83,63 +109,97 @@ class JSONTextField(serializers.JSONField):
 class TemplatePublishSerializer(serializers.Serializer):
     lab = serializers.CharField(max_length=100, help_text="The lab, by name; you lead it.")
     name = serializers.RegexField(
-        TEMPLATE_NAME_PATTERN, max_length=80, error_messages={"invalid": TEMPLATE_NAME_HELP},
+        TEMPLATE_NAME_PATTERN,
+        max_length=80,
+        error_messages={"invalid": TEMPLATE_NAME_HELP},
         help_text="The template's name in its lab; an existing one gets a new version.",
-    )  # fmt: skip
+    )
     title = serializers.CharField(max_length=120, help_text="What students see.")
     project = serializers.FileField(help_text="A Python script or a project archive.")
     entry_command = serializers.CharField(
-        max_length=1000, help_text="How a run starts, e.g. python train.py; the parameters' "
-        "arguments follow.",
-    )  # fmt: skip
+        max_length=1000,
+        help_text="How a run starts, e.g. python train.py; the parameters' arguments follow.",
+    )
     serve_command = serializers.CharField(
-        max_length=1000, required=False, allow_blank=True, default="",
+        max_length=1000,
+        required=False,
+        allow_blank=True,
+        default="",
         help_text="How a model made by this template is served, e.g. python serve.py.",
-    )  # fmt: skip
+    )
     software = serializers.CharField(
-        max_length=120, required=False, allow_blank=True, default="",
+        max_length=120,
+        required=False,
+        allow_blank=True,
+        default="",
         help_text="The environment every run uses (NAME@VERSION); empty: the site's.",
-    )  # fmt: skip
+    )
     datasets = serializers.ListField(
-        child=serializers.CharField(max_length=200), required=False, default=list,
+        child=serializers.CharField(max_length=200),
+        required=False,
+        default=list,
         help_text="Datasets every run gets (NAME or NAME@VERSION).",
-    )  # fmt: skip
+    )
     models = serializers.ListField(
-        child=serializers.CharField(max_length=200), required=False, default=list,
+        child=serializers.CharField(max_length=200),
+        required=False,
+        default=list,
         help_text="Published models every run gets (LAB/NAME@VERSION).",
-    )  # fmt: skip
-    resources = JSONTextField(required=False, default=dict, help_text="gpus, gpu_memory_gb, "
-                              "cpus, memory_mb, disk_mb, max_runtime_s, output_paths.")  # fmt: skip
-    parameters = JSONTextField(required=False, default=list, help_text="The parameter form: "
-                               "a list of objects (docs/job-templates.md).")  # fmt: skip
+    )
+    resources = JSONTextField(
+        required=False,
+        default=dict,
+        help_text="gpus, gpu_memory_gb, cpus, memory_mb, disk_mb, max_runtime_s, output_paths.",
+    )
+    parameters = JSONTextField(
+        required=False,
+        default=list,
+        help_text="The parameter form: a list of objects (docs/job-templates.md).",
+    )
     card = serializers.CharField(
-        required=False, allow_blank=True, default="", max_length=MAX_CARD_CHARACTERS,
-        trim_whitespace=False, help_text="Markdown; raw HTML is shown as text.",
-    )  # fmt: skip
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=MAX_CARD_CHARACTERS,
+        trim_whitespace=False,
+        help_text="Markdown; raw HTML is shown as text.",
+    )
     visibility = serializers.ChoiceField(
-        choices=Visibility.choices, default=Visibility.LAB,
+        choices=Visibility.choices,
+        default=Visibility.LAB,
         help_text="Who may see and run it: private, lab or site.",
-    )  # fmt: skip
+    )
 
 
 class TemplateRunSerializer(serializers.Serializer):
     parameters = serializers.DictField(
-        required=False, default=dict, help_text="Each parameter's value by name; text is "
-        "converted (\"3\" for an integer). Left out: its default.",
-    )  # fmt: skip
+        required=False,
+        default=dict,
+        help_text="Each parameter's value by name; text is "
+        'converted ("3" for an integer). Left out: its default.',
+    )
     name = serializers.CharField(
-        required=False, allow_blank=True, default="", max_length=200,
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=200,
         help_text="The job's name; empty: the template's title.",
-    )  # fmt: skip
+    )
     lab = serializers.CharField(
-        required=False, allow_blank=True, default="", max_length=100,
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=100,
         help_text="The lab to charge, by name; empty: your first.",
-    )  # fmt: skip
+    )
 
 
 class ModelServeSerializer(serializers.Serializer):
     template = serializers.CharField(
-        required=False, allow_blank=True, default="", max_length=200,
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=200,
         help_text="LAB/NAME[@VERSION] of a template with a serve command; empty: the one "
         "that made the model, else the first that can serve it.",
-    )  # fmt: skip
+    )

@@ -43,8 +43,9 @@ def template_or_404(request: Request, lab: str, name: str, number: int | None) -
     reference = f"{lab}/{name}" + (f"@{number}" if number is not None else "")
     version = template_version_get_visible(request.user, reference)
     if version is None:
-        raise ApiError(f"No template {reference[:200]!r} that you may use.", code="not_found",
-                       status_code=404)  # fmt: skip
+        raise ApiError(
+            f"No template {reference[:200]!r} that you may use.", code="not_found", status_code=404
+        )
     return version
 
 
@@ -53,8 +54,9 @@ def _lab_named(name: str) -> Lab | None:
         return None
     lab = lab_by_name(name)
     if lab is None:
-        raise ApiError(f"No lab called {name[:100]!r}.", code="invalid", status_code=400,
-                       field="lab")  # fmt: skip
+        raise ApiError(
+            f"No lab called {name[:100]!r}.", code="invalid", status_code=400, field="lab"
+        )
     return lab
 
 
@@ -71,9 +73,12 @@ class TemplateListView(GenericAPIView):
             OpenApiParameter("lab", str, description="One lab's, as references name it."),
             OpenApiParameter("visibility", str, description="private, lab or site."),
         ],
-        responses={200: TemplateVersionSummarySerializer(many=True), **error_responses(401),
-                   404: OpenApiResponse(ErrorSerializer, description="A page past the end.")},
-    )  # fmt: skip
+        responses={
+            200: TemplateVersionSummarySerializer(many=True),
+            **error_responses(401),
+            404: OpenApiResponse(ErrorSerializer, description="A page past the end."),
+        },
+    )
     def get(self, request: Request) -> Response:
         listings = template_list_visible_to(request.user, **catalogue_params(request))
         page = self.paginate_queryset([listing.latest for listing in listings])
@@ -85,20 +90,28 @@ class TemplateListView(GenericAPIView):
         "as JSON. Everything a run needs is checked with the defaults before it is stored.",
         request={"multipart/form-data": TemplatePublishSerializer},
         responses={201: TemplateVersionSerializer, **error_responses(400, 401)},
-    )  # fmt: skip
+    )
     def post(self, request: Request) -> Response:
         form = TemplatePublishSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
         try:
             version = template_publish(
-                user=request.user, lab=_lab_named(data["lab"]), name=data["name"],
-                title=data["title"], project=data["project"],
-                entry_command=data["entry_command"], card=data["card"],
-                visibility=data["visibility"], serve_command=data["serve_command"],
-                software=data["software"], datasets=data["datasets"], models=data["models"],
-                resources=data["resources"], parameters=data["parameters"],
-            )  # fmt: skip
+                user=request.user,
+                lab=_lab_named(data["lab"]),
+                name=data["name"],
+                title=data["title"],
+                project=data["project"],
+                entry_command=data["entry_command"],
+                card=data["card"],
+                visibility=data["visibility"],
+                serve_command=data["serve_command"],
+                software=data["software"],
+                datasets=data["datasets"],
+                models=data["models"],
+                resources=data["resources"],
+                parameters=data["parameters"],
+            )
         except TemplateError as exc:
             raise _refused(exc) from None
         return Response(TemplateVersionSerializer(version).data, status=status.HTTP_201_CREATED)
@@ -121,7 +134,7 @@ class TemplateRunView(APIView):
         "as an argument or an environment value, and all of them as NIGHTSHIFT_PARAMETERS.",
         request=TemplateRunSerializer,
         responses={201: JobSerializer, **error_responses(400, 401, 404)},
-    )  # fmt: skip
+    )
     def post(self, request: Request, lab: str, name: str, number: int | None = None) -> Response:
         version = template_or_404(request, lab, name, number)
         form = TemplateRunSerializer(data=request.data)
@@ -130,9 +143,12 @@ class TemplateRunView(APIView):
         the_lab = _lab_named(data["lab"])
         try:
             job = template_run(
-                user=request.user, version=version, values=data["parameters"],
-                name=data["name"], lab_id=the_lab.pk if the_lab else None,
-            )  # fmt: skip
+                user=request.user,
+                version=version,
+                values=data["parameters"],
+                name=data["name"],
+                lab_id=the_lab.pk if the_lab else None,
+            )
         except (TemplateError, JobSubmissionError) as exc:
             raise _refused(exc) from None
         return job_response(request, job, code=status.HTTP_201_CREATED)
@@ -152,18 +168,26 @@ class ModelServeView(APIView):
         if reference:
             template = template_version_get_visible(request.user, reference)
             if template is None:
-                raise ApiError(f"No template {reference[:200]!r} that you may use.",
-                               code="not_found", status_code=404)  # fmt: skip
+                raise ApiError(
+                    f"No template {reference[:200]!r} that you may use.",
+                    code="not_found",
+                    status_code=404,
+                )
         else:
             templates = serving_templates_for(request.user, model_version)
             if not templates:
-                raise ApiError("No template you may run can serve this model: a lab lead can "
-                               "give one a serve command.", code="invalid", status_code=400,
-                               field="template")  # fmt: skip
+                raise ApiError(
+                    "No template you may run can serve this model: a lab lead can "
+                    "give one a serve command.",
+                    code="invalid",
+                    status_code=400,
+                    field="template",
+                )
             template = templates[0]
         try:
-            job = model_serve(user=request.user, model_version=model_version,
-                              template_version=template)  # fmt: skip
+            job = model_serve(
+                user=request.user, model_version=model_version, template_version=template
+            )
         except (TemplateError, JobSubmissionError) as exc:
             raise _refused(exc) from None
         return job_response(request, job, code=status.HTTP_201_CREATED)

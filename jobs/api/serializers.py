@@ -33,88 +33,118 @@ class JobRequestSerializer(serializers.Serializer):
 
     arguments = serializers.ListField(
         child=serializers.CharField(allow_blank=True, trim_whitespace=False, max_length=4096),
-        required=False, default=list, max_length=1000,
+        required=False,
+        default=list,
+        max_length=1000,
         help_text="Passed to the script exactly as given, one list item per argument.",
-    )  # fmt: skip
+    )
     environment = serializers.ListField(
         child=EnvironmentVariableField(max_length=8192, trim_whitespace=False),
-        required=False, default=list, max_length=200,
+        required=False,
+        default=list,
+        max_length=200,
         help_text="Environment variables for the script, each as KEY=VALUE.",
-    )  # fmt: skip
+    )
     software_environment = serializers.CharField(
-        required=False, allow_blank=True, max_length=240,
+        required=False,
+        allow_blank=True,
+        max_length=240,
         help_text="A software environment, NAME (its latest version) or NAME@VERSION: the "
         "site's, your lab's or your own (see /environments/); OWNER/NAME (site/NAME for the "
         "site's) where several owners offer that name. Empty: the site's default, or the "
         "job's own requirements.txt.",
-    )  # fmt: skip
+    )
     environment_preset = serializers.CharField(
-        required=False, allow_blank=True, max_length=120,
+        required=False,
+        allow_blank=True,
+        max_length=120,
         help_text="Deprecated: the same as software_environment.",
-    )  # fmt: skip
+    )
     lab = serializers.CharField(
-        required=False, allow_blank=True, max_length=100,
+        required=False,
+        allow_blank=True,
+        max_length=100,
         help_text="The name of your lab to charge (see /me/); empty for your first lab.",
-    )  # fmt: skip
+    )
     datasets = serializers.ListField(
-        child=serializers.CharField(max_length=100), required=False,
+        child=serializers.CharField(max_length=100),
+        required=False,
         max_length=MAX_DATASETS_PER_JOB,
         help_text="Datasets, each NAME (its latest version) or NAME@VERSION (see "
         "/datasets/). Each appears read-only at datasets/NAME/ in the job, fetched once per "
         "workstation.",
-    )  # fmt: skip
+    )
     models = serializers.ListField(
-        child=serializers.CharField(max_length=200), required=False,
+        child=serializers.CharField(max_length=200),
+        required=False,
         max_length=MAX_MODELS_PER_JOB,
         help_text="Published models, each LAB/NAME (its latest version you may use) or "
         "LAB/NAME@VERSION (see /models/). Each appears read-only at models/NAME/ in the job, "
         "for fine-tuning or evaluation.",
-    )  # fmt: skip
+    )
     entry_command = serializers.CharField(
-        required=False, allow_blank=True, max_length=4096,
+        required=False,
+        allow_blank=True,
+        max_length=4096,
         help_text="For a project archive: how to start it, e.g. `python train.py --epochs 10`.",
-    )  # fmt: skip
+    )
     gpus = serializers.IntegerField(
-        min_value=0, max_value=MAX_GPUS, default=1,
+        min_value=0,
+        max_value=MAX_GPUS,
+        default=1,
         help_text="GPUs on one workstation; 0 runs on CPUs only.",
-    )  # fmt: skip
+    )
     gpu_memory_gb = serializers.FloatField(
-        min_value=0.1, max_value=MAX_GPU_MEMORY_GB, required=False, allow_null=True,
+        min_value=0.1,
+        max_value=MAX_GPU_MEMORY_GB,
+        required=False,
+        allow_null=True,
         help_text="Minimum memory of each GPU, in GB; null for any.",
-    )  # fmt: skip
+    )
     gpu_capability = serializers.FloatField(
-        min_value=1.0, max_value=20.0, required=False, allow_null=True,
+        min_value=1.0,
+        max_value=20.0,
+        required=False,
+        allow_null=True,
         help_text="Minimum CUDA compute capability, e.g. 7.0; null for any.",
-    )  # fmt: skip
-    cpus = serializers.IntegerField(min_value=1, max_value=MAX_CPUS, default=1,
-                                    help_text="CPU cores.")  # fmt: skip
+    )
+    cpus = serializers.IntegerField(
+        min_value=1, max_value=MAX_CPUS, default=1, help_text="CPU cores."
+    )
     memory_gb = serializers.FloatField(
         min_value=0.125, max_value=1024, default=2.0, help_text="Main memory, in GB."
     )
     max_runtime_minutes = serializers.IntegerField(
-        min_value=1, max_value=MAX_RUNTIME_S // 60, required=False, allow_null=True,
+        min_value=1,
+        max_value=MAX_RUNTIME_S // 60,
+        required=False,
+        allow_null=True,
         help_text="HTCondor holds the job if it runs longer; null for no limit.",
-    )  # fmt: skip
+    )
     finish_by = serializers.DateTimeField(
-        required=False, allow_null=True,
+        required=False,
+        allow_null=True,
         help_text="When it should be finished: the job's start prediction says whether that is "
         "likely, and it runs in its lab's deadline lane, ahead of the lab's jobs with later "
         "deadlines or none.",
-    )  # fmt: skip
+    )
     keep_outputs = serializers.ListField(
-        child=serializers.CharField(max_length=200), required=False, max_length=50,
+        child=serializers.CharField(max_length=200),
+        required=False,
+        max_length=50,
         help_text="Files or folders at the top of the job's folder to keep; default outputs.",
-    )  # fmt: skip
+    )
     notify_by_email = serializers.BooleanField(
         default=False, help_text="Email the account's address when the job ends or is held."
     )
     live_services = serializers.ListField(
         child=serializers.ChoiceField(choices=[name for name, _ in LIVE_SERVICE_CHOICES]),
-        required=False, max_length=len(LIVE_SERVICE_CHOICES),
+        required=False,
+        max_length=len(LIVE_SERVICE_CHOICES),
         help_text="Web services to reach through the portal while the job runs: "
         "`tensorboard` (on nightshift.tensorboard_dir()) and `serve` (the job's own HTTP "
         "endpoint on 127.0.0.1:$NIGHTSHIFT_SERVE_PORT, reached with a live token).",
-    )  # fmt: skip
+    )
 
     def validate_environment(self, pairs: list[tuple[str, str]]) -> dict[str, str]:
         environment: dict[str, str] = {}
@@ -171,16 +201,27 @@ class JobRequestSerializer(serializers.Serializer):
 
 
 # Input fields that JobSpec names and holds the same way.
-SAME_IN_SPEC = ("name", "arguments", "environment", "gpus", "gpu_memory_gb", "gpu_capability",
-                "cpus", "notify_by_email", "live_services")  # fmt: skip
+SAME_IN_SPEC = (
+    "name",
+    "arguments",
+    "environment",
+    "gpus",
+    "gpu_memory_gb",
+    "gpu_capability",
+    "cpus",
+    "notify_by_email",
+    "live_services",
+)
 
 
 class JobSubmitSerializer(JobRequestSerializer):
     name = serializers.CharField(
-        max_length=JOB_NAME_MAX_LENGTH, required=False, allow_blank=True,
+        max_length=JOB_NAME_MAX_LENGTH,
+        required=False,
+        allow_blank=True,
         help_text="A name you will recognise. Default: the uploaded file's name, or the "
         "name of source_job.",
-    )  # fmt: skip
+    )
     script = serializers.FileField(
         required=False,
         help_text="A Python script (.py) or a project archive (.zip, .tar.gz, .tgz). An archive "
@@ -289,21 +330,26 @@ class JobRequestViewSerializer(serializers.Serializer):
 
 class ReproducibilitySerializer(serializers.Serializer):
     sha256 = serializers.DictField(
-        child=serializers.CharField(), source="source.sha256", default=dict,
+        child=serializers.CharField(),
+        source="source.sha256",
+        default=dict,
         help_text="SHA-256 of each file given.",
-    )  # fmt: skip
+    )
     seed = serializers.IntegerField(allow_null=True, help_text="Given as NIGHTSHIFT_SEED.")
     parameters = serializers.JSONField(help_text="A sweep run's parameter values.")
     container_image = serializers.CharField(
-        source="request.container_image", allow_null=True, default=None,
+        source="request.container_image",
+        allow_null=True,
+        default=None,
         help_text="The image, if any.",
-    )  # fmt: skip
+    )
     image_digest = serializers.CharField(help_text="The image's digest, when named by one.")
     environment = serializers.JSONField(
-        source="source.environment", default=None,
+        source="source.environment",
+        default=None,
         help_text="The software environment it ran with: reference (NAME@VERSION), "
         "python_version, lock_sha256 (of the exact packages and hashes); null for none.",
-    )  # fmt: skip
+    )
     datasets = serializers.SerializerMethodField(
         help_text="The dataset versions it read: reference (NAME@VERSION), sha256 (of the "
         "version's canonical archive), size_bytes, file_count, and kind (archive, or shared "
@@ -315,19 +361,24 @@ class ReproducibilitySerializer(serializers.Serializer):
     )
     submit_description = serializers.CharField(help_text="As sent to HTCondor.")
     reproduces = serializers.UUIDField(
-        source="reproduces.public_id", allow_null=True, default=None,
+        source="reproduces.public_id",
+        allow_null=True,
+        default=None,
         help_text="The job this one re-runs.",
-    )  # fmt: skip
+    )
 
     @extend_schema_field(serializers.ListField(child=serializers.DictField()))
     def get_datasets(self, job: Job) -> list[dict]:
-        return [{key: dataset[key] for key in LINEAGE_FIELDS if key in dataset}
-                for dataset in job_datasets(job)]  # fmt: skip
+        return [
+            {key: dataset[key] for key in LINEAGE_FIELDS if key in dataset}
+            for dataset in job_datasets(job)
+        ]
 
     @extend_schema_field(serializers.ListField(child=serializers.DictField()))
     def get_models(self, job: Job) -> list[dict]:
-        return [{key: model[key] for key in LINEAGE_FIELDS if key in model}
-                for model in job_models(job)]  # fmt: skip
+        return [
+            {key: model[key] for key in LINEAGE_FIELDS if key in model} for model in job_models(job)
+        ]
 
 
 LINEAGE_FIELDS = ("reference", "sha256", "size_bytes", "file_count", "kind")
@@ -336,9 +387,11 @@ LINEAGE_FIELDS = ("reference", "sha256", "size_bytes", "file_count", "kind")
 class JobSerializer(serializers.ModelSerializer):
     id = serializers.UUIDField(source="public_id", read_only=True, help_text="The job's id.")
     lab = serializers.CharField(
-        source="lab.name", allow_null=True, default=None,
+        source="lab.name",
+        allow_null=True,
+        default=None,
         help_text="The lab it is charged to; null for none.",
-    )  # fmt: skip
+    )
     owner = serializers.CharField(source="owner.get_username", help_text="Who submitted it.")
     state = serializers.ChoiceField(choices=JobState.choices, help_text="Where the job stands.")
     state_label = serializers.CharField(source="get_state_display", help_text="For people.")
@@ -354,12 +407,35 @@ class JobSerializer(serializers.ModelSerializer):
     class Meta:
         model = Job
         fields = [
-            "id", "name", "owner", "lab", "state", "state_label", "status_detail", "hold",
-            "match_problem", "wait_reason", "exit_code", "exit_signal", "workstation",
-            "pool", "gpu_model", "condor_id", "schedd", "num_starts", "created_at", "submitted_at",
-            "started_at", "finished_at", "is_final", "outputs_ready", "outputs_purged_at",
-            "request", "reproducibility", "links",
-        ]  # fmt: skip
+            "id",
+            "name",
+            "owner",
+            "lab",
+            "state",
+            "state_label",
+            "status_detail",
+            "hold",
+            "match_problem",
+            "wait_reason",
+            "exit_code",
+            "exit_signal",
+            "workstation",
+            "pool",
+            "gpu_model",
+            "condor_id",
+            "schedd",
+            "num_starts",
+            "created_at",
+            "submitted_at",
+            "started_at",
+            "finished_at",
+            "is_final",
+            "outputs_ready",
+            "outputs_purged_at",
+            "request",
+            "reproducibility",
+            "links",
+        ]
         extra_kwargs = {
             "name": {"help_text": "The name its owner gave it."},
             "status_detail": {"help_text": "The latest word on its state."},

@@ -55,8 +55,12 @@ def submission_refused(exc: specs.JobSubmissionError) -> ApiError:
     if isinstance(exc, specs.AccountNotApproved):
         return ApiError(exc.message, code="account_pending", status_code=403)
     if isinstance(exc, specs.QuotaRefusal):
-        return ApiError(exc.message, code="quota_exceeded", status_code=403,
-                        field=None if field == "quota" else field)  # fmt: skip
+        return ApiError(
+            exc.message,
+            code="quota_exceeded",
+            status_code=403,
+            field=None if field == "quota" else field,
+        )
     return ApiError(exc.message, code="invalid", status_code=400, field=field)
 
 
@@ -67,8 +71,9 @@ def source_job_of(request: Request, data: dict) -> Job | None:
     try:
         return selectors.job_get_for_user(request.user, data["source_job"])
     except Job.DoesNotExist:
-        raise ApiError("You have no job with this id.", code="invalid", status_code=400,
-                       field="source_job") from None  # fmt: skip
+        raise ApiError(
+            "You have no job with this id.", code="invalid", status_code=400, field="source_job"
+        ) from None
     except selectors.AmbiguousJobId as exc:
         raise ApiError(str(exc), code="ambiguous", status_code=400, field="source_job") from None
 
@@ -116,9 +121,12 @@ class JobListView(GenericAPIView):
 
     @extend_schema(
         summary="List your jobs",
-        responses={200: JobSerializer(many=True), **error_responses(400, 401),
-                   404: OpenApiResponse(ErrorSerializer, description="A page past the end.")},
-    )  # fmt: skip
+        responses={
+            200: JobSerializer(many=True),
+            **error_responses(400, 401),
+            404: OpenApiResponse(ErrorSerializer, description="A page past the end."),
+        },
+    )
     def get(self, request: Request) -> Response:
         jobs = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         return self.get_paginated_response(self.get_serializer(jobs, many=True).data)
@@ -127,10 +135,12 @@ class JobListView(GenericAPIView):
         summary="Submit a job",
         description="Upload a script or project archive (multipart), or copy the files of an "
         "earlier job with source_job. The job is accepted and queued for the pool at once.",
-        request={"multipart/form-data": JobSubmitSerializer,
-                 "application/json": JobSubmitJSONSerializer},
+        request={
+            "multipart/form-data": JobSubmitSerializer,
+            "application/json": JobSubmitJSONSerializer,
+        },
         responses={201: JobSerializer, **error_responses(400, 401, 403, 429)},
-    )  # fmt: skip
+    )
     def post(self, request: Request) -> Response:
         form = JobSubmitSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -138,10 +148,12 @@ class JobListView(GenericAPIView):
         copy_from = source_job_of(request, data)
         try:
             job = submission.job_submit(
-                user=request.user, spec=form.to_spec(submitted_name(data, copy_from)),
-                script=data.get("script"), copy_from=copy_from,
+                user=request.user,
+                spec=form.to_spec(submitted_name(data, copy_from)),
+                script=data.get("script"),
+                copy_from=copy_from,
                 requirements=data.get("requirements"),
-            )  # fmt: skip
+            )
         except specs.JobSubmissionError as exc:
             raise submission_refused(exc) from None
         return job_response(request, job, status.HTTP_201_CREATED)
@@ -157,11 +169,15 @@ class JobDetailView(APIView):
 def _action_view(service, summary: str):
     class JobActionView(APIView):
         @extend_schema(
-            summary=summary, request=None,
-            responses={200: JobSerializer, **error_responses(401, 404),
-                       403: OpenApiResponse(ErrorSerializer, description="Not your job to act on."),
-                       409: OpenApiResponse(ErrorSerializer, description="Not possible now.")},
-        )  # fmt: skip
+            summary=summary,
+            request=None,
+            responses={
+                200: JobSerializer,
+                **error_responses(401, 404),
+                403: OpenApiResponse(ErrorSerializer, description="Not your job to act on."),
+                409: OpenApiResponse(ErrorSerializer, description="Not possible now."),
+            },
+        )
         def post(self, request: Request, public_id) -> Response:
             job = actionable_job_or_403(request.user, public_id)
             try:
@@ -184,9 +200,10 @@ class JobRerunView(APIView):
     throttle_classes = [SubmissionThrottle]
 
     @extend_schema(
-        summary="Run a job again with the same files and settings", request=None,
+        summary="Run a job again with the same files and settings",
+        request=None,
         responses={201: JobSerializer, **error_responses(400, 401, 403, 404, 429)},
-    )  # fmt: skip
+    )
     def post(self, request: Request, public_id) -> Response:
         job = own_job_or_403(request.user, public_id)
         try:
@@ -204,10 +221,12 @@ class JobCloneView(APIView):
         summary="Submit a copy of a job, with some fields changed",
         description="Fields left out keep the original's values. A new script or archive "
         "replaces the original's files.",
-        request={"multipart/form-data": JobCloneSerializer,
-                 "application/json": JobCloneJSONSerializer},
+        request={
+            "multipart/form-data": JobCloneSerializer,
+            "application/json": JobCloneJSONSerializer,
+        },
         responses={201: JobSerializer, **error_responses(400, 401, 403, 404, 429)},
-    )  # fmt: skip
+    )
     def post(self, request: Request, public_id) -> Response:
         job = own_job_or_403(request.user, public_id)
         form = JobCloneSerializer(data=request.data, partial=True)
@@ -216,9 +235,11 @@ class JobCloneView(APIView):
         script = form.validated_data.get("script")
         try:
             new_job = submission.job_submit(
-                user=request.user, spec=spec, script=script,
+                user=request.user,
+                spec=spec,
+                script=script,
                 copy_from=None if script else job,
-            )  # fmt: skip
+            )
         except specs.JobSubmissionError as exc:
             raise submission_refused(exc) from None
         return job_response(request, new_job, status.HTTP_201_CREATED)
@@ -226,9 +247,9 @@ class JobCloneView(APIView):
 
 class JobEventsView(APIView):
     @extend_schema(
-        summary="A job's timeline", responses={200: JobEventSerializer(many=True),
-                                              **error_responses(401, 404)},
-    )  # fmt: skip
+        summary="A job's timeline",
+        responses={200: JobEventSerializer(many=True), **error_responses(401, 404)},
+    )
     def get(self, request: Request, public_id) -> Response:
         job = visible_job_or_404(request.user, public_id)
         events = job.events.select_related("actor")
@@ -242,12 +263,13 @@ class JobLogView(APIView):
         "returned `offset` back until `is_final` is true and `offset` equals `size`. A "
         "negative offset reads the last 64 KiB.",
         parameters=[
-            OpenApiParameter("stream", str, OpenApiParameter.PATH,
-                             enum=["stdout", "stderr", "install"]),
+            OpenApiParameter(
+                "stream", str, OpenApiParameter.PATH, enum=["stdout", "stderr", "install"]
+            ),
             OpenApiParameter("offset", int, description="Byte offset to read from (default 0)."),
         ],
         responses={200: LogChunkSerializer, **error_responses(400, 401, 404)},
-    )  # fmt: skip
+    )
     def get(self, request: Request, public_id, stream: str) -> Response:
         job = visible_job_or_404(request.user, public_id)
         path = staging.job_logs_for(job).get(stream)
@@ -258,14 +280,22 @@ class JobLogView(APIView):
             offset = int(raw_offset)
         except ValueError:
             raise ApiError(
-                "offset must be a whole number of bytes.", code="invalid", status_code=400,
+                "offset must be a whole number of bytes.",
+                code="invalid",
+                status_code=400,
                 field="offset",
-            ) from None  # fmt: skip
+            ) from None
         chunk = selectors.job_log_chunk(job.directory, path, offset)
         return Response(
-            {"stream": stream, "text": chunk.text, "start": chunk.start, "offset": chunk.offset,
-             "size": chunk.size, "is_final": job.is_final}
-        )  # fmt: skip
+            {
+                "stream": stream,
+                "text": chunk.text,
+                "start": chunk.start,
+                "offset": chunk.offset,
+                "size": chunk.size,
+                "is_final": job.is_final,
+            }
+        )
 
 
 class JobOutputsView(APIView):
@@ -276,11 +306,15 @@ class JobOutputsView(APIView):
     def get(self, request: Request, public_id) -> Response:
         job = visible_job_or_404(request.user, public_id)
         files = [
-            {"path": output.path, "size": output.size,
-             "url": request.build_absolute_uri(
-                 reverse("api:job-output", args=[job.public_id, output.path]))}
+            {
+                "path": output.path,
+                "size": output.size,
+                "url": request.build_absolute_uri(
+                    reverse("api:job-output", args=[job.public_id, output.path])
+                ),
+            }
             for output in selectors.job_output_files(job)
-        ]  # fmt: skip
+        ]
         return Response(files)
 
 
@@ -290,10 +324,13 @@ BINARY = {(200, "application/octet-stream"): OpenApiTypes.BINARY}
 class JobOutputFileView(APIView):
     @extend_schema(
         summary="Download one output file",
-        parameters=[OpenApiParameter("path", str, OpenApiParameter.PATH,
-                                     description="As listed, e.g. outputs/model.pt.")],
+        parameters=[
+            OpenApiParameter(
+                "path", str, OpenApiParameter.PATH, description="As listed, e.g. outputs/model.pt."
+            )
+        ],
         responses={**BINARY, **error_responses(401, 404)},
-    )  # fmt: skip
+    )
     def get(self, request: Request, public_id, path: str) -> FileResponse:
         return readouts.output_file_response(visible_job_or_404(request.user, public_id), path)
 
@@ -310,10 +347,16 @@ class JobOutputsZipView(APIView):
 class JobMetricsView(APIView):
     @extend_schema(
         summary="A job's logged metrics (loss, accuracy, ...)",
-        parameters=[OpenApiParameter("limit", int, description="At most this many rows, "
-                                     "evenly downsampled (default 1000, at most 100000).")],
+        parameters=[
+            OpenApiParameter(
+                "limit",
+                int,
+                description="At most this many rows, "
+                "evenly downsampled (default 1000, at most 100000).",
+            )
+        ],
         responses={200: MetricsSerializer, **error_responses(400, 401, 404)},
-    )  # fmt: skip
+    )
     def get(self, request: Request, public_id) -> Response:
         job = visible_job_or_404(request.user, public_id)
         try:
@@ -321,8 +364,9 @@ class JobMetricsView(APIView):
         except ValueError:
             limit = -1
         if not 1 <= limit <= 100_000:
-            raise ApiError("limit must be 1 to 100000.", code="invalid", status_code=400,
-                           field="limit")  # fmt: skip
+            raise ApiError(
+                "limit must be 1 to 100000.", code="invalid", status_code=400, field="limit"
+            )
         return Response(readouts.metrics_payload(job, limit=limit))
 
 
@@ -345,9 +389,12 @@ class MatchView(APIView):
         summary="What in the pool could run a proposed request, and what is free now",
         description="The same analysis as the live count beside the web form's GPU fields.",
         request=JobMatchSerializer,
-        responses={200: MatchSummarySerializer, **error_responses(400, 401),
-                   503: OpenApiResponse(ErrorSerializer, description="The pool did not answer.")},
-    )  # fmt: skip
+        responses={
+            200: MatchSummarySerializer,
+            **error_responses(400, 401),
+            503: OpenApiResponse(ErrorSerializer, description="The pool did not answer."),
+        },
+    )
     def post(self, request: Request) -> Response:
         form = JobMatchSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -356,6 +403,9 @@ class MatchView(APIView):
         except specs.JobSubmissionError as exc:
             raise submission_refused(exc) from None
         if summary is None:
-            raise ApiError("The pool is not answering; try again shortly.",
-                           code="pool_unavailable", status_code=503)  # fmt: skip
+            raise ApiError(
+                "The pool is not answering; try again shortly.",
+                code="pool_unavailable",
+                status_code=503,
+            )
         return Response({**dataclasses.asdict(summary), "can_ever_run": summary.can_ever_run})

@@ -73,13 +73,16 @@ def plugin_requests(text):
 
 def plugin_result(url, local, success, received=0, error=None, started=None):
     now = time.time()
-    fields = {"TransferUrl": classad_string(url),
-              "TransferFileName": classad_string(os.path.basename(local)),
-              "TransferProtocol": classad_string(SCHEME), "TransferType": '"download"',
-              "TransferSuccess": "true" if success else "false",
-              "TransferTotalBytes": str(int(received)),
-              "TransferStartTime": str(int(started or now)),
-              "TransferEndTime": str(int(now))}  # fmt: skip
+    fields = {
+        "TransferUrl": classad_string(url),
+        "TransferFileName": classad_string(os.path.basename(local)),
+        "TransferProtocol": classad_string(SCHEME),
+        "TransferType": '"download"',
+        "TransferSuccess": "true" if success else "false",
+        "TransferTotalBytes": str(int(received)),
+        "TransferStartTime": str(int(started or now)),
+        "TransferEndTime": str(int(now)),
+    }
     if error:
         fields["TransferError"] = classad_string(error)
     return "[ " + "; ".join(f"{key} = {value}" for key, value in fields.items()) + "; ]\n"
@@ -155,15 +158,21 @@ def plugin_transfer(url, local, by):
         WORKSTATION[0] = machine_attribute("Name") or socket.gethostname()
         cache = find_cache(machine_attribute, log)
         verify_hours = number(setting("verify_hours", machine_attribute), DEFAULT_VERIFY_HOURS)
-        records = [put_in_place(dataset, cache, credential, log, lambda _: None, verify_hours)
-                   for dataset in given]  # fmt: skip
+        records = [
+            put_in_place(dataset, cache, credential, log, lambda _: None, verify_hours)
+            for dataset in given
+        ]
         for handle in HELD:
             handle.close()
         HELD.clear()
     received = sum(record["bytes_received"] for record in records)
-    receipt = {RECEIPT_KEY: sha, "how": records[0]["how"], "bytes_received": received,
-               "seconds": sum(record["seconds"] for record in records),
-               "by": f"HTCondor's file transfer ({by})"}  # fmt: skip
+    receipt = {
+        RECEIPT_KEY: sha,
+        "how": records[0]["how"],
+        "bytes_received": received,
+        "seconds": sum(record["seconds"] for record in records),
+        "by": f"HTCondor's file transfer ({by})",
+    }
     with open(local, "w", encoding="utf-8") as out:
         json.dump(receipt, out)
     return received

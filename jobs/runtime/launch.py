@@ -79,8 +79,11 @@ machine_attribute = nightshift_data.machine_attribute
 def find_uv():
     if os.environ.get("NIGHTSHIFT_UV") == "none":  # pip only (a benchmark's "as before")
         return None
-    candidates = [os.environ.get("NIGHTSHIFT_UV"), machine_attribute("NightshiftUv"),
-                  shutil.which("uv")]  # fmt: skip
+    candidates = [
+        os.environ.get("NIGHTSHIFT_UV"),
+        machine_attribute("NightshiftUv"),
+        shutil.which("uv"),
+    ]
     for candidate in candidates:
         if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             return candidate
@@ -109,8 +112,9 @@ def install(log: Log, target: str, python: str, uv, uv_cache, *, unlocked: str =
             return status
         venv_python = os.path.join(target, "bin", "python")
         if unlocked:
-            return log.run([uv, "pip", "install", "--python", venv_python, "-r", unlocked],
-                           environment)  # fmt: skip
+            return log.run(
+                [uv, "pip", "install", "--python", venv_python, "-r", unlocked], environment
+            )
         sync = [uv, "pip", "sync", "--python", venv_python, "--require-hashes", LOCK_FILE]
         status = log.run(sync, environment)
         if status:
@@ -130,8 +134,18 @@ def install(log: Log, target: str, python: str, uv, uv_cache, *, unlocked: str =
         return status
     venv_python = os.path.join(target, "bin", "python")
     arguments = ["-r", unlocked] if unlocked else ["--require-hashes", "--no-deps", "-r", LOCK_FILE]
-    return log.run([venv_python, "-m", "pip", "install", "--disable-pip-version-check",
-                    "--no-input", *arguments], environment)  # fmt: skip
+    return log.run(
+        [
+            venv_python,
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "--no-input",
+            *arguments,
+        ],
+        environment,
+    )
 
 
 def retry_pause_s() -> float:
@@ -152,8 +166,10 @@ def find_cache(log: Log):
     """The shared environment cache, or None with the reason logged."""
     folder = os.environ.get("NIGHTSHIFT_ENV_CACHE") or machine_attribute("NightshiftEnvCache")
     if folder == "none":
-        log.line("the shared environment cache is turned off for this job: installing into "
-                 "the job's sandbox, for this job only")  # fmt: skip
+        log.line(
+            "the shared environment cache is turned off for this job: installing into "
+            "the job's sandbox, for this job only"
+        )
         return None
     if not folder:
         log.line(
@@ -168,8 +184,10 @@ def find_cache(log: Log):
         open(probe, "w").close()  # noqa: SIM115
         os.remove(probe)
     except OSError as exc:
-        log.line(f"the shared environment cache {folder} cannot be used ({exc.strerror}): "
-                 "installing into the job's sandbox, for this job only")  # fmt: skip
+        log.line(
+            f"the shared environment cache {folder} cannot be used ({exc.strerror}): "
+            "installing into the job's sandbox, for this job only"
+        )
         return None
     return folder
 
@@ -204,8 +222,10 @@ def make_room(log: Log, cache: str, keep: str) -> None:
             freed = nightshift_data.tree_size(os.path.join(envs, key))
             remove_environment(os.path.join(envs, key))
             size -= freed
-            log.line(f"removed environment {key} from the cache ({freed / 1e6:.0f} MB), "
-                     "to stay under its size cap")  # fmt: skip
+            log.line(
+                f"removed environment {key} from the cache ({freed / 1e6:.0f} MB), "
+                "to stay under its size cap"
+            )
 
 
 def remove_environment(folder: str) -> None:
@@ -223,8 +243,10 @@ def cached_environment(log: Log, cache: str, python: str, uv, described: str) ->
     handle = open(os.path.join(cache, "locks", f"{key}.lock"), "a")  # noqa: SIM115 - held until exit
     fcntl.flock(handle, fcntl.LOCK_SH)
     if os.path.isfile(os.path.join(folder, COMPLETE)):
-        log.line(f"reusing environment {described} (key {key}) from this workstation's cache: "
-                 "nothing to install")  # fmt: skip
+        log.line(
+            f"reusing environment {described} (key {key}) from this workstation's cache: "
+            "nothing to install"
+        )
     else:
         fcntl.flock(handle, fcntl.LOCK_UN)
         try:
@@ -234,15 +256,21 @@ def cached_environment(log: Log, cache: str, python: str, uv, described: str) ->
             say("waiting for another job that is installing the same environment")
             fcntl.flock(handle, fcntl.LOCK_EX)
         if os.path.isfile(os.path.join(folder, COMPLETE)):
-            log.line(f"reusing environment {described} (key {key}), which another job has just "
-                     "built in this workstation's cache: nothing to install")  # fmt: skip
+            log.line(
+                f"reusing environment {described} (key {key}), which another job has just "
+                "built in this workstation's cache: nothing to install"
+            )
         else:
             if os.path.exists(folder):
-                log.line(f"removing an unfinished build of environment {key} (a job building it "
-                         "was stopped)")  # fmt: skip
+                log.line(
+                    f"removing an unfinished build of environment {key} (a job building it "
+                    "was stopped)"
+                )
                 remove_environment(folder)
-            log.line(f"building environment {described} (key {key}) in this workstation's "
-                     "cache, once for every later job")  # fmt: skip
+            log.line(
+                f"building environment {described} (key {key}) in this workstation's "
+                "cache, once for every later job"
+            )
             say("installing the environment into this workstation's cache (once)")
             started = time.monotonic()
             status = install(log, folder, python, uv, os.path.join(cache, "uv"))
@@ -252,8 +280,10 @@ def cached_environment(log: Log, cache: str, python: str, uv, described: str) ->
                 say(f"installing the environment failed (exit {status}); see the install log")
                 sys.exit(status)
             with open(os.path.join(folder, "nightshift-environment.json"), "w") as manifest:
-                json.dump({"environment": described, "key": key, "python": python,
-                           "built": time.time()}, manifest)  # fmt: skip
+                json.dump(
+                    {"environment": described, "key": key, "python": python, "built": time.time()},
+                    manifest,
+                )
             with open(os.path.join(folder, COMPLETE + ".tmp"), "w") as marker:
                 marker.write(f"{time.time()}\n")
             os.replace(os.path.join(folder, COMPLETE + ".tmp"), os.path.join(folder, COMPLETE))
@@ -272,9 +302,11 @@ def check_python(log: Log, record: dict) -> None:
     wanted = record.get("python_version")
     here = "{}.{}".format(*sys.version_info[:2])
     if wanted and wanted != here:
-        message = (f"the environment {record.get('reference', '')} was locked for Python "
-                   f"{wanted}, and this workstation's Python is {here}: make a version of the "
-                   f"environment for Python {here}")  # fmt: skip
+        message = (
+            f"the environment {record.get('reference', '')} was locked for Python "
+            f"{wanted}, and this workstation's Python is {here}: make a version of the "
+            f"environment for Python {here}"
+        )
         log.line(message)
         say(message)
         sys.exit(3)
@@ -301,31 +333,52 @@ def start_live_services(python: str) -> None:
     if "tensorboard" in services:
         folder = tensorboard_dir()
         os.makedirs(folder, exist_ok=True)
-        candidates = [os.path.join(os.path.dirname(python), "tensorboard"),
-                      shutil.which("tensorboard")]  # fmt: skip
+        candidates = [
+            os.path.join(os.path.dirname(python), "tensorboard"),
+            shutil.which("tensorboard"),
+        ]
         program = next((c for c in candidates if c and os.access(c, os.X_OK)), None)
         if program is None:
-            say("TensorBoard is not installed in the job's environment: add tensorboard to "
-                "it to see the job's event files live")  # fmt: skip
+            say(
+                "TensorBoard is not installed in the job's environment: add tensorboard to "
+                "it to see the job's event files live"
+            )
         else:
             port = free_port()
-            environment = dict(os.environ, NIGHTSHIFT_LIVE_SERVICE="tensorboard",
-                               NIGHTSHIFT_LIVE_PORT=str(port))  # fmt: skip
+            environment = dict(
+                os.environ, NIGHTSHIFT_LIVE_SERVICE="tensorboard", NIGHTSHIFT_LIVE_PORT=str(port)
+            )
             with open(os.path.join(HELPER_DIR, "tensorboard.log"), "ab") as log:
                 # An argument list, never a shell. It stops with the job: HTCondor ends
                 # every process the job started.
                 subprocess.Popen(  # noqa: S603
-                    [program, "--logdir", folder, "--host", "127.0.0.1", "--port", str(port),
-                     "--path_prefix", f"{path}tensorboard", "--reload_interval", "5"],
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                    [
+                        program,
+                        "--logdir",
+                        folder,
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(port),
+                        "--path_prefix",
+                        f"{path}tensorboard",
+                        "--reload_interval",
+                        "5",
+                    ],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
                     env=environment,
-                )  # fmt: skip
+                )
             say(f"TensorBoard serves {folder} on 127.0.0.1:{port}")
     if "serve" in services:
         port = free_port()
         # The job's own endpoint: it binds 127.0.0.1:$NIGHTSHIFT_SERVE_PORT.
-        os.environ.update(NIGHTSHIFT_SERVE_PORT=str(port), NIGHTSHIFT_LIVE_SERVICE="serve",
-                          NIGHTSHIFT_LIVE_PORT=str(port))  # fmt: skip
+        os.environ.update(
+            NIGHTSHIFT_SERVE_PORT=str(port),
+            NIGHTSHIFT_LIVE_SERVICE="serve",
+            NIGHTSHIFT_LIVE_PORT=str(port),
+        )
     elif "notebook" in services:
         # A session: its script is nightshift.run_notebook(), JupyterLab on this port.
         port = free_port()
@@ -355,16 +408,23 @@ def start_gpu_sampler() -> None:
         return
     subprocess.Popen(  # noqa: S603 - this very file, as an argument list
         [sys.executable, os.path.abspath(__file__), "--sample-gpus", str(os.getpid())],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
-    )  # fmt: skip
+    )
 
 
 def gpu_sample(smi: str, visible: list):
     """One line of samples: each of the job's devices, its busy share and memory in use."""
     try:
-        result = subprocess.run([smi, GPU_QUERY, "--format=csv,noheader,nounits"],  # noqa: S603
-                                capture_output=True, text=True, timeout=20, check=True)  # fmt: skip
+        result = subprocess.run(  # noqa: S603
+            [smi, GPU_QUERY, "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     devices = []
@@ -377,8 +437,9 @@ def gpu_sample(smi: str, visible: list):
         if not any(v == index or uuid.startswith(v) for v in visible):
             continue
         try:
-            devices.append({"uuid": uuid, "utilization": float(utilization) / 100,
-                            "memory_mb": float(memory)})  # fmt: skip
+            devices.append(
+                {"uuid": uuid, "utilization": float(utilization) / 100, "memory_mb": float(memory)}
+            )
         except ValueError:
             continue
     return {"time": round(time.time(), 3), "devices": devices} if devices else None
@@ -451,11 +512,14 @@ def main() -> None:
                     sys.exit(status)
                 python = os.path.join(SANDBOX_VENV, "bin", "python")
         else:
-            log.line("requirements.txt is not locked (it names sources the site allows): "
-                     "installing it into the job's sandbox, for this job only")  # fmt: skip
+            log.line(
+                "requirements.txt is not locked (it names sources the site allows): "
+                "installing it into the job's sandbox, for this job only"
+            )
             say("installing requirements.txt into a virtual environment (see the install log)")
-            status = install(log, SANDBOX_VENV, python, uv, SANDBOX_UV_CACHE,
-                             unlocked="requirements.txt")  # fmt: skip
+            status = install(
+                log, SANDBOX_VENV, python, uv, SANDBOX_UV_CACHE, unlocked="requirements.txt"
+            )
             if status:
                 say(f"installing requirements.txt failed (exit {status}); see the install log")
                 sys.exit(status)

@@ -243,18 +243,26 @@ def run_notebook() -> None:
     limit = float(os.environ.get("NIGHTSHIFT_SESSION_LIMIT_S") or 0)
     base = os.environ.get("NIGHTSHIFT_LIVE_PATH", "/live/job/") + "notebook/"
     command = [
-        sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.port={port}", "--ServerApp.port_retries=0",
-        f"--ServerApp.base_url={base}", f"--ServerApp.root_dir={root}",
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        "--ServerApp.port_retries=0",
+        f"--ServerApp.base_url={base}",
+        f"--ServerApp.root_dir={root}",
         "--ServerApp.allow_remote_access=False",
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         "--LabApp.news_url=None",  # workstations need not reach jupyter.org
-    ]  # fmt: skip
+    ]
     if idle:
-        command += [f"--ServerApp.shutdown_no_activity_timeout={idle}",
-                    f"--MappingKernelManager.cull_idle_timeout={idle}",
-                    "--MappingKernelManager.cull_interval=60",
-                    f"--TerminalManager.cull_inactive_timeout={idle}"]  # fmt: skip
+        command += [
+            f"--ServerApp.shutdown_no_activity_timeout={idle}",
+            f"--MappingKernelManager.cull_idle_timeout={idle}",
+            "--MappingKernelManager.cull_interval=60",
+            f"--TerminalManager.cull_inactive_timeout={idle}",
+        ]
     # The token in the environment, not the command line: other people on the desktop can
     # read command lines. The portal's proxy adds it to every request it lets in.
     environment = dict(os.environ, JUPYTER_TOKEN=secret)
@@ -262,8 +270,7 @@ def run_notebook() -> None:
     # of the account every job on the workstation shares: one session must never reopen,
     # or see, another's.
     state = os.path.abspath(os.path.join(helper, "jupyter"))
-    folders = (("JUPYTERLAB_WORKSPACES_DIR", "workspaces"),
-               ("JUPYTERLAB_SETTINGS_DIR", "settings"))  # fmt: skip
+    folders = (("JUPYTERLAB_WORKSPACES_DIR", "workspaces"), ("JUPYTERLAB_SETTINGS_DIR", "settings"))
     for variable, folder in folders:
         environment[variable] = os.path.join(state, folder)
         os.makedirs(environment[variable], mode=0o700, exist_ok=True)

@@ -181,12 +181,16 @@ def unpack(stream, target, expected):
             size += member.size
     reader.drain()
     if reader.digest.hexdigest() != expected["sha256"]:
-        raise DeliveryError(f"what arrived for {expected['reference']} has SHA-256 "
-                            f"{reader.digest.hexdigest()}, not {expected['sha256']}")  # fmt: skip
+        raise DeliveryError(
+            f"what arrived for {expected['reference']} has SHA-256 "
+            f"{reader.digest.hexdigest()}, not {expected['sha256']}"
+        )
     if len(files) != expected["file_count"] or size != expected["size_bytes"]:
-        raise DeliveryError(f"what arrived for {expected['reference']} has {len(files)} files and "
-                            f"{size} bytes, not {expected['file_count']} and "
-                            f"{expected['size_bytes']}")  # fmt: skip
+        raise DeliveryError(
+            f"what arrived for {expected['reference']} has {len(files)} files and "
+            f"{size} bytes, not {expected['file_count']} and "
+            f"{expected['size_bytes']}"
+        )
     for directory, subdirectories, _ in os.walk(target):
         for name in subdirectories:
             os.chmod(os.path.join(directory, name), 0o555)  # noqa: S103 - read-only, for every job
@@ -200,8 +204,11 @@ def fetch(dataset, target, credential, log):
         raise DeliveryError(f"{dataset['reference']} has no portal URL to fetch it from")
     last = None
     for attempt in range(1, FETCH_ATTEMPTS + 1):
-        headers = {"Authorization": f"Bearer {credential}", "User-Agent": "nightshift-launcher",
-                   "X-Nightshift-Workstation": WORKSTATION[0]}  # fmt: skip
+        headers = {
+            "Authorization": f"Bearer {credential}",
+            "User-Agent": "nightshift-launcher",
+            "X-Nightshift-Workstation": WORKSTATION[0],
+        }
         request = urllib.request.Request(dataset["url"], headers=headers)  # noqa: S310 - checked above
         try:
             with urllib.request.urlopen(request, timeout=60) as response:  # noqa: S310 - checked above
@@ -303,12 +310,16 @@ def write_index(entry, index):
 def find_cache(machine_attribute, log):
     folder = setting("cache", machine_attribute)
     if folder == "none":
-        log("the dataset cache is turned off for this job: fetching into its sandbox, for "
-            "this job only")  # fmt: skip
+        log(
+            "the dataset cache is turned off for this job: fetching into its sandbox, for "
+            "this job only"
+        )
         return None
     if not folder:
-        log("this workstation has no dataset cache (the execute-node kit sets "
-            "NightshiftDataCache): fetching into the job's sandbox, for this job only")  # fmt: skip
+        log(
+            "this workstation has no dataset cache (the execute-node kit sets "
+            "NightshiftDataCache): fetching into the job's sandbox, for this job only"
+        )
         return None
     try:
         for part in ("objects", "locks"):
@@ -317,8 +328,10 @@ def find_cache(machine_attribute, log):
         open(probe, "w").close()  # noqa: SIM115
         os.remove(probe)
     except OSError as exc:
-        log(f"the dataset cache {folder} cannot be used ({exc.strerror}): fetching into the "
-            "job's sandbox, for this job only")  # fmt: skip
+        log(
+            f"the dataset cache {folder} cannot be used ({exc.strerror}): fetching into the "
+            "job's sandbox, for this job only"
+        )
         return None
     return folder
 
@@ -350,28 +363,40 @@ def cached(cache, dataset, credential, log, verify_hours):
             log(f"{dataset['reference']}: another job has just fetched it again, nothing fetched")
         else:
             if damage is not None:
-                log(f"{dataset['reference']}: this workstation's copy is damaged ({damage}); "
-                    "fetching it again")  # fmt: skip
+                log(
+                    f"{dataset['reference']}: this workstation's copy is damaged ({damage}); "
+                    "fetching it again"
+                )
             elif os.path.lexists(entry):
                 log(f"{dataset['reference']}: removing a fetch that was cut short")
             remove_tree(entry)
             os.makedirs(entry)
             started = time.monotonic()
-            log(f"{dataset['reference']}: fetching {dataset['size_bytes'] / 1e6:,.1f} MB from "
-                "the portal into this workstation's cache, once for every later job")  # fmt: skip
+            log(
+                f"{dataset['reference']}: fetching {dataset['size_bytes'] / 1e6:,.1f} MB from "
+                "the portal into this workstation's cache, once for every later job"
+            )
             try:
                 received = fetch(dataset, os.path.join(entry, "files"), credential, log)
             except BaseException:
                 remove_tree(entry)
                 raise
-            write_index(entry, {"sha256": sha, "reference": dataset["reference"],
-                                "files": file_index(os.path.join(entry, "files")),
-                                "verified_at": time.time()})  # fmt: skip
+            write_index(
+                entry,
+                {
+                    "sha256": sha,
+                    "reference": dataset["reference"],
+                    "files": file_index(os.path.join(entry, "files")),
+                    "verified_at": time.time(),
+                },
+            )
             with open(os.path.join(entry, COMPLETE), "w") as marker:
                 marker.write(f"{time.time()}\n")
             seconds = time.monotonic() - started
-            log(f"{dataset['reference']}: fetched and checked in {seconds:.1f} s "
-                f"({received / 1e6 / max(seconds, 1e-3):,.0f} MB/s)")  # fmt: skip
+            log(
+                f"{dataset['reference']}: fetched and checked in {seconds:.1f} s "
+                f"({received / 1e6 / max(seconds, 1e-3):,.0f} MB/s)"
+            )
         fcntl.flock(handle, fcntl.LOCK_SH)
     with open(os.path.join(entry, LAST_USED), "a"):
         os.utime(os.path.join(entry, LAST_USED))
@@ -415,8 +440,10 @@ def make_room(cache, keep, cap_gb, log):
             freed = tree_size(os.path.join(objects, sha))
             remove_tree(os.path.join(objects, sha))
             size -= freed
-            log(f"removed dataset {sha[:12]} from the cache ({freed / 1e6:,.0f} MB), to stay "
-                "under its size cap")  # fmt: skip
+            log(
+                f"removed dataset {sha[:12]} from the cache ({freed / 1e6:,.0f} MB), to stay "
+                "under its size cap"
+            )
 
 
 def link(name, target, folder=LINKS):
@@ -430,8 +457,10 @@ def link(name, target, folder=LINKS):
         os.remove(path)
     elif os.path.lexists(path):
         what = "model" if folder == MODEL_LINKS else "dataset"
-        raise DeliveryError(f"the job's own files have {path}, where {what} {name} goes: "
-                            "rename that folder in the project")  # fmt: skip
+        raise DeliveryError(
+            f"the job's own files have {path}, where {what} {name} goes: "
+            "rename that folder in the project"
+        )
     os.symlink(target, path)
 
 
@@ -452,8 +481,10 @@ def put_in_place(dataset, cache, credential, log, say, verify_hours, receipt=Non
     if dataset["kind"] == "shared":
         path = dataset["path"]
         if not os.path.isdir(path):
-            raise DeliveryError(f"{dataset['reference']} is on the shared file system at "
-                                f"{path}, which {WORKSTATION[0]} does not mount")  # fmt: skip
+            raise DeliveryError(
+                f"{dataset['reference']} is on the shared file system at "
+                f"{path}, which {WORKSTATION[0]} does not mount"
+            )
         target, received, how = path, 0, "linked"
         log(f"{dataset['reference']}: linked from the shared file system at {path}")
     elif cache is not None:
@@ -470,11 +501,18 @@ def put_in_place(dataset, cache, credential, log, say, verify_hours, receipt=Non
             remove_tree(target)
             received, how = fetch(dataset, target, credential, log), "fetched into the sandbox"
     link(dataset["name"], target, dataset.get("folder", LINKS))
-    record = {"name": dataset["name"], "reference": dataset["reference"],
-              "sha256": dataset["sha256"], "how": how, "bytes_received": received,
-              "seconds": round(time.monotonic() - started, 3), "workstation": WORKSTATION[0],
-              "job": os.environ.get("NIGHTSHIFT_JOB_ID", ""), "time": time.time(),
-              "by": "launcher"}  # fmt: skip
+    record = {
+        "name": dataset["name"],
+        "reference": dataset["reference"],
+        "sha256": dataset["sha256"],
+        "how": how,
+        "bytes_received": received,
+        "seconds": round(time.monotonic() - started, 3),
+        "workstation": WORKSTATION[0],
+        "job": os.environ.get("NIGHTSHIFT_JOB_ID", ""),
+        "time": time.time(),
+        "by": "launcher",
+    }
     if receipt is not None:
         # What the plugin did before the job started counts; the launcher's own pass
         # normally only reuses what it put there.

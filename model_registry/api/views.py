@@ -32,8 +32,9 @@ def version_or_404(request: Request, lab: str, name: str, number: int | None) ->
     reference = f"{lab}/{name}" + (f"@{number}" if number is not None else "")
     version = model_version_get_visible(request.user, reference)
     if version is None:
-        raise ApiError(f"No model {reference[:200]!r} that you may use.", code="not_found",
-                       status_code=404)  # fmt: skip
+        raise ApiError(
+            f"No model {reference[:200]!r} that you may use.", code="not_found", status_code=404
+        )
     return version
 
 
@@ -44,8 +45,11 @@ def catalogue_params(request: Request) -> dict:
         lab = lab_for_slug(request.query_params["lab"][:63])
         if lab is None:
             raise ApiError("No such lab.", code="not_found", status_code=404)
-    return {"lab": lab, "query": request.query_params.get("q", "").strip()[:100],
-            "visibility": request.query_params.get("visibility", "")}  # fmt: skip
+    return {
+        "lab": lab,
+        "query": request.query_params.get("q", "").strip()[:100],
+        "visibility": request.query_params.get("visibility", ""),
+    }
 
 
 class ModelListView(GenericAPIView):
@@ -60,9 +64,12 @@ class ModelListView(GenericAPIView):
             OpenApiParameter("lab", str, description="One lab's, as references name it."),
             OpenApiParameter("visibility", str, description="private, lab or site."),
         ],
-        responses={200: ModelVersionSummarySerializer(many=True), **error_responses(401),
-                   404: OpenApiResponse(ErrorSerializer, description="A page past the end.")},
-    )  # fmt: skip
+        responses={
+            200: ModelVersionSummarySerializer(many=True),
+            **error_responses(401),
+            404: OpenApiResponse(ErrorSerializer, description="A page past the end."),
+        },
+    )
     def get(self, request: Request) -> Response:
         listings = model_list_visible_to(request.user, **catalogue_params(request))
         page = self.paginate_queryset([listing.latest for listing in listings])
@@ -75,7 +82,7 @@ class ModelListView(GenericAPIView):
         "version keeps the job's final and best metrics and its lineage, and never changes.",
         request=ModelPublishSerializer,
         responses={201: ModelVersionSerializer, **error_responses(400, 401, 404)},
-    )  # fmt: skip
+    )
     def post(self, request: Request) -> Response:
         form = ModelPublishSerializer(data=request.data)
         form.is_valid(raise_exception=True)
@@ -90,13 +97,19 @@ class ModelListView(GenericAPIView):
         if data.get("lab"):
             lab = lab_by_name(data["lab"])
             if lab is None:
-                raise ApiError(f"No lab called {data['lab']!r}.", code="invalid",
-                               status_code=400, field="lab")  # fmt: skip
+                raise ApiError(
+                    f"No lab called {data['lab']!r}.", code="invalid", status_code=400, field="lab"
+                )
         try:
             version = model_publish(
-                user=request.user, job=job, name=data["name"], files=data["files"],
-                card=data["card"], visibility=data["visibility"], lab=lab,
-            )  # fmt: skip
+                user=request.user,
+                job=job,
+                name=data["name"],
+                files=data["files"],
+                card=data["card"],
+                visibility=data["visibility"],
+                lab=lab,
+            )
         except ModelError as exc:
             raise ApiError(exc.message, code="invalid", status_code=400, field=exc.field) from None
         return Response(ModelVersionSerializer(version).data, status=status.HTTP_201_CREATED)
@@ -117,11 +130,12 @@ class ModelArchiveView(APIView):
         summary="A model version's files as its canonical archive (an uncompressed tar)",
         description="The archive's SHA-256 is the version's, also sent as X-Checksum-Sha256.",
         responses={(200, "application/x-tar"): bytes, **error_responses(401, 404)},
-    )  # fmt: skip
+    )
     def get(self, request: Request, lab: str, name: str, number: int) -> FileResponse:
         version = version_or_404(request, lab, name, number)
         try:
             return storage.archive_download(version.sha256, archive_name(version))
         except FileNotFoundError:
-            raise ApiError(f"{version.reference} is no longer stored.", code="not_found",
-                           status_code=404) from None  # fmt: skip
+            raise ApiError(
+                f"{version.reference} is no longer stored.", code="not_found", status_code=404
+            ) from None

@@ -16,8 +16,16 @@ NOW = datetime(2026, 11, 2, 22, 7, 30, tzinfo=UTC)
 
 
 def samples():
-    return {s.workstation: (s.total_gpus, s.idle_gpus, s.nightshift_gpus, s.other_gpus,
-                            s.unavailable_gpus) for s in CapacitySample.objects.all()}  # fmt: skip
+    return {
+        s.workstation: (
+            s.total_gpus,
+            s.idle_gpus,
+            s.nightshift_gpus,
+            s.other_gpus,
+            s.unavailable_gpus,
+        )
+        for s in CapacitySample.objects.all()
+    }
 
 
 def machine(bridge, name, **changes):

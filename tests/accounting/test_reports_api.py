@@ -52,8 +52,9 @@ def test_invalid_parameters_are_a_400_naming_the_field(campus):
 
 
 def test_an_admin_exports_every_run_as_csv(campus):
-    response = client_with_token(campus["admin"]).get(export_url("records"), PERIOD,
-                                                      HTTP_ACCEPT="text/csv")  # fmt: skip
+    response = client_with_token(campus["admin"]).get(
+        export_url("records"), PERIOD, HTTP_ACCEPT="text/csv"
+    )
     assert response.status_code == 200
     rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert rows[0][0] == "Job" and len(rows) == 5

@@ -40,8 +40,9 @@ def test_a_lab_lead_sees_their_labs_users_and_nobody_elses(client, campus):
 
 def test_runs_that_cross_midnight_are_split_between_the_two_days(client, campus):
     response = report_as(client, campus["lena"])
-    days = {(row["bucket"], row["group"]): row["gpu_hours"] for row in
-            table(response, "over_time").rows}  # fmt: skip
+    days = {
+        (row["bucket"], row["group"]): row["gpu_hours"] for row in table(response, "over_time").rows
+    }
     assert days == {("2026-11-02", "ada"): 8.0, ("2026-11-03", "ada"): 1.0}
 
 
@@ -92,8 +93,14 @@ def test_utilization_and_harvest_come_from_the_capacity_samples(client, campus):
 
 def test_the_page_has_a_chart_and_a_table_with_a_csv_link_for_each_figure(client, campus):
     body = report_as(client, campus["lena"]).content.decode()
-    for name in ("over_time", "outcomes", "waits", "losses", "utilization_hour",
-                 "utilization_weekday"):  # fmt: skip
+    for name in (
+        "over_time",
+        "outcomes",
+        "waits",
+        "losses",
+        "utilization_hour",
+        "utilization_weekday",
+    ):
         assert f'data-chart="{name}"' in body
         assert f'data-table="{name}"' in body
         assert reverse("accounting:export", args=[name]) in body
@@ -114,14 +121,17 @@ def test_signing_in_is_required(client, campus):
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
 
 
-@pytest.mark.parametrize("query, field, message", [
-    ({"period": "month", "month": "2026-13"}, "month", "YYYY-MM"),
-    ({"period": "month", "month": "2999-01"}, "month", "not begun"),
-    ({"period": "custom", "start": "2026-11-05", "end": "2026-11-01"}, "end", "ends before"),
-    ({"period": "custom", "start": "2026-11-05"}, "end", "both dates"),
-    ({"group": "user; DROP TABLE jobs_job"}, "group", "valid choice"),
-    ({"period": "'; SELECT 1 --"}, "period", "valid choice"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "query, field, message",
+    [
+        ({"period": "month", "month": "2026-13"}, "month", "YYYY-MM"),
+        ({"period": "month", "month": "2999-01"}, "month", "not begun"),
+        ({"period": "custom", "start": "2026-11-05", "end": "2026-11-01"}, "end", "ends before"),
+        ({"period": "custom", "start": "2026-11-05"}, "end", "both dates"),
+        ({"group": "user; DROP TABLE jobs_job"}, "group", "valid choice"),
+        ({"period": "'; SELECT 1 --"}, "period", "valid choice"),
+    ],
+)
 def test_bad_parameters_are_explained_on_the_form(client, campus, query, field, message):
     client.force_login(campus["lena"])
     response = client.get(URL, query)
@@ -173,8 +183,9 @@ def test_the_report_and_the_quota_count_the_same_gpu_hours(client, campus):
     response = report_as(client, campus["admin"])
     period = response.context["report"].period
     for user in ("ada", "bob"):
-        used = gpu_hours_used(UsageRecord.objects.filter(user=campus[user]),
-                              since=period.start, until=period.end)  # fmt: skip
+        used = gpu_hours_used(
+            UsageRecord.objects.filter(user=campus[user]), since=period.start, until=period.end
+        )
         assert by_group(response, "usage")[user]["gpu_hours"] == pytest.approx(used.total)
 
 

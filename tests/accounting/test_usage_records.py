@@ -28,25 +28,55 @@ def at(seconds: float) -> datetime:
 @pytest.fixture
 def job(db):
     owner = UserFactory(username="ada")
-    job = Job.objects.create(owner=owner, lab=LabFactory(name="Vision"), name="train", gpus=1,
-                             output_dir="/nonexistent", state=JobState.IDLE, cluster_id=7,
-                             proc_id=0, request={"gpus": 1})  # fmt: skip
+    job = Job.objects.create(
+        owner=owner,
+        lab=LabFactory(name="Vision"),
+        name="train",
+        gpus=1,
+        output_dir="/nonexistent",
+        state=JobState.IDLE,
+        cluster_id=7,
+        proc_id=0,
+        request={"gpus": 1},
+    )
     Job.objects.filter(pk=job.pk).update(created_at=T0)
     job.refresh_from_db()
     return job
 
 
-def ad(state, *, wall=0, committed=0, run_since=None, host="ws-volta", last_host="",
-       vacated=None, finished=None, gpus=1, starts=0, **extra) -> JobObservation:  # fmt: skip
+def ad(
+    state,
+    *,
+    wall=0,
+    committed=0,
+    run_since=None,
+    host="ws-volta",
+    last_host="",
+    vacated=None,
+    finished=None,
+    gpus=1,
+    starts=0,
+    **extra,
+) -> JobObservation:
     return JobObservation(
-        job_id="x", cluster_id=7, proc_id=0, state=state, in_queue=finished is None,
-        num_starts=starts, workstation=host if run_since else (last_host or host),
-        gpu_model="Tesla V100-PCIE-16GB", wall_time_s=wall, committed_time_s=committed,
+        job_id="x",
+        cluster_id=7,
+        proc_id=0,
+        state=state,
+        in_queue=finished is None,
+        num_starts=starts,
+        workstation=host if run_since else (last_host or host),
+        gpu_model="Tesla V100-PCIE-16GB",
+        wall_time_s=wall,
+        committed_time_s=committed,
         run_started_at=at(run_since) if run_since is not None else None,
-        last_workstation=last_host, last_vacated_at=at(vacated) if vacated is not None else None,
+        last_workstation=last_host,
+        last_vacated_at=at(vacated) if vacated is not None else None,
         finished_at=at(finished) if finished is not None else None,
-        entered_state_at=at(finished or vacated or run_since or 0), gpus_assigned=gpus, **extra,
-    )  # fmt: skip
+        entered_state_at=at(finished or vacated or run_since or 0),
+        gpus_assigned=gpus,
+        **extra,
+    )
 
 
 def play(job, history) -> list[UsageRecord]:
@@ -67,9 +97,16 @@ EVICTED_TWICE_NO_CHECKPOINT = [
     ad(Condor.RUNNING, run_since=500, host="ws-ampere", wall=300, starts=1),
     ad(Condor.IDLE, wall=900, vacated=1100, last_host="ws-ampere", starts=2),
     ad(Condor.RUNNING, run_since=1200, host="ws-fermi", wall=900, starts=2),
-    ad(Condor.COMPLETED, wall=1200, committed=300, finished=1500, last_host="ws-fermi", starts=3,
-       exit_code=0),
-]  # fmt: skip
+    ad(
+        Condor.COMPLETED,
+        wall=1200,
+        committed=300,
+        finished=1500,
+        last_host="ws-fermi",
+        starts=3,
+        exit_code=0,
+    ),
+]
 
 
 def test_a_job_evicted_twice_without_checkpoints_loses_both_earlier_runs(job):
@@ -90,15 +127,18 @@ def test_a_job_evicted_twice_without_checkpoints_loses_both_earlier_runs(job):
 
 
 def test_a_job_evicted_twice_with_checkpoints_loses_only_the_work_since_each_checkpoint(job):
-    records = play(job, [
-        ad(Condor.RUNNING, run_since=100),
-        # Checkpointed 240 s into the run, evicted 60 s later: 240 s committed.
-        ad(Condor.IDLE, wall=300, committed=240, vacated=400, last_host="ws-volta", starts=1),
-        ad(Condor.RUNNING, run_since=500, wall=300, committed=240, starts=1),
-        ad(Condor.IDLE, wall=900, committed=780, vacated=1100, last_host="ws-volta", starts=2),
-        ad(Condor.RUNNING, run_since=1200, wall=900, committed=780, starts=2),
-        ad(Condor.COMPLETED, wall=1200, committed=1080, finished=1500, starts=3, exit_code=0),
-    ])  # fmt: skip
+    records = play(
+        job,
+        [
+            ad(Condor.RUNNING, run_since=100),
+            # Checkpointed 240 s into the run, evicted 60 s later: 240 s committed.
+            ad(Condor.IDLE, wall=300, committed=240, vacated=400, last_host="ws-volta", starts=1),
+            ad(Condor.RUNNING, run_since=500, wall=300, committed=240, starts=1),
+            ad(Condor.IDLE, wall=900, committed=780, vacated=1100, last_host="ws-volta", starts=2),
+            ad(Condor.RUNNING, run_since=1200, wall=900, committed=780, starts=2),
+            ad(Condor.COMPLETED, wall=1200, committed=1080, finished=1500, starts=3, exit_code=0),
+        ],
+    )
     assert runs(records)[1] == [
         (300, 240, 60, "evicted"),
         (600, 540, 60, "evicted"),
@@ -107,60 +147,102 @@ def test_a_job_evicted_twice_with_checkpoints_loses_only_the_work_since_each_che
 
 
 def test_a_two_gpu_job_counts_wall_time_times_two(job):
-    records = play(job, [
-        ad(Condor.RUNNING, run_since=0, gpus=2),
-        ad(Condor.COMPLETED, wall=5400, committed=5400, finished=5400, gpus=2, exit_code=0),
-    ])  # fmt: skip
+    records = play(
+        job,
+        [
+            ad(Condor.RUNNING, run_since=0, gpus=2),
+            ad(Condor.COMPLETED, wall=5400, committed=5400, finished=5400, gpus=2, exit_code=0),
+        ],
+    )
     assert [(r.gpus, r.gpu_hours()) for r in records] == [(2, 3.0)]
     used = gpu_hours_used(UsageRecord.objects.filter(job=job), since=at(-60), until=at(9000))
     assert used.total == pytest.approx(3.0)
 
 
 def test_a_job_removed_by_the_runtime_limit_counts_its_run_and_says_why_it_ended(job):
-    records = play(job, [
-        ad(Condor.RUNNING, run_since=60),
-        ad(Condor.REMOVED, wall=3600, finished=3660, vacated=3660, last_host="ws-volta",
-           starts=1, removed_by_limit=True, status_detail="removed by limit"),
-    ])  # fmt: skip
+    records = play(
+        job,
+        [
+            ad(Condor.RUNNING, run_since=60),
+            ad(
+                Condor.REMOVED,
+                wall=3600,
+                finished=3660,
+                vacated=3660,
+                last_host="ws-volta",
+                starts=1,
+                removed_by_limit=True,
+                status_detail="removed by limit",
+            ),
+        ],
+    )
     assert runs(records)[1] == [(3600, 0, 0, "removed")]
     job.refresh_from_db()
     assert (job.state, job.outcome) == (JobState.REMOVED, JobOutcome.RUNTIME_LIMIT)
 
 
 def test_a_removed_job_whose_run_htcondor_never_counted_is_closed_at_its_removal(job):
-    records = play(job, [
-        ad(Condor.RUNNING, run_since=60),
-        ad(Condor.REMOVED, wall=0, finished=660, starts=1),
-    ])  # fmt: skip
+    records = play(
+        job,
+        [
+            ad(Condor.RUNNING, run_since=60),
+            ad(Condor.REMOVED, wall=0, finished=660, starts=1),
+        ],
+    )
     assert runs(records)[1] == [(600, 0, 0, "removed")]
 
 
 def test_a_run_that_started_and_ended_between_two_syncs_is_still_recorded(job):
-    records = play(job, [
-        ad(Condor.IDLE),
-        # Never seen running: the ad says 120 s of wall time, evicted at 400 on ws-ampere.
-        ad(Condor.IDLE, wall=120, vacated=400, last_host="ws-ampere", starts=1),
-    ])  # fmt: skip
+    records = play(
+        job,
+        [
+            ad(Condor.IDLE),
+            # Never seen running: the ad says 120 s of wall time, evicted at 400 on ws-ampere.
+            ad(Condor.IDLE, wall=120, vacated=400, last_host="ws-ampere", starts=1),
+        ],
+    )
     assert runs(records) == ([280], [(120, 0, 120, "evicted")])
     assert records[0].workstation == "ws-ampere"
 
 
 def test_a_job_first_seen_ended_before_htcondor_counted_its_run_is_recorded_from_its_dates(job):
-    records = play(job, [
-        # Completed between two syncs, its ad read before the shadow added the wall time.
-        ad(Condor.COMPLETED, wall=0, finished=95, last_host="ws-fermi", starts=1, exit_code=0,
-           started_at=at(90), last_pool="cm.physics:9618"),
-    ])  # fmt: skip
+    records = play(
+        job,
+        [
+            # Completed between two syncs, its ad read before the shadow added the wall time.
+            ad(
+                Condor.COMPLETED,
+                wall=0,
+                finished=95,
+                last_host="ws-fermi",
+                starts=1,
+                exit_code=0,
+                started_at=at(90),
+                last_pool="cm.physics:9618",
+            ),
+        ],
+    )
     assert runs(records) == ([90], [(5, 5, 0, "completed")])
     assert (records[0].workstation, records[0].pool) == ("ws-fermi", "cm.physics:9618")
 
 
 def test_a_run_htcondor_counted_as_no_time_at_all_still_says_where_it_ran(job):
-    records = play(job, [
-        # Started and completed within one second: RemoteWallClockTime 0, as on the pool.
-        ad(Condor.COMPLETED, wall=0, finished=90, last_host="ws-fermi", starts=1, exit_code=0,
-           started_at=at(90), last_pool="cm.physics:9618"),
-    ])  # fmt: skip
+    records = play(
+        job,
+        [
+            # Started and completed within one second: RemoteWallClockTime 0, as on the pool.
+            ad(
+                Condor.COMPLETED,
+                wall=0,
+                finished=90,
+                last_host="ws-fermi",
+                starts=1,
+                exit_code=0,
+                started_at=at(90),
+                last_pool="cm.physics:9618",
+            ),
+        ],
+    )
     assert runs(records) == ([90], [(0, 0, 0, "completed")])
     assert (records[0].workstation, records[0].pool) == ("ws-fermi", "cm.physics:9618")
 
@@ -210,11 +292,14 @@ def test_a_checkpoint_htcondor_did_not_count_is_kept_from_the_helpers_log(job, t
     (tmp_path / ".nightshift" / "checkpoints.jsonl").write_text(
         f'{{"time": {saved_at}}}\nnot json\n{{"time": "soon"}}\n'
     )
-    records = play(job, [
-        ad(Condor.RUNNING, run_since=100),
-        ad(Condor.IDLE, wall=300, committed=0, vacated=400, last_host="ws-volta", starts=1),
-        ad(Condor.RUNNING, run_since=500, wall=300, starts=1),
-        ad(Condor.COMPLETED, wall=500, committed=200, finished=700, starts=2, exit_code=0),
-    ])  # fmt: skip
+    records = play(
+        job,
+        [
+            ad(Condor.RUNNING, run_since=100),
+            ad(Condor.IDLE, wall=300, committed=0, vacated=400, last_host="ws-volta", starts=1),
+            ad(Condor.RUNNING, run_since=500, wall=300, starts=1),
+            ad(Condor.COMPLETED, wall=500, committed=200, finished=700, starts=2, exit_code=0),
+        ],
+    )
     assert runs(records)[1] == [(300, 240, 60, "evicted"), (200, 200, 0, "completed")]
     assert records[0].saved_s == 240

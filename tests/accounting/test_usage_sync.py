@@ -89,8 +89,9 @@ def test_a_run_that_flocked_is_recorded_against_the_pool_it_ran_in(student, fake
     other_pool = "cm.physics.example.edu:9618"
     fake_bridge.set_state(job_id, CondorState.RUNNING, at=T0)
     fake_bridge.set_state(job_id, CondorState.IDLE, at=T0 + timedelta(minutes=10))
-    fake_bridge.set_state(job_id, CondorState.RUNNING, at=T0 + timedelta(minutes=12),
-                          pool=other_pool)  # fmt: skip
+    fake_bridge.set_state(
+        job_id, CondorState.RUNNING, at=T0 + timedelta(minutes=12), pool=other_pool
+    )
     sync.jobs_sync()
     job.refresh_from_db()
     assert job.pool == other_pool

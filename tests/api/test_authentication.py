@@ -38,9 +38,15 @@ def test_only_a_hash_of_the_token_is_stored(student):
 
 @pytest.mark.parametrize(
     "mangle",
-    [lambda s: s + "x", lambda s: s[:-1], lambda s: "nst_" + "A" * 43, lambda s: "nope",
-     lambda s: s + " extra", lambda s: "é" * 10],
-)  # fmt: skip
+    [
+        lambda s: s + "x",
+        lambda s: s[:-1],
+        lambda s: "nst_" + "A" * 43,
+        lambda s: "nope",
+        lambda s: s + " extra",
+        lambda s: "é" * 10,
+    ],
+)
 def test_a_mistyped_token_is_a_401(student, mangle):
     new = services.token_create(user=student, name="laptop")
     client = APIClient()

@@ -24,10 +24,15 @@ JOB_ENDPOINTS = [
     ("get", "api:job-metrics", []),
 ]
 USER_ENDPOINTS = [
-    ("get", "api:job-list"), ("post", "api:job-list"), ("post", "api:match"), ("get", "api:pool"),
-    ("get", "api:me"), ("get", "api:token-list"), ("post", "api:token-list"),
+    ("get", "api:job-list"),
+    ("post", "api:job-list"),
+    ("post", "api:match"),
+    ("get", "api:pool"),
+    ("get", "api:me"),
+    ("get", "api:token-list"),
+    ("post", "api:token-list"),
     ("get", "api:report"),
-]  # fmt: skip
+]
 
 
 @pytest.fixture
@@ -77,9 +82,10 @@ def test_the_owner_reaches_every_job_endpoint(api, students_job):
 
 def test_another_users_job_cannot_be_copied_by_source_job(other_api, students_job):
     response = other_api.post(
-        reverse("api:job-list"), {"name": "steal", "source_job": str(students_job.public_id)},
+        reverse("api:job-list"),
+        {"name": "steal", "source_job": str(students_job.public_id)},
         format="json",
-    )  # fmt: skip
+    )
     assert response.status_code == 400
     assert response.json()["error"]["fields"] == {"source_job": ["You have no job with this id."]}
 

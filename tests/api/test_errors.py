@@ -30,8 +30,9 @@ def test_an_oversized_json_body_is_a_400_not_a_500(api, fake_bridge):
 
 def test_too_many_multipart_fields_is_a_400(api, fake_bridge):
     fields = {"name": "x", "gpus": 0, "arguments": [str(i) for i in range(1200)]}
-    assert_error(api.post(reverse("api:job-list"), fields, format="multipart"), 400,
-                 "malformed_request")  # fmt: skip
+    assert_error(
+        api.post(reverse("api:job-list"), fields, format="multipart"), 400, "malformed_request"
+    )
 
 
 def test_a_json_list_instead_of_an_object_is_a_400(api, fake_bridge):

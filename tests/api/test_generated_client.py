@@ -36,10 +36,21 @@ def generated_client(live_server, tmp_path, monkeypatch):
     # The generator formats its output with ruff, which lies beside it in the venv.
     monkeypatch.setenv("PATH", f"{Path(GENERATOR).parent}:{os.environ['PATH']}")
     done = subprocess.run(
-        [GENERATOR, "generate", "--path", "schema.json", "--meta", "none",
-         "--output-path", PACKAGE],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            GENERATOR,
+            "generate",
+            "--path",
+            "schema.json",
+            "--meta",
+            "none",
+            "--output-path",
+            PACKAGE,
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     monkeypatch.syspath_prepend(str(tmp_path))
     yield importlib.import_module(PACKAGE)
@@ -58,10 +69,14 @@ def test_a_generated_client_submits_follows_and_lists_the_outputs_of_a_job(
     token = account_services.token_create(user=student, name="generated").secret
     client = generated_client.AuthenticatedClient(base_url=live_server.url, token=token)
 
-    job = create.sync(client=client, body=models.JobSubmitRequest(
-        script=types.File(payload=io.BytesIO(TRAINING), file_name="train.py"),
-        gpus=0, memory_gb=0.25,
-    ))  # fmt: skip
+    job = create.sync(
+        client=client,
+        body=models.JobSubmitRequest(
+            script=types.File(payload=io.BytesIO(TRAINING), file_name="train.py"),
+            gpus=0,
+            memory_gb=0.25,
+        ),
+    )
     assert isinstance(job, models.Job), job
     assert job.name == "train.py"
 

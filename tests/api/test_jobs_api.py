@@ -24,16 +24,23 @@ def submit(api, **fields):
 
 def a_job(student, **spec) -> Job:
     return submission.job_submit(
-        user=student, spec=specs.JobSpec(name=spec.pop("name", "x"), **spec),
+        user=student,
+        spec=specs.JobSpec(name=spec.pop("name", "x"), **spec),
         script=script_upload(),
-    )  # fmt: skip
+    )
 
 
 def test_submitting_a_script_creates_a_queued_job(api, fake_bridge):
     response = submit(
-        api, arguments=["--epochs=3", "--lr 0.1"], environment=["WANDB_MODE=offline", "A=b=c"],
-        gpus=1, gpu_memory_gb=10, cpus=2, memory_gb=4, max_runtime_minutes=30,
-    )  # fmt: skip
+        api,
+        arguments=["--epochs=3", "--lr 0.1"],
+        environment=["WANDB_MODE=offline", "A=b=c"],
+        gpus=1,
+        gpu_memory_gb=10,
+        cpus=2,
+        memory_gb=4,
+        max_runtime_minutes=30,
+    )
     assert response.status_code == 201, response.json()
     job = Job.objects.get()
     body = response.json()
@@ -89,7 +96,7 @@ def test_a_project_archive_runs_its_entry_command(api, fake_bridge):
         ({"arguments": ["a\x00b"]}, "arguments.0", "Null characters"),
         ({"script": script_upload(name="evil.sh")}, "script", "Upload a Python script"),
     ],
-)  # fmt: skip
+)
 def test_invalid_input_is_a_400_that_names_the_field(api, fake_bridge, fields, field, words):
     data = {"name": "mnist", "gpus": 0, "script": script_upload()} | fields
     data = {key: value for key, value in data.items() if value is not None}
@@ -113,8 +120,9 @@ def test_a_job_submitted_without_a_name_is_named_after_its_file(api, fake_bridge
 
 
 def test_a_copy_submitted_without_a_name_takes_its_source_jobs_name(api, fake_bridge):
-    first = api.post(JOBS, {"name": "mnist baseline", "gpus": 0, "script": script_upload()},
-                     format="multipart").json()  # fmt: skip
+    first = api.post(
+        JOBS, {"name": "mnist baseline", "gpus": 0, "script": script_upload()}, format="multipart"
+    ).json()
     copy = api.post(JOBS, {"source_job": first["id"], "gpus": 0}, format="json")
     assert copy.status_code == 201, copy.json()
     assert copy.json()["name"] == "mnist baseline"
@@ -215,9 +223,13 @@ def test_logs_are_followed_by_byte_offset(api, student, fake_bridge):
     url = reverse("api:job-log", args=[job.public_id, "stdout"])
     first = api.get(url).json()
     assert first | {"is_final": None} == {
-        "stream": "stdout", "text": "epoch 1\n", "start": 0, "offset": 8, "size": 8,
+        "stream": "stdout",
+        "text": "epoch 1\n",
+        "start": 0,
+        "offset": 8,
+        "size": 8,
         "is_final": None,
-    }  # fmt: skip
+    }
     with open(job.directory / "stdout.txt", "a") as log:
         log.write("epoch 2\n")
     second = api.get(url, {"offset": first["offset"]}).json()

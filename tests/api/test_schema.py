@@ -16,8 +16,15 @@ def generated_schema(tmp_path) -> dict:
     out = tmp_path / "schema.json"
     # --fail-on-warn turns any drf-spectacular warning into a failure; --validate checks
     # the document against the OpenAPI 3 specification.
-    call_command("spectacular", "--validate", "--fail-on-warn", "--format", "openapi-json",
-                 "--file", str(out))  # fmt: skip
+    call_command(
+        "spectacular",
+        "--validate",
+        "--fail-on-warn",
+        "--format",
+        "openapi-json",
+        "--file",
+        str(out),
+    )
     return json.loads(out.read_text())
 
 
@@ -74,8 +81,12 @@ def test_the_live_api_never_fails_and_conforms_to_its_schema(live_schema):
         operation = result.ok()
 
         @given(case=operation.as_strategy())
-        @settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None,
-                  suppress_health_check=list(HealthCheck))  # fmt: skip
+        @settings(
+            max_examples=EXAMPLES_PER_OPERATION,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
         def check(case):
             case.call_and_validate(excluded_checks=[positive_data_acceptance])
 

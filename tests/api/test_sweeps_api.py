@@ -18,8 +18,13 @@ SWEEPS = reverse("api:sweep-list")
 
 
 def submit(api, parameters, **fields):
-    data = {"name": "lr sweep", "gpus": 0, "script": script_upload(),
-            "arguments": ["--lr", "{lr}"], "parameters": json.dumps(parameters)}  # fmt: skip
+    data = {
+        "name": "lr sweep",
+        "gpus": 0,
+        "script": script_upload(),
+        "arguments": ["--lr", "{lr}"],
+        "parameters": json.dumps(parameters),
+    }
     data |= fields
     return api.post(SWEEPS, data, format="multipart")
 
@@ -32,8 +37,9 @@ def test_a_grid_sweep_is_accepted_with_all_its_runs(api, fake_bridge):
     assert body["run_count"] == 6
     assert body["states"] == {"queued": 6}
     assert [run["parameters"] for run in body["runs"][:2]] == [
-        {"lr": 0.1, "seed": 1}, {"lr": 0.1, "seed": 2}
-    ]  # fmt: skip
+        {"lr": 0.1, "seed": 1},
+        {"lr": 0.1, "seed": 2},
+    ]
     first = Job.objects.get(public_id=body["runs"][0]["id"])
     assert first.request["arguments"] == ["--lr", "0.1"]
     assert body["links"]["web"].endswith(f"/jobs/sweeps/{body['id']}/")
@@ -61,13 +67,19 @@ def test_reading_a_sweep_costs_the_same_queries_whatever_its_number_of_runs(api,
     assert queries_to_read(2) == queries_to_read(20)
 
 
-@pytest.mark.parametrize("parameters, field, message", [
-    ({"grid": {"lr": []}}, "parameters", "lr has no values"),
-    ({"grid": {}, "rows": []}, "parameters", "exactly one of"),
-    ({"random": {"lr": {"kind": "uniform", "low": 0, "high": 1}}, "count": 3},
-     "seed", "seed must be a whole number"),
-    ("not an object", "parameters", "Describe the sweep"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "parameters, field, message",
+    [
+        ({"grid": {"lr": []}}, "parameters", "lr has no values"),
+        ({"grid": {}, "rows": []}, "parameters", "exactly one of"),
+        (
+            {"random": {"lr": {"kind": "uniform", "low": 0, "high": 1}}, "count": 3},
+            "seed",
+            "seed must be a whole number",
+        ),
+        ("not an object", "parameters", "Describe the sweep"),
+    ],
+)
 def test_bad_parameters_are_a_400_naming_the_field(api, fake_bridge, parameters, field, message):
     response = submit(api, parameters)
     assert response.status_code == 400
@@ -77,8 +89,9 @@ def test_bad_parameters_are_a_400_naming_the_field(api, fake_bridge, parameters,
 
 
 def test_parameters_that_are_not_json_are_a_400(api, fake_bridge):
-    response = api.post(SWEEPS, {"name": "x", "script": script_upload(),
-                                 "parameters": "{grid:"}, format="multipart")  # fmt: skip
+    response = api.post(
+        SWEEPS, {"name": "x", "script": script_upload(), "parameters": "{grid:"}, format="multipart"
+    )
     assert response.status_code == 400
     assert "parameters" in response.json()["error"]["fields"]
 
@@ -116,8 +129,7 @@ def test_the_results_come_as_json_and_csv_compared_by_a_metric(api, student, fak
             (job.directory / ".nightshift" / "metrics.jsonl").write_text(
                 json.dumps({"step": 1, "loss": loss}) + "\n"
             )
-    results = api.get(reverse("api:sweep-results", args=[created["id"]]),
-                      {"sort": "best"}).json()  # fmt: skip
+    results = api.get(reverse("api:sweep-results", args=[created["id"]]), {"sort": "best"}).json()
     assert (results["metric"], results["goal"]) == ("loss", "min")
     assert results["best"]["parameters"] == {"lr": 0.01}
     assert [run["best"] for run in results["runs"]] == [0.2, 0.5, None]

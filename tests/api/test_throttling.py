@@ -12,10 +12,13 @@ pytestmark = pytest.mark.django_db
 def test_submissions_beyond_the_limit_get_a_429_that_says_when_to_retry(api, settings, fake_bridge):
     settings.API_THROTTLE_RATES = {**settings.API_THROTTLE_RATES, "submissions": "2/minute"}
     statuses = [
-        api.post(reverse("api:job-list"), {"name": f"j{i}", "gpus": 0, "script": script_upload()},
-                 format="multipart").status_code
+        api.post(
+            reverse("api:job-list"),
+            {"name": f"j{i}", "gpus": 0, "script": script_upload()},
+            format="multipart",
+        ).status_code
         for i in range(3)
-    ]  # fmt: skip
+    ]
     assert statuses == [201, 201, 429]
     response = api.post(reverse("api:job-list"), {"name": "x"}, format="multipart")
     assert response.json()["error"]["code"] == "throttled"

@@ -57,10 +57,14 @@ def test_a_wrong_password_is_a_401_that_does_not_say_which_part_was_wrong(anonym
 
 @pytest.mark.parametrize(
     ("body", "field"),
-    [({"name": ""}, "name"), ({"name": "x" * 101}, "name"), ({"name": "a\x07b"}, "name"),
-     ({"name": "x", "expires_in_days": 0}, "expires_in_days"),
-     ({"name": "x", "expires_in_days": "soon"}, "expires_in_days")],
-)  # fmt: skip
+    [
+        ({"name": ""}, "name"),
+        ({"name": "x" * 101}, "name"),
+        ({"name": "a\x07b"}, "name"),
+        ({"name": "x", "expires_in_days": 0}, "expires_in_days"),
+        ({"name": "x", "expires_in_days": "soon"}, "expires_in_days"),
+    ],
+)
 def test_a_bad_token_request_names_the_field(api, body, field):
     response = api.post(TOKENS, body, format="json")
     assert response.status_code == 400

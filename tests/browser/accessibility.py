@@ -63,8 +63,10 @@ _RUNNER = """
 
 def init_script() -> str:
     runner = _RUNNER % {
-        "tags": json.dumps(WCAG_TAGS), "impacts": json.dumps(FAILING_IMPACTS), "marker": MARKER,
-    }  # fmt: skip
+        "tags": json.dumps(WCAG_TAGS),
+        "impacts": json.dumps(FAILING_IMPACTS),
+        "marker": MARKER,
+    }
     return AXE_SOURCE + "\n" + runner
 
 

@@ -7,8 +7,14 @@ from django.contrib.auth import get_user_model
 from tests.browser.accessibility import AccessibilityWatch, from_the_page
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 # Screenshots of each main page, for a person to look at after a run.
 ARTIFACTS = Path(
     os.environ.get(
@@ -42,9 +48,14 @@ def page(browser):
     page.set_default_timeout(30_000)
     page.on("dialog", lambda dialog: dialog.accept())  # the confirmations
     problems = []
-    page.on("console", lambda message: problems.append(f"{page.url}: {message.text}")
+    page.on(
+        "console",
+        lambda message: (
+            problems.append(f"{page.url}: {message.text}")
             if "Content Security Policy" in message.text and from_the_page(message)
-            else None)  # fmt: skip
+            else None
+        ),
+    )
     page.on("pageerror", lambda error: problems.append(f"{page.url}: {error}"))
     yield page
     if not page.is_closed() and page.url.startswith("http"):

@@ -17,8 +17,9 @@ def test_an_unchanged_job_page_is_revalidated_and_a_new_log_line_still_shows(
     page, live_server, fake_bridge
 ):
     student = get_user_model().objects.create_user("grace", password="a-long-test-password")
-    job = submission.job_submit(user=student, spec=specs.JobSpec(name="watched"),
-                                script=script_upload())  # fmt: skip
+    job = submission.job_submit(
+        user=student, spec=specs.JobSpec(name="watched"), script=script_upload()
+    )
     (job.directory / "stdout.txt").write_text("epoch 1\n")
     sign_in(page, live_server.url, "grace")
     # What the server answered, as the network saw it.

@@ -23,7 +23,12 @@ def test_the_job_page_charts_usage_and_the_clone_applies_the_advice(
     charts = usage.locator("figure[data-usage]")
     charts.first.wait_for()
     assert sorted(charts.evaluate_all("els => els.map(e => e.dataset.usage)")) == [
-        "cpus", "disk_mb", "gpu_memory_mb", "gpu_utilization", "memory_mb"]  # fmt: skip
+        "cpus",
+        "disk_mb",
+        "gpu_memory_mb",
+        "gpu_utilization",
+        "memory_mb",
+    ]
     memory = usage.locator("figure[data-usage=memory_mb]")
     assert "(last: 1400 MB; asked for 8192)" in memory.inner_text()
     assert memory.locator("[data-role=requested]").count() == 1
@@ -40,8 +45,9 @@ def test_the_job_page_charts_usage_and_the_clone_applies_the_advice(
 
 def test_a_lead_sees_the_utilisation_charts(page, live_server, measured_campus):  # noqa: F811
     sign_in(page, live_server.url, "lena")
-    page.goto(f"{live_server.url}/reports/utilisation/?period=custom&start=2026-11-02"
-              "&end=2026-11-03")  # fmt: skip
+    page.goto(
+        f"{live_server.url}/reports/utilisation/?period=custom&start=2026-11-02&end=2026-11-03"
+    )
     page.get_by_role("heading", name="GPU utilisation").wait_for()
     for name in ("bands", "idle"):
         chart = page.locator(f"canvas[data-chart={name}]")

@@ -90,9 +90,13 @@ def make_run(pool_is_up):
     log = var / "make-run.out"
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-c", AS_FROM_A_TERMINAL, str(REPO / "deploy/dev/run")], cwd=REPO,
-            env=environment, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+            [sys.executable, "-c", AS_FROM_A_TERMINAL, str(REPO / "deploy/dev/run")],
+            cwd=REPO,
+            env=environment,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def started() -> bool:
         assert process.poll() is None, f"deploy/dev/run exited:\n{log.read_text()}"
@@ -102,8 +106,9 @@ def make_run(pool_is_up):
         wait_for(started, timeout=300, interval=1, what="deploy/dev/run to start")
         logins = dict(re.findall(r"login: (\w+)\s+password: (\S+)", log.read_text()))
         assert set(logins) == {"student", "lead", "admin"}, log.read_text()
-        yield Stack(url=f"http://{bind}", logins=logins, log=log,
-                    live_url=f"http://127.0.0.1:{live_port}")  # fmt: skip
+        yield Stack(
+            url=f"http://{bind}", logins=logins, log=log, live_url=f"http://127.0.0.1:{live_port}"
+        )
     finally:
         process.send_signal(signal.SIGINT)  # Ctrl-C
         try:
@@ -139,8 +144,9 @@ def stop_what_it_started(var: Path, environment: dict) -> None:
                 os.kill(int(entry.name), signal.SIGKILL)
         except (OSError, ValueError):
             continue
-    subprocess.run([str(REPO / "deploy/dev/database"), "stop"], env=environment, timeout=60,
-                   check=False)  # fmt: skip
+    subprocess.run(
+        [str(REPO / "deploy/dev/database"), "stop"], env=environment, timeout=60, check=False
+    )
 
 
 def sign_in(page, stack: Stack, username: str) -> None:
@@ -187,9 +193,16 @@ class WatchedContext:
         self.too_wide: list[str] = []
         self.page = self.context.new_page()
         self.page.set_default_timeout(30_000)
-        self.page.on("console", lambda message: self.errors.append(
-            f"{self.page.url}: {message.text} ({message.location.get('url')})"
-        ) if message.type == "error" and from_the_page(message) else None)  # fmt: skip
+        self.page.on(
+            "console",
+            lambda message: (
+                self.errors.append(
+                    f"{self.page.url}: {message.text} ({message.location.get('url')})"
+                )
+                if message.type == "error" and from_the_page(message)
+                else None
+            ),
+        )
         self.page.on("pageerror", lambda error: self.errors.append(f"{self.page.url}: {error}"))
 
     def check_widths(self, url: str) -> None:
@@ -325,8 +338,11 @@ def test_a_reservation_the_lead_makes_is_published_by_the_reserved_workstations_
     watched.close()
     assert watched.errors == [], "\n".join(watched.errors)
     # deploy/dev/run points every workstation's cron job at the portal (every 30 s here).
-    wait_for(lambda: reserved_for().get("ws-fermi") == accounting_group_for("Demo lab"),
-             timeout=120, what="ws-fermi's startd to publish the reservation")  # fmt: skip
+    wait_for(
+        lambda: reserved_for().get("ws-fermi") == accounting_group_for("Demo lab"),
+        timeout=120,
+        what="ws-fermi's startd to publish the reservation",
+    )
     assert reserved_for()["ws-volta"] == "undefined"
 
 

@@ -23,8 +23,14 @@ def test_a_student_uploads_a_script_watches_it_and_downloads_the_output(
     logged_in, screenshot, tmp_path
 ):
     page = logged_in
-    submit_job(page, tmp_path, TRAINING, name="my first job", GPUs=1,
-               **{"Minimum GPU memory (GB)": 10, "Arguments": "--epochs=4"})  # fmt: skip
+    submit_job(
+        page,
+        tmp_path,
+        TRAINING,
+        name="my first job",
+        GPUs=1,
+        **{"Minimum GPU memory (GB)": 10, "Arguments": "--epochs=4"},
+    )
     page.locator("[data-role=match].ok", has_text="2 of 4 workstations (3 GPUs) match").wait_for()
     screenshot("new-job-form")
     page.get_by_role("button", name="Submit job").click()
@@ -54,8 +60,14 @@ def test_a_student_uploads_a_script_watches_it_and_downloads_the_output(
 
 def test_an_impossible_request_is_refused_with_its_reason(logged_in, screenshot, tmp_path):
     page = logged_in
-    submit_job(page, tmp_path, "print('never')\n", name="too big", GPUs=1,
-               **{"Minimum GPU memory (GB)": 200})  # fmt: skip
+    submit_job(
+        page,
+        tmp_path,
+        "print('never')\n",
+        name="too big",
+        GPUs=1,
+        **{"Minimum GPU memory (GB)": 200},
+    )
     page.locator("[data-role=match].none").wait_for()
     assert (
         "the largest GPU in the pool has 46.5 GB" in page.locator("[data-role=match]").inner_text()
@@ -93,8 +105,7 @@ def test_a_student_cancels_a_running_job_and_clones_it(logged_in, screenshot, tm
 
 def test_a_held_job_is_explained_and_can_be_released(logged_in, screenshot, tmp_path):
     page = logged_in
-    submit_job(page, tmp_path, SLEEPER, name="too slow", GPUs=0,
-               **{"Maximum runtime (minutes)": 1})  # fmt: skip
+    submit_job(page, tmp_path, SLEEPER, name="too slow", GPUs=0, **{"Maximum runtime (minutes)": 1})
     page.get_by_role("button", name="Submit job").click()
     page.locator("[data-role=state]", has_text="Held").wait_for(timeout=180_000)
     hold = page.locator("[data-role=hold]")

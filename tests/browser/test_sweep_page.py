@@ -29,9 +29,14 @@ def chart_points(page, role: str) -> list[int]:
 def test_a_student_sweeps_a_grid_and_compares_the_runs(logged_in, screenshot, tmp_path):
     page = logged_in
     grid = "lr = 0.1, 0.01, 0.001\nbatch = 32, 64"
-    submit_job(page, tmp_path, TRAINING, name="lr grid", GPUs=0,
-               **{"Arguments": "--lr\n{lr}\n--batch\n{batch}",
-                  "Parameter sweep (optional)": grid})  # fmt: skip
+    submit_job(
+        page,
+        tmp_path,
+        TRAINING,
+        name="lr grid",
+        GPUs=0,
+        **{"Arguments": "--lr\n{lr}\n--batch\n{batch}", "Parameter sweep (optional)": grid},
+    )
     page.get_by_role("button", name="Submit job").click()
     page.get_by_role("heading", name="lr grid").wait_for()
     page.get_by_text("6 runs are on their way to the pool").wait_for()
@@ -47,12 +52,16 @@ def test_a_student_sweeps_a_grid_and_compares_the_runs(logged_in, screenshot, tm
     assert "lr = 0.01, batch = 64" in best.inner_text()
     assert page.locator("tr.best").get_attribute("data-index") == "3"
     # The five best runs are overlaid at first, five steps each; ticking the sixth adds it.
-    page.wait_for_function("() => Chart.getChart(document.querySelector('[data-role=curves]'))"
-                           ".data.datasets.length === 5")  # fmt: skip
+    page.wait_for_function(
+        "() => Chart.getChart(document.querySelector('[data-role=curves]'))"
+        ".data.datasets.length === 5"
+    )
     assert chart_points(page, "curves") == [5] * 5
     page.locator("[data-role=compare]:not(:checked)").check()
-    page.wait_for_function("() => Chart.getChart(document.querySelector('[data-role=curves]'))"
-                           ".data.datasets.length === 6")  # fmt: skip
+    page.wait_for_function(
+        "() => Chart.getChart(document.querySelector('[data-role=curves]'))"
+        ".data.datasets.length === 6"
+    )
     assert chart_points(page, "scatter") == [6]
     screenshot("sweep-page")
 

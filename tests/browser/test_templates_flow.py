@@ -28,11 +28,22 @@ with open("outputs/model.txt", "w") as weights:
 """
 FORM = [
     {"name": "epochs", "type": "integer", "default": 3, "min": 1, "max": 10},
-    {"name": "learning_rate", "type": "number", "default": 0.001, "min": 1e-6, "max": 1,
-     "argument": "--lr"},
-    {"name": "optimizer", "type": "choice", "choices": ["adam", "sgd"], "default": "adam",
-     "environment": "OPTIMIZER"},
-]  # fmt: skip
+    {
+        "name": "learning_rate",
+        "type": "number",
+        "default": 0.001,
+        "min": 1e-6,
+        "max": 1,
+        "argument": "--lr",
+    },
+    {
+        "name": "optimizer",
+        "type": "choice",
+        "choices": ["adam", "sgd"],
+        "default": "adam",
+        "environment": "OPTIMIZER",
+    },
+]
 EVALUATE = """
 import os, nightshift
 print("read:", open(os.path.join(nightshift.model_path("classifier"), "model.txt")).read())
@@ -45,8 +56,12 @@ def test_a_lead_publishes_a_template_a_student_runs_it_and_a_labmate_uses_its_mo
     settings.PORTAL_URL = live_server.url  # where the workstation fetches the model from
     users = get_user_model().objects
     lab, other = LabFactory(name="NLP"), LabFactory(name="Vision")
-    for name, its_lab, role in (("lena", lab, "lead"), ("sam", lab, "member"),
-                                ("kim", lab, "member"), ("olga", other, "member")):  # fmt: skip
+    for name, its_lab, role in (
+        ("lena", lab, "lead"),
+        ("sam", lab, "member"),
+        ("kim", lab, "member"),
+        ("olga", other, "member"),
+    ):
         user = users.create_user(name, password="a-long-test-password")
         MembershipFactory(lab=its_lab, user=user, role=role)
     (tmp_path / "train.py").write_text(TRAINER)

@@ -33,9 +33,14 @@ def nightshift(cli_env, tmp_path):
 
     def run(*args: str, input: str | None = None, timeout: float = 60, **env: str) -> Run:
         done = subprocess.run(
-            [NIGHTSHIFT, *args], input=input, capture_output=True, text=True, timeout=timeout,
-            env=cli_env | env, cwd=tmp_path,
-        )  # fmt: skip
+            [NIGHTSHIFT, *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=cli_env | env,
+            cwd=tmp_path,
+        )
         return Run(done.returncode, done.stdout, done.stderr)
 
     return run

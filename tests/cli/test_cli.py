@@ -17,8 +17,9 @@ def test_login_with_a_password_saves_a_token_only_its_owner_can_read(
     nightshift, live_server, django_user_model, tmp_path
 ):
     django_user_model.objects.create_user("grace", password="a-long-test-password")
-    done = nightshift("--server", live_server.url, "login", "--username", "grace",
-                      input="a-long-test-password\n")  # fmt: skip
+    done = nightshift(
+        "--server", live_server.url, "login", "--username", "grace", input="a-long-test-password\n"
+    )
     assert done.status == 0, done.stderr
     assert f"Logged in to {live_server.url} as grace" in done.stdout
     config = tmp_path / "config" / "nightshift" / "config.json"
@@ -41,8 +42,7 @@ def test_login_with_a_pasted_token_and_logout_revokes_it(nightshift, logged_in, 
 
 
 def test_a_wrong_password_is_the_servers_message_not_a_traceback(nightshift, live_server, db):
-    done = nightshift("--server", live_server.url, "login", "--username", "nobody",
-                      input="wrong\n")  # fmt: skip
+    done = nightshift("--server", live_server.url, "login", "--username", "nobody", input="wrong\n")
     assert done.status == 1
     assert "The username or password is not right." in done.stderr
     assert "Traceback" not in done.stderr
@@ -50,8 +50,20 @@ def test_a_wrong_password_is_the_servers_message_not_a_traceback(nightshift, liv
 
 def test_submit_list_status_and_json(nightshift, logged_in, tmp_path):
     (tmp_path / "train.py").write_text("print('hi')\n")
-    done = nightshift("submit", "train.py", "--gpus", "0", "--arg", "--epochs=5", "--arg", "-v",
-                      "--env", "WANDB_MODE=offline", "--name", "first try [/]")  # fmt: skip
+    done = nightshift(
+        "submit",
+        "train.py",
+        "--gpus",
+        "0",
+        "--arg",
+        "--epochs=5",
+        "--arg",
+        "-v",
+        "--env",
+        "WANDB_MODE=offline",
+        "--name",
+        "first try [/]",
+    )
     assert done.status == 0, done.stderr
     job = Job.objects.get()
     assert job.request["arguments"] == ["--epochs=5", "-v"]
@@ -70,8 +82,9 @@ def test_submit_list_status_and_json(nightshift, logged_in, tmp_path):
 
 def test_submit_asks_for_live_services(nightshift, logged_in, tmp_path):
     (tmp_path / "serve.py").write_text("print('hi')\n")
-    done = nightshift("submit", "serve.py", "--gpus", "0", "--live", "tensorboard",
-                      "--live", "serve")  # fmt: skip
+    done = nightshift(
+        "submit", "serve.py", "--gpus", "0", "--live", "tensorboard", "--live", "serve"
+    )
     assert done.status == 0, done.stderr
     assert Job.objects.get().live_services == ("tensorboard", "serve")
     refused = nightshift("submit", "serve.py", "--gpus", "0", "--live", "ssh")
@@ -80,8 +93,16 @@ def test_submit_asks_for_live_services(nightshift, logged_in, tmp_path):
 
 def test_submit_with_a_deadline_and_a_clear_refusal_of_a_past_one(nightshift, logged_in, tmp_path):
     (tmp_path / "train.py").write_text("print('hi')\n")
-    done = nightshift("submit", "train.py", "--gpus", "0", "--max-runtime", "60",
-                      "--finish-by", "2099-12-04T17:00+00:00")  # fmt: skip
+    done = nightshift(
+        "submit",
+        "train.py",
+        "--gpus",
+        "0",
+        "--max-runtime",
+        "60",
+        "--finish-by",
+        "2099-12-04T17:00+00:00",
+    )
     assert done.status == 0, done.stderr
     assert Job.objects.get().request["finish_by_s"] == 4_100_086_800
     refused = nightshift("submit", "train.py", "--gpus", "0", "--finish-by", "2020-01-02T00:00Z")
@@ -167,5 +188,9 @@ def test_the_cli_never_imports_django(nightshift):
     probe = (
         "import sys, nightshift_cli.main; print(any(m.startswith('django') for m in sys.modules))"
     )
-    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          check=True).stdout.strip() == "False"  # fmt: skip
+    assert (
+        subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        == "False"
+    )

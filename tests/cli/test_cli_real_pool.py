@@ -28,9 +28,19 @@ sys.exit(7)
 def test_submit_wait_then_logs_then_download(nightshift, logged_in, live_pipeline, tmp_path):
     (tmp_path / "train.py").write_text(TRAIN)
     submitted = nightshift(
-        "submit", "train.py", "--gpus", "0", "--memory", "0.25", "--arg", "--epochs=2",
-        "--env", "LR=0.1", "--wait", timeout=300,
-    )  # fmt: skip
+        "submit",
+        "train.py",
+        "--gpus",
+        "0",
+        "--memory",
+        "0.25",
+        "--arg",
+        "--epochs=2",
+        "--env",
+        "LR=0.1",
+        "--wait",
+        timeout=300,
+    )
     assert submitted.status == 0, submitted.stderr
     assert "Completed" in submitted.stderr
     job = Job.objects.get()
@@ -51,8 +61,9 @@ def test_follow_streams_the_log_and_exits_with_the_jobs_code(
     nightshift, logged_in, live_pipeline, tmp_path
 ):
     (tmp_path / "fails.py").write_text(FAILS)
-    done = nightshift("submit", "fails.py", "--gpus", "0", "--memory", "0.25", "--follow",
-                      timeout=300)  # fmt: skip
+    done = nightshift(
+        "submit", "fails.py", "--gpus", "0", "--memory", "0.25", "--follow", timeout=300
+    )
     assert done.status == 7, done.stderr
     assert done.stdout == "starting\n"
     assert "Failed: the script exited with code 7." in done.stderr

@@ -10,8 +10,9 @@ def imports_run_here(fake_bridge):
     """The import task runs in place (the fake bridge's fixture makes Celery eager)."""
 
 
-def test_a_folder_is_pushed_shown_pulled_back_identical_and_deleted(nightshift, logged_in,
-                                                                    tmp_path):  # fmt: skip
+def test_a_folder_is_pushed_shown_pulled_back_identical_and_deleted(
+    nightshift, logged_in, tmp_path
+):
     write_tree(tmp_path / "pets", SAMPLE)
     pushed = nightshift("data", "push", "pets", "--name", "pets", "--description", "Cats")
     assert pushed.status == 0, pushed.stderr
@@ -59,8 +60,14 @@ def test_a_push_stopped_halfway_continues_where_it_stopped_when_run_again(
     (tmp_path / "frames").mkdir()
     (tmp_path / "frames" / "frames.bin").write_bytes(bytes(range(256)) * (size // 256))
     command = [NIGHTSHIFT, "data", "push", "frames", "--name", "frames"]
-    first = subprocess.Popen(command, env=cli_env, cwd=tmp_path, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    first = subprocess.Popen(
+        command,
+        env=cli_env,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # until some chunks have arrived, then it is killed
         upload = DatasetUpload.objects.first()
@@ -71,8 +78,9 @@ def test_a_push_stopped_halfway_continues_where_it_stopped_when_run_again(
     first.communicate()
     stopped_at = DatasetUpload.objects.get().upload_offset
     assert 0 < stopped_at < DatasetUpload.objects.get().upload_length
-    again = subprocess.run(command, env=cli_env, cwd=tmp_path, capture_output=True, text=True,
-                           timeout=120)  # fmt: skip
+    again = subprocess.run(
+        command, env=cli_env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
     assert again.returncode == 0, again.stderr
     assert "Resuming the upload at" in again.stderr
     assert "frames@1: Version 1: 1 files" in again.stdout

@@ -119,10 +119,23 @@ def gunicorn_with_a_short_keep_alive(transactional_db):
         f"{db['PORT'] or 5432}/{db['NAME']}",
     }
     server = subprocess.Popen(
-        [GUNICORN, "portal.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1",
-         "--threads", "2", "--keep-alive", "1"],
-        cwd=REPO, env=environment, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            GUNICORN,
+            "portal.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "1",
+            "--threads",
+            "2",
+            "--keep-alive",
+            "1",
+        ],
+        cwd=REPO,
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     def answers() -> bool:
         try:

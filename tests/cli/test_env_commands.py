@@ -13,8 +13,9 @@ def requirements(tmp_path):
     return path
 
 
-def test_a_student_makes_an_environment_and_a_job_uses_it(nightshift, logged_in, tmp_path,
-                                                         requirements, fake_bridge):  # fmt: skip
+def test_a_student_makes_an_environment_and_a_job_uses_it(
+    nightshift, logged_in, tmp_path, requirements, fake_bridge
+):
     done = nightshift("env", "create", "tomli", "-r", str(requirements), "--description", "TOML")
     assert done.status == 0, done.stderr
     assert "Created tomli@1: 1 packages for Python 3.13" in done.stdout

@@ -14,13 +14,24 @@ def ada_in_a_lab(logged_in):
     return logged_in
 
 
-def test_a_model_is_published_listed_shown_pulled_and_used(nightshift, ada_in_a_lab,
-                                                          finished_job, tmp_path):  # fmt: skip
+def test_a_model_is_published_listed_shown_pulled_and_used(
+    nightshift, ada_in_a_lab, finished_job, tmp_path
+):
     job = finished_job(ada_in_a_lab)
     (tmp_path / "card.md").write_text("# Sentiment\n\nA small classifier.\n")
-    published = nightshift("model", "publish", str(job.public_id), "--name", "sentiment",
-                           "--file", "outputs/model.pt", "--file", "outputs/tokenizer/vocab.txt",
-                           "--card", "card.md")  # fmt: skip
+    published = nightshift(
+        "model",
+        "publish",
+        str(job.public_id),
+        "--name",
+        "sentiment",
+        "--file",
+        "outputs/model.pt",
+        "--file",
+        "outputs/tokenizer/vocab.txt",
+        "--card",
+        "card.md",
+    )
     assert published.status == 0, published.stderr
     assert "Published nlp/sentiment@1: 2 files, sha256" in published.stdout
     listed = nightshift("model", "list")
@@ -44,29 +55,58 @@ def test_a_model_is_published_listed_shown_pulled_and_used(nightshift, ada_in_a_
 
 def test_refusals_say_why_and_exit_nonzero(nightshift, ada_in_a_lab, finished_job):
     job = finished_job(ada_in_a_lab)
-    escaping = nightshift("model", "publish", str(job.public_id), "--name", "m",
-                          "--file", "../../etc/passwd")  # fmt: skip
+    escaping = nightshift(
+        "model", "publish", str(job.public_id), "--name", "m", "--file", "../../etc/passwd"
+    )
     assert escaping.status != 0 and "is not one of the job's output files" in escaping.stderr
     assert nightshift("model", "pull", "not a reference").status != 0
     missing = nightshift("model", "show", "nlp/nothing")
     assert missing.status != 0 and "No model 'nlp/nothing' that you may use" in missing.stderr
 
 
-def test_a_matrix_evaluates_a_published_model_as_a_system(nightshift, ada_in_a_lab,
-                                                          finished_job, tmp_path):  # fmt: skip
+def test_a_matrix_evaluates_a_published_model_as_a_system(
+    nightshift, ada_in_a_lab, finished_job, tmp_path
+):
     job = finished_job(ada_in_a_lab)
-    assert nightshift("model", "publish", str(job.public_id), "--name", "sentiment",
-                      "--file", "outputs/model.pt").status == 0  # fmt: skip
+    assert (
+        nightshift(
+            "model",
+            "publish",
+            str(job.public_id),
+            "--name",
+            "sentiment",
+            "--file",
+            "outputs/model.pt",
+        ).status
+        == 0
+    )
     (tmp_path / "score.py").write_text("import sys; print(sys.argv)\n")
-    made = nightshift("matrix", "--system", "v1=score.py",
-                      "--system-model", "v1=nlp/sentiment@1", "--dataset-path",
-                      "squad=/shared/squad", "--arg", "{model}", "--gpus", "0")  # fmt: skip
+    made = nightshift(
+        "matrix",
+        "--system",
+        "v1=score.py",
+        "--system-model",
+        "v1=nlp/sentiment@1",
+        "--dataset-path",
+        "squad=/shared/squad",
+        "--arg",
+        "{model}",
+        "--gpus",
+        "0",
+    )
     assert made.status == 0, made.stderr
     [run] = Job.objects.exclude(pk=job.pk)
     assert run.request["arguments"] == ["models/sentiment"]
     assert run.source["models"][0]["reference"] == "nlp/sentiment@1"
-    wrong = nightshift("matrix", "--system", "v1=score.py", "--system-model", "v2=nlp/x",
-                       "--dataset-path", "squad=/shared/squad")  # fmt: skip
+    wrong = nightshift(
+        "matrix",
+        "--system",
+        "v1=score.py",
+        "--system-model",
+        "v2=nlp/x",
+        "--dataset-path",
+        "squad=/shared/squad",
+    )
     assert wrong.status != 0 and "--system-model names no system: v2" in wrong.stderr
 
 

@@ -25,8 +25,19 @@ def test_a_lead_prints_the_usage_table_of_their_lab(as_lead):
 
 def test_every_run_of_a_lab_named_by_name_is_saved_as_csv(as_lead, tmp_path):
     target = tmp_path / "runs.csv"
-    run = as_lead("report", "--lab", "vision", "--from", PERIOD["start"], "--to", PERIOD["end"],
-                  "--table", "records", "--csv", str(target))  # fmt: skip
+    run = as_lead(
+        "report",
+        "--lab",
+        "vision",
+        "--from",
+        PERIOD["start"],
+        "--to",
+        PERIOD["end"],
+        "--table",
+        "records",
+        "--csv",
+        str(target),
+    )
     assert run.status == 0, run.stderr
     rows = list(csv.reader(target.open()))
     assert rows[0][0] == "Job" and len(rows) == 4

@@ -18,15 +18,29 @@ def _fake_pool(fake_bridge):
 
 def test_a_grid_sweep_is_submitted_and_its_runs_listed(nightshift, logged_in, tmp_path):
     (tmp_path / "train.py").write_text("print('hi')\n")
-    done = nightshift("sweep", "train.py", "--gpus", "0", "--arg=--lr={lr}", "--arg={batch}",
-                      "--grid", "lr=0.1,0.01", "--grid", "batch=32,64",
-                      "--name", "lr sweep")  # fmt: skip
+    done = nightshift(
+        "sweep",
+        "train.py",
+        "--gpus",
+        "0",
+        "--arg=--lr={lr}",
+        "--arg={batch}",
+        "--grid",
+        "lr=0.1,0.01",
+        "--grid",
+        "batch=32,64",
+        "--name",
+        "lr sweep",
+    )
     assert done.status == 0, done.stderr
     sweep = Sweep.objects.get()
     assert "Submitted sweep “lr sweep” with 4 runs" in done.stderr
     assert sorted(tuple(r) for r in Job.objects.values_list("request__arguments", flat=True)) == [
-        ("--lr=0.01", "32"), ("--lr=0.01", "64"), ("--lr=0.1", "32"), ("--lr=0.1", "64"),
-    ]  # fmt: skip
+        ("--lr=0.01", "32"),
+        ("--lr=0.01", "64"),
+        ("--lr=0.1", "32"),
+        ("--lr=0.1", "64"),
+    ]
     listing = nightshift("sweeps")
     assert str(sweep.public_id)[:8] in listing.stdout and "lr sweep" in listing.stdout
     shown = nightshift("sweeps", str(sweep.public_id))
@@ -40,12 +54,27 @@ def test_a_grid_sweep_is_submitted_and_its_runs_listed(nightshift, logged_in, tm
 def test_rows_come_from_a_csv_and_random_samples_from_ranges(nightshift, logged_in, tmp_path):
     (tmp_path / "eval.py").write_text("print('hi')\n")
     (tmp_path / "matrix.csv").write_text("system,data\nbert,squad\nt5,glue\n")
-    rows = nightshift("sweep", "eval.py", "--gpus", "0", "--arg={system}", "--arg={data}",
-                      "--rows", "matrix.csv")  # fmt: skip
+    rows = nightshift(
+        "sweep", "eval.py", "--gpus", "0", "--arg={system}", "--arg={data}", "--rows", "matrix.csv"
+    )
     assert rows.status == 0, rows.stderr
-    drawn = nightshift("sweep", "eval.py", "--gpus", "0", "--arg={lr}", "--arg={opt}",
-                       "--random", "lr=log_uniform:1e-5:0.1", "--random", "opt=choice:adam|sgd",
-                       "--count", "5", "--seed", "3", "--json")  # fmt: skip
+    drawn = nightshift(
+        "sweep",
+        "eval.py",
+        "--gpus",
+        "0",
+        "--arg={lr}",
+        "--arg={opt}",
+        "--random",
+        "lr=log_uniform:1e-5:0.1",
+        "--random",
+        "opt=choice:adam|sgd",
+        "--count",
+        "5",
+        "--seed",
+        "3",
+        "--json",
+    )
     assert drawn.status == 0, drawn.stderr
     assert json.loads(drawn.stdout)["run_count"] == 5
     assert Job.objects.filter(parameters__system="t5", parameters__data="glue").exists()
@@ -80,18 +109,32 @@ def test_an_evaluation_matrix_from_the_command_line(nightshift, logged_in, tmp_p
     (tmp_path / "bert" / "eval.py").write_text("print('bert')\n")
     (tmp_path / "t5.py").write_text("print('t5')\n")
     (tmp_path / "tiny.csv").write_text("1,2\n")
-    done = nightshift("matrix", "--gpus", "0", "--name", "eval", "--arg={system}",
-                      "--system", "bert=bert", "--system", "t5=t5.py",
-                      "--system-entry", "bert=python eval.py --data {dataset}",
-                      "--dataset", "tiny=tiny.csv",
-                      "--dataset-path", "squad=/shared/squad")  # fmt: skip
+    done = nightshift(
+        "matrix",
+        "--gpus",
+        "0",
+        "--name",
+        "eval",
+        "--arg={system}",
+        "--system",
+        "bert=bert",
+        "--system",
+        "t5=t5.py",
+        "--system-entry",
+        "bert=python eval.py --data {dataset}",
+        "--dataset",
+        "tiny=tiny.csv",
+        "--dataset-path",
+        "squad=/shared/squad",
+    )
     assert done.status == 0, done.stderr
     assert "2 systems by 2 datasets, 4 runs" in done.stderr
     runs = {(job.parameters["system"], job.parameters["dataset"]): job for job in Job.objects.all()}
     assert runs[("bert", "squad")].request["arguments"] == ["--data", "/shared/squad", "bert"]
     assert (runs[("t5", "tiny")].directory / "dataset" / "tiny.csv").read_text() == "1,2\n"
-    wrong = nightshift("matrix", "--system", "a=t5.py", "--system-entry", "b=python x.py",
-                       "--dataset-path", "d=/d")  # fmt: skip
+    wrong = nightshift(
+        "matrix", "--system", "a=t5.py", "--system-entry", "b=python x.py", "--dataset-path", "d=/d"
+    )
     assert wrong.status != 0 and "--system-entry names no system: b" in wrong.stderr
 
 
@@ -100,17 +143,34 @@ def test_a_study_is_started_from_the_command_line(nightshift, logged_in, tmp_pat
 
     monkeypatch.setattr(studies, "_enqueue_advance", lambda sweep_pk: None)
     (tmp_path / "train.py").write_text("print('hi')\n")
-    done = nightshift("study", "train.py", "--gpus", "0", "--arg=--lr={lr}", "--arg={layers}",
-                      "--space", "lr=log_uniform:1e-5:0.1", "--space", "layers=int_uniform:2:8",
-                      "--objective", "val_loss", "--trials", "6", "--parallel", "2",
-                      "--seed", "3")  # fmt: skip
+    done = nightshift(
+        "study",
+        "train.py",
+        "--gpus",
+        "0",
+        "--arg=--lr={lr}",
+        "--arg={layers}",
+        "--space",
+        "lr=log_uniform:1e-5:0.1",
+        "--space",
+        "layers=int_uniform:2:8",
+        "--objective",
+        "val_loss",
+        "--trials",
+        "6",
+        "--parallel",
+        "2",
+        "--seed",
+        "3",
+    )
     assert done.status == 0, done.stderr
     assert "up to 6 trials, 2 at a time" in done.stderr
     sweep = Sweep.objects.get()
     assert sweep.definition["space"]["layers"] == {"kind": "int_uniform", "low": 2, "high": 8}
     assert (sweep.definition["objective"], sweep.definition["direction"]) == (
-        "val_loss", "minimize"
-    )  # fmt: skip
+        "val_loss",
+        "minimize",
+    )
     bad = nightshift("study", "train.py", "--objective", "loss", "--space", "lr=gauss:1:2")
     assert bad.status != 0 and "the kind is uniform" in bad.stderr
 

@@ -30,13 +30,29 @@ def project(tmp_path):
 
 
 def publish(nightshift, *extra):
-    return nightshift("template", "publish", "finetune", "--lab", "NLP", "--name", "finetune",
-                      "--title", "Fine-tune a text classifier", "--entry", "python train.py",
-                      "--parameters", "form.json", "--card", "card.md", *extra)  # fmt: skip
+    return nightshift(
+        "template",
+        "publish",
+        "finetune",
+        "--lab",
+        "NLP",
+        "--name",
+        "finetune",
+        "--title",
+        "Fine-tune a text classifier",
+        "--entry",
+        "python train.py",
+        "--parameters",
+        "form.json",
+        "--card",
+        "card.md",
+        *extra,
+    )
 
 
-def test_a_lead_publishes_and_a_run_takes_its_parameters(nightshift, ada_leads_a_lab, project,
-                                                         fake_bridge):  # fmt: skip
+def test_a_lead_publishes_and_a_run_takes_its_parameters(
+    nightshift, ada_leads_a_lab, project, fake_bridge
+):
     published = publish(nightshift)
     assert published.status == 0, published.stderr
     said = "Published nlp/finetune@1: Fine-tune a text classifier, 4 parameters."
@@ -47,16 +63,25 @@ def test_a_lead_publishes_and_a_run_takes_its_parameters(nightshift, ada_leads_a
     assert "--param epochs: integer 1..20, default 3" in shown.stdout
     assert "optimizer: choice (adam | sgd), default adam" in shown.stdout
     assert "Give it reviews." in shown.stdout
-    ran = nightshift("run", "nlp/finetune", "--param", "epochs=7", "--param", "optimizer=sgd",
-                     "--name", "from the cli")  # fmt: skip
+    ran = nightshift(
+        "run",
+        "nlp/finetune",
+        "--param",
+        "epochs=7",
+        "--param",
+        "optimizer=sgd",
+        "--name",
+        "from the cli",
+    )
     assert ran.status == 0, ran.stderr
     job = Job.objects.get(name="from the cli")
     assert job.request["arguments"] == ["--epochs=7", "--lr=0.001"]
     assert job.parameters == {"epochs": 7, "learning_rate": 0.001, "optimizer": "sgd"}
 
 
-def test_a_bad_value_is_refused_with_the_reason_and_nothing_runs(nightshift, ada_leads_a_lab,
-                                                                project, fake_bridge):  # fmt: skip
+def test_a_bad_value_is_refused_with_the_reason_and_nothing_runs(
+    nightshift, ada_leads_a_lab, project, fake_bridge
+):
     assert publish(nightshift).status == 0
     refused = nightshift("run", "finetune", "--param", "epochs=$(reboot)")
     assert refused.status != 0
@@ -68,8 +93,9 @@ def test_a_bad_value_is_refused_with_the_reason_and_nothing_runs(nightshift, ada
     assert not Job.objects.exists()
 
 
-def test_a_model_is_served_with_the_template_that_made_it(nightshift, ada_leads_a_lab, project,
-                                                         fake_bridge):  # fmt: skip
+def test_a_model_is_served_with_the_template_that_made_it(
+    nightshift, ada_leads_a_lab, project, fake_bridge
+):
     from condor_bridge import JobState as Condor
     from jobs import sync
 
@@ -82,8 +108,18 @@ def test_a_model_is_served_with_the_template_that_made_it(nightshift, ada_leads_
     fake_bridge.set_state(str(job.public_id), Condor.RUNNING)
     fake_bridge.set_state(str(job.public_id), Condor.COMPLETED, exit_code=0)
     sync.jobs_sync()
-    assert nightshift("model", "publish", str(job.public_id), "--name", "sentiment",
-                      "--file", "outputs/model.pt").status == 0  # fmt: skip
+    assert (
+        nightshift(
+            "model",
+            "publish",
+            str(job.public_id),
+            "--name",
+            "sentiment",
+            "--file",
+            "outputs/model.pt",
+        ).status
+        == 0
+    )
     served = nightshift("model", "serve", "nlp/sentiment")
     assert served.status == 0, served.stderr
     assert "Serving nlp/sentiment@1 as job" in served.stdout

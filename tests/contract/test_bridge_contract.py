@@ -39,8 +39,9 @@ def bridge(request):
 
 def job_request(bridge, script=SLEEPER, **fields) -> JobRequest:
     job_id, directory = make_job_dir(settings.JOBS_DIR, script, uid=settings.JOB_DIR_UID)
-    return JobRequest(job_id=job_id, job_dir=str(directory), script_name="train.py",
-                      memory_mb=256, **fields)  # fmt: skip
+    return JobRequest(
+        job_id=job_id, job_dir=str(directory), script_name="train.py", memory_mb=256, **fields
+    )
 
 
 def test_a_submitted_job_can_be_found_by_its_nightshift_id(bridge):
@@ -173,8 +174,11 @@ def test_a_schedd_the_collector_does_not_list_answers_nothing_for_it(kind):
         from condor_bridge.schedd import HTCondorBridge
 
         def real(name: str | None = None) -> HTCondorBridge:
-            return HTCondorBridge(collector=settings.CONDOR_COLLECTOR, schedd_name=name,
-                                  token_dir=str(settings.CONDOR_TOKEN_DIR))  # fmt: skip
+            return HTCondorBridge(
+                collector=settings.CONDOR_COLLECTOR,
+                schedd_name=name,
+                token_dir=str(settings.CONDOR_TOKEN_DIR),
+            )
 
         # A name on the same host as a schedd that runs: the collector is asked, and says
         # nothing (rather than the host not resolving).
@@ -243,10 +247,15 @@ def test_htcondors_accounting_counts_a_vacated_run_as_wall_time_not_committed(br
     # The schedd may show the job completed an instant before it adds the last run's wall
     # time (seen under load); the accounting tolerates that, this waits for the final ad.
     done = wait_for(
-        lambda: (job := bridge.find(request.job_id)) and job.committed_time_s > 0
-        and job.wall_time_s >= evicted.wall_time_s + job.committed_time_s - 1 and job,
-        timeout=30, what="the completed run's wall time",
-    )  # fmt: skip
+        lambda: (
+            (job := bridge.find(request.job_id))
+            and job.committed_time_s > 0
+            and job.wall_time_s >= evicted.wall_time_s + job.committed_time_s - 1
+            and job
+        ),
+        timeout=30,
+        what="the completed run's wall time",
+    )
     assert done.state is JobState.COMPLETED
 
 
@@ -269,9 +278,16 @@ def sweep_runs(bridge, values: list[str]) -> list[JobRequest]:
     runs = []
     for value in values:
         job_id, directory = make_job_dir(settings.JOBS_DIR, SLEEPER, uid=settings.JOB_DIR_UID)
-        runs.append(JobRequest(job_id=job_id, job_dir=str(directory), script_name="train.py",
-                               memory_mb=256, arguments=("--lr", value),
-                               environment=(("TAG", f"run {value}"),)))  # fmt: skip
+        runs.append(
+            JobRequest(
+                job_id=job_id,
+                job_dir=str(directory),
+                script_name="train.py",
+                memory_mb=256,
+                arguments=("--lr", value),
+                environment=(("TAG", f"run {value}"),),
+            )
+        )
     return runs
 
 
@@ -317,9 +333,14 @@ def test_removing_a_sweep_removes_every_run_still_queued_and_nothing_else(bridge
     [other] = sweep_runs(bridge, ["4"])
     bridge.submit(other)
     bridge.remove_sweep(sweep_id, reason="contract")
-    finished = wait_for(lambda: len(bridge.finished_jobs([r.job_id for r in runs])) == 3 and
-                        bridge.finished_jobs([r.job_id for r in runs]),
-                        timeout=60, what="the sweep's runs in history")  # fmt: skip
+    finished = wait_for(
+        lambda: (
+            len(bridge.finished_jobs([r.job_id for r in runs])) == 3
+            and bridge.finished_jobs([r.job_id for r in runs])
+        ),
+        timeout=60,
+        what="the sweep's runs in history",
+    )
     assert {job.state for job in finished} == {JobState.REMOVED}
     assert [job.job_id for job in bridge.active_jobs()] == [other.job_id]
     with pytest.raises(ValueError, match="sweep id"):
@@ -351,9 +372,22 @@ def _measured(bridge, job_id, read, what, **figures):
         getattr(u, name) is not None for u in read() if u.job_id == job_id for name in figures
     ):
         bridge.set_usage(job_id, **figures)
-    return wait_for(lambda: next((u for u in read() if u.job_id == job_id and all(
-        getattr(u, name) is not None and getattr(u, name) >= value * 0.95
-        for name, value in figures.items())), None), timeout=90, what=what)  # fmt: skip
+    return wait_for(
+        lambda: next(
+            (
+                u
+                for u in read()
+                if u.job_id == job_id
+                and all(
+                    getattr(u, name) is not None and getattr(u, name) >= value * 0.95
+                    for name, value in figures.items()
+                )
+            ),
+            None,
+        ),
+        timeout=90,
+        what=what,
+    )
 
 
 def test_a_running_jobs_usage_shows_its_memory_beside_what_it_asked_for(bridge):
@@ -361,8 +395,14 @@ def test_a_running_jobs_usage_shows_its_memory_beside_what_it_asked_for(bridge):
     request = dataclasses.replace(request, memory_mb=512, cpus=1)
     bridge.submit(request)
     _move(bridge, request.job_id, JobState.RUNNING)
-    usage = _measured(bridge, request.job_id, bridge.running_usage, "the job's memory",
-                      memory_mb=200, memory_peak_mb=200)  # fmt: skip
+    usage = _measured(
+        bridge,
+        request.job_id,
+        bridge.running_usage,
+        "the job's memory",
+        memory_mb=200,
+        memory_peak_mb=200,
+    )
     assert usage.state is JobState.RUNNING and usage.in_queue
     assert usage.run_started_at is not None and usage.workstation
     assert (usage.cpus_requested, usage.memory_requested_mb) == (1, 512)
@@ -377,8 +417,9 @@ def test_a_finished_jobs_usage_keeps_its_peak(bridge):
         bridge.set_state(request.job_id, JobState.RUNNING)
         bridge.set_usage(request.job_id, memory_peak_mb=201)
     _move(bridge, request.job_id, JobState.COMPLETED)
-    [usage] = wait_for(lambda: bridge.finished_usage([request.job_id]), timeout=60,
-                       what="the finished job's usage")  # fmt: skip
+    [usage] = wait_for(
+        lambda: bridge.finished_usage([request.job_id]), timeout=60, what="the finished job's usage"
+    )
     assert not usage.in_queue and usage.state is JobState.COMPLETED
     assert usage.memory_peak_mb >= 190
     assert usage.run_started_at is None
@@ -405,8 +446,14 @@ def test_a_gpu_jobs_usage_carries_the_gpu_monitors_figures(bridge):
         bridge.set_usage(request.job_id, gpus_used=0.35, gpu_memory_peak_mb=3100)
     # HTCondor's figure is the run's average: it climbs towards 35 % from the monitor's first
     # readings, some of which came before the job set its load.
-    usage = _measured(bridge, request.job_id, bridge.running_usage, "the GPU monitor's figures",
-                      gpus_used=0.2, gpu_memory_peak_mb=3100)  # fmt: skip
+    usage = _measured(
+        bridge,
+        request.job_id,
+        bridge.running_usage,
+        "the GPU monitor's figures",
+        gpus_used=0.2,
+        gpu_memory_peak_mb=3100,
+    )
     assert usage.gpus_requested == 1
     assert 0.2 <= usage.gpus_used <= 0.36
     assert usage.gpu_memory_peak_mb == 3100
@@ -416,13 +463,21 @@ def test_a_job_over_its_memory_is_held_with_the_peak_it_reached(bridge):
     # Its own submitter: the schedd hands a finished or removed job's claim to the same
     # submitter's next idle job that fits, and a slot carved for another test's 256 MB job
     # holds this one's 200 MB without complaint (seen in CI: never held in 90 s).
-    request = job_request(bridge, script=MEMORY_HOG.format(seconds=120),
-                          accounting_user=f"hog-{uuid.uuid4().hex[:8]}")  # fmt: skip
+    request = job_request(
+        bridge, script=MEMORY_HOG.format(seconds=120), accounting_user=f"hog-{uuid.uuid4().hex[:8]}"
+    )
     request = dataclasses.replace(request, memory_mb=128)
     bridge.submit(request)
-    held = _move(bridge, request.job_id, JobState.HELD, hold_reason_code=21,
-                 hold_reason_subcode=102, held_memory_mb=201, held_disk_mb=8,
-                 hold_reason="memory usage exceeded request_memory")  # fmt: skip
+    held = _move(
+        bridge,
+        request.job_id,
+        JobState.HELD,
+        hold_reason_code=21,
+        hold_reason_subcode=102,
+        held_memory_mb=201,
+        held_disk_mb=8,
+        hold_reason="memory usage exceeded request_memory",
+    )
     assert (held.hold_reason_code, held.hold_reason_subcode) == (21, 102)
     assert held.held_memory_mb > 128 and held.held_disk_mb > 0
     running = job_request(bridge)
@@ -452,9 +507,11 @@ def stopping_spool_bridge(request, monkeypatch):
 
     monkeypatch.setattr("condor_bridge.schedd.htcondor2.Schedd.spool", stop)
     bridge = HTCondorBridge(
-        collector=settings.CONDOR_COLLECTOR, token_dir=str(settings.CONDOR_TOKEN_DIR),
-        mode=FileMode.SPOOL, instance=instance,
-    )  # fmt: skip
+        collector=settings.CONDOR_COLLECTOR,
+        token_dir=str(settings.CONDOR_TOKEN_DIR),
+        mode=FileMode.SPOOL,
+        instance=instance,
+    )
     bridge.resume = monkeypatch.undo
     yield bridge
     for job in bridge.active_jobs():

@@ -47,8 +47,9 @@ def test_the_hash_is_the_archives_own_and_the_archive_holds_exactly_the_files(tm
         assert all(m.isfile() and m.mode == 0o444 and m.mtime == 0 for m in members)
         body = archive.extractfile("train.csv").read().decode()
     assert body == SAMPLE["train.csv"]
-    assert digest.size_bytes == sum(len(v if isinstance(v, bytes) else v.encode())
-                                    for v in SAMPLE.values())  # fmt: skip
+    assert digest.size_bytes == sum(
+        len(v if isinstance(v, bytes) else v.encode()) for v in SAMPLE.values()
+    )
 
 
 def test_links_are_refused_even_inside_the_dataset(tmp_path):

@@ -15,10 +15,17 @@ def imports_run_here(fake_bridge):
 
 
 def submit(client, body, **fields):
-    return client.post(reverse("datasets:new"), {
-        "name": "cats", "description": "Cats and dogs", "visibility": "private",
-        "file": upload(body), **fields,
-    }, follow=True)  # fmt: skip
+    return client.post(
+        reverse("datasets:new"),
+        {
+            "name": "cats",
+            "description": "Cats and dogs",
+            "visibility": "private",
+            "file": upload(body),
+            **fields,
+        },
+        follow=True,
+    )
 
 
 def test_an_upload_through_the_form_ends_on_the_datasets_page_with_its_preview(student_client):
@@ -30,8 +37,9 @@ def test_an_upload_through_the_form_ends_on_the_datasets_page_with_its_preview(s
     assert "cats" in dataset_url and "4 files" in dataset_url
 
 
-def test_a_thumbnail_is_a_png_for_those_who_may_see_the_dataset(student_client, client,
-                                                                other_student):  # fmt: skip
+def test_a_thumbnail_is_a_png_for_those_who_may_see_the_dataset(
+    student_client, client, other_student
+):
     submit(student_client, zip_of(SAMPLE))
     from datasets.models import Dataset
 
@@ -40,8 +48,10 @@ def test_a_thumbnail_is_a_png_for_those_who_may_see_the_dataset(student_client, 
     response = student_client.get(url)
     assert response["Content-Type"] == "image/png"
     assert b"".join(response.streaming_content).startswith(b"\x89PNG")
-    assert student_client.get(reverse("datasets:thumbnail", args=[dataset.pk, 1, 9])).status_code \
-        == 404  # fmt: skip
+    assert (
+        student_client.get(reverse("datasets:thumbnail", args=[dataset.pk, 1, 9])).status_code
+        == 404
+    )
     client.force_login(other_student)
     assert client.get(url).status_code == 404
 
@@ -53,21 +63,33 @@ def test_a_failed_import_says_why_and_keeps_nothing(student_client):
 
 
 def test_a_bad_name_is_shown_beside_the_field(student_client):
-    response = student_client.post(reverse("datasets:new"), {
-        "name": "no/slashes", "visibility": "private", "file": upload(b"x", "a.txt"),
-    })  # fmt: skip
+    response = student_client.post(
+        reverse("datasets:new"),
+        {
+            "name": "no/slashes",
+            "visibility": "private",
+            "file": upload(b"x", "a.txt"),
+        },
+    )
     assert response.status_code == 400
     assert "Use letters, digits and . _ -" in response.content.decode()
 
 
-def test_the_shared_folder_field_appears_only_where_the_site_has_one(student_client, settings,
-                                                                      tmp_path):  # fmt: skip
+def test_the_shared_folder_field_appears_only_where_the_site_has_one(
+    student_client, settings, tmp_path
+):
     assert 'name="path"' not in student_client.get(reverse("datasets:new")).content.decode()
     settings.DATASET_ROOTS = [tmp_path / "shared"]
     folder = write_tree(tmp_path / "shared" / "mini", SAMPLE)
-    page = student_client.post(reverse("datasets:new"), {
-        "name": "mini", "visibility": "private", "path": str(folder),
-    }, follow=True).content.decode()  # fmt: skip
+    page = student_client.post(
+        reverse("datasets:new"),
+        {
+            "name": "mini",
+            "visibility": "private",
+            "path": str(folder),
+        },
+        follow=True,
+    ).content.decode()
     assert "linked into jobs" in page and str(folder) in page
 
 

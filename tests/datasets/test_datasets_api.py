@@ -19,8 +19,11 @@ def imports_run_here(fake_bridge):
 
 
 def push(api, name="cats", body=None, filename="data.zip", **fields):
-    return api.post(DATASETS, {"name": name, "file": upload(body or zip_of(SAMPLE), filename),
-                               **fields}, format="multipart")  # fmt: skip
+    return api.post(
+        DATASETS,
+        {"name": name, "file": upload(body or zip_of(SAMPLE), filename), **fields},
+        format="multipart",
+    )
 
 
 def test_an_upload_is_accepted_followed_and_becomes_a_version(api):
@@ -30,8 +33,11 @@ def test_an_upload_is_accepted_followed_and_becomes_a_version(api):
     assert (followed["state"], followed["version"], followed["percent"]) == ("done", "cats@1", 100)
     body = api.get(reverse("api:dataset-detail", args=["cats"])).json()
     [version] = body["versions"]
-    assert (body["owner"], body["visibility"], body["description"]) == ("student", "private",
-                                                                        "Cats")  # fmt: skip
+    assert (body["owner"], body["visibility"], body["description"]) == (
+        "student",
+        "private",
+        "Cats",
+    )
     assert (version["file_count"], len(version["sha256"])) == (4, 64)
     tables = {t["path"]: t["rows"] for t in version["preview"]["tables"]}
     assert tables["train.csv"][0] == ["x", "y"]
@@ -87,9 +93,12 @@ def test_visibility_decides_who_sees_a_dataset(api, student):
             status = client.get(reverse("api:dataset-detail", args=[name])).status_code
             assert status == (200 if name in seen[role] else 404), (role, name)
     assert seen == {
-        "owner": ["lab-cats", "private-cats"], "lab member": ["lab-cats"], "lead": ["lab-cats"],
-        "other lab": [], "admin": ["lab-cats", "private-cats"],
-    }  # fmt: skip
+        "owner": ["lab-cats", "private-cats"],
+        "lab member": ["lab-cats"],
+        "lead": ["lab-cats"],
+        "other lab": [],
+        "admin": ["lab-cats", "private-cats"],
+    }
     from rest_framework.test import APIClient
 
     assert APIClient().get(DATASETS).status_code == 401

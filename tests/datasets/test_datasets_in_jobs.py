@@ -26,14 +26,20 @@ def eager(fake_bridge):
 
 
 def push(api, name="cats", files=None, **fields):
-    response = api.post(reverse("api:dataset-list"), {"name": name, "file": upload(zip_of(
-        files or SAMPLE)), **fields}, format="multipart")  # fmt: skip
+    response = api.post(
+        reverse("api:dataset-list"),
+        {"name": name, "file": upload(zip_of(files or SAMPLE)), **fields},
+        format="multipart",
+    )
     assert response.status_code == 202, response.json()
 
 
 def submit(api, datasets, **fields):
-    return api.post(JOBS, {"name": "reader", "gpus": 0, "script": script_upload(),
-                           "datasets": datasets, **fields}, format="multipart")  # fmt: skip
+    return api.post(
+        JOBS,
+        {"name": "reader", "gpus": 0, "script": script_upload(), "datasets": datasets, **fields},
+        format="multipart",
+    )
 
 
 def refusal(response) -> str:
@@ -42,10 +48,21 @@ def refusal(response) -> str:
     return message
 
 
-@pytest.mark.parametrize("hostile", [
-    "../../etc", "cats/../dogs", "$(touch /tmp/x)", "cats@1;rm -rf /", "cats\nqueue 5",
-    "cats@-1", "cats@", "@1", "cats@1@2", "ca ts",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "../../etc",
+        "cats/../dogs",
+        "$(touch /tmp/x)",
+        "cats@1;rm -rf /",
+        "cats\nqueue 5",
+        "cats@-1",
+        "cats@",
+        "@1",
+        "cats@1@2",
+        "ca ts",
+    ],
+)
 def test_a_hostile_reference_is_refused_and_no_job_is_made(api, hostile):
     push(api)
     message = refusal(submit(api, [hostile]))
@@ -84,8 +101,17 @@ def test_a_project_with_its_own_datasets_folder_of_that_name_is_refused(api):
             info.size = len(body)
             archive.addfile(info, io.BytesIO(body))
     project = upload(out.getvalue(), "project.tar.gz")
-    response = api.post(JOBS, {"name": "p", "gpus": 0, "script": project, "datasets": ["cats"],
-                               "entry_command": "python train.py"}, format="multipart")  # fmt: skip
+    response = api.post(
+        JOBS,
+        {
+            "name": "p",
+            "gpus": 0,
+            "script": project,
+            "datasets": ["cats"],
+            "entry_command": "python train.py",
+        },
+        format="multipart",
+    )
     assert "The project has its own datasets/cats" in refusal(response)
 
 
@@ -99,8 +125,13 @@ def test_a_lab_members_dataset_is_used_and_the_record_keeps_its_version_and_hash
     assert response.status_code == 201, response.json()
     [record] = response.json()["reproducibility"]["datasets"]
     version = Dataset.objects.get(name="shared-cats").versions.get()
-    assert record == {"reference": "shared-cats@1", "sha256": version.sha256, "kind": "archive",
-                      "size_bytes": version.size_bytes, "file_count": 4}  # fmt: skip
+    assert record == {
+        "reference": "shared-cats@1",
+        "sha256": version.sha256,
+        "kind": "archive",
+        "size_bytes": version.size_bytes,
+        "file_count": 4,
+    }
 
 
 def test_a_clone_and_a_rerun_keep_the_version_the_job_read(api):
@@ -111,8 +142,9 @@ def test_a_clone_and_a_rerun_keep_the_version_the_job_read(api):
     rerun = api.post(reverse("api:job-rerun", args=[job.public_id]), format="json")
     assert rerun.status_code == 201, rerun.json()
     assert [d["reference"] for d in rerun.json()["reproducibility"]["datasets"]] == ["cats@1"]
-    latest = api.post(reverse("api:job-clone", args=[job.public_id]), {"datasets": ["cats"]},
-                      format="json")  # fmt: skip
+    latest = api.post(
+        reverse("api:job-clone", args=[job.public_id]), {"datasets": ["cats"]}, format="json"
+    )
     assert [d["reference"] for d in latest.json()["reproducibility"]["datasets"]] == ["cats@2"]
 
 
@@ -132,10 +164,18 @@ def test_a_dataset_in_use_by_a_job_that_has_not_ended_cannot_be_deleted(api):
 
 def test_a_sweeps_runs_share_the_list_and_each_has_its_own_credential(api):
     push(api)
-    response = api.post(reverse("api:sweep-list"), {
-        "name": "grid", "gpus": 0, "script": script_upload(), "datasets": ["cats"],
-        "parameters": json.dumps({"grid": {"lr": [0.1, 0.2]}}), "arguments": ["--lr={lr}"],
-    }, format="multipart")  # fmt: skip
+    response = api.post(
+        reverse("api:sweep-list"),
+        {
+            "name": "grid",
+            "gpus": 0,
+            "script": script_upload(),
+            "datasets": ["cats"],
+            "parameters": json.dumps({"grid": {"lr": [0.1, 0.2]}}),
+            "arguments": ["--lr={lr}"],
+        },
+        format="multipart",
+    )
     assert response.status_code == 201, response.json()
     runs = list(Sweep.objects.get().runs.order_by("sweep_index"))
     manifests = [(run.directory / ".nightshift" / DATASETS_MANIFEST) for run in runs]
@@ -154,8 +194,14 @@ def test_the_form_offers_the_datasets_one_may_use_and_submits_with_them(client, 
     client.force_login(student)
     page = client.get(reverse("jobs:new")).content.decode()
     assert 'name="datasets" value="cats"' in page and "cats (version 1," in page
-    form = {"name": "reader", "gpus": 0, "cpus": 1, "memory_gb": 1, "script": script_upload(),
-            "datasets": ["cats"]}  # fmt: skip
+    form = {
+        "name": "reader",
+        "gpus": 0,
+        "cpus": 1,
+        "memory_gb": 1,
+        "script": script_upload(),
+        "datasets": ["cats"],
+    }
     response = client.post(reverse("jobs:new"), form)
     assert response.status_code == 302, response.content.decode()[:3000]
     assert Job.objects.get().source["datasets"][0]["reference"] == "cats@1"

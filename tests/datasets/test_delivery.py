@@ -44,17 +44,27 @@ def portal(live_server, settings, fake_bridge):
 
 
 def push(api, name="cats", files=None):
-    response = api.post(reverse("api:dataset-list"),
-                        {"name": name, "file": upload(zip_of(files or SAMPLE))},
-                        format="multipart")  # fmt: skip
+    response = api.post(
+        reverse("api:dataset-list"),
+        {"name": name, "file": upload(zip_of(files or SAMPLE))},
+        format="multipart",
+    )
     assert response.status_code == 202, response.json()
     return response.json()
 
 
 def submit(api, *, datasets=("cats",), script=READER, **fields) -> Job:
-    response = api.post(reverse("api:job-list"), {"name": "reader", "gpus": 0, "script":
-                        script_upload(script), "datasets": list(datasets), **fields},
-                        format="multipart")  # fmt: skip
+    response = api.post(
+        reverse("api:job-list"),
+        {
+            "name": "reader",
+            "gpus": 0,
+            "script": script_upload(script),
+            "datasets": list(datasets),
+            **fields,
+        },
+        format="multipart",
+    )
     assert response.status_code == 201, response.json()
     return Job.objects.get(public_id=response.json()["id"])
 
@@ -62,16 +72,26 @@ def submit(api, *, datasets=("cats",), script=READER, **fields) -> Job:
 def launch(job: Job, cache: Path | None, **extra) -> subprocess.CompletedProcess:
     """The job's launcher, a real process, with the arguments and environment values its
     submit description gives it (the pool's tests take the same path through HTCondor)."""
-    environment = {key: value for key, value in os.environ.items()
-                   if not key.startswith("NIGHTSHIFT_")}  # fmt: skip
-    environment.update(PYTHONPATH=".nightshift", NIGHTSHIFT_JOB_ID=str(job.public_id),
-                       **dict(job.request.get("environment") or []), **extra)  # fmt: skip
+    environment = {
+        key: value for key, value in os.environ.items() if not key.startswith("NIGHTSHIFT_")
+    }
+    environment.update(
+        PYTHONPATH=".nightshift",
+        NIGHTSHIFT_JOB_ID=str(job.public_id),
+        **dict(job.request.get("environment") or []),
+        **extra,
+    )
     if cache is not None:  # without, as on a workstation without the kit's cache
         environment["NIGHTSHIFT_DATA_CACHE"] = str(cache)
-    command = [sys.executable, ".nightshift/launch.py", job.request["script_name"],
-               *job.request.get("arguments", [])]  # fmt: skip
-    return subprocess.run(command, cwd=job.directory, env=environment, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    command = [
+        sys.executable,
+        ".nightshift/launch.py",
+        job.request["script_name"],
+        *job.request.get("arguments", []),
+    ]
+    return subprocess.run(
+        command, cwd=job.directory, env=environment, capture_output=True, text=True, timeout=120
+    )
 
 
 def delivered(job: Job) -> list[dict]:
@@ -98,8 +118,10 @@ def test_a_job_reads_its_dataset_by_name_and_a_second_job_reuses_the_workstation
     again = launch(second, cache)
     assert again.returncode == 0, again.stderr
     assert (delivered(second)[0]["how"], delivered(second)[0]["bytes_received"]) == ("reused", 0)
-    assert "reusing this workstation's copy, nothing fetched" in (
-        second.directory / ".nightshift" / "install.log").read_text()  # fmt: skip
+    assert (
+        "reusing this workstation's copy, nothing fetched"
+        in (second.directory / ".nightshift" / "install.log").read_text()
+    )
     # The portal sent the archive once, to the first job.
     assert list(DatasetDelivery.objects.values_list("job_id", flat=True)) == [first.pk]
 
@@ -114,16 +136,26 @@ def test_jobs_that_start_together_fetch_once(api, portal, tmp_path):
     push(api)
     jobs = [submit(api) for _ in range(4)]
     cache = tmp_path / "cache"
-    environment = {key: value for key, value in os.environ.items()
-                   if not key.startswith("NIGHTSHIFT_")}  # fmt: skip
+    environment = {
+        key: value for key, value in os.environ.items() if not key.startswith("NIGHTSHIFT_")
+    }
     running = []
     for job in jobs:
-        running.append(subprocess.Popen(
-            [sys.executable, ".nightshift/launch.py", job.request["script_name"]],
-            cwd=job.directory, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**environment, "PYTHONPATH": ".nightshift", "NIGHTSHIFT_DATA_CACHE": str(cache),
-                 "NIGHTSHIFT_JOB_ID": str(job.public_id)},
-        ))  # fmt: skip
+        running.append(
+            subprocess.Popen(
+                [sys.executable, ".nightshift/launch.py", job.request["script_name"]],
+                cwd=job.directory,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env={
+                    **environment,
+                    "PYTHONPATH": ".nightshift",
+                    "NIGHTSHIFT_DATA_CACHE": str(cache),
+                    "NIGHTSHIFT_JOB_ID": str(job.public_id),
+                },
+            )
+        )
     for process in running:
         out, errors = process.communicate(timeout=120)
         assert process.returncode == 0, errors
@@ -196,8 +228,9 @@ def test_the_cache_stays_under_its_cap_by_removing_what_was_used_longest_ago(api
 def test_a_shared_folder_dataset_is_linked_never_copied(api, portal, settings, tmp_path):
     settings.DATASET_ROOTS = [tmp_path / "shared"]
     folder = write_tree(tmp_path / "shared" / "cats", SAMPLE)
-    response = api.post(reverse("api:dataset-list"), {"name": "cats", "path": str(folder)},
-                        format="json")  # fmt: skip
+    response = api.post(
+        reverse("api:dataset-list"), {"name": "cats", "path": str(folder)}, format="json"
+    )
     assert response.status_code == 202
     job = submit(api)
     ran = launch(job, tmp_path / "cache")
@@ -218,8 +251,11 @@ def test_only_a_running_jobs_own_credential_fetches_only_its_own_datasets(api, p
     assert oct((job.directory / ".nightshift" / CREDENTIAL_FILE).stat().st_mode & 0o777) == "0o600"
 
     def fetch(sha256, token):
-        return requests.get(f"{portal.url}/api/v1/dataset-delivery/{sha256}.tar",
-                            headers={"Authorization": f"Bearer {token}"}, timeout=30)  # fmt: skip
+        return requests.get(
+            f"{portal.url}/api/v1/dataset-delivery/{sha256}.tar",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+        )
 
     ok = fetch(cats["sha256"], credential)
     assert ok.status_code == 200 and ok.headers["X-Checksum-Sha256"] == cats["sha256"]

@@ -30,8 +30,9 @@ def started(user):
 
 def recover(monkeypatch, now=None):
     ran = []
-    monkeypatch.setattr(services, "dataset_enqueue_import",
-                        lambda pk: ran.append(services.dataset_import_run(pk)))  # fmt: skip
+    monkeypatch.setattr(
+        services, "dataset_enqueue_import", lambda pk: ran.append(services.dataset_import_run(pk))
+    )
     return services.dataset_imports_recover(now=now), ran
 
 
@@ -75,8 +76,9 @@ def test_after_three_interrupted_attempts_the_import_fails_and_its_folder_goes(
 
 def test_a_running_import_with_a_recent_heartbeat_is_left_alone(student, monkeypatch):
     running = started(student)
-    DatasetImport.objects.filter(pk=running.pk).update(state="running", attempts=1,
-                                                       heartbeat_at=timezone.now())  # fmt: skip
+    DatasetImport.objects.filter(pk=running.pk).update(
+        state="running", attempts=1, heartbeat_at=timezone.now()
+    )
     report, ran = recover(monkeypatch)
     assert (report["restarted"], ran) == (0, [])
 
@@ -100,6 +102,7 @@ def test_old_leftovers_go_and_an_unfinished_imports_folder_stays(student, settin
 def test_progress_is_told_within_a_large_file(tmp_path):
     root = write_tree(tmp_path / "a", {"big.bin": os.urandom(3 * 2**20)})
     seen = []
-    content.pack(root, content.dataset_files(root, content.Limits(10, 10 * 2**20)), None,
-                 seen.append)  # fmt: skip
+    content.pack(
+        root, content.dataset_files(root, content.Limits(10, 10 * 2**20)), None, seen.append
+    )
     assert len(seen) > 10 and seen[-1] == 3 * 2**20

@@ -39,8 +39,9 @@ def test_an_uploaded_zip_becomes_version_1_with_its_hash_counts_and_preview(stud
     assert storage.archive_path(version.sha256).stat().st_size > version.size_bytes
     assert {t["path"] for t in version.preview["tables"]} == {"train.csv", "labels.jsonl"}
     assert (storage.thumbnails_dir(version.sha256) / "1.png").is_file()
-    assert AuditEntry.objects.filter(action="dataset.version.create",
-                                     detail__contains=version.sha256).exists()  # fmt: skip
+    assert AuditEntry.objects.filter(
+        action="dataset.version.create", detail__contains=version.sha256
+    ).exists()
 
 
 def test_a_single_file_is_a_dataset_of_one_file(student):
@@ -86,15 +87,18 @@ def device_member():
     return tar_gz_of([info])
 
 
-@pytest.mark.parametrize("body, filename, reason", [
-    (lambda: zip_of({"../up.txt": "x"}), "data.zip", "'..' would reach outside"),
-    (lambda: zip_of({"/etc/cron.d/x": "x"}), "data.zip", "absolute paths"),
-    (lambda: zip_of({"bomb.bin": b"\0" * 5_000_000}), "data.zip", "zip bomb"),
-    (symlink_member, "data.tar.gz", "links are not allowed"),
-    (escaping_member, "data.tar.gz", "'..' would reach outside"),
-    (device_member, "data.tar.gz", "only files and folders"),
-    (lambda: b"PK\x03\x04 not really", "data.zip", "not a readable .zip"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "body, filename, reason",
+    [
+        (lambda: zip_of({"../up.txt": "x"}), "data.zip", "'..' would reach outside"),
+        (lambda: zip_of({"/etc/cron.d/x": "x"}), "data.zip", "absolute paths"),
+        (lambda: zip_of({"bomb.bin": b"\0" * 5_000_000}), "data.zip", "zip bomb"),
+        (symlink_member, "data.tar.gz", "links are not allowed"),
+        (escaping_member, "data.tar.gz", "'..' would reach outside"),
+        (device_member, "data.tar.gz", "only files and folders"),
+        (lambda: b"PK\x03\x04 not really", "data.zip", "not a readable .zip"),
+    ],
+)
 def test_a_hostile_or_broken_archive_fails_with_its_reason_and_leaves_nothing(
     student, settings, body, filename, reason
 ):
@@ -110,8 +114,9 @@ def test_too_many_files_fail_with_the_limit(student, settings):
     assert done.state == "failed" and "limit is 3" in done.message, done.message
 
 
-@pytest.mark.parametrize("name", ["../etc", "a/b", "", ".hidden", "x" * 81, "semi;colon",
-                                  "new\nline", "spa ce"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name", ["../etc", "a/b", "", ".hidden", "x" * 81, "semi;colon", "new\nline", "spa ce"]
+)
 def test_hostile_names_are_refused_before_anything_is_kept(student, settings, name):
     with pytest.raises(services.DatasetError) as refused:
         services.dataset_import_from_upload(user=student, name=name, upload=upload(b"x", "a.txt"))
@@ -124,22 +129,31 @@ def test_an_uploads_own_name_cannot_reach_a_path(student, settings):
     assert [f["path"] for f in done.version.preview["files"]] == ["x.csv"]
     assert not (settings.DATASETS_DIR.parent / "etc").exists()
     with pytest.raises(services.DatasetError, match="name cannot be used"):
-        services.dataset_import_from_upload(user=student, name="x",
-                                            upload=upload(b"x", "tab\there.csv"))  # fmt: skip
+        services.dataset_import_from_upload(
+            user=student, name="x", upload=upload(b"x", "tab\there.csv")
+        )
 
 
 def test_sharing_needs_a_lab_of_ones_own_and_everyone_needs_an_admin(student):
     other_lab = LabFactory(name="NLP")
     with pytest.raises(services.DatasetError, match="one of your labs"):
-        services.dataset_import_from_upload(user=student, name="x", upload=upload(b"x", "a.txt"),
-                                            visibility="lab", lab=other_lab)  # fmt: skip
+        services.dataset_import_from_upload(
+            user=student, name="x", upload=upload(b"x", "a.txt"), visibility="lab", lab=other_lab
+        )
     with pytest.raises(services.DatasetError, match="Only administrators"):
-        services.dataset_import_from_upload(user=student, name="x", upload=upload(b"x", "a.txt"),
-                                            visibility="site")  # fmt: skip
+        services.dataset_import_from_upload(
+            user=student, name="x", upload=upload(b"x", "a.txt"), visibility="site"
+        )
     MembershipFactory(lab=other_lab, user=student)
-    done = services.dataset_import_run(services.dataset_import_from_upload(
-        user=student, name="x", upload=upload(b"x", "a.txt"), visibility="lab", lab=other_lab,
-    ).pk)  # fmt: skip
+    done = services.dataset_import_run(
+        services.dataset_import_from_upload(
+            user=student,
+            name="x",
+            upload=upload(b"x", "a.txt"),
+            visibility="lab",
+            lab=other_lab,
+        ).pk
+    )
     assert (done.version.dataset.visibility, done.version.dataset.lab) == ("lab", other_lab)
 
 
@@ -164,8 +178,11 @@ def test_a_path_outside_the_allowed_roots_is_refused_even_through_a_link(
     (tmp_path / "shared").mkdir()
     secret = write_tree(tmp_path / "home", {"id_rsa": "key"})
     (tmp_path / "shared" / "innocent").symlink_to(secret, target_is_directory=True)
-    for path in (str(secret), str(tmp_path / "shared" / "innocent"),
-                 str(tmp_path / "shared" / ".." / "home")):  # fmt: skip
+    for path in (
+        str(secret),
+        str(tmp_path / "shared" / "innocent"),
+        str(tmp_path / "shared" / ".." / "home"),
+    ):
         with pytest.raises(services.DatasetError, match="outside the shared folders"):
             services.dataset_import_from_path(user=student, name="x", path=path)
     with pytest.raises(services.DatasetError, match="absolute path"):

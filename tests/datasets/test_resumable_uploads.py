@@ -35,8 +35,9 @@ def token(student):
 
 
 def tus_client(portal, token) -> tus.TusClient:
-    return tus.TusClient(f"{portal.url}/api/v1/dataset-uploads/",
-                         headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+    return tus.TusClient(
+        f"{portal.url}/api/v1/dataset-uploads/", headers={"Authorization": f"Bearer {token}"}
+    )
 
 
 def big_file(path: Path, size: int) -> Path:
@@ -50,8 +51,11 @@ def big_file(path: Path, size: int) -> Path:
 
 
 def status(portal, token, upload_id) -> dict:
-    response = requests.get(f"{portal.url}/api/v1/dataset-uploads/{upload_id}/",
-                            headers={"Authorization": f"Bearer {token}"}, timeout=30)  # fmt: skip
+    response = requests.get(
+        f"{portal.url}/api/v1/dataset-uploads/{upload_id}/",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    )
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -63,16 +67,16 @@ def test_a_file_over_2_gb_is_cut_off_halfway_and_resumed_by_a_new_client(
     size = 2 * GIB + 5 * 2**20
     source = big_file(tmp_path / "frames.bin", size)
     metadata = {"name": "frames", "filename": "frames.bin", "description": "video frames"}
-    first = tus_client(portal, token).uploader(str(source), chunk_size=64 * 2**20,
-                                               metadata=metadata)  # fmt: skip
+    first = tus_client(portal, token).uploader(
+        str(source), chunk_size=64 * 2**20, metadata=metadata
+    )
     first.upload(stop_at=size // 2)  # then the connection is gone, and the client with it
     upload_id = first.url.rstrip("/").rsplit("/", 1)[-1]
     kept = status(portal, token, upload_id)
     assert (kept["offset"], kept["length"], kept["complete"]) == (first.offset, size, False)
     assert kept["offset"] >= size // 2
 
-    second = tus_client(portal, token).uploader(str(source), chunk_size=64 * 2**20,
-                                                url=first.url)  # fmt: skip
+    second = tus_client(portal, token).uploader(str(source), chunk_size=64 * 2**20, url=first.url)
     assert second.offset == kept["offset"]  # asked the portal, and continues from there
     second.upload()
     done = status(portal, token, upload_id)
@@ -98,12 +102,19 @@ def test_a_file_over_2_gb_is_cut_off_halfway_and_resumed_by_a_new_client(
 def create(portal, token, length, **metadata):
     import base64
 
-    encoded = ",".join(f"{key} {base64.b64encode(str(value).encode()).decode()}"
-                       for key, value in metadata.items())  # fmt: skip
-    return requests.post(f"{portal.url}/api/v1/dataset-uploads/", timeout=30, headers={
-        "Authorization": f"Bearer {token}", "Tus-Resumable": "1.0.0",
-        "Upload-Length": str(length), "Upload-Metadata": encoded,
-    })  # fmt: skip
+    encoded = ",".join(
+        f"{key} {base64.b64encode(str(value).encode()).decode()}" for key, value in metadata.items()
+    )
+    return requests.post(
+        f"{portal.url}/api/v1/dataset-uploads/",
+        timeout=30,
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Tus-Resumable": "1.0.0",
+            "Upload-Length": str(length),
+            "Upload-Metadata": encoded,
+        },
+    )
 
 
 def test_what_cannot_be_kept_is_refused_before_a_byte_is_sent(portal, token, settings):
@@ -133,28 +144,53 @@ def test_only_its_owner_reaches_an_upload_and_a_damaged_chunk_is_refused(
     location = portal.url + created.headers["Location"]
     other = account_services.token_create(user=other_student, name="x").secret
     head = {"Tus-Resumable": "1.0.0"}
-    assert requests.head(location, headers={**head, "Authorization": f"Bearer {other}"},
-                         timeout=30).status_code == 404  # fmt: skip
-    patch = {**head, "Authorization": f"Bearer {token}", "Upload-Offset": "0",
-             "Content-Type": "application/offset+octet-stream"}  # fmt: skip
+    assert (
+        requests.head(
+            location, headers={**head, "Authorization": f"Bearer {other}"}, timeout=30
+        ).status_code
+        == 404
+    )
+    patch = {
+        **head,
+        "Authorization": f"Bearer {token}",
+        "Upload-Offset": "0",
+        "Content-Type": "application/offset+octet-stream",
+    }
     wrong = hashlib.sha256(b"other").digest()
     import base64
 
-    damaged = requests.patch(location, data=b"a,b\n1,2\n", timeout=30, headers={
-        **patch, "Upload-Checksum": f"sha256 {base64.b64encode(wrong).decode()}"})  # fmt: skip
+    damaged = requests.patch(
+        location,
+        data=b"a,b\n1,2\n",
+        timeout=30,
+        headers={**patch, "Upload-Checksum": f"sha256 {base64.b64encode(wrong).decode()}"},
+    )
     assert damaged.status_code == 460
-    assert requests.head(location, headers={**head, "Authorization": f"Bearer {token}"},
-                         timeout=30).headers["Upload-Offset"] == "0"  # fmt: skip
-    assert requests.patch(location, data=b"a,b\n1,2\n", headers=patch,
-                          timeout=30).status_code == 204  # fmt: skip
+    assert (
+        requests.head(
+            location, headers={**head, "Authorization": f"Bearer {token}"}, timeout=30
+        ).headers["Upload-Offset"]
+        == "0"
+    )
+    assert (
+        requests.patch(location, data=b"a,b\n1,2\n", headers=patch, timeout=30).status_code == 204
+    )
 
 
 def test_an_upload_never_finished_is_removed_once_it_expires(portal, token):
     created = create(portal, token, 100, name="half", filename="a.csv")
     location = portal.url + created.headers["Location"]
-    requests.patch(location, data=b"x" * 50, timeout=30, headers={
-        "Tus-Resumable": "1.0.0", "Authorization": f"Bearer {token}", "Upload-Offset": "0",
-        "Content-Type": "application/offset+octet-stream"})  # fmt: skip
+    requests.patch(
+        location,
+        data=b"x" * 50,
+        timeout=30,
+        headers={
+            "Tus-Resumable": "1.0.0",
+            "Authorization": f"Bearer {token}",
+            "Upload-Offset": "0",
+            "Content-Type": "application/offset+octet-stream",
+        },
+    )
     upload = DatasetUpload.objects.get()
     part = Path(upload.temporary_file_path)
     assert part.stat().st_size == 50

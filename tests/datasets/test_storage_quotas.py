@@ -31,8 +31,11 @@ def eager(fake_bridge):
 
 
 def push(api, name, files, **fields):
-    return api.post(reverse("api:dataset-list"), {"name": name, "file": upload(zip_of(files)),
-                                                  **fields}, format="multipart")  # fmt: skip
+    return api.post(
+        reverse("api:dataset-list"),
+        {"name": name, "file": upload(zip_of(files)), **fields},
+        format="multipart",
+    )
 
 
 def test_an_upload_over_the_users_quota_is_refused_and_nothing_is_kept(api, student, settings):
@@ -81,8 +84,9 @@ def test_a_shared_folder_keeps_nothing_on_the_portal(api, student, settings, tmp
     settings.DATASET_ROOTS = [tmp_path / "shared"]
     settings.DATASET_QUOTA_GB = 0.0001
     folder = write_tree(tmp_path / "shared" / "big", BIG)
-    response = api.post(reverse("api:dataset-list"), {"name": "big", "path": str(folder)},
-                        format="json")  # fmt: skip
+    response = api.post(
+        reverse("api:dataset-list"), {"name": "big", "path": str(folder)}, format="json"
+    )
     assert response.status_code == 202
     assert DatasetImport.objects.get().state == DatasetImport.State.DONE
     assert storage_use_of_user(student).used_bytes == 0

@@ -48,17 +48,31 @@ def transfer(job: Job, ad: Path, urls: list[str] | None = None):
     shutil.copy(sandbox / DATA_PLUGIN, sandbox / nightshift_data.PLUGIN_NAME)
     urls = job.request["dataset_urls"] if urls is None else urls
     infile, outfile = sandbox / ".plugin.in", sandbox / ".plugin.out"
-    infile.write_text("".join(
-        f'[ Url = "{url}"; LocalFileName = "{sandbox / url.rsplit("/", 1)[1]}" ]\n' for url in urls
-    ))  # fmt: skip
-    environment = {key: value for key, value in os.environ.items()
-                   if not key.startswith(("NIGHTSHIFT_", "_CONDOR_"))}  # fmt: skip
+    infile.write_text(
+        "".join(
+            f'[ Url = "{url}"; LocalFileName = "{sandbox / url.rsplit("/", 1)[1]}" ]\n'
+            for url in urls
+        )
+    )
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("NIGHTSHIFT_", "_CONDOR_"))
+    }
     environment["_CONDOR_MACHINE_AD"] = str(ad)
-    ran = subprocess.run([f"./{nightshift_data.PLUGIN_NAME}", "-infile", str(infile), "-outfile",
-                          str(outfile)], cwd=sandbox, env=environment, capture_output=True,
-                         text=True, timeout=120)  # fmt: skip
-    results = [dict(re.findall(r'(\w+) = ("(?:[^"\\]|\\.)*"|[^;]+);', line))
-               for line in outfile.read_text().splitlines() if line.strip()]  # fmt: skip
+    ran = subprocess.run(
+        [f"./{nightshift_data.PLUGIN_NAME}", "-infile", str(infile), "-outfile", str(outfile)],
+        cwd=sandbox,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    results = [
+        dict(re.findall(r'(\w+) = ("(?:[^"\\]|\\.)*"|[^;]+);', line))
+        for line in outfile.read_text().splitlines()
+        if line.strip()
+    ]
     return ran, results
 
 
@@ -140,8 +154,10 @@ def test_the_jobs_copy_hands_over_to_the_plugin_the_execute_node_kit_installed(
     ad = machine_ad(tmp_path, NightshiftDataCache=cache, NightshiftDataPlugin=installed)
     ran, [result] = transfer(job, ad)
     assert result["TransferSuccess"] == "true", ran.stdout + ran.stderr
-    assert f"{WORKSTATIONS}: cats@1: fetching" in (
-        job.directory / ".nightshift" / "install.log").read_text()  # fmt: skip
+    assert (
+        f"{WORKSTATIONS}: cats@1: fetching"
+        in (job.directory / ".nightshift" / "install.log").read_text()
+    )
     assert launch(job, cache).returncode == 0
     assert delivered(job)[0]["by"] == WORKSTATIONS
 
@@ -174,8 +190,12 @@ def test_the_plugin_brings_only_the_versions_the_job_was_given(api, portal, tmp_
 
 
 def test_htcondor_learns_what_the_plugin_handles_from_its_classad():
-    ran = subprocess.run([sys.executable, "deploy/execute-node/nightshift_data_plugin.py",
-                          "-classad"], capture_output=True, text=True, check=True)  # fmt: skip
+    ran = subprocess.run(
+        [sys.executable, "deploy/execute-node/nightshift_data_plugin.py", "-classad"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert f'SupportedMethods = "{DATA_TRANSFER_SCHEME}"' in ran.stdout
     assert "MultipleFileSupport = true" in ran.stdout
     assert 'PluginType = "FileTransfer"' in ran.stdout

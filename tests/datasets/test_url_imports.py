@@ -75,10 +75,17 @@ def test_a_checksum_mismatch_is_refused_and_nothing_is_kept(
     assert not any((settings.DATASETS_DIR / "incoming").iterdir())
 
 
-@pytest.mark.parametrize("url", [
-    "http://127.0.0.1:9/cats.zip", "https://localhost/cats.zip", "http://169.254.169.254/latest",
-    "https://10.1.2.3/data.zip", "https://[::1]/x.zip", "https://192.168.0.1/x.zip",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:9/cats.zip",
+        "https://localhost/cats.zip",
+        "http://169.254.169.254/latest",
+        "https://10.1.2.3/data.zip",
+        "https://[::1]/x.zip",
+        "https://192.168.0.1/x.zip",
+    ],
+)
 def test_the_portals_own_networks_are_refused_by_default(student, url):
     done = fetched(student, url)
     assert done.state == "failed"
@@ -100,10 +107,15 @@ def test_a_missing_file_or_one_over_the_limit_fails_with_the_reason(
     assert "over the limit" in fetched(student, f"{server}/cats.zip").message
 
 
-@pytest.mark.parametrize("url, reason", [
-    ("ftp://example.org/x", "https://"), ("https://user:pw@example.org/x", "credentials"),
-    ("https://example.org/a b", "spaces"), ("not a url", "https://"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "url, reason",
+    [
+        ("ftp://example.org/x", "https://"),
+        ("https://user:pw@example.org/x", "credentials"),
+        ("https://example.org/a b", "spaces"),
+        ("not a url", "https://"),
+    ],
+)
 def test_urls_of_the_wrong_form_are_refused_at_once(student, url, reason):
     with pytest.raises(services.DatasetError) as refused:
         services.dataset_import_from_url(user=student, name="x", url=url)
@@ -113,7 +125,8 @@ def test_urls_of_the_wrong_form_are_refused_at_once(student, url, reason):
 def test_plain_http_to_a_public_address_is_refused(student, monkeypatch):
     import socket
 
-    monkeypatch.setattr(socket, "getaddrinfo",
-                        lambda *a, **k: [(2, 1, 6, "", ("93.184.215.14", 80))])  # fmt: skip
+    monkeypatch.setattr(
+        socket, "getaddrinfo", lambda *a, **k: [(2, 1, 6, "", ("93.184.215.14", 80))]
+    )
     done = fetched(student, "http://example.org/cats.zip")
     assert done.state == "failed" and "use https://" in done.message

@@ -26,10 +26,14 @@ def test_the_list_shows_mine_and_the_sites(student_client, student, other_studen
 
 
 def test_a_student_makes_an_environment_from_a_requirements_file(student_client):
-    response = student_client.post(reverse("environments:new"), {
-        "name": "from-file", "visibility": "private",
-        "requirements_file": SimpleUploadedFile("requirements.txt", b"tomli-w==1.2.0\n"),
-    })  # fmt: skip
+    response = student_client.post(
+        reverse("environments:new"),
+        {
+            "name": "from-file",
+            "visibility": "private",
+            "requirements_file": SimpleUploadedFile("requirements.txt", b"tomli-w==1.2.0\n"),
+        },
+    )
     environment = Environment.objects.get(name="from-file")
     assert response.status_code == 302
     assert response["Location"] == reverse("environments:detail", args=[environment.pk])
@@ -40,9 +44,14 @@ def test_a_student_makes_an_environment_from_a_requirements_file(student_client)
 
 
 def test_a_requirement_that_cannot_be_resolved_is_explained_with_uvs_report(student_client):
-    response = student_client.post(reverse("environments:new"), {
-        "name": "typo", "visibility": "private", "requirements": "nightshift-no-such-pkg\n",
-    })  # fmt: skip
+    response = student_client.post(
+        reverse("environments:new"),
+        {
+            "name": "typo",
+            "visibility": "private",
+            "requirements": "nightshift-no-such-pkg\n",
+        },
+    )
     assert response.status_code == 400
     body = response.content.decode()
     assert "No package called nightshift-no-such-pkg exists on the package index" in body
@@ -51,8 +60,9 @@ def test_a_requirement_that_cannot_be_resolved_is_explained_with_uvs_report(stud
 
 
 def test_an_empty_environment_is_refused(student_client):
-    response = student_client.post(reverse("environments:new"),
-                                   {"name": "empty", "visibility": "private"})  # fmt: skip
+    response = student_client.post(
+        reverse("environments:new"), {"name": "empty", "visibility": "private"}
+    )
     assert response.status_code == 400
     assert "List some packages, or name a container image." in response.content.decode()
 
@@ -62,8 +72,7 @@ def test_only_admins_offer_site_environments(student_client):
     assert 'value="site"' not in page
 
 
-def test_the_owner_adds_a_version_and_others_cannot(student_client, student, client,
-                                                    other_student):  # fmt: skip
+def test_the_owner_adds_a_version_and_others_cannot(student_client, student, client, other_student):
     environment = make(student)
     url = reverse("environments:detail", args=[environment.pk])
     response = student_client.post(url, {"requirements": "tomli-w==1.1.0\n"})
@@ -88,8 +97,9 @@ def test_a_lab_member_sees_a_lab_environment_but_cannot_change_it(student, other
     assert Environment.objects.filter(pk=environment.pk).exists()
 
 
-def test_the_test_build_button_submits_a_job_and_opens_its_page(student_client, student,
-                                                                fake_bridge):  # fmt: skip
+def test_the_test_build_button_submits_a_job_and_opens_its_page(
+    student_client, student, fake_bridge
+):
     environment = make(student)
     response = student_client.post(reverse("environments:build", args=[environment.pk, 1]))
     job = Job.objects.get()

@@ -48,18 +48,29 @@ def test_versions_count_up_and_never_change(api):
 
 @pytest.mark.parametrize(
     "fields, field, message",
-    [({"requirements": "--index-url https://evil.example/simple\n"}, "requirements",
-      "NIGHTSHIFT_REQUIREMENTS_ALLOW=index"),
-     ({"requirements": "nightshift-no-such-package-xyz\n"}, "requirements",
-      "No package called nightshift-no-such-package-xyz exists"),
-     ({"name": "../etc"}, "name", "Use letters, digits"),
-     ({"name": "a@b"}, "name", "Use letters, digits"),
-     ({"python_version": "2.7x"}, "python_version", "such as 3.13"),
-     ({"visibility": "site"}, "visibility", "Only administrators"),
-     ({"visibility": "lab"}, "lab", "one of your labs"),
-     ({"container_image": "docker://x $(HOME)", "requirements": ""}, "container_image",
-      "without spaces")],
-)  # fmt: skip
+    [
+        (
+            {"requirements": "--index-url https://evil.example/simple\n"},
+            "requirements",
+            "NIGHTSHIFT_REQUIREMENTS_ALLOW=index",
+        ),
+        (
+            {"requirements": "nightshift-no-such-package-xyz\n"},
+            "requirements",
+            "No package called nightshift-no-such-package-xyz exists",
+        ),
+        ({"name": "../etc"}, "name", "Use letters, digits"),
+        ({"name": "a@b"}, "name", "Use letters, digits"),
+        ({"python_version": "2.7x"}, "python_version", "such as 3.13"),
+        ({"visibility": "site"}, "visibility", "Only administrators"),
+        ({"visibility": "lab"}, "lab", "one of your labs"),
+        (
+            {"container_image": "docker://x $(HOME)", "requirements": ""},
+            "container_image",
+            "without spaces",
+        ),
+    ],
+)
 def test_bad_input_is_refused_naming_the_field(api, fields, field, message):
     response = create(api, **fields)
     assert response.status_code == 400
@@ -89,9 +100,11 @@ def test_a_private_environment_is_invisible_to_others_and_a_lab_one_to_its_membe
 
 def test_the_owner_deletes_an_environment_and_jobs_keep_their_record(api, fake_bridge):
     create(api)
-    job = api.post(reverse("api:job-list"), {"name": "j", "gpus": 0, "script": script_upload(),
-                                             "software_environment": "tomli"},
-                   format="multipart")  # fmt: skip
+    job = api.post(
+        reverse("api:job-list"),
+        {"name": "j", "gpus": 0, "script": script_upload(), "software_environment": "tomli"},
+        format="multipart",
+    )
     assert job.status_code == 201, job.json()
     assert api.delete(reverse("api:environment-detail", args=["tomli"])).status_code == 204
     assert not Environment.objects.filter(name="tomli").exists()
@@ -100,9 +113,16 @@ def test_the_owner_deletes_an_environment_and_jobs_keep_their_record(api, fake_b
 
 def test_a_job_names_an_environment_and_gets_its_lock(api, fake_bridge):
     create(api)
-    response = api.post(reverse("api:job-list"), {
-        "name": "j", "gpus": 0, "script": script_upload(), "software_environment": "tomli@1",
-    }, format="multipart")  # fmt: skip
+    response = api.post(
+        reverse("api:job-list"),
+        {
+            "name": "j",
+            "gpus": 0,
+            "script": script_upload(),
+            "software_environment": "tomli@1",
+        },
+        format="multipart",
+    )
     assert response.status_code == 201, response.json()
     job = Job.objects.get()
     assert job.request["install_requirements"] is True
@@ -128,9 +148,16 @@ def test_the_job_page_names_the_environment_it_ran_with(api, student, client, fa
 
 def test_an_unknown_environment_is_refused_with_those_there_are(api, fake_bridge):
     create(api)
-    response = api.post(reverse("api:job-list"), {
-        "name": "j", "gpus": 0, "script": script_upload(), "software_environment": "nope@1",
-    }, format="multipart")  # fmt: skip
+    response = api.post(
+        reverse("api:job-list"),
+        {
+            "name": "j",
+            "gpus": 0,
+            "script": script_upload(),
+            "software_environment": "nope@1",
+        },
+        format="multipart",
+    )
     assert response.status_code == 400
     assert "No environment called 'nope' that you may use" in response.json()["error"]["message"]
     assert "tomli" in response.json()["error"]["message"]
@@ -138,10 +165,16 @@ def test_an_unknown_environment_is_refused_with_those_there_are(api, fake_bridge
 
 def test_the_same_requirements_make_one_private_version_reused_by_later_jobs(api, fake_bridge):
     for text in (b"six==1.17.0\n", b"six==1.17.0  # again\n"):
-        response = api.post(reverse("api:job-list"), {
-            "name": "j", "gpus": 0, "script": script_upload(),
-            "requirements": SimpleUploadedFile("requirements.txt", text),
-        }, format="multipart")  # fmt: skip
+        response = api.post(
+            reverse("api:job-list"),
+            {
+                "name": "j",
+                "gpus": 0,
+                "script": script_upload(),
+                "requirements": SimpleUploadedFile("requirements.txt", text),
+            },
+            format="multipart",
+        )
         assert response.status_code == 201, response.json()
     first, second = Job.objects.order_by("pk")
     assert first.source["environment"] == second.source["environment"]
@@ -152,10 +185,17 @@ def test_the_same_requirements_make_one_private_version_reused_by_later_jobs(api
 
 def test_an_environment_and_a_requirements_file_together_are_refused(api, fake_bridge):
     create(api)
-    response = api.post(reverse("api:job-list"), {
-        "name": "j", "gpus": 0, "script": script_upload(), "software_environment": "tomli",
-        "requirements": SimpleUploadedFile("requirements.txt", b"six\n"),
-    }, format="multipart")  # fmt: skip
+    response = api.post(
+        reverse("api:job-list"),
+        {
+            "name": "j",
+            "gpus": 0,
+            "script": script_upload(),
+            "software_environment": "tomli",
+            "requirements": SimpleUploadedFile("requirements.txt", b"six\n"),
+        },
+        format="multipart",
+    )
     assert response.status_code == 400
     assert "not both" in response.json()["error"]["message"]
 
@@ -176,16 +216,26 @@ def test_a_test_build_is_a_job_of_the_owner_that_imports_the_environment(api, fa
 
 @pytest.mark.parametrize(
     "text, message",
-    [(b"--extra-index-url https://evil.example/simple\nnumpy\n",
-      "Line 1: --extra-index-url (another package index or source) is not accepted"),
-     (b"numpy\n" + b"# padding\n" * 8000, "larger than 64 KB"),
-     (b"\xff\xfe not text", "not UTF-8 text")],
-)  # fmt: skip
+    [
+        (
+            b"--extra-index-url https://evil.example/simple\nnumpy\n",
+            "Line 1: --extra-index-url (another package index or source) is not accepted",
+        ),
+        (b"numpy\n" + b"# padding\n" * 8000, "larger than 64 KB"),
+        (b"\xff\xfe not text", "not UTF-8 text"),
+    ],
+)
 def test_a_jobs_refused_requirements_file_is_a_400_naming_it(api, fake_bridge, text, message):
-    response = api.post(reverse("api:job-list"), {
-        "name": "j", "gpus": 0, "script": script_upload(),
-        "requirements": SimpleUploadedFile("requirements.txt", text),
-    }, format="multipart")  # fmt: skip
+    response = api.post(
+        reverse("api:job-list"),
+        {
+            "name": "j",
+            "gpus": 0,
+            "script": script_upload(),
+            "requirements": SimpleUploadedFile("requirements.txt", text),
+        },
+        format="multipart",
+    )
     assert response.status_code == 400
     error = response.json()["error"]
     assert "requirements" in error["fields"] and message in error["message"]

@@ -38,24 +38,35 @@ def sandbox(
     for module, name in HELPER_FILES:
         shutil.copy(module, helper / name)
     (helper / "requirements.lock").write_text(lock)
-    (helper / "environment.json").write_text(json.dumps(
-        {"reference": "tomli@1", "python_version": python_version}))  # fmt: skip
+    (helper / "environment.json").write_text(
+        json.dumps({"reference": "tomli@1", "python_version": python_version})
+    )
     (folder / "train.py").write_text(script)
     return folder
 
 
 def launch(folder: Path, cache: Path | None, *, uv=None, wait=True, **extra):
-    environment = {"PATH": os.environ["PATH"], "HOME": str(folder), "PYTHONPATH": ".nightshift",
-                   "NIGHTSHIFT_UV": str(uv or settings.ENVIRONMENT_UV), **extra}  # fmt: skip
+    environment = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(folder),
+        "PYTHONPATH": ".nightshift",
+        "NIGHTSHIFT_UV": str(uv or settings.ENVIRONMENT_UV),
+        **extra,
+    }
     if cache is not None:
         environment["NIGHTSHIFT_ENV_CACHE"] = str(cache)
     for name in ("SSL_CERT_FILE", "HTTPS_PROXY", "https_proxy"):
         if name in os.environ:
             environment[name] = os.environ[name]
     process = subprocess.Popen(
-        [sys.executable, ".nightshift/launch.py", "train.py"], cwd=folder, env=environment,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+        [sys.executable, ".nightshift/launch.py", "train.py"],
+        cwd=folder,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     if not wait:
         return process
     out, err = process.communicate(timeout=240)
@@ -103,8 +114,10 @@ def test_a_killed_build_is_never_taken_for_complete_and_is_cleaned_up(tmp_path, 
     cache = tmp_path / "cache"
     # A uv that makes the folder, then hangs in the install: the build is killed there.
     slow_uv = tmp_path / "slow-uv"
-    slow_uv.write_text('#!/bin/sh\nif [ "$1" = venv ]; then mkdir -p "$5/bin"; '
-                       'echo half > "$5/half-installed"; exit 0; fi\nsleep 120\n')  # fmt: skip
+    slow_uv.write_text(
+        '#!/bin/sh\nif [ "$1" = venv ]; then mkdir -p "$5/bin"; '
+        'echo half > "$5/half-installed"; exit 0; fi\nsleep 120\n'
+    )
     slow_uv.chmod(0o755)
     process = launch(sandbox(tmp_path, "killed", lock_text), cache, uv=slow_uv, wait=False)
     deadline = time.monotonic() + 30
@@ -133,10 +146,14 @@ def test_an_index_that_has_not_caught_up_with_the_lock_is_asked_again_afresh(tmp
         f'if [ "$2" = sync ] && [ ! -e "{asked}" ]; then touch "{asked}"; '
         "echo 'error: No solution found when resolving dependencies' >&2; exit 1; fi\n"
         f'exec "{settings.ENVIRONMENT_UV}" "$@"\n'
-    )  # fmt: skip
+    )
     uv.chmod(0o755)
-    code, out, err, log = launch(sandbox(tmp_path, "lagging", lock_text), tmp_path / "cache",
-                                 uv=uv, NIGHTSHIFT_INSTALL_RETRY_S="0")  # fmt: skip
+    code, out, err, log = launch(
+        sandbox(tmp_path, "lagging", lock_text),
+        tmp_path / "cache",
+        uv=uv,
+        NIGHTSHIFT_INSTALL_RETRY_S="0",
+    )
     assert code == 0, err + log
     assert "first line ok = true" in out
     assert "No solution found" in log
@@ -175,8 +192,9 @@ def test_past_the_size_cap_unused_environments_go_and_the_one_in_use_stays(tmp_p
     [old] = environments_in(cache)
     # Another lock (another environment), with a cap so small that only one fits.
     other = lock_text + "\n"
-    code, _, err, log = launch(sandbox(tmp_path, "second", other), cache,
-                               NIGHTSHIFT_ENV_CACHE_GB="0.000001")  # fmt: skip
+    code, _, err, log = launch(
+        sandbox(tmp_path, "second", other), cache, NIGHTSHIFT_ENV_CACHE_GB="0.000001"
+    )
     assert code == 0, err + log
     assert f"removed environment {old} from the cache" in log
     [kept] = environments_in(cache)
@@ -191,8 +209,9 @@ def test_an_environment_a_running_job_uses_is_never_removed_to_make_room(tmp_pat
     while not list((cache / "envs").glob("*/COMPLETE")) and time.monotonic() < deadline:
         time.sleep(0.2)
     [in_use] = environments_in(cache)
-    code, _, err, log = launch(sandbox(tmp_path, "second", lock_text + "\n"), cache,
-                               NIGHTSHIFT_ENV_CACHE_GB="0.000001")  # fmt: skip
+    code, _, err, log = launch(
+        sandbox(tmp_path, "second", lock_text + "\n"), cache, NIGHTSHIFT_ENV_CACHE_GB="0.000001"
+    )
     assert code == 0, err + log
     assert in_use in environments_in(cache)
     assert "removed environment" not in log

@@ -13,9 +13,11 @@ pytestmark = pytest.mark.django_db
 
 def site_environment(name, *, python="", container_image="", is_active=True):
     environment = Environment.objects.create(
-        name=name, visibility="site", is_active=is_active,
+        name=name,
+        visibility="site",
+        is_active=is_active,
         kind="container" if container_image else "packages",
-    )  # fmt: skip
+    )
     EnvironmentVersion.objects.create(
         environment=environment, number=1, python=python, container_image=container_image
     )
@@ -25,9 +27,15 @@ def site_environment(name, *, python="", container_image="", is_active=True):
 def submit_with(client, reference):
     return client.post(
         reverse("jobs:new"),
-        {"name": "x", "gpus": 0, "cpus": 1, "memory_gb": 1, "software_environment": reference,
-         "script": script_upload()},
-    )  # fmt: skip
+        {
+            "name": "x",
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 1,
+            "software_environment": reference,
+            "script": script_upload(),
+        },
+    )
 
 
 def test_the_system_python_preset_became_the_default_site_environment(student_client):
@@ -66,10 +74,12 @@ def test_an_inactive_environment_cannot_be_chosen(student_client, fake_bridge):
 
 @pytest.mark.parametrize(
     "fields, message",
-    [({"container_image": "bad image"}, "without spaces"),
-     ({"python": "python3"}, "absolute path"),
-     ({"container_image": "docker://x", "requirements": "numpy"}, "from the image")],
-)  # fmt: skip
+    [
+        ({"container_image": "bad image"}, "without spaces"),
+        ({"python": "python3"}, "absolute path"),
+        ({"container_image": "docker://x", "requirements": "numpy"}, "from the image"),
+    ],
+)
 def test_an_admin_cannot_save_a_site_environment_htcondor_would_choke_on(
     django_user_model, fields, message
 ):

@@ -49,13 +49,14 @@ def test_locks_resolve_against_the_sites_mirror(settings, mirror):
     assert lock.packages == (("tinypkg", "0.1"),)  # found only on the mirror
 
 
-def test_jobs_are_told_the_mirror_and_the_launcher_installs_from_it(settings, mirror,
-                                                                    tmp_path):  # fmt: skip
+def test_jobs_are_told_the_mirror_and_the_launcher_installs_from_it(settings, mirror, tmp_path):
     settings.PACKAGE_INDEX_URL = mirror
     lock = lock_resolve(requirements_check("tinypkg\n"), python_version="3.11").text
-    stored = specs.request_fields(specs.JobSpec(name="x"), script_name="t.py",
-                                  user=type("U", (), {"get_username": lambda s: "ada",
-                                                      "pk": 1})())  # fmt: skip
+    stored = specs.request_fields(
+        specs.JobSpec(name="x"),
+        script_name="t.py",
+        user=type("U", (), {"get_username": lambda s: "ada", "pk": 1})(),
+    )
     assert [specs.INDEX_VARIABLE, mirror] in stored["environment"]
     folder = tmp_path / "job"
     (folder / ".nightshift").mkdir(parents=True)
@@ -64,24 +65,32 @@ def test_jobs_are_told_the_mirror_and_the_launcher_installs_from_it(settings, mi
     (folder / ".nightshift" / "requirements.lock").write_text(lock)
     (folder / "train.py").write_text("import tinypkg\nprint(tinypkg.GREETING)\n")
     done = subprocess.run(
-        [sys.executable, ".nightshift/launch.py", "train.py"], cwd=folder, text=True,
-        capture_output=True, timeout=120,
-        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "NIGHTSHIFT_ENV_CACHE":
-             str(tmp_path / "cache"), "NIGHTSHIFT_UV": settings.ENVIRONMENT_UV,
-             specs.INDEX_VARIABLE: mirror},
-    )  # fmt: skip
+        [sys.executable, ".nightshift/launch.py", "train.py"],
+        cwd=folder,
+        text=True,
+        capture_output=True,
+        timeout=120,
+        env={
+            "PATH": os.environ["PATH"],
+            "HOME": str(tmp_path),
+            "NIGHTSHIFT_ENV_CACHE": str(tmp_path / "cache"),
+            "NIGHTSHIFT_UV": settings.ENVIRONMENT_UV,
+            specs.INDEX_VARIABLE: mirror,
+        },
+    )
     assert done.returncode == 0, done.stderr + (folder / ".nightshift/install.log").read_text()
     assert "hello from tinypkg 0.1" in done.stdout
 
 
 @pytest.mark.django_db
 def test_a_container_environment_runs_in_the_container_universe(student, fake_bridge):
-    environment = Environment.objects.create(name="torch-image", owner=student,
-                                             kind="container")  # fmt: skip
+    environment = Environment.objects.create(name="torch-image", owner=student, kind="container")
     EnvironmentVersion.objects.create(
-        environment=environment, number=1, python="/opt/conda/bin/python",
+        environment=environment,
+        number=1,
+        python="/opt/conda/bin/python",
         container_image="docker://pytorch/pytorch:2.4.0-cuda12.1-cudnn9-runtime",
-    )  # fmt: skip
+    )
     spec = specs.JobSpec(name="x", software="torch-image@1")
     request = submission.job_validate_request(user=student, spec=spec)
     description = build_submit_description(request, mode=FileMode.SHARED)
@@ -94,8 +103,7 @@ def test_a_container_environment_runs_in_the_container_universe(student, fake_br
 
 @pytest.mark.django_db
 def test_a_failed_test_build_is_explained_in_plain_words(student, fake_bridge):
-    environment = environment_create(user=student, name="tomli",
-                                     requirements="tomli-w==1.2.0\n")  # fmt: skip
+    environment = environment_create(user=student, name="tomli", requirements="tomli-w==1.2.0\n")
     build = environment_test_build(user=student, version=environment.versions.get())
     job = build.job
     (job.directory / ".nightshift" / "install.log").write_text(
@@ -114,8 +122,7 @@ def test_a_failed_test_build_is_explained_in_plain_words(student, fake_bridge):
 
 @pytest.mark.django_db
 def test_a_test_build_that_cannot_import_a_package_says_which(student, fake_bridge):
-    environment = environment_create(user=student, name="tomli",
-                                     requirements="tomli-w==1.2.0\n")  # fmt: skip
+    environment = environment_create(user=student, name="tomli", requirements="tomli-w==1.2.0\n")
     build = environment_test_build(user=student, version=environment.versions.get())
     (build.job.directory / "stdout.txt").write_text(
         "import tomli_w (tomli-w 1.2.0): ImportError: libfoo.so\ntest build failed: tomli_w\n"

@@ -20,14 +20,29 @@ from tests.conftest import client_with_token
 # Main before the split: every app at its latest migration then, experiments (and
 # environments, datasets, live sessions, usage, forecasts, models and templates, which came
 # later) not there.
-BEFORE_THE_SPLIT = [("jobs", "0016_output_retention"), ("experiments", None),
-                    ("environments", None), ("datasets", None),
-                    ("live_sessions", None), ("usage", None), ("forecasts", None),
-                    ("job_templates", None), ("model_registry", None)]  # fmt: skip
-STUDY_PLAN = {"space": {"lr": {"kind": "log_uniform", "low": 1e-5, "high": 0.1}},
-              "objective": "loss", "direction": "minimize", "max_trials": 2, "parallel": 2,
-              "sampler": "tpe", "pruner": "median", "gpu_hours": None,
-              "deadline_minutes": None, "seed": 7}  # fmt: skip
+BEFORE_THE_SPLIT = [
+    ("jobs", "0016_output_retention"),
+    ("experiments", None),
+    ("environments", None),
+    ("datasets", None),
+    ("live_sessions", None),
+    ("usage", None),
+    ("forecasts", None),
+    ("job_templates", None),
+    ("model_registry", None),
+]
+STUDY_PLAN = {
+    "space": {"lr": {"kind": "log_uniform", "low": 1e-5, "high": 0.1}},
+    "objective": "loss",
+    "direction": "minimize",
+    "max_trials": 2,
+    "parallel": 2,
+    "sampler": "tpe",
+    "pruner": "median",
+    "gpu_hours": None,
+    "deadline_minutes": None,
+    "seed": 7,
+}
 
 
 def latest():
@@ -54,41 +69,93 @@ def fill_the_old_database(apps) -> dict:
     OldJob = apps.get_model("jobs", "Job")
     UsageRecord = apps.get_model("accounting", "UsageRecord")
     now = timezone.now()
-    grid = OldSweep.objects.create(owner=user, lab=lab, name="lr grid", kind="grid",
-                                   definition={"grid": {"lr": [0.1, 0.01]}}, cluster_id=41,
-                                   submitted_at=now)  # fmt: skip
-    study = OldSweep.objects.create(owner=user, lab=lab, name="tune lr", kind="study",
-                                    definition={**STUDY_PLAN, "spec": {"gpus": 1}},
-                                    finished_at=now, stop_reason="2 trials ran")  # fmt: skip
+    grid = OldSweep.objects.create(
+        owner=user,
+        lab=lab,
+        name="lr grid",
+        kind="grid",
+        definition={"grid": {"lr": [0.1, 0.01]}},
+        cluster_id=41,
+        submitted_at=now,
+    )
+    study = OldSweep.objects.create(
+        owner=user,
+        lab=lab,
+        name="tune lr",
+        kind="study",
+        definition={**STUDY_PLAN, "spec": {"gpus": 1}},
+        finished_at=now,
+        stop_reason="2 trials ran",
+    )
     jobs = {}
-    for sweep, index, values, hours in ((grid, 0, {"lr": 0.1}, 1.5), (grid, 1, {"lr": 0.01}, 0.5),
-                                        (study, 0, {"lr": 0.001}, 2.0),
-                                        (study, 1, {"lr": 0.0001}, 0.25)):  # fmt: skip
+    for sweep, index, values, hours in (
+        (grid, 0, {"lr": 0.1}, 1.5),
+        (grid, 1, {"lr": 0.01}, 0.5),
+        (study, 0, {"lr": 0.001}, 2.0),
+        (study, 1, {"lr": 0.0001}, 0.25),
+    ):
         job = OldJob.objects.create(
-            owner=user, lab=lab, name=f"{sweep.name} #{index}", gpus=1, state="completed",
-            outcome="completed", sweep=sweep, sweep_index=index, parameters=values,
-            cluster_id=41 + index, proc_id=index, output_dir=f"/nonexistent/{sweep.pk}-{index}",
-            request={"gpus": 1, "script_name": "train.py"}, exit_code=0, finished_at=now,
-        )  # fmt: skip
+            owner=user,
+            lab=lab,
+            name=f"{sweep.name} #{index}",
+            gpus=1,
+            state="completed",
+            outcome="completed",
+            sweep=sweep,
+            sweep_index=index,
+            parameters=values,
+            cluster_id=41 + index,
+            proc_id=index,
+            output_dir=f"/nonexistent/{sweep.pk}-{index}",
+            request={"gpus": 1, "script_name": "train.py"},
+            exit_code=0,
+            finished_at=now,
+        )
         UsageRecord.objects.create(
-            job=job, user=user, lab=lab, started_at=now - timedelta(hours=hours + 1),
-            ended_at=now - timedelta(hours=1), gpus=1, wall_s=hours * 3600,
-            committed_s=hours * 3600, ended_by="completed", first_run=True, workstation="ws1",
-        )  # fmt: skip
+            job=job,
+            user=user,
+            lab=lab,
+            started_at=now - timedelta(hours=hours + 1),
+            ended_at=now - timedelta(hours=1),
+            gpus=1,
+            wall_s=hours * 3600,
+            committed_s=hours * 3600,
+            ended_by="completed",
+            first_run=True,
+            workstation="ws1",
+        )
         jobs[(sweep.name, index)] = job.public_id
     alone = OldJob.objects.create(
-        owner=user, lab=lab, name="on its own", gpus=0, state="failed", outcome="failed",
-        cluster_id=50, proc_id=0, output_dir="/nonexistent/alone", exit_code=3, finished_at=now,
+        owner=user,
+        lab=lab,
+        name="on its own",
+        gpus=0,
+        state="failed",
+        outcome="failed",
+        cluster_id=50,
+        proc_id=0,
+        output_dir="/nonexistent/alone",
+        exit_code=3,
+        finished_at=now,
         request={"gpus": 0, "script_name": "train.py"},
-    )  # fmt: skip
+    )
     content_types = apps.get_model("contenttypes", "ContentType")
     sweep_type = content_types.objects.get(app_label="jobs", model="sweep")
     apps.get_model("admin", "LogEntry").objects.create(
-        user_id=user.pk, content_type_id=sweep_type.pk, object_id=str(grid.pk),
-        object_repr=grid.name, action_flag=CHANGE, change_message="renamed",
-    )  # fmt: skip
-    return {"user": user.pk, "grid": grid.public_id, "study": study.public_id, "jobs": jobs,
-            "alone": alone.public_id}  # fmt: skip
+        user_id=user.pk,
+        content_type_id=sweep_type.pk,
+        object_id=str(grid.pk),
+        object_repr=grid.name,
+        action_flag=CHANGE,
+        change_message="renamed",
+    )
+    return {
+        "user": user.pk,
+        "grid": grid.public_id,
+        "study": study.public_id,
+        "jobs": jobs,
+        "alone": alone.public_id,
+    }
 
 
 @pytest.mark.django_db(transaction=True)
@@ -106,8 +173,9 @@ def test_a_database_from_before_the_split_migrates_forward_without_loss(client):
         41,
     )
     assert [(run["index"], run["parameters"], run["state"]) for run in grid["runs"]] == [
-        (0, {"lr": 0.1}, "completed"), (1, {"lr": 0.01}, "completed"),
-    ]  # fmt: skip
+        (0, {"lr": 0.1}, "completed"),
+        (1, {"lr": 0.01}, "completed"),
+    ]
     results = api.get(reverse("api:sweep-results", args=[old["grid"]])).json()
     assert [round(run["gpu_hours"], 3) for run in results["runs"]] == [1.5, 0.5]
 

@@ -42,10 +42,16 @@ class Burst:
     def submit(self, count: int, script: str = QUICK_JOB, **fields) -> list[Job]:
         new = []
         for number in range(count):
-            response = self.api.post(reverse("api:job-list"), {
-                "name": f"burst {len(self.jobs) + number}", "script": script_upload(script),
-                "memory_gb": 0.25, **fields,
-            }, format="multipart")  # fmt: skip
+            response = self.api.post(
+                reverse("api:job-list"),
+                {
+                    "name": f"burst {len(self.jobs) + number}",
+                    "script": script_upload(script),
+                    "memory_gb": 0.25,
+                    **fields,
+                },
+                format="multipart",
+            )
             assert response.status_code == 201, response.content
             new.append(Job.objects.get(public_id=response.json()["id"]))
         self.jobs += new
@@ -61,14 +67,16 @@ class Burst:
         seen: dict[str, set[str]] = collections.defaultdict(set)
         for name in ([], *(["-name", schedd] for schedd in self.other_schedds)):
             for tool in (["condor_q", "-allusers"], ["condor_history"]):
-                done = pool_command(*tool, *name, "-constraint", constraint,
-                                    "-af", "NightshiftJobId", "GlobalJobId")  # fmt: skip
+                done = pool_command(
+                    *tool, *name, "-constraint", constraint, "-af", "NightshiftJobId", "GlobalJobId"
+                )
                 for line in done.stdout.splitlines():
                     if line.strip():
                         job_id, global_id = line.split()
                         seen[job_id].add(global_id)
-        return collections.Counter({str(job.public_id): len(seen[str(job.public_id)])
-                                    for job in self.jobs})  # fmt: skip
+        return collections.Counter(
+            {str(job.public_id): len(seen[str(job.public_id)]) for job in self.jobs}
+        )
 
     def wait_until_final(self, timeout: float = 420) -> None:
         ids = [job.pk for job in self.jobs]
@@ -91,10 +99,18 @@ class Burst:
             state__in=(JobState.COMPLETED, JobState.FAILED, JobState.REMOVED)
         )
         return [
-            (job.name, job.state, job.schedd, job.cluster_id, job.status_detail,
-             job.wait_reason, job.last_error, list(job.events.values_list("kind", flat=True)))
+            (
+                job.name,
+                job.state,
+                job.schedd,
+                job.cluster_id,
+                job.status_detail,
+                job.wait_reason,
+                job.last_error,
+                list(job.events.values_list("kind", flat=True)),
+            )
             for job in rows
-        ]  # fmt: skip
+        ]
 
     def assert_each_ran_once_and_completed(self) -> None:
         self.wait_until_final()
@@ -102,11 +118,18 @@ class Burst:
             Job.objects.filter(pk__in=[job.pk for job in self.jobs]).values_list("state", flat=True)
         )
         failures = [
-            (job.name, job.state, job.status_detail, job.wait_reason, job.last_error,
-             list(job.events.values_list("kind", "detail")))
-            for job in Job.objects.filter(pk__in=[j.pk for j in self.jobs])
-            .exclude(state=JobState.COMPLETED)
-        ]  # fmt: skip
+            (
+                job.name,
+                job.state,
+                job.status_detail,
+                job.wait_reason,
+                job.last_error,
+                list(job.events.values_list("kind", "detail")),
+            )
+            for job in Job.objects.filter(pk__in=[j.pk for j in self.jobs]).exclude(
+                state=JobState.COMPLETED
+            )
+        ]
         assert states == {JobState.COMPLETED: len(self.jobs)}, failures
         copies = self.copies_in_htcondor()
         assert sorted(set(copies.values())) == [1], {k: v for k, v in copies.items() if v != 1}
@@ -128,8 +151,9 @@ def spread_burst(burst, two_schedds):
 
 
 def assert_spread_over(schedds, jobs) -> None:
-    placed = collections.Counter(Job.objects.filter(pk__in=[j.pk for j in jobs])
-                                 .values_list("schedd", flat=True))  # fmt: skip
+    placed = collections.Counter(
+        Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("schedd", flat=True)
+    )
     assert set(placed) == set(schedds), placed
 
 
@@ -190,8 +214,9 @@ def assert_each_change_recorded_once(burst: Burst, jobs: list[Job]) -> None:
     )
     assert set(events.values()) == {1}, {k: v for k, v in events.items() if v != 1}
     assert len(events) == 3 * len(jobs)
-    runs = collections.Counter(UsageRecord.objects.filter(job_id__in=ids)
-                               .values_list("job_id", flat=True))  # fmt: skip
+    runs = collections.Counter(
+        UsageRecord.objects.filter(job_id__in=ids).values_list("job_id", flat=True)
+    )
     assert sorted(set(runs.values())) == [1]
 
 

@@ -14,9 +14,11 @@ SLOWER_JOB = "import time\ntime.sleep(15)\nprint('done', flush=True)\n"
 
 def test_jobs_running_through_a_pool_restart_end_completed_once(burst, live_pipeline):
     jobs = burst.submit(BURST, script=SLOWER_JOB)
-    wait_for(lambda: Job.objects.filter(pk__in=[j.pk for j in jobs],
-                                        state=JobState.RUNNING).exists(),
-             timeout=180, what="some of the burst to run")  # fmt: skip
+    wait_for(
+        lambda: Job.objects.filter(pk__in=[j.pk for j in jobs], state=JobState.RUNNING).exists(),
+        timeout=180,
+        what="some of the burst to run",
+    )
     pool_command("condor_restart")
     live_pipeline.restart_beat()  # and beat, wherever its sync was
     wait_for(schedd_answers, timeout=180, what="the pool to come back")

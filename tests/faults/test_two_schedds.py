@@ -29,8 +29,12 @@ def test_a_worker_killed_mid_burst_submits_each_job_once_on_its_own_schedd(
     for _ in range(3):
         submitted = Job.objects.filter(pk__in=[j.pk for j in jobs], cluster_id__isnull=False)
         before = submitted.count()
-        wait_for(lambda before=before: submitted.count() >= min(before + 3, BURST), timeout=60,
-                 interval=0.05, what="a few more submissions")  # fmt: skip
+        wait_for(
+            lambda before=before: submitted.count() >= min(before + 3, BURST),
+            timeout=60,
+            interval=0.05,
+            what="a few more submissions",
+        )
         live_pipeline.kill_worker()
         live_pipeline.start_worker(**live_pipeline.worker_env)
     spread_burst.assert_each_ran_once_and_completed()
@@ -68,8 +72,13 @@ def test_one_schedd_stopped_mid_burst_holds_up_only_its_jobs_and_then_each_runs_
         wait_for(told_to_wait, timeout=120, what="ap2's jobs to wait for their scheduler")
         # The other schedd's jobs go on meanwhile, and end.
         going = [job.pk for job in spread_burst.jobs if job.schedd == first]
-        wait_for(lambda: Job.objects.filter(pk__in=going, state=JobState.COMPLETED).count()
-                 == len(going), timeout=300, what="the first schedd's jobs")  # fmt: skip
+        wait_for(
+            lambda: (
+                Job.objects.filter(pk__in=going, state=JobState.COMPLETED).count() == len(going)
+            ),
+            timeout=300,
+            what="the first schedd's jobs",
+        )
     finally:
         pool_command("condor_on", "-daemon", "SCHEDD_AP2")
     spread_burst.assert_each_ran_once_and_completed()

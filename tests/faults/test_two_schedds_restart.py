@@ -21,8 +21,9 @@ def test_jobs_on_both_schedds_through_a_pool_restart_end_completed_once(
     assert_spread_over(two_schedds, jobs)
     # ap2's jobs start last (its input goes through the spool): the restart catches them
     # running, with whatever of the first schedd's is still there.
-    running = Job.objects.filter(pk__in=[j.pk for j in jobs], schedd=two_schedds[1],
-                                 state=JobState.RUNNING)  # fmt: skip
+    running = Job.objects.filter(
+        pk__in=[j.pk for j in jobs], schedd=two_schedds[1], state=JobState.RUNNING
+    )
     wait_for(running.exists, timeout=240, what="a job of the second schedd to run")
     pool_command("condor_restart")  # the master restarts every daemon, ap2's schedd too
     live_pipeline.restart_beat()

@@ -40,12 +40,24 @@ class WebServer:
         self.starts += 1
         log = open(self.log_dir / f"gunicorn-{self.starts}.log", "wb")  # noqa: SIM115
         self.process = subprocess.Popen(
-            [str(Path(sys.executable).with_name("gunicorn")), "portal.wsgi",
-             "--bind", f"127.0.0.1:{PORT}", "--workers", "2", "--threads", "4"],
-            cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            env=os.environ | {"DATABASE_URL": database_url(),
-                              "NIGHTSHIFT_SUBMIT_RATE": "10000/minute"} | self.env,
-        )  # fmt: skip
+            [
+                str(Path(sys.executable).with_name("gunicorn")),
+                "portal.wsgi",
+                "--bind",
+                f"127.0.0.1:{PORT}",
+                "--workers",
+                "2",
+                "--threads",
+                "4",
+            ],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=os.environ
+            | {"DATABASE_URL": database_url(), "NIGHTSHIFT_SUBMIT_RATE": "10000/minute"}
+            | self.env,
+        )
 
         def answers() -> bool:
             try:
@@ -75,13 +87,21 @@ class HttpBurst(threading.Thread):
         self.failed_attempts = 0
 
     def run(self) -> None:
-        with httpx.Client(base_url=f"http://127.0.0.1:{PORT}", timeout=30,
-                          headers={"Authorization": f"Bearer {self.token}"}) as client:  # fmt: skip
+        with httpx.Client(
+            base_url=f"http://127.0.0.1:{PORT}",
+            timeout=30,
+            headers={"Authorization": f"Bearer {self.token}"},
+        ) as client:
             while len(self.accepted) < self.count:
                 try:
-                    response = client.post("/api/v1/jobs/", data={
-                        "name": f"web burst {len(self.accepted)}", "memory_gb": "0.25",
-                    }, files={"script": ("train.py", QUICK_JOB.encode())})  # fmt: skip
+                    response = client.post(
+                        "/api/v1/jobs/",
+                        data={
+                            "name": f"web burst {len(self.accepted)}",
+                            "memory_gb": "0.25",
+                        },
+                        files={"script": ("train.py", QUICK_JOB.encode())},
+                    )
                 except httpx.TransportError:
                     self.failed_attempts += 1
                     time.sleep(0.2)
@@ -107,8 +127,11 @@ def send_through_a_web_server_killed_and_restarted(burst, live_pipeline, web_ser
     user = burst.user
     sender = HttpBurst(token_create(user=user, name="script").secret, BURST)
     sender.start()
-    wait_for(lambda: len(sender.accepted) >= BURST // 3, timeout=120,
-             what="a third of the burst to be accepted")  # fmt: skip
+    wait_for(
+        lambda: len(sender.accepted) >= BURST // 3,
+        timeout=120,
+        what="a third of the burst to be accepted",
+    )
     web_server.kill()
     live_pipeline.restart_beat()  # killed wherever its sync was
     time.sleep(3)  # the script meets a closed port meanwhile

@@ -23,8 +23,7 @@ def office_owner(weeks: int, *, start: datetime = MONDAY, arrive: int = 9, leave
             midnight = datetime.combine(date, datetime.min.time(), tzinfo=ZONE)
             taken.append((midnight + timedelta(hours=arrive), midnight + timedelta(hours=leave)))
     end = start + timedelta(days=weeks * 7)
-    return History.from_intervals(start=start.astimezone(UTC), end=end.astimezone(UTC),
-                                  taken=taken)  # fmt: skip
+    return History.from_intervals(start=start.astimezone(UTC), end=end.astimezone(UTC), taken=taken)
 
 
 def never_taken(days: float, start: datetime = MONDAY) -> History:
@@ -33,8 +32,9 @@ def never_taken(days: float, start: datetime = MONDAY) -> History:
 
 
 def at(day: int, hour: int, minute: int = 0) -> datetime:
-    midnight = datetime.combine((MONDAY + timedelta(days=day)).date(), datetime.min.time(),
-                                tzinfo=ZONE)  # fmt: skip
+    midnight = datetime.combine(
+        (MONDAY + timedelta(days=day)).date(), datetime.min.time(), tzinfo=ZONE
+    )
     return midnight + timedelta(hours=hour, minutes=minute)
 
 
@@ -140,7 +140,6 @@ def test_an_owner_who_drops_in_at_night_is_reported_as_reclaiming_nights():
         )
         for i in np.flatnonzero(history.states == TAKEN)
     ]
-    history = History.from_intervals(start=history.start, end=history.end,
-                                     taken=taken + drop_ins)  # fmt: skip
+    history = History.from_intervals(start=history.start, end=history.end, taken=taken + drop_ins)
     text = PoolModel.fit({"desk": history}, zone=ZONE).model("desk").describe(history)
     assert "reclaimed on 3 of the last" in text

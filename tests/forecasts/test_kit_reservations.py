@@ -16,8 +16,12 @@ from tests.conftest import client_with_token
 from tests.factories import LabFactory
 from tests.forecasts.test_placement_figures import SCRIPT
 
-RESERVATION_ATTRIBUTES = ["NightshiftReservedFor", "NightshiftReservedLab",
-                          "NightshiftReservedFrom", "NightshiftReservedUntil"]  # fmt: skip
+RESERVATION_ATTRIBUTES = [
+    "NightshiftReservedFor",
+    "NightshiftReservedLab",
+    "NightshiftReservedFrom",
+    "NightshiftReservedUntil",
+]
 
 
 @pytest.fixture
@@ -28,20 +32,38 @@ def kit_token(db):
 def hold(lab, *, starts_in: timedelta, hours: float, workstation="ws-volta") -> Reservation:
     start = timezone.now() + starts_in
     return Reservation.objects.create(
-        lab=lab, purpose="Course", starts_at=start, ends_at=start + timedelta(hours=hours),
-        workstations=[workstation], gpus=2,
-    )  # fmt: skip
+        lab=lab,
+        purpose="Course",
+        starts_at=start,
+        ends_at=start + timedelta(hours=hours),
+        workstations=[workstation],
+        gpus=2,
+    )
 
 
 def run_kit(tmp_path, portal: str, token: str) -> tuple[list[str], str]:
     token_file = tmp_path / "kit.token"
     token_file.write_text(token + "\n")
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--portal", portal, "--token-file", str(token_file),
-         "--name", "ws-volta", "--cache", str(tmp_path / "figures.json"),
-         "--reservations-cache", str(tmp_path / "reservations.json")],
-        capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--portal",
+            portal,
+            "--token-file",
+            str(token_file),
+            "--name",
+            "ws-volta",
+            "--cache",
+            str(tmp_path / "figures.json"),
+            "--reservations-cache",
+            str(tmp_path / "reservations.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     lines = result.stdout.splitlines()
     return [line for line in lines if line.startswith("NightshiftReserved")], result.stderr
 
@@ -57,10 +79,11 @@ def test_the_window_on_now_is_published_before_a_later_one(live_server, kit_toke
     now_on = hold(vision, starts_in=-timedelta(minutes=10), hours=2)
     lines, errors = run_kit(tmp_path, live_server.url, kit_token)
     assert published(lines) == {
-        "NightshiftReservedFor": '"group_vision"', "NightshiftReservedLab": '"Vision"',
+        "NightshiftReservedFor": '"group_vision"',
+        "NightshiftReservedLab": '"Vision"',
         "NightshiftReservedFrom": str(int(now_on.starts_at.timestamp())),
         "NightshiftReservedUntil": str(int(now_on.ends_at.timestamp())),
-    }, errors  # fmt: skip
+    }, errors
     now_on.delete()
     lines, _ = run_kit(tmp_path, live_server.url, kit_token)
     assert published(lines)["NightshiftReservedFrom"] == str(int(later.starts_at.timestamp()))

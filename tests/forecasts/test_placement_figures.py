@@ -35,10 +35,13 @@ def week_of_figures() -> list[list[float]]:
 @pytest.fixture
 def forecast(db):
     return WorkstationForecast.objects.create(
-        workstation="ws-volta", fitted_at=timezone.now(), observed_days=21,
-        stay_free=week_of_figures(), confidence=["high"] * QUARTERS_PER_WEEK,
+        workstation="ws-volta",
+        fitted_at=timezone.now(),
+        observed_days=21,
+        stay_free=week_of_figures(),
+        confidence=["high"] * QUARTERS_PER_WEEK,
         description="Usually free 17:00-09:00 on weekdays.",
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture
@@ -116,11 +119,25 @@ def run_kit(tmp_path, portal: str, token: str, *, refresh_hours: float = 6.0):
     token_file = tmp_path / "kit.token"
     token_file.write_text(token + "\n")
     result = subprocess.run(
-        [sys.executable, str(SCRIPT), "--portal", portal, "--token-file", str(token_file),
-         "--name", "ws-volta", "--cache", str(tmp_path / "cache.json"),
-         "--refresh-hours", str(refresh_hours)],
-        capture_output=True, text=True, timeout=60, check=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--portal",
+            portal,
+            "--token-file",
+            str(token_file),
+            "--name",
+            "ws-volta",
+            "--cache",
+            str(tmp_path / "cache.json"),
+            "--refresh-hours",
+            str(refresh_hours),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return dict(line.split(" = ") for line in result.stdout.splitlines()), result.stderr
 
 
@@ -157,9 +174,12 @@ def test_through_a_portal_outage_the_cron_job_keeps_the_week_it_has(
 
 def test_figures_past_their_validity_print_as_undefined(tmp_path):
     stale = {
-        "workstation": "ws-volta", "valid_until": "2026-01-01T00:00:00Z", "time_zone": "UTC",
-        "hours": [2, 4, 8, 16, 24], "quarter_hours": week_of_figures(),
-    }  # fmt: skip
+        "workstation": "ws-volta",
+        "valid_until": "2026-01-01T00:00:00Z",
+        "time_zone": "UTC",
+        "hours": [2, 4, 8, 16, 24],
+        "quarter_hours": week_of_figures(),
+    }
     (tmp_path / "cache.json").write_text(json.dumps(stale))
     printed, _ = run_kit(tmp_path, "http://127.0.0.1:9", "unused", refresh_hours=1000)
     assert set(printed.values()) == {"undefined"}

@@ -34,10 +34,16 @@ def samples(workstation: str, *, owner_at_desk) -> None:
     moment = START
     while moment < END:
         taken = owner_at_desk(moment.astimezone(ZONE))
-        rows.append(CapacitySample(
-            taken_at=moment, seconds=900, workstation=workstation, total_gpus=1,
-            idle_gpus=0 if taken else 1, unavailable_gpus=1 if taken else 0,
-        ))  # fmt: skip
+        rows.append(
+            CapacitySample(
+                taken_at=moment,
+                seconds=900,
+                workstation=workstation,
+                total_gpus=1,
+                idle_gpus=0 if taken else 1,
+                unavailable_gpus=1 if taken else 0,
+            )
+        )
         moment += timedelta(minutes=15)
     CapacitySample.objects.bulk_create(rows)
 
@@ -69,7 +75,10 @@ def test_samples_become_slots_taken_where_the_gpus_were_unavailable(campus):
 def test_the_refit_stores_a_forecast_for_every_workstation_it_knows(campus):
     assert forecasts_refit(now=END) == 3
     assert set(WorkstationForecast.objects.values_list("workstation", flat=True)) == {
-        "ws-desk", "ws-lab", "ws-new"}  # fmt: skip
+        "ws-desk",
+        "ws-lab",
+        "ws-new",
+    }
     desk = forecast_now("ws-desk", now=local(2, 18))  # Tuesday 18:00
     assert desk.stay_free[8] > 0.8 and desk.confidence == "high"
     assert forecast_now("ws-desk", now=local(2, 8)).stay_free[4] < 0.2  # back at 09:00

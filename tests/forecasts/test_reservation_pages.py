@@ -34,8 +34,13 @@ def local(moment) -> str:
 
 def form_data(**changes) -> dict:
     start = timezone.now() + timedelta(hours=2)
-    return {"purpose": "Course deadline", "starts_at": local(start),
-            "ends_at": local(start + timedelta(hours=3)), "gpus": "", **changes}  # fmt: skip
+    return {
+        "purpose": "Course deadline",
+        "starts_at": local(start),
+        "ends_at": local(start + timedelta(hours=3)),
+        "gpus": "",
+        **changes,
+    }
 
 
 def test_the_lab_page_lists_its_reservations_and_offers_a_new_one(lead_client, vision):
@@ -69,9 +74,14 @@ def test_a_refused_reservation_keeps_what_was_typed_and_says_why(lead_client, vi
 
 def test_a_lead_cancels_and_a_student_cannot_reach_the_form(client, lead_client, vision):
     start = timezone.now() + timedelta(hours=1)
-    made = Reservation.objects.create(lab=vision, purpose="Demo", starts_at=start,
-                                      ends_at=start + timedelta(hours=1), workstations=["ws-volta"],
-                                      gpus=2)  # fmt: skip
+    made = Reservation.objects.create(
+        lab=vision,
+        purpose="Demo",
+        starts_at=start,
+        ends_at=start + timedelta(hours=1),
+        workstations=["ws-volta"],
+        gpus=2,
+    )
     cancel = reverse("labs:reservation_cancel", args=[vision.pk, made.public_id])
     lead_client.post(cancel)
     made.refresh_from_db()
@@ -83,9 +93,14 @@ def test_a_lead_cancels_and_a_student_cannot_reach_the_form(client, lead_client,
 
 def test_the_pool_page_says_who_holds_a_workstation_now(student_client, fake_bridge, vision):
     start = timezone.now() - timedelta(minutes=5)
-    Reservation.objects.create(lab=vision, purpose="Demo day", starts_at=start,
-                               ends_at=start + timedelta(hours=2), workstations=["ws-volta"],
-                               gpus=2)  # fmt: skip
+    Reservation.objects.create(
+        lab=vision,
+        purpose="Demo day",
+        starts_at=start,
+        ends_at=start + timedelta(hours=2),
+        workstations=["ws-volta"],
+        gpus=2,
+    )
     body = student_client.get(reverse("pool")).content.decode()
     assert "Reserved now: reserved for Vision from" in body
     assert "(Demo day)" in body

@@ -31,8 +31,13 @@ HOUR = timedelta(hours=1)
 def pool(db):
     """Four GPU workstations seen today, and a desktop with none."""
     now = timezone.now()
-    for name, gpus in (("ws-ampere", 4), ("ws-volta", 2), ("ws-fermi", 1), ("ws-turing", 2),
-                       ("ws-office", 0)):  # fmt: skip
+    for name, gpus in (
+        ("ws-ampere", 4),
+        ("ws-volta", 2),
+        ("ws-fermi", 1),
+        ("ws-turing", 2),
+        ("ws-office", 0),
+    ):
         Workstation.objects.create(name=name, last_seen_at=now, total_gpus=gpus)
 
 
@@ -48,16 +53,24 @@ def lead(vision):
 
 def likely_free(name: str, chance: float) -> None:
     WorkstationForecast.objects.create(
-        workstation=name, fitted_at=timezone.now(), observed_days=21,
-        stay_free=[[chance] * 5] * QUARTERS_PER_WEEK, confidence=["high"] * QUARTERS_PER_WEEK,
-    )  # fmt: skip
+        workstation=name,
+        fitted_at=timezone.now(),
+        observed_days=21,
+        stay_free=[[chance] * 5] * QUARTERS_PER_WEEK,
+        confidence=["high"] * QUARTERS_PER_WEEK,
+    )
 
 
 def ask(lab, *, gpus=None, workstations=(), start_in=HOUR, hours=4, purpose="Course deadline"):
     starts_at = timezone.now() + start_in
-    return ReservationRequest(lab=lab, purpose=purpose, starts_at=starts_at,
-                              ends_at=starts_at + timedelta(hours=hours), gpus=gpus,
-                              workstations=tuple(workstations))  # fmt: skip
+    return ReservationRequest(
+        lab=lab,
+        purpose=purpose,
+        starts_at=starts_at,
+        ends_at=starts_at + timedelta(hours=hours),
+        gpus=gpus,
+        workstations=tuple(workstations),
+    )
 
 
 def refusal(actor, asked) -> ReservationError:
@@ -93,8 +106,9 @@ def test_a_workstation_held_by_another_lab_then_is_refused_with_who_holds_it(poo
     assert error.field == "workstations"
     assert "ws-volta is taken then: reserved for NLP from" in error.message
     # Back to back is no conflict.
-    after = reservation_create(actor=lead, asked=ask(vision, workstations=["ws-volta"],
-                                                     start_in=5 * HOUR))  # fmt: skip
+    after = reservation_create(
+        actor=lead, asked=ask(vision, workstations=["ws-volta"], start_in=5 * HOUR)
+    )
     assert after.workstations == ["ws-volta"]
     # Asking for GPUs skips the held workstation.
     picked = reservation_create(actor=lead, asked=ask(vision, gpus=2, start_in=2 * HOUR, hours=1))
@@ -107,17 +121,28 @@ def test_more_gpus_than_are_free_then_are_refused_with_the_count(pool, vision, l
     assert error.message == "Only 9 GPUs are free to reserve in that window."
 
 
-@pytest.mark.parametrize(("change", "field", "message"), [
-    ({"hours": -1}, "ends_at", "The end must come after the start."),
-    ({"hours": 73}, "ends_at", "A reservation lasts at most 72 hours."),
-    ({"start_in": -3 * HOUR, "hours": 1}, "ends_at", "That window is over already."),
-    ({"start_in": -HOUR}, "starts_at", "A reservation cannot start in the past."),
-    ({"start_in": timedelta(days=61)}, "starts_at", "Reservations start within the next 60 days."),
-    ({"gpus": None}, "gpus", "Ask for a number of GPUs, or name the workstations."),
-    ({"workstations": ["ws-volta"]}, "gpus", "Ask for a number of GPUs, or name the workstations."),
-    ({"gpus": 0}, "gpus", "Reserve at least one GPU."),
-    ({"purpose": "   "}, "purpose", "Say what the reservation is for (a course, a demo)."),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"hours": -1}, "ends_at", "The end must come after the start."),
+        ({"hours": 73}, "ends_at", "A reservation lasts at most 72 hours."),
+        ({"start_in": -3 * HOUR, "hours": 1}, "ends_at", "That window is over already."),
+        ({"start_in": -HOUR}, "starts_at", "A reservation cannot start in the past."),
+        (
+            {"start_in": timedelta(days=61)},
+            "starts_at",
+            "Reservations start within the next 60 days.",
+        ),
+        ({"gpus": None}, "gpus", "Ask for a number of GPUs, or name the workstations."),
+        (
+            {"workstations": ["ws-volta"]},
+            "gpus",
+            "Ask for a number of GPUs, or name the workstations.",
+        ),
+        ({"gpus": 0}, "gpus", "Reserve at least one GPU."),
+        ({"purpose": "   "}, "purpose", "Say what the reservation is for (a course, a demo)."),
+    ],
+)
 def test_a_bad_window_or_request_is_refused_with_what_to_change(
     pool, vision, lead, change, field, message
 ):
@@ -160,8 +185,9 @@ def test_only_the_labs_leads_and_admins_reserve_for_it(pool, vision, lead):
 
 
 def test_a_cancelled_reservation_is_audited_and_leaves_the_kits_feed(pool, vision, lead):
-    made = reservation_create(actor=lead, asked=ask(vision, workstations=["ws-volta"],
-                                                    start_in=-timedelta(minutes=1)))  # fmt: skip
+    made = reservation_create(
+        actor=lead, asked=ask(vision, workstations=["ws-volta"], start_in=-timedelta(minutes=1))
+    )
     assert reservations_for_kit("ws-volta") == [made]
     assert reservations_for_kit("ws-ampere") == []
     reservation_cancel(actor=lead, reservation=made)
@@ -173,8 +199,9 @@ def test_a_cancelled_reservation_is_audited_and_leaves_the_kits_feed(pool, visio
 
 def test_the_kits_feed_holds_windows_on_now_or_in_the_next_two_weeks(pool, vision, lead):
     soon = reservation_create(actor=lead, asked=ask(vision, workstations=["ws-fermi"]))
-    reservation_create(actor=lead, asked=ask(vision, workstations=["ws-fermi"],
-                                             start_in=timedelta(days=20)))  # fmt: skip
+    reservation_create(
+        actor=lead, asked=ask(vision, workstations=["ws-fermi"], start_in=timedelta(days=20))
+    )
     assert reservations_for_kit("ws-fermi") == [soon]
 
 
@@ -184,10 +211,17 @@ def test_the_kits_feed_holds_windows_on_now_or_in_the_next_two_weeks(pool, visio
 def test_a_lead_reserves_through_the_api_and_cancels(pool, vision, lead):
     api = client_with_token(lead)
     start = timezone.now() + HOUR
-    answer = api.post(reverse("api:reservation-list"), {
-        "lab": vision.pk, "purpose": "Demo day", "starts_at": start.isoformat(),
-        "ends_at": (start + 2 * HOUR).isoformat(), "gpus_asked": 2,
-    }, format="json")  # fmt: skip
+    answer = api.post(
+        reverse("api:reservation-list"),
+        {
+            "lab": vision.pk,
+            "purpose": "Demo day",
+            "starts_at": start.isoformat(),
+            "ends_at": (start + 2 * HOUR).isoformat(),
+            "gpus_asked": 2,
+        },
+        format="json",
+    )
     assert answer.status_code == 201, answer.json()
     body = answer.json()
     assert (body["lab_name"], body["gpus"], body["state"]) == ("Vision", 2, "upcoming")
@@ -200,10 +234,17 @@ def test_a_lead_reserves_through_the_api_and_cancels(pool, vision, lead):
 
 def test_the_api_says_which_field_to_change(pool, vision, lead):
     start = timezone.now() + HOUR
-    answer = client_with_token(lead).post(reverse("api:reservation-list"), {
-        "lab": vision.pk, "purpose": "Demo", "starts_at": start.isoformat(),
-        "ends_at": (start + 2 * HOUR).isoformat(), "workstations": ["ws-nowhere"],
-    }, format="json")  # fmt: skip
+    answer = client_with_token(lead).post(
+        reverse("api:reservation-list"),
+        {
+            "lab": vision.pk,
+            "purpose": "Demo",
+            "starts_at": start.isoformat(),
+            "ends_at": (start + 2 * HOUR).isoformat(),
+            "workstations": ["ws-nowhere"],
+        },
+        format="json",
+    )
     assert answer.status_code == 400
     error = answer.json()["error"]
     message = "No workstation with GPUs called 'ws-nowhere' has been in the pool this week."
@@ -216,10 +257,17 @@ def test_a_student_may_list_but_not_reserve_or_cancel(pool, vision, lead):
     api = client_with_token(student)
     assert api.get(reverse("api:reservation-list")).status_code == 200
     start = timezone.now() + HOUR
-    answer = api.post(reverse("api:reservation-list"), {
-        "lab": vision.pk, "purpose": "Mine", "starts_at": start.isoformat(),
-        "ends_at": (start + HOUR).isoformat(), "gpus_asked": 1,
-    }, format="json")  # fmt: skip
+    answer = api.post(
+        reverse("api:reservation-list"),
+        {
+            "lab": vision.pk,
+            "purpose": "Mine",
+            "starts_at": start.isoformat(),
+            "ends_at": (start + HOUR).isoformat(),
+            "gpus_asked": 1,
+        },
+        format="json",
+    )
     assert answer.status_code == 403
     url = reverse("api:reservation-detail", kwargs={"public_id": made.public_id})
     assert api.delete(url).status_code == 403

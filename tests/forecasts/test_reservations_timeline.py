@@ -29,10 +29,14 @@ def campus(db):
 
 def hold(lab, *, starts_in: timedelta, hours: float, names=("ws-volta",), now=NOW, **fields):
     return Reservation.objects.create(
-        lab=lab, purpose=fields.pop("purpose", "Course"), starts_at=now + starts_in,
-        ends_at=now + starts_in + timedelta(hours=hours), workstations=list(names),
-        gpus=2, **fields,
-    )  # fmt: skip
+        lab=lab,
+        purpose=fields.pop("purpose", "Course"),
+        starts_at=now + starts_in,
+        ends_at=now + starts_in + timedelta(hours=hours),
+        workstations=list(names),
+        gpus=2,
+        **fields,
+    )
 
 
 def test_each_window_is_a_bar_where_it_falls_in_the_fortnight(campus):
@@ -78,8 +82,13 @@ def test_with_nothing_reserved_the_picture_says_so(campus):
 def test_the_pool_page_and_the_form_draw_it_and_escape_what_a_lead_typed(campus, client):
     vision = LabFactory(name="Vision")
     lead = MembershipFactory(lab=vision, role="lead").user
-    hold(vision, starts_in=timedelta(hours=1), hours=3, now=timezone.now(),
-         purpose='<script>alert("x")</script>')  # fmt: skip
+    hold(
+        vision,
+        starts_in=timedelta(hours=1),
+        hours=3,
+        now=timezone.now(),
+        purpose='<script>alert("x")</script>',
+    )
     client.force_login(lead)
     pool = client.get(reverse("pool")).content.decode()
     assert 'data-role="reservations-timeline"' in pool

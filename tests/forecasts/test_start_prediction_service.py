@@ -33,9 +33,15 @@ def campus(fake_bridge):
     for machine in fake_bridge.machines:
         moment = start
         while moment < now:
-            rows.append(CapacitySample(taken_at=moment, seconds=900, workstation=machine.name,
-                                       total_gpus=machine.total_gpus,
-                                       idle_gpus=machine.total_gpus))  # fmt: skip
+            rows.append(
+                CapacitySample(
+                    taken_at=moment,
+                    seconds=900,
+                    workstation=machine.name,
+                    total_gpus=machine.total_gpus,
+                    idle_gpus=machine.total_gpus,
+                )
+            )
             moment += timedelta(minutes=15)
     CapacitySample.objects.bulk_create(rows)
     forecasts_refit(now=now)
@@ -54,19 +60,37 @@ def clock(moment) -> str:
 
 def job(owner, lab, *, state, gpus=1, runtime_h=1.0, **fields):
     return Job.objects.create(
-        owner=owner, lab=lab, name="train", gpus=gpus, output_dir="/none", state=state,
-        cluster_id=500 + Job.objects.count(), proc_id=0,
-        request={"gpus": gpus, "cpus": 1, "memory_mb": 1024,
-                 "max_runtime_s": int(runtime_h * HOUR), "script_name": "train.py"},
+        owner=owner,
+        lab=lab,
+        name="train",
+        gpus=gpus,
+        output_dir="/none",
+        state=state,
+        cluster_id=500 + Job.objects.count(),
+        proc_id=0,
+        request={
+            "gpus": gpus,
+            "cpus": 1,
+            "memory_mb": 1024,
+            "max_runtime_s": int(runtime_h * HOUR),
+            "script_name": "train.py",
+        },
         **fields,
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture
 def waiting(campus, student):
     lab = LabFactory()
-    job(student, lab, state=JobState.RUNNING, gpus=2, runtime_h=2, workstation="ws-volta",
-        started_at=campus - timedelta(hours=1))  # fmt: skip
+    job(
+        student,
+        lab,
+        state=JobState.RUNNING,
+        gpus=2,
+        runtime_h=2,
+        workstation="ws-volta",
+        started_at=campus - timedelta(hours=1),
+    )
     return job(student, lab, state=JobState.IDLE, submitted_at=campus)
 
 
@@ -86,8 +110,9 @@ def test_predicting_again_refreshes_the_current_prediction_and_keeps_the_first(c
     assert first.made_at == campus and current.made_at == campus + timedelta(minutes=10)
 
 
-def test_the_job_page_and_the_api_say_when_it_will_likely_start(campus, waiting, student_client,
-                                                                 api):  # fmt: skip
+def test_the_job_page_and_the_api_say_when_it_will_likely_start(
+    campus, waiting, student_client, api
+):
     starts_predict(now=campus)
     page = student_client.get(reverse("jobs:detail", args=[waiting.public_id])).content.decode()
     assert "Likely starts between" in page and "(80 % chance)" in page
@@ -134,9 +159,15 @@ def test_starts_later_than_predicted_widen_the_next_ranges(campus, waiting, stud
 def test_the_forms_live_answer_says_when_a_job_of_that_request_would_start(
     campus, waiting, student_client
 ):
-    answer = student_client.get(reverse("jobs:match"), {
-        "gpus": 2, "cpus": 1, "memory_gb": 1, "max_runtime_minutes": 60,
-    }).json()  # fmt: skip
+    answer = student_client.get(
+        reverse("jobs:match"),
+        {
+            "gpus": 2,
+            "cpus": 1,
+            "memory_gb": 1,
+            "max_runtime_minutes": 60,
+        },
+    ).json()
     assert answer["ok"] is True
     # Both of ws-volta's GPUs free up when the running job ends, in about an hour, and the
     # job already waiting (one GPU, of the same user) goes first.
@@ -160,13 +191,26 @@ def lab_users(campus, student):
     from tests.factories import UserFactory
 
     lab = LabFactory()
-    job(student, lab, state=JobState.RUNNING, gpus=2, runtime_h=2, workstation="ws-volta",
-        started_at=campus - timedelta(hours=1))  # fmt: skip
+    job(
+        student,
+        lab,
+        state=JobState.RUNNING,
+        gpus=2,
+        runtime_h=2,
+        workstation="ws-volta",
+        started_at=campus - timedelta(hours=1),
+    )
     heavy, light = UserFactory(), UserFactory()
     past = job(heavy, lab, state=JobState.COMPLETED, gpus=2, finished_at=campus)
-    UsageRecord.objects.create(job=past, user=heavy, lab=lab, gpus=2, wall_s=10 * HOUR,
-                               started_at=campus - timedelta(hours=11),
-                               ended_at=campus - timedelta(hours=1))  # fmt: skip
+    UsageRecord.objects.create(
+        job=past,
+        user=heavy,
+        lab=lab,
+        gpus=2,
+        wall_s=10 * HOUR,
+        started_at=campus - timedelta(hours=11),
+        ended_at=campus - timedelta(hours=1),
+    )
     return lab, heavy, light
 
 
@@ -185,15 +229,22 @@ def test_fair_share_puts_the_light_users_later_job_ahead_of_the_heavy_users(camp
 def test_the_forms_live_answer_expects_interruptions_and_suggests_a_checkpoint_interval(
     campus, student_client
 ):
-    answer = student_client.get(reverse("jobs:match"), {
-        "gpus": 1, "cpus": 1, "memory_gb": 1, "max_runtime_minutes": 600,
-    }).json()  # fmt: skip
+    answer = student_client.get(
+        reverse("jobs:match"),
+        {
+            "gpus": 1,
+            "cpus": 1,
+            "memory_gb": 1,
+            "max_runtime_minutes": 600,
+        },
+    ).json()
     # Three weeks without an owner: interruptions are unlikely, and the longest interval.
     assert answer["interruptions_text"] == (
         "Interruptions are unlikely; checkpoint every 60 minutes anyway."
     )
-    without_limit = student_client.get(reverse("jobs:match"), {"gpus": 1, "cpus": 1,
-                                                               "memory_gb": 1}).json()  # fmt: skip
+    without_limit = student_client.get(
+        reverse("jobs:match"), {"gpus": 1, "cpus": 1, "memory_gb": 1}
+    ).json()
     assert without_limit["interruptions_text"] == ""
 
 
@@ -207,9 +258,13 @@ def test_the_forms_live_answer_names_the_reservations_that_keep_the_job_off(
     theirs = LabFactory(name="NLP")
     now = timezone.now()
     held = Reservation.objects.create(
-        lab=theirs, purpose="Demo", starts_at=now - timedelta(minutes=5),
-        ends_at=now + timedelta(hours=3), workstations=["ws-volta"], gpus=2,
-    )  # fmt: skip
+        lab=theirs,
+        purpose="Demo",
+        starts_at=now - timedelta(minutes=5),
+        ends_at=now + timedelta(hours=3),
+        workstations=["ws-volta"],
+        gpus=2,
+    )
     asked = {"gpus": 2, "cpus": 1, "memory_gb": 1, "max_runtime_minutes": 60}
     answer = student_client.get(reverse("jobs:match"), asked).json()
     assert answer["reservation_text"].startswith("ws-volta is reserved for NLP from ")
@@ -231,10 +286,16 @@ def test_a_deadline_is_judged_on_the_form_and_on_the_waiting_jobs_page(
     campus, waiting, student_client, api
 ):
     friday = timezone.localtime(campus + timedelta(days=2))
-    answer = student_client.get(reverse("jobs:match"), {
-        "gpus": 1, "cpus": 1, "memory_gb": 1, "max_runtime_minutes": 60,
-        "finish_by": friday.strftime("%Y-%m-%dT%H:%M"),
-    }).json()  # fmt: skip
+    answer = student_client.get(
+        reverse("jobs:match"),
+        {
+            "gpus": 1,
+            "cpus": 1,
+            "memory_gb": 1,
+            "max_runtime_minutes": 60,
+            "finish_by": friday.strftime("%Y-%m-%dT%H:%M"),
+        },
+    ).json()
     said = f"Finishing by {friday:%a %d %b %H:%M} is very likely"
     assert answer["deadline_text"].startswith(said)
     finish_by_s = int((campus + timedelta(hours=2)).timestamp())
@@ -248,8 +309,10 @@ def test_a_deadline_is_judged_on_the_form_and_on_the_waiting_jobs_page(
     start_by = timezone.localtime(datetime.fromtimestamp(finish_by_s - HOUR - 60, tz=UTC))
     # With its day when that is past midnight (a test run after 23:00), as the page says it.
     assert payload["prediction"]["deadline"].startswith("Finishing by ")
-    assert f"it must start by {clock(start_by)}, leaving its maximum runtime and about 1 minute" \
-        in payload["prediction"]["deadline"]  # fmt: skip
+    assert (
+        f"it must start by {clock(start_by)}, leaving its maximum runtime and about 1 minute"
+        in payload["prediction"]["deadline"]
+    )
 
 
 def test_a_reservation_later_today_does_not_delay_a_job_that_can_start_now(
@@ -257,16 +320,28 @@ def test_a_reservation_later_today_does_not_delay_a_job_that_can_start_now(
 ):
     from forecasts.models import Reservation
 
-    fake_bridge.machines = [dataclasses.replace(m, state="Unclaimed", free_gpus=m.total_gpus)
-                            for m in fake_bridge.machines]  # fmt: skip
+    fake_bridge.machines = [
+        dataclasses.replace(m, state="Unclaimed", free_gpus=m.total_gpus)
+        for m in fake_bridge.machines
+    ]
     now = timezone.now()
     Reservation.objects.create(
-        lab=LabFactory(name="NLP"), purpose="Demo", starts_at=now + timedelta(hours=6),
-        ends_at=now + timedelta(hours=9), workstations=["ws-volta"], gpus=2,
-    )  # fmt: skip
-    answer = student_client.get(reverse("jobs:match"), {
-        "gpus": 2, "cpus": 1, "memory_gb": 1, "max_runtime_minutes": 60,
-    }).json()  # fmt: skip
+        lab=LabFactory(name="NLP"),
+        purpose="Demo",
+        starts_at=now + timedelta(hours=6),
+        ends_at=now + timedelta(hours=9),
+        workstations=["ws-volta"],
+        gpus=2,
+    )
+    answer = student_client.get(
+        reverse("jobs:match"),
+        {
+            "gpus": 2,
+            "cpus": 1,
+            "memory_gb": 1,
+            "max_runtime_minutes": 60,
+        },
+    ).json()
     assert answer["start_text"] == "Likely to start within 15 minutes."
     assert answer["reservation_text"].startswith("ws-volta is reserved for NLP from ")
 
@@ -279,12 +354,22 @@ def test_a_reservation_that_begins_before_the_gpus_free_up_pushes_the_start_past
     # ws-volta's two GPUs free up in an hour; NLP holds it from half an hour until four.
     now = timezone.now()
     held = Reservation.objects.create(
-        lab=LabFactory(name="NLP"), purpose="Demo", starts_at=now + timedelta(minutes=30),
-        ends_at=now + timedelta(hours=4), workstations=["ws-volta"], gpus=2,
-    )  # fmt: skip
-    answer = student_client.get(reverse("jobs:match"), {
-        "gpus": 2, "cpus": 1, "memory_gb": 1, "max_runtime_minutes": 60,
-    }).json()  # fmt: skip
+        lab=LabFactory(name="NLP"),
+        purpose="Demo",
+        starts_at=now + timedelta(minutes=30),
+        ends_at=now + timedelta(hours=4),
+        workstations=["ws-volta"],
+        gpus=2,
+    )
+    answer = student_client.get(
+        reverse("jobs:match"),
+        {
+            "gpus": 2,
+            "cpus": 1,
+            "memory_gb": 1,
+            "max_runtime_minutes": 60,
+        },
+    ).json()
     # The form's prediction starts from its own now, a moment after the test's: its first
     # slot after the reservation may begin a few milliseconds past the test's minute.
     said = re.search(r"most likely around (.+)\.$", answer["start_text"]).group(1)

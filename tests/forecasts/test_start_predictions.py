@@ -24,8 +24,15 @@ HOUR = 3600
 
 
 def predict(now, machines, pool, *, ahead=(), job=WaitingJob(1, 2 * HOUR), **kwargs):
-    return predict_start(now=now.astimezone(UTC), machines=machines, ahead=list(ahead), job=job,
-                         pool=pool, rng=np.random.default_rng(5), **kwargs)  # fmt: skip
+    return predict_start(
+        now=now.astimezone(UTC),
+        machines=machines,
+        ahead=list(ahead),
+        job=job,
+        pool=pool,
+        rng=np.random.default_rng(5),
+        **kwargs,
+    )
 
 
 def test_a_job_with_a_free_workstation_and_nobody_ahead_starts_now():
@@ -62,26 +69,37 @@ def test_jobs_to_come_that_fair_share_puts_first_push_the_start_back():
     now = at(21, 10)
     busy = Machine("free", 1, owner_present=False, running=[RunningJob(1, 0, HOUR)])
     alone = predict(now, [busy], pool)
-    crowded = predict(now, [busy], pool, arrivals=Arrivals(
-        per_slot=np.full(168, 0.5), sizes=[WaitingJob(1, HOUR)]))  # fmt: skip
+    crowded = predict(
+        now,
+        [busy],
+        pool,
+        arrivals=Arrivals(per_slot=np.full(168, 0.5), sizes=[WaitingJob(1, HOUR)]),
+    )
     assert crowded.likely > alone.likely + timedelta(hours=1)
 
 
 def test_a_job_no_workstation_matches_is_not_predicted_to_start():
     pool = PoolModel.fit({"free": never_taken(21)}, zone=ZONE)
-    prediction = predict(at(21, 10), [Machine("free", 1, owner_present=False)], pool,
-                         job=WaitingJob(4, HOUR))  # fmt: skip
+    prediction = predict(
+        at(21, 10), [Machine("free", 1, owner_present=False)], pool, job=WaitingJob(4, HOUR)
+    )
     assert prediction.latest is None and prediction.within_horizon == 0
 
 
 def test_calibration_widens_the_ranges_until_most_past_starts_fall_inside():
     now = datetime(2026, 10, 26, 10, tzinfo=UTC)
     predictions = [
-        StartPrediction(made_at=now, earliest=now + timedelta(minutes=30), likely=now
-                        + timedelta(minutes=45), latest=now + timedelta(hours=1),
-                        within_horizon=1.0, futures=10, horizon=timedelta(days=1))
+        StartPrediction(
+            made_at=now,
+            earliest=now + timedelta(minutes=30),
+            likely=now + timedelta(minutes=45),
+            latest=now + timedelta(hours=1),
+            within_horizon=1.0,
+            futures=10,
+            horizon=timedelta(days=1),
+        )
         for _ in range(10)
-    ]  # fmt: skip
+    ]
     # Every start came at twice the predicted latest wait (counted from one slot before).
     late = now + (timedelta(hours=1) + timedelta(minutes=15)) * 2 - timedelta(minutes=15)
     calibration = calibrate([(p, late) for p in predictions])
@@ -126,6 +144,7 @@ def test_a_window_that_begins_later_does_not_keep_a_free_workstation_from_the_jo
     pool = PoolModel.fit({"free": never_taken(21)}, zone=ZONE)
     now = at(21, 10)
     held = [(now + timedelta(minutes=30), now + timedelta(hours=4))]
-    prediction = predict(now, [Machine("free", 1, owner_present=False)], pool,
-                         closed=lambda machine: held)  # fmt: skip
+    prediction = predict(
+        now, [Machine("free", 1, owner_present=False)], pool, closed=lambda machine: held
+    )
     assert prediction.kind == "now"

@@ -17,8 +17,14 @@ def web(client, transactional_db):
 
 def upload(web, script_text: str, **fields) -> Job:
     """A job sent through the new-job form, as a student sends one (no GPU, 256 MB)."""
-    data = {"name": "job", "gpus": 0, "cpus": 1, "memory_gb": 0.25, "arguments": "",
-            "script": script_upload(script_text) if script_text else None}  # fmt: skip
+    data = {
+        "name": "job",
+        "gpus": 0,
+        "cpus": 1,
+        "memory_gb": 0.25,
+        "arguments": "",
+        "script": script_upload(script_text) if script_text else None,
+    }
     data.update(fields)
     response = web.post(reverse("jobs:new"), data)
     assert response.status_code == 302, response.content.decode()[:2000]

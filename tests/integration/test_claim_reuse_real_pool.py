@@ -21,9 +21,12 @@ OTHER_DESKS = ("ws-ampere", "ws-fermi", "ws-office")
 def bridge():
     from condor_bridge.schedd import HTCondorBridge
 
-    real = HTCondorBridge(collector=settings.CONDOR_COLLECTOR,
-                          token_dir=str(settings.CONDOR_TOKEN_DIR), mode=FileMode.SHARED,
-                          instance=f"reuse-{uuid.uuid4().hex[:12]}")  # fmt: skip
+    real = HTCondorBridge(
+        collector=settings.CONDOR_COLLECTOR,
+        token_dir=str(settings.CONDOR_TOKEN_DIR),
+        mode=FileMode.SHARED,
+        instance=f"reuse-{uuid.uuid4().hex[:12]}",
+    )
     yield real
     for job in real.active_jobs():
         real.act("remove", job.cluster_id, job.proc_id, reason="claim reuse test cleanup")
@@ -31,24 +34,41 @@ def bridge():
 
 def request(user: str, **fields) -> JobRequest:
     job_id, directory = make_job_dir(settings.JOBS_DIR, SLEEPS, uid=settings.JOB_DIR_UID)
-    return JobRequest(job_id=job_id, job_dir=str(directory), script_name="train.py",
-                      memory_mb=256, accounting_user=user, **fields)  # fmt: skip
+    return JobRequest(
+        job_id=job_id,
+        job_dir=str(directory),
+        script_name="train.py",
+        memory_mb=256,
+        accounting_user=user,
+        **fields,
+    )
 
 
 def running(bridge, job_id):
-    return wait_for(lambda: (job := bridge.find(job_id)) and job.state is JobState.RUNNING and job,
-                    timeout=120, what="the job to run")  # fmt: skip
+    return wait_for(
+        lambda: (job := bridge.find(job_id)) and job.state is JobState.RUNNING and job,
+        timeout=120,
+        what="the job to run",
+    )
 
 
 def test_a_cpu_job_waiting_behind_a_gpu_job_gets_a_slot_of_its_own_without_the_gpu(bridge, desks):
     for desk in OTHER_DESKS:
         desks.returns_to(desk)
-    wait_for(lambda: owners_present() >= set(OTHER_DESKS), timeout=60,
-             what="the owners back at every desk but ws-volta's")  # fmt: skip
+    wait_for(
+        lambda: owners_present() >= set(OTHER_DESKS),
+        timeout=60,
+        what="the owners back at every desk but ws-volta's",
+    )
     # An earlier test's job still running there would leave the GPU job no room.
-    wait_for(lambda: any(m.name == "ws-volta" and (m.free_cpus, m.free_gpus) == (4, 2)
-                         for m in bridge.pool_machines()),
-             timeout=120, what="ws-volta free of other jobs")  # fmt: skip
+    wait_for(
+        lambda: any(
+            m.name == "ws-volta" and (m.free_cpus, m.free_gpus) == (4, 2)
+            for m in bridge.pool_machines()
+        ),
+        timeout=120,
+        what="ws-volta free of other jobs",
+    )
     user = f"reuse-{uuid.uuid4().hex[:8]}"
     # All of ws-volta's CPUs and one of its GPUs: nothing is left for another job to start.
     gpu_job = request(user, gpus=1, cpus=4)
@@ -60,8 +80,11 @@ def test_a_cpu_job_waiting_behind_a_gpu_job_gets_a_slot_of_its_own_without_the_g
     assert "TARGET.GPUs >= RequestGPUs" in str(bridge.job_ad(gpu_job.job_id)["Requirements"])
     cpu_job = request(user, cpus=1)
     bridge.submit(cpu_job)
-    wait_for(lambda: bridge.find(cpu_job.job_id).state is JobState.IDLE, timeout=30,
-             what="the CPU job to wait")  # fmt: skip
+    wait_for(
+        lambda: bridge.find(cpu_job.job_id).state is JobState.IDLE,
+        timeout=30,
+        what="the CPU job to wait",
+    )
     bridge.act("remove", gpu_run.cluster_id, gpu_run.proc_id, reason="finished")
     cpu_run = running(bridge, cpu_job.job_id)
     assert cpu_run.workstation == "ws-volta"

@@ -42,9 +42,19 @@ def fix_after(said: str, check: str) -> str:
 def test_a_healthy_pool_passes_every_check(pool_is_up):
     said, error = doctor()
     assert error is None, said
-    for check in ("jobs folder", "token", "collector", "schedd", "authentication",
-                  "authorization", "submit", "clock", "gpus", "negotiator",
-                  "matching"):  # fmt: skip
+    for check in (
+        "jobs folder",
+        "token",
+        "collector",
+        "schedd",
+        "authentication",
+        "authorization",
+        "submit",
+        "clock",
+        "gpus",
+        "negotiator",
+        "matching",
+    ):
         assert line(said, check).startswith("[ok  ]"), said
     assert "cycles every" in line(said, "negotiator")
     assert "portal@" in line(said, "authentication")
@@ -101,8 +111,9 @@ def test_an_unreachable_collector_is_named(pool_is_up, settings):
     assert "CONDOR_COLLECTOR" in fix_after(said, "collector")
 
 
-def test_the_portal_keeps_its_own_token_after_the_doctor_tried_another(pool_is_up, settings,
-                                                                       tmp_path):  # fmt: skip
+def test_the_portal_keeps_its_own_token_after_the_doctor_tried_another(
+    pool_is_up, settings, tmp_path
+):
     import htcondor2
 
     (tmp_path / "portal.token").write_text(BAD_TOKEN)
@@ -134,8 +145,7 @@ def limited_token(folder, *authz: str) -> None:
     (folder / "portal.token").chmod(0o600)
 
 
-def test_read_and_write_are_all_the_authorization_the_portal_needs(pool_is_up, settings,
-                                                                   tmp_path):  # fmt: skip
+def test_read_and_write_are_all_the_authorization_the_portal_needs(pool_is_up, settings, tmp_path):
     limited_token(tmp_path / "rw", "READ", "WRITE")
     settings.CONDOR_TOKEN_DIR = tmp_path / "rw"
     said, error = doctor()

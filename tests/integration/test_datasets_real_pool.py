@@ -72,9 +72,14 @@ def stored_version(folder: Path, name: str, mebibytes: int) -> DatasetVersion:
     owner = get_user_model().objects.get(username="ada")
     dataset = Dataset.objects.create(name=name, owner=owner)
     return DatasetVersion.objects.create(
-        dataset=dataset, number=1, sha256=digest.sha256, size_bytes=digest.size_bytes,
-        file_count=digest.file_count, source=DatasetVersion.Source.UPLOAD, origin=f"{name}.tar",
-    )  # fmt: skip
+        dataset=dataset,
+        number=1,
+        sha256=digest.sha256,
+        size_bytes=digest.size_bytes,
+        file_count=digest.file_count,
+        source=DatasetVersion.Source.UPLOAD,
+        origin=f"{name}.tar",
+    )
 
 
 def forget(version: DatasetVersion) -> None:
@@ -96,10 +101,18 @@ def cache(workstation: str) -> Path:
 
 
 def submit(web, script=READER, dataset="big") -> Job:
-    response = web.post(reverse("jobs:new"), {
-        "name": f"reads {dataset}", "gpus": 0, "cpus": 1, "memory_gb": 0.25, "arguments": "",
-        "script": script_upload(script), "datasets": [dataset],
-    })  # fmt: skip
+    response = web.post(
+        reverse("jobs:new"),
+        {
+            "name": f"reads {dataset}",
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 0.25,
+            "arguments": "",
+            "script": script_upload(script),
+            "datasets": [dataset],
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:3000]
     return Job.objects.latest("created_at")
 
@@ -142,8 +155,11 @@ def test_eight_jobs_move_a_gigabyte_once_per_workstation_and_a_damaged_copy_is_f
     desks.leaves(workstation)
     for other in set(WORKSTATIONS) - {workstation}:
         desks.returns_to(other)
-    wait_for(lambda: owners_present() == set(WORKSTATIONS) - {workstation}, timeout=60,
-             what=f"only {workstation} free")  # fmt: skip
+    wait_for(
+        lambda: owners_present() == set(WORKSTATIONS) - {workstation},
+        timeout=60,
+        what=f"only {workstation} free",
+    )
     record = finished(submit(web))
     assert record["workstation"].split("@")[1] == workstation
     assert record["how"] == "fetched"
@@ -163,8 +179,11 @@ def only_free(desks, workstation: str) -> None:
     desks.leaves(workstation)
     for other in set(WORKSTATIONS) - {workstation}:
         desks.returns_to(other)
-    wait_for(lambda: owners_present() == set(WORKSTATIONS) - {workstation}, timeout=60,
-             what=f"only {workstation} free")  # fmt: skip
+    wait_for(
+        lambda: owners_present() == set(WORKSTATIONS) - {workstation},
+        timeout=60,
+        what=f"only {workstation} free",
+    )
 
 
 def test_in_spool_mode_htcondor_brings_the_dataset_through_the_kits_plugin_or_the_jobs_own(
@@ -187,11 +206,16 @@ def test_in_spool_mode_htcondor_brings_the_dataset_through_the_kits_plugin_or_th
             job = submit(web, SMALL_READER, "small")
             wait_for_state(job, {JobState.COMPLETED, JobState.FAILED, JobState.HELD}, timeout=300)
             assert job.state == JobState.COMPLETED, job.status_detail
-            wait_for(lambda job=job: Job.objects.get(pk=job.pk).outputs_ready, timeout=60,
-                     what="the outputs retrieved")  # fmt: skip
+            wait_for(
+                lambda job=job: Job.objects.get(pk=job.pk).outputs_ready,
+                timeout=60,
+                what="the outputs retrieved",
+            )
             runs[workstation] = job
-        for workstation, by in (("ws-office", "the job's own plugin"),
-                                ("ws-ampere", "the workstation's plugin")):  # fmt: skip
+        for workstation, by in (
+            ("ws-office", "the job's own plugin"),
+            ("ws-ampere", "the workstation's plugin"),
+        ):
             job = runs[workstation]
             stdout = (job.directory / "stdout.txt").read_text()
             assert f"size {16 << 20}" in stdout, stdout

@@ -21,9 +21,11 @@ FRIDAY = 1_796_482_800  # 2026-12-04 16:00 UTC
 @pytest.fixture
 def bridge():
     return HTCondorBridge(
-        collector=settings.CONDOR_COLLECTOR, token_dir=str(settings.CONDOR_TOKEN_DIR),
-        mode=FileMode.SPOOL, instance=f"deadline-{uuid.uuid4().hex[:10]}",
-    )  # fmt: skip
+        collector=settings.CONDOR_COLLECTOR,
+        token_dir=str(settings.CONDOR_TOKEN_DIR),
+        mode=FileMode.SPOOL,
+        instance=f"deadline-{uuid.uuid4().hex[:10]}",
+    )
 
 
 def job_request(folder, script: str, **fields) -> JobRequest:
@@ -31,8 +33,13 @@ def job_request(folder, script: str, **fields) -> JobRequest:
     (folder / "outputs").mkdir()
     copy_job_helpers(folder)
     (folder / "train.py").write_text(script)
-    return JobRequest(job_id=str(uuid.uuid4()), job_dir=str(folder), script_name="train.py",
-                      memory_mb=128, **fields)  # fmt: skip
+    return JobRequest(
+        job_id=str(uuid.uuid4()),
+        job_dir=str(folder),
+        script_name="train.py",
+        memory_mb=128,
+        **fields,
+    )
 
 
 def state(bridge, job_id: str) -> JobState | None:
@@ -60,22 +67,35 @@ def test_the_labs_deadline_lane_goes_ahead_of_a_labmate_who_used_less(bridge, tm
     pool_command("condor_userprio", "-setfactor", f"{group}.bob-2@{domain}", "2000")
     sleeps = "import time\ntime.sleep(600)\n"
     # Only ws-volta has two GPUs: a job of the group's holds it while the others queue.
-    gate = job_request(tmp_path / "gate", sleeps, gpus=2, accounting_group=group,
-                       accounting_user="gate-3")  # fmt: skip
-    bobs = job_request(tmp_path / "bob", sleeps, gpus=2, accounting_group=group,
-                       accounting_user="bob-2")  # fmt: skip
-    adas = job_request(tmp_path / "ada", sleeps, gpus=2, accounting_group=group,
-                       accounting_user=DEADLINE_ACCOUNTING_USER, finish_by_s=FRIDAY)  # fmt: skip
+    gate = job_request(
+        tmp_path / "gate", sleeps, gpus=2, accounting_group=group, accounting_user="gate-3"
+    )
+    bobs = job_request(
+        tmp_path / "bob", sleeps, gpus=2, accounting_group=group, accounting_user="bob-2"
+    )
+    adas = job_request(
+        tmp_path / "ada",
+        sleeps,
+        gpus=2,
+        accounting_group=group,
+        accounting_user=DEADLINE_ACCOUNTING_USER,
+        finish_by_s=FRIDAY,
+    )
     clusters = [bridge.submit(gate)]
     try:
-        wait_for(lambda: state(bridge, gate.job_id) is JobState.RUNNING, timeout=120,
-                 what="a job to hold ws-volta's two GPUs")  # fmt: skip
+        wait_for(
+            lambda: state(bridge, gate.job_id) is JobState.RUNNING,
+            timeout=120,
+            what="a job to hold ws-volta's two GPUs",
+        )
         clusters += [bridge.submit(bobs), bridge.submit(adas)]
         assert bridge.job_ad(adas.job_id)["AccountingGroup"] == f"{group}.deadlines"
         bridge.act("remove", clusters[0].cluster_id, clusters[0].proc_id, reason="make room")
-        wait_for(lambda: JobState.RUNNING in (state(bridge, bobs.job_id),
-                                              state(bridge, adas.job_id)),
-                 timeout=120, what="one of the two waiting jobs to take ws-volta")  # fmt: skip
+        wait_for(
+            lambda: JobState.RUNNING in (state(bridge, bobs.job_id), state(bridge, adas.job_id)),
+            timeout=120,
+            what="one of the two waiting jobs to take ws-volta",
+        )
         assert state(bridge, adas.job_id) is JobState.RUNNING
         assert state(bridge, bobs.job_id) is JobState.IDLE
     finally:

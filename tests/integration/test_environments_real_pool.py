@@ -112,8 +112,10 @@ def test_four_jobs_starting_together_on_one_workstation_build_once(web, desks):
     requirements = b"tomli-w==1.1.0\n"
     empty_cache("ws-volta")
     only_on(desks, "ws-volta")  # four CPUs: all four run there at once
-    jobs = [submit(web, requirements, script="import tomli_w, time\ntime.sleep(2)\nprint('ok')\n")
-            for _ in range(4)]  # fmt: skip
+    jobs = [
+        submit(web, requirements, script="import tomli_w, time\ntime.sleep(2)\nprint('ok')\n")
+        for _ in range(4)
+    ]
     logs = [finished(job)[1] for job in jobs]
     assert all("@ws-volta@" in log for log in logs)
     # The builder's own line: a job that found the build under way says "another job is
@@ -143,8 +145,12 @@ def test_a_build_killed_halfway_is_cleaned_up_by_the_next_job(web, desks):
     empty_cache("ws-volta")
     only_on(desks, "ws-volta")
     doomed = submit(web, requirements, script="import numpy\nprint(numpy.__version__)\n")
-    pid = wait_for(lambda: uv_installing_into("ws-volta"), timeout=240, interval=0.01,
-                   what="uv installing numpy into the cache")  # fmt: skip
+    pid = wait_for(
+        lambda: uv_installing_into("ws-volta"),
+        timeout=240,
+        interval=0.01,
+        what="uv installing numpy into the cache",
+    )
     # What an eviction's SIGKILL does to the job's processes: the launcher and its uv
     # (by process id: the job's process group is led by its PID namespace's init).
     launcher = int((Path("/proc") / str(pid) / "stat").read_text().rpartition(")")[2].split()[1])
@@ -180,11 +186,21 @@ def test_a_requirement_that_does_not_exist_is_explained_before_any_job_runs(web)
 
 def test_an_environment_for_another_python_stops_the_job_with_the_reason(web):
     user = get_user_model().objects.get(username="ada")
-    environment_create(user=user, name="old-python", requirements="tomli-w==1.2.0",
-                       python_version="3.11")  # fmt: skip
-    response = web.post(reverse("jobs:new"), {
-        "name": "wrong python", "gpus": 0, "cpus": 1, "memory_gb": 0.25, "arguments": "",
-        "script": script_upload(SCRIPT), "software_environment": "old-python@1"})  # fmt: skip
+    environment_create(
+        user=user, name="old-python", requirements="tomli-w==1.2.0", python_version="3.11"
+    )
+    response = web.post(
+        reverse("jobs:new"),
+        {
+            "name": "wrong python",
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 0.25,
+            "arguments": "",
+            "script": script_upload(SCRIPT),
+            "software_environment": "old-python@1",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     job = Job.objects.latest("created_at")
     wait_for_state(job, {JobState.COMPLETED, JobState.FAILED}, timeout=240)
@@ -217,8 +233,11 @@ def test_an_evicted_job_resumes_on_another_workstation_with_the_same_environment
     only_on(desks, "ws-volta")
     job = submit(web, b"tomli-w==1.2.0\n", script=RESUMABLE)
     log_path = job.directory / ".nightshift" / "install.log"
-    wait_for(lambda: log_path.exists() and "starting the script" in log_path.read_text(),
-             timeout=240, what="the job to start on ws-volta")  # fmt: skip
+    wait_for(
+        lambda: log_path.exists() and "starting the script" in log_path.read_text(),
+        timeout=240,
+        what="the job to start on ws-volta",
+    )
     time.sleep(3)  # a few steps of training
     only_on(desks, "ws-fermi")  # volta's owner is back; fermi is free
     stdout, log = finished(job)

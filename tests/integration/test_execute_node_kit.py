@@ -25,10 +25,20 @@ def config_of(files: dict[str, str], *names: str, env: dict[str, str] | None = N
     )
     try:
         done = subprocess.run(
-            ["chroot", str(POOL_ROOT), "env", *[f"{k}={v}" for k, v in (env or {}).items()],
-             "CONDOR_CONFIG=/tmp/kit-config/condor_config", "condor_config_val", *names],
-            env=CLEAN_ENV, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            [
+                "chroot",
+                str(POOL_ROOT),
+                "env",
+                *[f"{k}={v}" for k, v in (env or {}).items()],
+                "CONDOR_CONFIG=/tmp/kit-config/condor_config",
+                "condor_config_val",
+                *names,
+            ],
+            env=CLEAN_ENV,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     assert done.returncode == 0, done.stderr
@@ -42,9 +52,12 @@ def test_a_windows_workstation_runs_the_powershell_probe_with_the_same_policy():
         "41-nightshift-execute-windows.conf": (KIT / "nightshift-execute-windows.conf").read_text(),
     }
     executable, args, start = config_of(
-        files, "STARTD_CRON_OWNERGPU_EXECUTABLE", "STARTD_CRON_OWNERGPU_ARGS", "START",
+        files,
+        "STARTD_CRON_OWNERGPU_EXECUTABLE",
+        "STARTD_CRON_OWNERGPU_ARGS",
+        "START",
         env={"SystemRoot": "C:\\Windows"},
-    )  # fmt: skip
+    )
     assert executable == "C:\\Windows\\System32\\WindowsPowerShell\\v1.0\\powershell.exe"
     assert args.endswith(
         "-File C:\\condor\\libexec\\nightshift-owner-gpu-probe.ps1 "
@@ -61,10 +74,18 @@ def test_join_refuses_a_central_manager_that_is_not_a_host_name(tmp_path, centra
     token = tmp_path / "ws.token"
     token.write_text("eyJ...")
     done = subprocess.run(
-        ["bash", str(KIT / "join-pool.sh"), "--central-manager", central_manager,
-         "--token-file", str(token)],
-        capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
+        [
+            "bash",
+            str(KIT / "join-pool.sh"),
+            "--central-manager",
+            central_manager,
+            "--token-file",
+            str(token),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 1
     assert "--central-manager" in done.stderr
 
@@ -73,8 +94,18 @@ def test_join_refuses_an_unknown_policy(tmp_path):
     token = tmp_path / "ws.token"
     token.write_text("eyJ...")
     done = subprocess.run(
-        ["bash", str(KIT / "join-pool.sh"), "--central-manager", "cm.campus.example",
-         "--token-file", str(token), "--availability", "weekends"],
-        capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
+        [
+            "bash",
+            str(KIT / "join-pool.sh"),
+            "--central-manager",
+            "cm.campus.example",
+            "--token-file",
+            str(token),
+            "--availability",
+            "weekends",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert (done.returncode, "idle, nights or both" in done.stderr) == (1, True)

@@ -45,8 +45,9 @@ SLEEPS = "import time\nprint('started', flush=True)\ntime.sleep(600)\n"
 
 
 def pool(*args: str, env: dict | None = None) -> str:
-    done = subprocess.run([POOL, *args], capture_output=True, text=True, timeout=180,
-                          env=env, check=False)  # fmt: skip
+    done = subprocess.run(
+        [POOL, *args], capture_output=True, text=True, timeout=180, env=env, check=False
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
@@ -84,9 +85,14 @@ def other_pool(tmp_path):
 def runs_in(root: Path, job: Job) -> bool:
     """Whether a workstation of the pool in `root` runs the job (its slot's GlobalJobId
     names the home schedd's cluster and proc)."""
-    ads = subprocess.run(["chroot", str(root), "condor_status", "-af", "GlobalJobId"],
-                         env=CLEAN_ENV, capture_output=True, text=True, timeout=60,
-                         check=True).stdout  # fmt: skip
+    ads = subprocess.run(
+        ["chroot", str(root), "condor_status", "-af", "GlobalJobId"],
+        env=CLEAN_ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     return any(f"#{job.cluster_id}.{job.proc_id}#" in line for line in ads.splitlines())
 
 
@@ -94,8 +100,11 @@ def runs_in(root: Path, job: Job) -> bool:
 def every_owner_back(desks):
     for workstation in WORKSTATIONS:
         desks.returns_to(workstation)
-    wait_for(lambda: owners_present() == set(WORKSTATIONS), timeout=60,
-             what="every home workstation's owner back")  # fmt: skip
+    wait_for(
+        lambda: owners_present() == set(WORKSTATIONS),
+        timeout=60,
+        what="every home workstation's owner back",
+    )
 
 
 def test_a_job_the_home_pool_cannot_run_flocks_and_says_where_it_ran(
@@ -113,8 +122,11 @@ def test_a_job_the_home_pool_cannot_run_flocks_and_says_where_it_ran(
     assert web.get(reverse("api:job-detail", args=[job.public_id])).json()["pool"] == OTHER_MANAGER
 
     # The usage record says which pool; the reports count it, by pool too.
-    wait_for(lambda: UsageRecord.objects.filter(job=job, ended_at__isnull=False).exists(),
-             timeout=60, what="the run's usage record")  # fmt: skip
+    wait_for(
+        lambda: UsageRecord.objects.filter(job=job, ended_at__isnull=False).exists(),
+        timeout=60,
+        what="the run's usage record",
+    )
     [record] = UsageRecord.objects.filter(job=job)
     assert (record.pool, record.workstation) == (OTHER_MANAGER, job.workstation)
     admin = get_user_model().objects.create_superuser("root-admin", password="x" * 20)
@@ -127,12 +139,21 @@ def test_cancel_reaches_the_home_schedd_of_a_job_running_in_the_other_pool(
 ):
     job = upload(web, SLEEPS, name="flocked and cancelled", gpus=1)
     wait_for_state(job, {JobState.RUNNING}, timeout=300)
-    wait_for(lambda: Job.objects.get(pk=job.pk).pool == OTHER_MANAGER, timeout=60,
-             what="the running job's pool")  # fmt: skip
-    wait_for(lambda: runs_in(other_pool, job), timeout=60,
-             what="a workstation of the other pool to run the job")  # fmt: skip
+    wait_for(
+        lambda: Job.objects.get(pk=job.pk).pool == OTHER_MANAGER,
+        timeout=60,
+        what="the running job's pool",
+    )
+    wait_for(
+        lambda: runs_in(other_pool, job),
+        timeout=60,
+        what="a workstation of the other pool to run the job",
+    )
 
     assert web.post(reverse("jobs:cancel", args=[job.public_id])).status_code == 302
     wait_for_state(job, {JobState.REMOVED}, timeout=120)
-    wait_for(lambda: not runs_in(other_pool, job), timeout=90,
-             what="the other pool's workstation to let the job go")  # fmt: skip
+    wait_for(
+        lambda: not runs_in(other_pool, job),
+        timeout=90,
+        what="the other pool's workstation to let the job go",
+    )

@@ -57,8 +57,14 @@ def test_a_script_that_exits_3_fails_with_exit_code_3(web, live_pipeline):
 
 
 def test_more_gpu_memory_than_any_machine_has_is_refused_with_the_reason(web, live_pipeline):
-    data = {"name": "too big", "gpus": 1, "gpu_memory_gb": 200, "cpus": 1, "memory_gb": 0.25,
-            "script": script_upload("print('never')\n")}  # fmt: skip
+    data = {
+        "name": "too big",
+        "gpus": 1,
+        "gpu_memory_gb": 200,
+        "cpus": 1,
+        "memory_gb": 0.25,
+        "script": script_upload("print('never')\n"),
+    }
     response = web.post(reverse("jobs:new"), data)
     assert response.status_code == 400
     assert "the largest GPU in the pool has 46.5 GB" in response.content.decode()
@@ -69,9 +75,11 @@ def test_a_job_no_machine_can_run_any_more_stays_idle_and_says_why(web, live_pip
     # As if the only big-GPU workstation had left the pool after the job was accepted.
     user = get_user_model().objects.get(username="ada")
     job = submission.job_submit(
-        user=user, spec=specs.JobSpec(name="too big", gpus=1, gpu_memory_gb=200, memory_mb=256),
-        script=script_upload("print('never')\n"), check_pool=False,
-    )  # fmt: skip
+        user=user,
+        spec=specs.JobSpec(name="too big", gpus=1, gpu_memory_gb=200, memory_mb=256),
+        script=script_upload("print('never')\n"),
+        check_pool=False,
+    )
     wait_for(lambda: Job.objects.get(pk=job.pk).match_problem, timeout=60, what="match problem")
     job.refresh_from_db()
     assert job.state == JobState.IDLE
@@ -84,8 +92,7 @@ def test_a_job_no_machine_can_run_any_more_stays_idle_and_says_why(web, live_pip
 def test_a_two_gpu_job_lands_on_the_two_gpu_workstation(web, live_pipeline):
     # Long enough for a sync to see it running (the timeline names the GPU model then).
     script = "import os, time\nprint(os.environ['CUDA_VISIBLE_DEVICES'])\ntime.sleep(4)\n"
-    job = upload(web, script, name="two gpus",
-                 gpus=2)  # fmt: skip
+    job = upload(web, script, name="two gpus", gpus=2)
     wait_for_state(job, {JobState.COMPLETED, JobState.FAILED})
     assert job.state == JobState.COMPLETED
     assert job.workstation == "ws-volta"
@@ -96,8 +103,7 @@ def test_a_two_gpu_job_lands_on_the_two_gpu_workstation(web, live_pipeline):
 
 
 def test_cancel_ends_removed(web, live_pipeline):
-    job = upload(web, "import time\nprint('started', flush=True)\ntime.sleep(300)\n",
-                 name="long")  # fmt: skip
+    job = upload(web, "import time\nprint('started', flush=True)\ntime.sleep(300)\n", name="long")
     wait_for_state(job, {JobState.RUNNING})
     response = web.post(reverse("jobs:cancel", args=[job.public_id]))
     assert response.status_code == 302
@@ -123,10 +129,18 @@ def test_the_worker_killed_mid_submission_still_submits_exactly_once(web, live_p
 
 
 HOSTILE_ARGUMENTS = [
-    "$(HOME)", "$ENV(PATH)", "$RANDOM_CHOICE(a,b)", "$$(OpSys)", "a$$b", '+Owner = "root"',
+    "$(HOME)",
+    "$ENV(PATH)",
+    "$RANDOM_CHOICE(a,b)",
+    "$$(OpSys)",
+    "a$$b",
+    '+Owner = "root"',
     "queue 1000",
-    "it's \"quoted\"", "'unbalanced", "\u202eright-to-left\u202c 日本語", "x" * 2000,
-]  # fmt: skip
+    'it\'s "quoted"',
+    "'unbalanced",
+    "\u202eright-to-left\u202c 日本語",
+    "x" * 2000,
+]
 
 
 HOSTILE_ENV = '$(HOME) $$(OpSys) $ENV(PATH) "double" \'single\' +Owner = "root" \u202e日本'
@@ -134,8 +148,14 @@ HOSTILE_ENV = '$(HOME) $$(OpSys) $ENV(PATH) "double" \'single\' +Owner = "root" 
 
 def test_hostile_arguments_reach_the_script_literally_and_set_nothing_else(web, live_pipeline):
     script = "import json, os, sys\nprint(json.dumps([sys.argv[1:], os.environ.get('EVIL')]))\n"
-    job = upload(web, script, name="hostile", arguments="\n".join(HOSTILE_ARGUMENTS),
-                 env_key=["EVIL"], env_value=[HOSTILE_ENV])  # fmt: skip
+    job = upload(
+        web,
+        script,
+        name="hostile",
+        arguments="\n".join(HOSTILE_ARGUMENTS),
+        env_key=["EVIL"],
+        env_value=[HOSTILE_ENV],
+    )
     wait_for_state(job, {JobState.COMPLETED, JobState.FAILED})
     assert job.state == JobState.COMPLETED
     argv, evil = json.loads((job.directory / "stdout.txt").read_text())
@@ -188,8 +208,12 @@ def test_a_script_installs_its_requirements_from_the_package_index(web, live_pip
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     requirements = SimpleUploadedFile("requirements.txt", b"tomli-w==1.2.0\n")
-    job = upload(web, "import tomli_w\nprint('dumped', tomli_w.dumps({'lr': 0.1}).strip())\n",
-                 name="from the index", requirements=requirements)  # fmt: skip
+    job = upload(
+        web,
+        "import tomli_w\nprint('dumped', tomli_w.dumps({'lr': 0.1}).strip())\n",
+        name="from the index",
+        requirements=requirements,
+    )
     wait_for_state(job, {JobState.COMPLETED, JobState.FAILED}, timeout=240)
     stdout = (job.directory / "stdout.txt").read_text()
     install_log = (job.directory / ".nightshift" / "install.log").read_text()
@@ -204,8 +228,13 @@ def test_a_project_with_requirements_installs_them_and_runs(web, live_pipeline):
     from tests.projects import project_with_requirements
 
     archive = SimpleUploadedFile("project.zip", project_with_requirements())
-    job = upload(web, "", name="project", entry_command="python src/train.py --epochs 2",
-                 **{"script": archive})  # fmt: skip
+    job = upload(
+        web,
+        "",
+        name="project",
+        entry_command="python src/train.py --epochs 2",
+        **{"script": archive},
+    )
     wait_for_state(job, {JobState.COMPLETED, JobState.FAILED}, timeout=240)
     stdout = (job.directory / "stdout.txt").read_text()
     install_log = (job.directory / ".nightshift" / "install.log").read_text()

@@ -51,10 +51,18 @@ def people(client, live_proxy):
 
 
 def serving_job(web) -> Job:
-    response = web.post(reverse("jobs:new"), {
-        "name": "serves", "gpus": 0, "cpus": 1, "memory_gb": 0.25, "arguments": "",
-        "live_services": ["serve"], "script": script_upload(SERVES, "serve.py"),
-    })  # fmt: skip
+    response = web.post(
+        reverse("jobs:new"),
+        {
+            "name": "serves",
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 0.25,
+            "arguments": "",
+            "live_services": ["serve"],
+            "script": script_upload(SERVES, "serve.py"),
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     job = Job.objects.latest("created_at")
     wait_for_state(job, {JobState.RUNNING, JobState.FAILED, JobState.HELD})
@@ -84,12 +92,17 @@ def answered(call):
 def tunnels_to(job, proxy) -> list[str]:
     """The ssh processes (condor_ssh_to_job becomes one) forwarding a socket of the proxy's to
     a port inside this job: the proxy log names the port."""
-    ports = re.findall(rf"tunnel to job {job.public_id} open: {{'serve': (\d+)}}",
-                       proxy.log(tail=None))  # fmt: skip
+    ports = re.findall(
+        rf"tunnel to job {job.public_id} open: {{'serve': (\d+)}}", proxy.log(tail=None)
+    )
     listing = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout
-    return [line for line in listing.splitlines()
-            if line.startswith("ssh ") and "ExitOnForwardFailure=yes" in line
-            and any(f":127.0.0.1:{port} " in line for port in ports)]  # fmt: skip
+    return [
+        line
+        for line in listing.splitlines()
+        if line.startswith("ssh ")
+        and "ExitOnForwardFailure=yes" in line
+        and any(f":127.0.0.1:{port} " in line for port in ports)
+    ]
 
 
 def test_a_program_calls_a_served_endpoint_with_a_token_through_htcondors_tunnel(
@@ -107,8 +120,11 @@ def test_a_program_calls_a_served_endpoint_with_a_token_through_htcondors_tunnel
     # The job is cancelled: its endpoint closes, and so does the tunnel.
     web.post(reverse("jobs:cancel", args=[job.public_id]))
     wait_for_state(job, {JobState.REMOVED})
-    wait_for(lambda: "not running" in httpx.get(url, headers=bearer).text, timeout=30,
-             what="the proxy to say the job is not running")  # fmt: skip
+    wait_for(
+        lambda: "not running" in httpx.get(url, headers=bearer).text,
+        timeout=30,
+        what="the proxy to say the job is not running",
+    )
     assert httpx.get(url, headers=bearer).status_code == 503
     wait_for(lambda: not tunnels_to(job, live_proxy), timeout=30, what="the tunnel to close")
 

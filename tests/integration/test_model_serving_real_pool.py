@@ -55,16 +55,25 @@ def test_a_model_made_by_a_template_is_served_by_a_labmate_in_one_call(
     settings.PORTAL_URL = live_server.url  # where the workstation fetches the model from
     users = get_user_model().objects
     lab = LabFactory(name="NLP")
-    lead, sam, kim = (users.create_user(name, password="a-long-test-password")
-                      for name in ("lena", "sam", "kim"))  # fmt: skip
+    lead, sam, kim = (
+        users.create_user(name, password="a-long-test-password") for name in ("lena", "sam", "kim")
+    )
     for user, role in ((lead, "lead"), (sam, "member"), (kim, "member")):
         MembershipFactory(lab=lab, user=user, role=role)
-    published = client_with_token(lead).post(reverse("api:template-list"), {
-        "lab": "NLP", "name": "sweets", "title": "Sweets", "project": script_upload(APP, "app.py"),
-        "entry_command": "python app.py", "serve_command": "python app.py --serve",
-        "parameters": json.dumps(FORM),
-        "resources": json.dumps({"gpus": 0, "memory_mb": 256}),
-    }, format="multipart")  # fmt: skip
+    published = client_with_token(lead).post(
+        reverse("api:template-list"),
+        {
+            "lab": "NLP",
+            "name": "sweets",
+            "title": "Sweets",
+            "project": script_upload(APP, "app.py"),
+            "entry_command": "python app.py",
+            "serve_command": "python app.py --serve",
+            "parameters": json.dumps(FORM),
+            "resources": json.dumps({"gpus": 0, "memory_mb": 256}),
+        },
+        format="multipart",
+    )
     assert published.status_code == 201, published.json()
 
     run_url = reverse("api:template-run", kwargs={"lab": "nlp", "name": "sweets"})
@@ -73,15 +82,28 @@ def test_a_model_made_by_a_template_is_served_by_a_labmate_in_one_call(
     trained = Job.objects.get(public_id=ran.json()["id"])
     wait_for_state(trained, {JobState.COMPLETED, JobState.FAILED, JobState.HELD}, timeout=180)
     assert trained.state == JobState.COMPLETED, list(trained.events.values_list("detail"))
-    wait_for(lambda: Job.objects.get(pk=trained.pk).outputs_ready, timeout=60,
-             what="the trained job's outputs")  # fmt: skip
-    model = client_with_token(sam).post(reverse("api:model-list"), {
-        "job": str(trained.public_id), "name": "sweet-model", "files": ["outputs/model.pt"],
-        "visibility": "lab"}, format="json")  # fmt: skip
+    wait_for(
+        lambda: Job.objects.get(pk=trained.pk).outputs_ready,
+        timeout=60,
+        what="the trained job's outputs",
+    )
+    model = client_with_token(sam).post(
+        reverse("api:model-list"),
+        {
+            "job": str(trained.public_id),
+            "name": "sweet-model",
+            "files": ["outputs/model.pt"],
+            "visibility": "lab",
+        },
+        format="json",
+    )
     assert model.status_code == 201, model.json()
 
-    served = client_with_token(kim).post(reverse("api:model-serve", kwargs={
-        "lab": "nlp", "name": "sweet-model", "number": 1}), {}, format="json")  # fmt: skip
+    served = client_with_token(kim).post(
+        reverse("api:model-serve", kwargs={"lab": "nlp", "name": "sweet-model", "number": 1}),
+        {},
+        format="json",
+    )
     assert served.status_code == 201, served.json()
     server = Job.objects.get(public_id=served.json()["id"])
     wait_for_state(server, {JobState.RUNNING, JobState.FAILED, JobState.HELD}, timeout=180)

@@ -61,19 +61,35 @@ def student_client(client, transactional_db):
 
 
 def submit(client, script: str) -> Job:
-    response = client.post(reverse("jobs:new"), {
-        "name": "trainer", "gpus": 1, "cpus": 1, "memory_gb": 0.25, "arguments": "",
-        "script": script_upload(script),
-    })  # fmt: skip
+    response = client.post(
+        reverse("jobs:new"),
+        {
+            "name": "trainer",
+            "gpus": 1,
+            "cpus": 1,
+            "memory_gb": 0.25,
+            "arguments": "",
+            "script": script_upload(script),
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     return Job.objects.latest("created_at")
 
 
 def trains_a_few_steps(job: Job) -> None:
     wait_for_state(job, {JobState.RUNNING}, timeout=120)
-    wait_for(lambda: len(selectors.job_metrics(job.directory, job.directory / ".nightshift"
-                                               / "metrics.jsonl").rows) >= 5,
-             timeout=60, what="a few training steps")  # fmt: skip
+    wait_for(
+        lambda: (
+            len(
+                selectors.job_metrics(
+                    job.directory, job.directory / ".nightshift" / "metrics.jsonl"
+                ).rows
+            )
+            >= 5
+        ),
+        timeout=60,
+        what="a few training steps",
+    )
 
 
 def evict_once(job: Job, owner: OwnerAtDesk) -> tuple[str, str]:
@@ -81,13 +97,16 @@ def evict_once(job: Job, owner: OwnerAtDesk) -> tuple[str, str]:
     trains_a_few_steps(job)
     first = Job.objects.get(pk=job.pk).workstation
     owner.returns_to(first)
-    wait_for(lambda: job.events.filter(kind="evicted").exists(), timeout=90,
-             what="the eviction")  # fmt: skip
+    wait_for(lambda: job.events.filter(kind="evicted").exists(), timeout=90, what="the eviction")
     resumed = wait_for(
-        lambda: (j := Job.objects.get(pk=job.pk)).state == JobState.RUNNING
-        and j.workstation != first and j.workstation,
-        timeout=120, what="the job to run on another workstation",
-    )  # fmt: skip
+        lambda: (
+            (j := Job.objects.get(pk=job.pk)).state == JobState.RUNNING
+            and j.workstation != first
+            and j.workstation
+        ),
+        timeout=120,
+        what="the job to run on another workstation",
+    )
     return first, resumed
 
 
@@ -98,8 +117,9 @@ def test_a_checkpointing_job_resumes_elsewhere_and_logs_every_step_once(
     first, second = evict_once(job, owner)
     wait_for_state(job, {JobState.COMPLETED}, timeout=180)
     stdout = (job.directory / "stdout.txt").read_text()
-    resumed_at = [int(line.split()[-1]) for line in stdout.splitlines()
-                  if line.startswith("resumed at")]  # fmt: skip
+    resumed_at = [
+        int(line.split()[-1]) for line in stdout.splitlines() if line.startswith("resumed at")
+    ]
     assert resumed_at[0] == 0 and max(resumed_at) > 0, stdout
     metrics = selectors.job_metrics(job.directory, job.directory / ".nightshift/metrics.jsonl")
     assert [row["step"] for row in metrics.rows] == list(range(1, STEPS + 1))
@@ -144,7 +164,9 @@ def test_a_job_an_admin_moves_resumes_from_its_checkpoint(student_client, live_p
         "by an administrator" in evicted.detail and "resume from its checkpoint" in evicted.detail
     )
     stdout = (job.directory / "stdout.txt").read_text()
-    assert max(int(line.split()[-1]) for line in stdout.splitlines()
-               if line.startswith("resumed at")) > 0  # fmt: skip
+    assert (
+        max(int(line.split()[-1]) for line in stdout.splitlines() if line.startswith("resumed at"))
+        > 0
+    )
     metrics = selectors.job_metrics(job.directory, job.directory / ".nightshift/metrics.jsonl")
     assert [row["step"] for row in metrics.rows] == list(range(1, STEPS + 1))

@@ -50,9 +50,11 @@ def publish(figures: dict[str, dict[int, float]]) -> None:
 @pytest.fixture
 def bridge():
     yield HTCondorBridge(
-        collector=settings.CONDOR_COLLECTOR, token_dir=str(settings.CONDOR_TOKEN_DIR),
-        mode=FileMode.SPOOL, instance=f"placement-{uuid.uuid4().hex[:10]}",
-    )  # fmt: skip
+        collector=settings.CONDOR_COLLECTOR,
+        token_dir=str(settings.CONDOR_TOKEN_DIR),
+        mode=FileMode.SPOOL,
+        instance=f"placement-{uuid.uuid4().hex[:10]}",
+    )
     pool_config(None, name=CONFIG)
 
 
@@ -61,14 +63,25 @@ def run_long_job(bridge, folder) -> str:
     (folder / "outputs").mkdir()
     copy_job_helpers(folder)
     (folder / "train.py").write_text("import time\ntime.sleep(600)\n")
-    request = JobRequest(job_id=str(uuid.uuid4()), job_dir=str(folder), script_name="train.py",
-                         memory_mb=256, gpus=1, max_runtime_s=10 * 3600)  # fmt: skip
+    request = JobRequest(
+        job_id=str(uuid.uuid4()),
+        job_dir=str(folder),
+        script_name="train.py",
+        memory_mb=256,
+        gpus=1,
+        max_runtime_s=10 * 3600,
+    )
     result = bridge.submit(request)
     running = wait_for(
-        lambda: (job := bridge.find(request.job_id)) and job.state is JobState.RUNNING
-        and job.workstation and job,
-        timeout=180, what="the long job to start",
-    )  # fmt: skip
+        lambda: (
+            (job := bridge.find(request.job_id))
+            and job.state is JobState.RUNNING
+            and job.workstation
+            and job
+        ),
+        timeout=180,
+        what="the long job to start",
+    )
     bridge.act("remove", result.cluster_id, result.proc_id, reason="placement test done")
     return running.workstation
 

@@ -52,10 +52,16 @@ def test_a_pool_that_stops_matching_is_noticed_explained_and_diagnosed(
     web, negotiator_stopped, settings
 ):
     start_negotiator = negotiator_stopped
-    response = web.post(reverse("jobs:new"), {
-        "name": "waits", "gpus": 0, "cpus": 1, "memory_gb": 0.25,
-        "script": script_upload("print('ran')\n"),
-    })  # fmt: skip
+    response = web.post(
+        reverse("jobs:new"),
+        {
+            "name": "waits",
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 0.25,
+            "script": script_upload("print('ran')\n"),
+        },
+    )
     assert response.status_code == 302
     job = Job.objects.get(name="waits")
     wait_for_state(job, {JobState.IDLE})

@@ -27,10 +27,17 @@ def lab_member(client, transactional_db):
 
 
 def submit(client, script: str) -> Job:
-    response = client.post(reverse("jobs:new"), {
-        "name": "sleeper", "gpus": 0, "cpus": 1, "memory_gb": 0.25, "arguments": "",
-        "script": script_upload(script),
-    })  # fmt: skip
+    response = client.post(
+        reverse("jobs:new"),
+        {
+            "name": "sleeper",
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 0.25,
+            "arguments": "",
+            "script": script_upload(script),
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     return Job.objects.latest("created_at")
 
@@ -38,8 +45,11 @@ def submit(client, script: str) -> Job:
 def test_the_job_ad_carries_the_labs_group_and_the_user(lab_member, live_pipeline):
     client, user, lab = lab_member
     job = submit(client, "import time\ntime.sleep(600)\n")
-    wait_for(lambda: Job.objects.get(pk=job.pk).cluster_id is not None, timeout=60,
-             what="the job to reach the schedd")  # fmt: skip
+    wait_for(
+        lambda: Job.objects.get(pk=job.pk).cluster_id is not None,
+        timeout=60,
+        what="the job to reach the schedd",
+    )
     ad = get_bridge().job_ad(str(job.public_id))
     assert ad["AcctGroup"] == lab.accounting_group == "group_vision_lab"
     assert ad["AcctGroupUser"] == f"ada-{user.pk}"

@@ -41,10 +41,15 @@ def in_queue(constraint: str) -> list:
 
 def test_injected_drift_is_repaired(own_instance, student):
     stranger = str(uuid.uuid4())
-    description = htcondor2.Submit({
-        "executable": "/bin/sleep", "arguments": "600", "hold": "true",
-        "My.NightshiftJobId": f'"{stranger}"', "My.NightshiftInstance": f'"{own_instance}"',
-    })  # fmt: skip
+    description = htcondor2.Submit(
+        {
+            "executable": "/bin/sleep",
+            "arguments": "600",
+            "hold": "true",
+            "My.NightshiftJobId": f'"{stranger}"',
+            "My.NightshiftInstance": f'"{own_instance}"',
+        }
+    )
     schedd().submit(description, count=1)
 
     def submitted(name: str) -> Job:
@@ -55,35 +60,54 @@ def test_injected_drift_is_repaired(own_instance, student):
         return job
 
     held = submitted("held-behind-our-back")
-    schedd().act(htcondor2.JobAction.Hold, f"{held.cluster_id}.{held.proc_id}",
-                 reason=("held by an administrator", 1))  # fmt: skip
+    schedd().act(
+        htcondor2.JobAction.Hold,
+        f"{held.cluster_id}.{held.proc_id}",
+        reason=("held by an administrator", 1),
+    )
     ended = submitted("ended-in-portal-only")
     Job.objects.filter(pk=ended.pk).update(state=JobState.REMOVED)
     copied = submitted("sent-twice")
     # Held, and its row told so, so that only its second copy differs from the portal.
     actions.job_hold(job=copied, user=student)
-    seen = wait_for(lambda: [o for o in [get_bridge().find(str(copied.public_id))]
-                             if o is not None and o.state is CondorState.HELD],
-                    timeout=60, what="the job held")  # fmt: skip
+    seen = wait_for(
+        lambda: [
+            o
+            for o in [get_bridge().find(str(copied.public_id))]
+            if o is not None and o.state is CondorState.HELD
+        ],
+        timeout=60,
+        what="the job held",
+    )
     sync.job_apply_observation(copied.pk, seen[0])
     copy = get_bridge().submit(specs.job_request_of(copied), check_existing=False)
-    lost = submission.job_submit(user=student, spec=specs.JobSpec(name="never-there"),
-                               script=script_upload())  # fmt: skip
+    lost = submission.job_submit(
+        user=student, spec=specs.JobSpec(name="never-there"), script=script_upload()
+    )
     Job.objects.filter(pk=lost.pk).update(cluster_id=9_999_999, proc_id=0, state=JobState.IDLE)
 
     out = StringIO()
     call_command("reconcile", stdout=out)
     said = out.getvalue()
     assert "5 differences repaired." in said, said
-    for kind, job_id in [("unknown", stranger), ("ended", ended.public_id),
-                         ("stale", held.public_id), ("lost", lost.public_id),
-                         ("copy", copied.public_id)]:  # fmt: skip
+    for kind, job_id in [
+        ("unknown", stranger),
+        ("ended", ended.public_id),
+        ("stale", held.public_id),
+        ("lost", lost.public_id),
+        ("copy", copied.public_id),
+    ]:
         assert any(line.startswith(kind) and str(job_id) in line for line in said.splitlines())
 
-    gone = (f'NightshiftJobId == "{stranger}" || ClusterId == {ended.cluster_id} '
-            f"|| ClusterId == {copy.cluster_id}")  # fmt: skip
-    wait_for(lambda: not [ad for ad in in_queue(gone) if ad["JobStatus"] != 3],
-             timeout=60, what="the unknown and ended jobs and the copy to leave")  # fmt: skip
+    gone = (
+        f'NightshiftJobId == "{stranger}" || ClusterId == {ended.cluster_id} '
+        f"|| ClusterId == {copy.cluster_id}"
+    )
+    wait_for(
+        lambda: not [ad for ad in in_queue(gone) if ad["JobStatus"] != 3],
+        timeout=60,
+        what="the unknown and ended jobs and the copy to leave",
+    )
     kept = in_queue(f'NightshiftJobId == "{copied.public_id}" && JobStatus != 3')
     assert [ad["ClusterId"] for ad in kept] == [copied.cluster_id]
     held.refresh_from_db()
@@ -102,17 +126,20 @@ def test_injected_drift_is_repaired(own_instance, student):
 
 def test_the_sync_removes_a_second_copy_and_keeps_the_recorded_one(own_instance, student):
     sleeper = script_upload("import time; time.sleep(600)\n")
-    job = submission.job_submit(user=student, spec=specs.JobSpec(name="sent-twice"),
-                                script=sleeper)  # fmt: skip
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name="sent-twice"), script=sleeper)
     job = submission.job_submit_to_pool(job.pk)
     copy = get_bridge().submit(specs.job_request_of(job), check_existing=False)
 
     report = sync.jobs_sync()
 
     assert report.second_copies_removed == 1
-    wait_for(lambda: not [ad for ad in in_queue(f"ClusterId == {copy.cluster_id}")
-                          if ad["JobStatus"] != 3],
-             timeout=60, what="the copy to leave the pool")  # fmt: skip
+    wait_for(
+        lambda: (
+            not [ad for ad in in_queue(f"ClusterId == {copy.cluster_id}") if ad["JobStatus"] != 3]
+        ),
+        timeout=60,
+        what="the copy to leave the pool",
+    )
     kept = in_queue(f'NightshiftJobId == "{job.public_id}" && JobStatus != 3')
     assert [ad["ClusterId"] for ad in kept] == [job.cluster_id]
     assert job.events.filter(kind="second copy removed").exists()

@@ -53,7 +53,7 @@ def kit_reads_the_portal(live_server, transactional_db):
         "VOLTA.STARTD_CRON_JOBLIST = OWNERGPU PLACEMENT\n"
         "STARTD_CRON_PLACEMENT_PERIOD = 5s\n",
         name=CONFIG,
-    )  # fmt: skip
+    )
     yield
     # A startd keeps what a cron job last published after the job is turned off: the windows
     # must be seen to end first, or the reservation would keep outlasting the test.
@@ -76,16 +76,21 @@ def vision_lead(transactional_db):
 
 
 def publish_on_every_gpu_workstation(group: str, *, timeout: float, what: str) -> None:
-    wait_for(lambda: all(reserved_for().get(n) == group for n in GPU_WORKSTATIONS),
-             timeout=timeout, what=what)  # fmt: skip
+    wait_for(
+        lambda: all(reserved_for().get(n) == group for n in GPU_WORKSTATIONS),
+        timeout=timeout,
+        what=what,
+    )
 
 
 @pytest.fixture
 def bridge():
     return HTCondorBridge(
-        collector=settings.CONDOR_COLLECTOR, token_dir=str(settings.CONDOR_TOKEN_DIR),
-        mode=FileMode.SPOOL, instance=f"reservations-{uuid.uuid4().hex[:10]}",
-    )  # fmt: skip
+        collector=settings.CONDOR_COLLECTOR,
+        token_dir=str(settings.CONDOR_TOKEN_DIR),
+        mode=FileMode.SPOOL,
+        instance=f"reservations-{uuid.uuid4().hex[:10]}",
+    )
 
 
 def submit(bridge, folder, group: str) -> tuple[str, object]:
@@ -93,8 +98,14 @@ def submit(bridge, folder, group: str) -> tuple[str, object]:
     (folder / "outputs").mkdir()
     copy_job_helpers(folder)
     (folder / "train.py").write_text("import time\ntime.sleep(600)\n")
-    request = JobRequest(job_id=str(uuid.uuid4()), job_dir=str(folder), script_name="train.py",
-                         memory_mb=256, gpus=1, accounting_group=group)  # fmt: skip
+    request = JobRequest(
+        job_id=str(uuid.uuid4()),
+        job_dir=str(folder),
+        script_name="train.py",
+        memory_mb=256,
+        gpus=1,
+        accounting_group=group,
+    )
     return request.job_id, bridge.submit(request)
 
 
@@ -108,10 +119,16 @@ def test_a_reservation_keeps_another_labs_job_off_until_it_is_cancelled(
 ):
     vision, lead = vision_lead
     now = timezone.now()
-    reservation = reservation_create(actor=lead, asked=ReservationRequest(
-        lab=vision, purpose="Demo", starts_at=now, ends_at=now + timedelta(hours=1),
-        workstations=GPU_WORKSTATIONS,
-    ))  # fmt: skip
+    reservation = reservation_create(
+        actor=lead,
+        asked=ReservationRequest(
+            lab=vision,
+            purpose="Demo",
+            starts_at=now,
+            ends_at=now + timedelta(hours=1),
+            workstations=GPU_WORKSTATIONS,
+        ),
+    )
     publish_on_every_gpu_workstation(
         "group_vision", timeout=120, what="every GPU workstation to publish the reservation"
     )
@@ -120,15 +137,21 @@ def test_a_reservation_keeps_another_labs_job_off_until_it_is_cancelled(
     theirs, their_cluster = submit(bridge, tmp_path / "nlp", "group_nlp")
     ours, our_cluster = submit(bridge, tmp_path / "vision", "group_vision")
     try:
-        wait_for(lambda: state(bridge, ours) is JobState.RUNNING, timeout=180,
-                 what="the lab's own job to start on a reserved workstation")  # fmt: skip
+        wait_for(
+            lambda: state(bridge, ours) is JobState.RUNNING,
+            timeout=180,
+            what="the lab's own job to start on a reserved workstation",
+        )
         # Many negotiation cycles (2 s each here) with a free GPU the other lab's job matches.
         time.sleep(20)
         assert state(bridge, theirs) is JobState.IDLE
 
         reservation_cancel(actor=lead, reservation=reservation)
-        wait_for(lambda: state(bridge, theirs) is JobState.RUNNING, timeout=180,
-                 what="the other lab's job to start once the reservation is cancelled")  # fmt: skip
+        wait_for(
+            lambda: state(bridge, theirs) is JobState.RUNNING,
+            timeout=180,
+            what="the other lab's job to start once the reservation is cancelled",
+        )
     finally:
         for cluster in (their_cluster, our_cluster):
             bridge.act("remove", cluster.cluster_id, cluster.proc_id, reason="test done")
@@ -139,10 +162,16 @@ def test_when_a_window_opens_the_lab_takes_a_gpu_back_from_another_labs_running_
 ):
     vision, lead = vision_lead
     later = timezone.now() + timedelta(minutes=30)
-    reservation = reservation_create(actor=lead, asked=ReservationRequest(
-        lab=vision, purpose="Demo", starts_at=later, ends_at=later + timedelta(hours=1),
-        workstations=GPU_WORKSTATIONS,
-    ))  # fmt: skip
+    reservation = reservation_create(
+        actor=lead,
+        asked=ReservationRequest(
+            lab=vision,
+            purpose="Demo",
+            starts_at=later,
+            ends_at=later + timedelta(hours=1),
+            workstations=GPU_WORKSTATIONS,
+        ),
+    )
     publish_on_every_gpu_workstation(
         "group_vision", timeout=50, what="every GPU workstation to publish the window ahead"
     )
@@ -151,8 +180,11 @@ def test_when_a_window_opens_the_lab_takes_a_gpu_back_from_another_labs_running_
     try:
         # The window changes nothing until it opens: NLP's four jobs take all four GPUs
         # (ws-volta has two), and Vision's waits through five negotiation cycles.
-        wait_for(lambda: all(state(bridge, job) is JobState.RUNNING for job, _ in theirs),
-                 timeout=90, what="the other lab's jobs to take every GPU first")  # fmt: skip
+        wait_for(
+            lambda: all(state(bridge, job) is JobState.RUNNING for job, _ in theirs),
+            timeout=90,
+            what="the other lab's jobs to take every GPU first",
+        )
         ours, our_cluster = submit(bridge, tmp_path / "vision", "group_vision")
         clusters.append(our_cluster)
         time.sleep(10)
@@ -160,11 +192,17 @@ def test_when_a_window_opens_the_lab_takes_a_gpu_back_from_another_labs_running_
         # Rather than wait half an hour, the window is brought forward to open in 5 s.
         opens = timezone.now() + timedelta(seconds=5)
         Reservation.objects.filter(pk=reservation.pk).update(starts_at=opens)
-        wait_for(lambda: set(reserved_from().values()) == {int(opens.timestamp())},
-                 timeout=60, what="the workstations to publish the window's new start")  # fmt: skip
+        wait_for(
+            lambda: set(reserved_from().values()) == {int(opens.timestamp())},
+            timeout=60,
+            what="the workstations to publish the window's new start",
+        )
 
-        wait_for(lambda: state(bridge, ours) is JobState.RUNNING, timeout=120,
-                 what="the lab's job to take a GPU back once its window opens")  # fmt: skip
+        wait_for(
+            lambda: state(bridge, ours) is JobState.RUNNING,
+            timeout=120,
+            what="the lab's job to take a GPU back once its window opens",
+        )
         states = [state(bridge, job) for job, _ in theirs]
         assert states.count(JobState.RUNNING) == 3
         # The evicted job waits; START keeps it off the reserved GPUs until the window ends.

@@ -39,14 +39,18 @@ def ada(client, transactional_db, settings):
 
 
 def submit(user, body: str, **spec) -> Job:
-    job = submission.job_submit(user=user, spec=specs.JobSpec(name="usage", **spec),
-                                script=script_upload(body))  # fmt: skip
+    job = submission.job_submit(
+        user=user, spec=specs.JobSpec(name="usage", **spec), script=script_upload(body)
+    )
     return job
 
 
 def summary_of(job: Job, timeout: float = 90) -> JobUsageSummary:
-    return wait_for(lambda: JobUsageSummary.objects.filter(job=job).first(), timeout=timeout,
-                    what="the job's usage summary")  # fmt: skip
+    return wait_for(
+        lambda: JobUsageSummary.objects.filter(job=job).first(),
+        timeout=timeout,
+        what="the job's usage summary",
+    )
 
 
 def test_a_job_that_holds_300_mb_shows_that_peak_live_and_after_it_ends(ada, client, live_pipeline):
@@ -54,8 +58,9 @@ def test_a_job_that_holds_300_mb_shows_that_peak_live_and_after_it_ends(ada, cli
     wait_for_state(job, {JobState.RUNNING}, timeout=120)
     live = wait_for(
         lambda: UsageSample.objects.filter(job=job, memory_peak_mb__gte=300).first(),
-        timeout=60, what="a sample with the job's 300 MB",
-    )  # fmt: skip
+        timeout=60,
+        what="a sample with the job's 300 MB",
+    )
     assert live.memory_peak_mb < 400 and live.workstation
     body = client.get(reverse("usage:json", args=[job.public_id])).json()
     assert max(s["memory_peak_mb"] or 0 for s in body["runs"][0]["samples"]) >= 300
@@ -73,8 +78,10 @@ def test_a_job_that_holds_300_mb_shows_that_peak_live_and_after_it_ends(ada, cli
 
 def test_a_gpu_job_on_a_monitored_workstation_shows_htcondors_gpu_figures(ada, live_pipeline):
     # 40 GB of GPU memory: only ws-ampere's A100, whose startd runs the GPU monitor.
-    body = (f"import subprocess, time\nsubprocess.run([{GPU_LOAD!r}, '--utilization', '35', "
-            "'--memory-mb', '3100'], check=True)\ntime.sleep(20)\n")  # fmt: skip
+    body = (
+        f"import subprocess, time\nsubprocess.run([{GPU_LOAD!r}, '--utilization', '35', "
+        "'--memory-mb', '3100'], check=True)\ntime.sleep(20)\n"
+    )
     job = submit(ada, body, gpus=1, gpu_memory_gb=40)
     wait_for_state(job, {JobState.COMPLETED}, timeout=150)
     summary = summary_of(job)
@@ -94,10 +101,12 @@ def test_two_gpus_with_one_busy_half_the_time_earn_advice_from_the_helpers_sampl
     # ws-volta's two V100s: its startd runs no GPU monitor, so the job helper samples the
     # (simulated) nvidia-smi every 2 s (the pool's NIGHTSHIFT_GPU_SAMPLE_SECONDS). One GPU
     # works at 80 % for 14 s, then nothing does.
-    body = (f"import subprocess, time\nsubprocess.run([{GPU_LOAD!r}, '--utilization', '80', "
-            "'--memory-mb', '5000', '--devices', '1'], check=True)\ntime.sleep(14)\n"
-            f"subprocess.run([{GPU_LOAD!r}, '--utilization', '0', '--memory-mb', '0'], "
-            "check=True)\ntime.sleep(14)\n")  # fmt: skip
+    body = (
+        f"import subprocess, time\nsubprocess.run([{GPU_LOAD!r}, '--utilization', '80', "
+        "'--memory-mb', '5000', '--devices', '1'], check=True)\ntime.sleep(14)\n"
+        f"subprocess.run([{GPU_LOAD!r}, '--utilization', '0', '--memory-mb', '0'], "
+        "check=True)\ntime.sleep(14)\n"
+    )
     job = submit(ada, body, gpus=2)
     wait_for_state(job, {JobState.COMPLETED}, timeout=150)
     summary = summary_of(job)
@@ -122,8 +131,11 @@ def test_a_job_over_its_memory_is_held_and_the_hold_gives_its_peak_and_a_request
     assert (job.hold_reason_code, job.hold_reason_subcode) == (21, 102)
     assert job.hold_memory_mb > 256
     page = client.get(reverse("jobs:detail", args=[job.public_id])).content.decode()
-    assert re.search(r"It used more memory than it asked for: \d{3} MB at its peak, against "
-                     r"the 256 MB it asked for\.", page)  # fmt: skip
+    assert re.search(
+        r"It used more memory than it asked for: \d{3} MB at its peak, against "
+        r"the 256 MB it asked for\.",
+        page,
+    )
     assert "Submit again asking for" in page
     clone = re.search(r'data-role="hold-clone" href="([^"]+)"', page).group(1)
     assert clone.startswith(reverse("jobs:new")) and "memory_gb=" in clone

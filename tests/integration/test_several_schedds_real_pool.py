@@ -41,8 +41,11 @@ def test_jobs_go_to_the_least_loaded_schedd_and_each_comes_back_from_its_own(web
     for job, word in ((one, "first"), (two, "second")):
         wait_for_state(job, {JobState.COMPLETED, JobState.FAILED}, timeout=180)
         assert job.state == JobState.COMPLETED, list(job.events.values_list("kind", "detail"))
-        wait_for(lambda job=job: Job.objects.get(pk=job.pk).outputs_ready, timeout=60,
-                 what=f"{job.name}'s outputs")  # fmt: skip
+        wait_for(
+            lambda job=job: Job.objects.get(pk=job.pk).outputs_ready,
+            timeout=60,
+            what=f"{job.name}'s outputs",
+        )
         response = web.get(reverse("jobs:output", args=[job.public_id, "outputs/model.txt"]))
         assert b"".join(response.streaming_content) == f"weights:{word}".encode()
     # Each schedd has its own job, once, and not the other's.
@@ -64,8 +67,11 @@ def test_a_stopped_schedd_holds_up_only_its_jobs_and_actions_reach_each_jobs_sch
 
     pool_command("condor_off", "-daemon", "SCHEDD_AP2")
     status = reverse("jobs:status", args=[there.public_id])
-    wait_for(lambda: "is not answering" in web.get(status).json()["schedd_problem"],
-             timeout=60, what="ap2's job's page to say its scheduler is not answering")  # fmt: skip
+    wait_for(
+        lambda: "is not answering" in web.get(status).json()["schedd_problem"],
+        timeout=60,
+        what="ap2's job's page to say its scheduler is not answering",
+    )
     assert f"Scheduler {second} is not answering" in web.get(status).json()["schedd_problem"]
     assert web.get(reverse("jobs:status", args=[here.public_id])).json()["schedd_problem"] == ""
     # The first schedd's job is held and released as before: the sync goes on without ap2.
@@ -75,14 +81,20 @@ def test_a_stopped_schedd_holds_up_only_its_jobs_and_actions_reach_each_jobs_sch
     wait_for_state(here, {JobState.IDLE, JobState.RUNNING}, timeout=60)
 
     pool_command("condor_on", "-daemon", "SCHEDD_AP2")
-    wait_for(lambda: web.get(status).json()["schedd_problem"] == "", timeout=90,
-             what="ap2's job to catch up once its scheduler answers")  # fmt: skip
+    wait_for(
+        lambda: web.get(status).json()["schedd_problem"] == "",
+        timeout=90,
+        what="ap2's job to catch up once its scheduler answers",
+    )
     assert web.post(reverse("jobs:cancel", args=[there.public_id])).status_code == 302
     wait_for_state(there, {JobState.REMOVED}, timeout=90)
     # The sync sees the removal while the job is still in ap2's queue (JobStatus 3, its shadow
     # not yet gone); it leaves the queue a moment later.
-    wait_for(lambda: not in_queue_of(second, there), timeout=60,
-             what="the removed job to leave ap2's queue")  # fmt: skip
+    wait_for(
+        lambda: not in_queue_of(second, there),
+        timeout=60,
+        what="the removed job to leave ap2's queue",
+    )
     here.refresh_from_db()
     assert here.state in (JobState.IDLE, JobState.RUNNING)
     assert in_queue_of(first, here)

@@ -22,9 +22,11 @@ def test_a_spooled_job_runs_and_its_outputs_come_back(tmp_path, pool_is_up):
         "open('outputs/result.txt', 'w').write('spooled ok')\nprint('hello from spool')\n"
     )
     bridge = HTCondorBridge(
-        collector=settings.CONDOR_COLLECTOR, token_dir=str(settings.CONDOR_TOKEN_DIR),
-        mode=FileMode.SPOOL, instance=f"spool-{uuid.uuid4().hex[:10]}",
-    )  # fmt: skip
+        collector=settings.CONDOR_COLLECTOR,
+        token_dir=str(settings.CONDOR_TOKEN_DIR),
+        mode=FileMode.SPOOL,
+        instance=f"spool-{uuid.uuid4().hex[:10]}",
+    )
     request = JobRequest(
         job_id=str(uuid.uuid4()), job_dir=str(tmp_path), script_name="train.py", memory_mb=256
     )
@@ -59,38 +61,55 @@ def test_a_spooled_job_evicted_by_its_owner_resumes_from_the_checkpoint_htcondor
     copy_job_helpers(tmp_path)
     (tmp_path / "train.py").write_text(CHECKPOINTING)
     bridge = HTCondorBridge(
-        collector=settings.CONDOR_COLLECTOR, token_dir=str(settings.CONDOR_TOKEN_DIR),
-        mode=FileMode.SPOOL, instance=f"spool-{uuid.uuid4().hex[:10]}",
-    )  # fmt: skip
+        collector=settings.CONDOR_COLLECTOR,
+        token_dir=str(settings.CONDOR_TOKEN_DIR),
+        mode=FileMode.SPOOL,
+        instance=f"spool-{uuid.uuid4().hex[:10]}",
+    )
     # Without a shared file system HTCondor keeps only checkpoints the job made while it ran
     # (exit 85, then transfer_checkpoint_files); what it saves after SIGTERM is not sent back.
     # So the job checkpoints every 3 s here, and resumes from the last of those.
-    request = JobRequest(job_id=str(uuid.uuid4()), job_dir=str(tmp_path), script_name="train.py",
-                         memory_mb=256, gpus=1, vacate_grace_s=30,
-                         checkpoint_interval_s=3)  # fmt: skip
+    request = JobRequest(
+        job_id=str(uuid.uuid4()),
+        job_dir=str(tmp_path),
+        script_name="train.py",
+        memory_mb=256,
+        gpus=1,
+        vacate_grace_s=30,
+        checkpoint_interval_s=3,
+    )
     result = bridge.submit(request)
     owner = OwnerAtDesk()
     try:
         running = wait_for(
-            lambda: (job := bridge.find(request.job_id)) and job.state is JobState.RUNNING
-            and job.workstation and job,
-            timeout=120, what="the spooled job to run",
-        )  # fmt: skip
+            lambda: (
+                (job := bridge.find(request.job_id))
+                and job.state is JobState.RUNNING
+                and job.workstation
+                and job
+            ),
+            timeout=120,
+            what="the spooled job to run",
+        )
         time.sleep(8)  # a few interval checkpoints
         owner.returns_to(running.workstation)
         # The negotiator matches again every 2 s, so the job may be idle only briefly: a
         # second start tells of the eviction too.
         wait_for(
-            lambda: (job := bridge.find(request.job_id)).state is JobState.IDLE
-            or job.num_starts >= 2,
-            timeout=120, what="the eviction",
-        )  # fmt: skip
+            lambda: (
+                (job := bridge.find(request.job_id)).state is JobState.IDLE or job.num_starts >= 2
+            ),
+            timeout=120,
+            what="the eviction",
+        )
         owner.leave_all()
         done = wait_for(
-            lambda: (job := bridge.find(request.job_id)) and job.state is JobState.COMPLETED
-            and job,
-            timeout=180, what="the resumed job to complete",
-        )  # fmt: skip
+            lambda: (
+                (job := bridge.find(request.job_id)) and job.state is JobState.COMPLETED and job
+            ),
+            timeout=180,
+            what="the resumed job to complete",
+        )
     finally:
         owner.leave_all()
     assert done.exit_code == 0 and done.num_starts >= 2
@@ -100,7 +119,9 @@ def test_a_spooled_job_evicted_by_its_owner_resumes_from_the_checkpoint_htcondor
     bridge.retrieve(result.cluster_id, result.proc_id)
     # stdout travels with each checkpoint, so it holds every run's lines.
     stdout = (tmp_path / "stdout.txt").read_text()
-    assert max(int(line.split()[-1]) for line in stdout.splitlines()
-               if line.startswith("resumed at")) > 0  # fmt: skip
+    assert (
+        max(int(line.split()[-1]) for line in stdout.splitlines() if line.startswith("resumed at"))
+        > 0
+    )
     metrics = job_metrics(tmp_path, tmp_path / ".nightshift" / "metrics.jsonl")
     assert [row["step"] for row in metrics.rows] == list(range(1, STEPS + 1))

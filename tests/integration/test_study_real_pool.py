@@ -29,13 +29,28 @@ TRIALS = 10
 
 def test_a_study_finds_the_optimum_of_a_known_function(transactional_db, live_pipeline):
     api = client_with_token(get_user_model().objects.create_user("optimiser"))
-    response = api.post(reverse("api:sweep-study"), {
-        "name": "find x", "gpus": 0, "memory_gb": 0.25, "script": script_upload(OBJECTIVE),
-        "arguments": ["--x", "{x}"],
-        "study": json.dumps({"space": {"x": {"kind": "uniform", "low": -5, "high": 5}},
-                             "objective": "loss", "parallel": 2, "max_trials": TRIALS,
-                             "sampler": "tpe", "pruner": "none", "seed": 11}),
-    }, format="multipart")  # fmt: skip
+    response = api.post(
+        reverse("api:sweep-study"),
+        {
+            "name": "find x",
+            "gpus": 0,
+            "memory_gb": 0.25,
+            "script": script_upload(OBJECTIVE),
+            "arguments": ["--x", "{x}"],
+            "study": json.dumps(
+                {
+                    "space": {"x": {"kind": "uniform", "low": -5, "high": 5}},
+                    "objective": "loss",
+                    "parallel": 2,
+                    "max_trials": TRIALS,
+                    "sampler": "tpe",
+                    "pruner": "none",
+                    "seed": 11,
+                }
+            ),
+        },
+        format="multipart",
+    )
     assert response.status_code == 201, response.json()
     sweep = Sweep.objects.get(public_id=response.json()["id"])
 
@@ -48,8 +63,9 @@ def test_a_study_finds_the_optimum_of_a_known_function(transactional_db, live_pi
     assert len(trials) == TRIALS
     assert {trial.state for trial in trials} == {JobState.COMPLETED}
     assert sweep.stop_reason == f"reached {TRIALS} trials"
-    study = optuna.load_study(study_name=f"nightshift-{sweep.public_id}",
-                              storage=studies.optuna_storage())  # fmt: skip
+    study = optuna.load_study(
+        study_name=f"nightshift-{sweep.public_id}", storage=studies.optuna_storage()
+    )
     assert {trial.state for trial in study.trials} == {optuna.trial.TrialState.COMPLETE}
     # Optuna was told each trial's last logged value; the best is near x = 2.
     best = study.best_trial

@@ -23,11 +23,18 @@ with open("outputs/args.txt", "w") as f:
 
 def test_a_3_by_2_grid_runs_as_six_jobs_of_one_cluster(client, transactional_db, live_pipeline):
     client.force_login(get_user_model().objects.create_user("ada", password="a-long-password-1"))
-    response = client.post(reverse("jobs:new"), {
-        "name": "grid", "gpus": 0, "cpus": 1, "memory_gb": 0.25,
-        "script": script_upload(WRITES_ITS_ARGUMENTS), "arguments": "--lr\n{lr}\n--batch={batch}",
-        "sweep_grid": "lr = 0.1, 0.01, 0.001\nbatch = 32, 64",
-    })  # fmt: skip
+    response = client.post(
+        reverse("jobs:new"),
+        {
+            "name": "grid",
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 0.25,
+            "script": script_upload(WRITES_ITS_ARGUMENTS),
+            "arguments": "--lr\n{lr}\n--batch={batch}",
+            "sweep_grid": "lr = 0.1, 0.01, 0.001\nbatch = 32, 64",
+        },
+    )
     assert response.status_code == 302, response.content[-2000:]
     sweep = Sweep.objects.get()
     runs = list(sweep.runs.order_by("sweep_index"))
@@ -36,11 +43,14 @@ def test_a_3_by_2_grid_runs_as_six_jobs_of_one_cluster(client, transactional_db,
         assert run.state == JobState.COMPLETED, list(run.events.values_list("kind", "detail"))
     sweep.refresh_from_db()
     assert {run.cluster_id for run in runs} == {sweep.cluster_id}
-    expected = [f"--lr {lr} --batch={batch}" for lr in ("0.1", "0.01", "0.001")
-                for batch in (32, 64)]  # fmt: skip
+    expected = [
+        f"--lr {lr} --batch={batch}" for lr in ("0.1", "0.01", "0.001") for batch in (32, 64)
+    ]
     assert [(run.directory / "outputs" / "args.txt").read_text() for run in runs] == expected
     # HTCondor's own count: one cluster of six procs, each with its own arguments.
     done = pool_command("condor_history", str(sweep.cluster_id), "-af:,", "ProcId", "Arguments")
-    procs = sorted((int(proc), args.strip()) for proc, args in
-                   (line.split(",", 1) for line in done.stdout.strip().splitlines()))  # fmt: skip
+    procs = sorted(
+        (int(proc), args.strip())
+        for proc, args in (line.split(",", 1) for line in done.stdout.strip().splitlines())
+    )
     assert procs == [(proc, f"train.py {args}") for proc, args in enumerate(expected)]

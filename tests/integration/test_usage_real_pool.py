@@ -30,21 +30,35 @@ def student_on_the_web(client, transactional_db):
 def test_an_evicted_two_gpu_job_has_one_record_per_run_matching_the_history(
     student_on_the_web, live_pipeline
 ):
-    response = student_on_the_web.post(reverse("jobs:new"), {
-        "name": "two gpus", "gpus": 2, "cpus": 1, "memory_gb": 0.25, "arguments": "",
-        "script": script_upload("import time\ntime.sleep(12)\n"),
-    })  # fmt: skip
+    response = student_on_the_web.post(
+        reverse("jobs:new"),
+        {
+            "name": "two gpus",
+            "gpus": 2,
+            "cpus": 1,
+            "memory_gb": 0.25,
+            "arguments": "",
+            "script": script_upload("import time\ntime.sleep(12)\n"),
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     job = Job.objects.latest("created_at")
     wait_for_state(job, {JobState.RUNNING}, timeout=120)
-    open_run = wait_for(lambda: UsageRecord.objects.filter(job=job, ended_at=None).first(),
-                        timeout=30, what="the open run's record")  # fmt: skip
+    open_run = wait_for(
+        lambda: UsageRecord.objects.filter(job=job, ended_at=None).first(),
+        timeout=30,
+        what="the open run's record",
+    )
     assert (open_run.workstation, open_run.gpus) == ("ws-volta", 2)
     # The collector learns of the claim at the workstation's next update, which can come
     # after the schedd reports the job running; samples read the collector.
-    wait_for(lambda: any(m.name == "ws-volta" and m.free_gpus == 0
-                         for m in get_bridge().pool_machines()),
-             timeout=60, what="the collector to see ws-volta's GPUs taken")  # fmt: skip
+    wait_for(
+        lambda: any(
+            m.name == "ws-volta" and m.free_gpus == 0 for m in get_bridge().pool_machines()
+        ),
+        timeout=60,
+        what="the collector to see ws-volta's GPUs taken",
+    )
     # Beat samples capacity too (sample-capacity), and the first sample of an interval is the
     # one kept: a tick between the upload and now, before the job ran, would stand in for
     # this one. Filed a day back, this sample is in an interval no tick of this test reaches.

@@ -39,10 +39,17 @@ def test_no_job_starts_in_working_hours_and_it_runs_once_the_night_begins(
     user = get_user_model().objects.create_user("ada", password="a-long-test-password")
     client.force_login(user)
     wait_for(gpu_machines_owned, timeout=60, what="the workstations to keep jobs off")
-    response = client.post(reverse("jobs:new"), {
-        "name": "night job", "gpus": 1, "cpus": 1, "memory_gb": 0.25, "arguments": "",
-        "script": script_upload("print('ran at night')\n"),
-    })  # fmt: skip
+    response = client.post(
+        reverse("jobs:new"),
+        {
+            "name": "night job",
+            "gpus": 1,
+            "cpus": 1,
+            "memory_gb": 0.25,
+            "arguments": "",
+            "script": script_upload("print('ran at night')\n"),
+        },
+    )
     assert response.status_code == 302
     job = Job.objects.latest("created_at")
     wait_for_state(job, {JobState.IDLE}, timeout=60)

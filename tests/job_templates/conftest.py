@@ -21,22 +21,45 @@ open("outputs/model.pt", "wb").write(b"weights")
 """
 
 FORM = [
-    {"name": "epochs", "type": "integer", "label": "Epochs", "default": 3, "min": 1, "max": 20,
-     "help": "Passes over the data."},
-    {"name": "learning_rate", "type": "number", "default": 0.001, "min": 1e-6, "max": 1,
-     "argument": "--lr"},
-    {"name": "optimizer", "type": "choice", "choices": ["adam", "sgd"], "default": "adam",
-     "environment": "OPTIMIZER"},
+    {
+        "name": "epochs",
+        "type": "integer",
+        "label": "Epochs",
+        "default": 3,
+        "min": 1,
+        "max": 20,
+        "help": "Passes over the data.",
+    },
+    {
+        "name": "learning_rate",
+        "type": "number",
+        "default": 0.001,
+        "min": 1e-6,
+        "max": 1,
+        "argument": "--lr",
+    },
+    {
+        "name": "optimizer",
+        "type": "choice",
+        "choices": ["adam", "sgd"],
+        "default": "adam",
+        "environment": "OPTIMIZER",
+    },
     {"name": "note", "type": "text", "max_length": 60, "required": False},
-]  # fmt: skip
+]
 
 
 def publish(user, lab, *, name="finetune", script=TRAINER, parameters=FORM, **fields):
-    body = {"lab": lab.name, "name": name, "title": "Fine-tune a text classifier",
-            "project": script_upload(script), "entry_command": "python train.py --base bert",
-            "parameters": parameters if isinstance(parameters, str) else json.dumps(parameters),
-            "resources": json.dumps({"gpus": 0}),
-            **fields}  # fmt: skip
+    body = {
+        "lab": lab.name,
+        "name": name,
+        "title": "Fine-tune a text classifier",
+        "project": script_upload(script),
+        "entry_command": "python train.py --base bert",
+        "parameters": parameters if isinstance(parameters, str) else json.dumps(parameters),
+        "resources": json.dumps({"gpus": 0}),
+        **fields,
+    }
     return client_with_token(user).post(TEMPLATES, body, format="multipart")
 
 

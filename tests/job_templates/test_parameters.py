@@ -17,14 +17,25 @@ from job_templates.parameters import (
 
 FORM = [
     {"name": "epochs", "type": "integer", "default": 3, "min": 1, "max": 20},
-    {"name": "learning_rate", "type": "number", "default": 0.001, "min": 1e-7, "max": 1,
-     "argument": "--lr"},
-    {"name": "optimizer", "type": "choice", "choices": ["adam", "sgd"], "default": "adam",
-     "environment": "OPTIMIZER"},
+    {
+        "name": "learning_rate",
+        "type": "number",
+        "default": 0.001,
+        "min": 1e-7,
+        "max": 1,
+        "argument": "--lr",
+    },
+    {
+        "name": "optimizer",
+        "type": "choice",
+        "choices": ["adam", "sgd"],
+        "default": "adam",
+        "environment": "OPTIMIZER",
+    },
     {"name": "augment", "type": "boolean"},
     {"name": "note", "type": "text", "max_length": 40, "required": False},
     {"name": "dataset", "type": "dataset", "argument": "--data"},
-]  # fmt: skip
+]
 
 
 def form():
@@ -45,21 +56,35 @@ def refused_value(**given) -> ParameterError:
 
 def test_the_defaults_fill_what_the_student_leaves_out():
     values = values_parse(form(), {"dataset": "reviews"}, datasets={"reviews"})
-    assert values == {"epochs": 3, "learning_rate": 0.001, "optimizer": "adam",
-                      "augment": False, "dataset": "reviews"}  # fmt: skip
+    assert values == {
+        "epochs": 3,
+        "learning_rate": 0.001,
+        "optimizer": "adam",
+        "augment": False,
+        "dataset": "reviews",
+    }
 
 
 def test_text_from_a_form_or_the_cli_is_typed():
-    values = values_parse(form(), {"epochs": "7", "learning_rate": "2e-5", "augment": "yes",
-                                   "dataset": "reviews", "note": "first try"},
-                          datasets={"reviews"})  # fmt: skip
+    values = values_parse(
+        form(),
+        {
+            "epochs": "7",
+            "learning_rate": "2e-5",
+            "augment": "yes",
+            "dataset": "reviews",
+            "note": "first try",
+        },
+        datasets={"reviews"},
+    )
     assert values["epochs"] == 7 and values["learning_rate"] == 2e-5
     assert values["augment"] is True and values["note"] == "first try"
 
 
 def test_values_reach_the_job_as_arguments_and_environment_values_only():
-    values = values_parse(form(), {"epochs": 5, "augment": True, "dataset": "reviews"},
-                          datasets={"reviews"})  # fmt: skip
+    values = values_parse(
+        form(), {"epochs": 5, "augment": True, "dataset": "reviews"}, datasets={"reviews"}
+    )
     delivery = values_delivery(form(), values)
     assert delivery.arguments == [
         "--epochs=5",
@@ -72,8 +97,9 @@ def test_values_reach_the_job_as_arguments_and_environment_values_only():
 
 
 def test_a_false_boolean_adds_no_flag_and_an_optional_value_left_out_adds_nothing():
-    delivery = values_delivery(form(), values_parse(form(), {"dataset": "reviews"},
-                                                    datasets={"reviews"}))  # fmt: skip
+    delivery = values_delivery(
+        form(), values_parse(form(), {"dataset": "reviews"}, datasets={"reviews"})
+    )
     assert "--augment" not in delivery.arguments
     assert not any(argument.startswith("--note") for argument in delivery.arguments)
 
@@ -107,8 +133,9 @@ def test_shell_and_submit_file_syntax_in_text_stays_one_argument():
 
 
 def test_a_value_that_looks_like_a_flag_stays_the_parameters_value():
-    values = values_parse(form(), {"note": "--epochs=999", "dataset": "reviews"},
-                          datasets={"reviews"})  # fmt: skip
+    values = values_parse(
+        form(), {"note": "--epochs=999", "dataset": "reviews"}, datasets={"reviews"}
+    )
     assert values_delivery(form(), values).arguments[0] == "--epochs=3"
     assert "--note=--epochs=999" in values_delivery(form(), values).arguments
 
@@ -162,8 +189,9 @@ def test_a_bad_definition_is_refused_with_the_reason(item, message):
 
 
 def test_two_parameters_may_not_share_a_name_or_a_way_in():
-    assert "defined twice" in refused_definition({"name": "a", "type": "text"},
-                                                 {"name": "a", "type": "text"})  # fmt: skip
+    assert "defined twice" in refused_definition(
+        {"name": "a", "type": "text"}, {"name": "a", "type": "text"}
+    )
     first = {"name": "a", "type": "text", "argument": "--x"}
     assert "also --x" in refused_definition(first, {**first, "name": "b"})
 

@@ -18,11 +18,19 @@ def test_a_lead_publishes_a_template_with_its_typed_parameter_form(people, fake_
     version = published(people.lead, people.lab, card="# Fine-tune\n\nGive it **text**.")
     assert version["reference"] == "vision_robotics/finetune@1"
     assert version["title"] == "Fine-tune a text classifier"
-    assert [p["name"] for p in version["parameters"]] == ["epochs", "learning_rate",
-                                                          "optimizer", "note"]  # fmt: skip
+    assert [p["name"] for p in version["parameters"]] == [
+        "epochs",
+        "learning_rate",
+        "optimizer",
+        "note",
+    ]
     epochs = version["parameters"][0]
     assert (epochs["min"], epochs["max"], epochs["default"], epochs["argument"]) == (
-        1, 20, 3, "--epochs")  # fmt: skip
+        1,
+        20,
+        3,
+        "--epochs",
+    )
     assert "<strong>text</strong>" in version["card_html"]
     assert version["entry_command"] == "python train.py --base bert" and version["runs"] == 0
     assert AuditEntry.objects.filter(action="template.publish").count() == 1
@@ -60,7 +68,7 @@ def test_a_student_may_not_publish_a_template(people, fake_bridge):
             },
             "parameters",
             "set by Nightshift",
-        ),  # fmt: skip
+        ),
         ({"resources": json.dumps({"gpus": 99})}, "gpus", ""),
         ({"resources": json.dumps({"shell": "sh"})}, "resources", "Unknown resource"),
         ({"name": "../../etc"}, "name", ""),
@@ -85,11 +93,19 @@ def test_a_template_that_could_not_run_is_refused_with_the_field_and_the_reason(
 def test_a_project_archive_must_hold_the_script_its_entry_command_starts(people, fake_bridge):
     from tests.datasets.files import upload, zip_of
 
-    response = publish(people.lead, people.lab, project=upload(zip_of({"src/run.py": "print(1)"}),
-                       name="project.zip"), entry_command="python train.py")  # fmt: skip
+    response = publish(
+        people.lead,
+        people.lab,
+        project=upload(zip_of({"src/run.py": "print(1)"}), name="project.zip"),
+        entry_command="python train.py",
+    )
     assert response.status_code == 400 and "has no train.py" in response.json()["error"]["message"]
-    response = publish(people.lead, people.lab, project=upload(zip_of({"src/run.py": "print(1)"}),
-                       name="project.zip"), entry_command="python src/run.py")  # fmt: skip
+    response = publish(
+        people.lead,
+        people.lab,
+        project=upload(zip_of({"src/run.py": "print(1)"}), name="project.zip"),
+        entry_command="python src/run.py",
+    )
     assert response.status_code == 201, response.json()
     assert response.json()["project_name"] == "project.zip"
 

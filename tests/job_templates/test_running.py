@@ -29,8 +29,9 @@ def started(response) -> Job:
 def test_a_students_values_reach_the_script_as_arguments_and_environment_values(
     people, template, tmp_path
 ):
-    job = started(run(people.student, parameters={"epochs": "5", "learning_rate": 0.01,
-                                                   "optimizer": "sgd"}))  # fmt: skip
+    job = started(
+        run(people.student, parameters={"epochs": "5", "learning_rate": 0.01, "optimizer": "sgd"})
+    )
     assert job.name == "Fine-tune a text classifier" and job.owner == people.student
     assert job.parameters == {"epochs": 5, "learning_rate": 0.01, "optimizer": "sgd"}
     ran = launch(job, None)
@@ -101,8 +102,9 @@ def test_a_version_can_be_pinned_and_each_counts_its_runs(people, template):
 def test_another_labs_member_can_neither_see_nor_run_a_lab_template(people, template):
     api = client_with_token(people.outsider)
     assert api.get(reverse("api:template-list")).json()["results"] == []
-    shown = api.get(reverse("api:template-latest",
-                            kwargs={"lab": "vision_robotics", "name": "finetune"}))  # fmt: skip
+    shown = api.get(
+        reverse("api:template-latest", kwargs={"lab": "vision_robotics", "name": "finetune"})
+    )
     assert shown.status_code == 404
     assert run(people.outsider).status_code == 404
     assert not Job.objects.exists()
@@ -134,14 +136,20 @@ def test_the_catalogue_searches_titles_and_cards(people, fake_bridge):
 def test_a_dataset_parameter_attaches_the_students_choice_and_names_its_folder(people, fake_bridge):
     from tests.datasets.test_delivery import push
 
-    published(people.lead, people.lab, name="reader", parameters=[
-        {"name": "data", "type": "dataset", "label": "Training data"}])  # fmt: skip
+    published(
+        people.lead,
+        people.lab,
+        name="reader",
+        parameters=[{"name": "data", "type": "dataset", "label": "Training data"}],
+    )
     push(client_with_token(people.student), name="reviews")
-    job = started(run(people.student, reference="vision_robotics/reader",
-                      parameters={"data": "reviews"}))  # fmt: skip
+    job = started(
+        run(people.student, reference="vision_robotics/reader", parameters={"data": "reviews"})
+    )
     assert job.request["arguments"][-1] == "--data=datasets/reviews"
     assert [d["reference"] for d in job.source["datasets"]] == ["reviews@1"]
-    refused = run(people.labmate, reference="vision_robotics/reader",
-                  parameters={"data": "reviews"})  # the student's own dataset  # fmt: skip
+    refused = run(
+        people.labmate, reference="vision_robotics/reader", parameters={"data": "reviews"}
+    )  # the student's own dataset
     assert refused.status_code == 400
     assert "not a dataset you may use" in refused.json()["error"]["message"]

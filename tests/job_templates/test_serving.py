@@ -27,8 +27,11 @@ def model(people, fake_bridge, finish):
 def serve(user, reference="vision_robotics/bert-small@1", **body):
     lab, rest = reference.split("/")
     name, number = rest.split("@")
-    return client_with_token(user).post(reverse("api:model-serve", kwargs={
-        "lab": lab, "name": name, "number": int(number)}), body, format="json")  # fmt: skip
+    return client_with_token(user).post(
+        reverse("api:model-serve", kwargs={"lab": lab, "name": name, "number": int(number)}),
+        body,
+        format="json",
+    )
 
 
 def test_a_labmate_serves_the_model_with_the_template_that_made_it(people, model):
@@ -40,8 +43,10 @@ def test_a_labmate_serves_the_model_with_the_template_that_made_it(people, model
     assert job.request["arguments"] == ["--serve"]
     [record] = job.source["models"]
     assert record["reference"] == "vision_robotics/bert-small@1"
-    assert job.parameters == {"model": "vision_robotics/bert-small@1",
-                              "model_dir": "models/bert-small"}  # fmt: skip
+    assert job.parameters == {
+        "model": "vision_robotics/bert-small@1",
+        "model_dir": "models/bert-small",
+    }
 
 
 def test_the_model_page_offers_serving_in_one_click(people, model, client):
@@ -57,8 +62,9 @@ def test_the_model_page_offers_serving_in_one_click(people, model, client):
     assert response["Location"] == reverse("jobs:detail", args=[job.public_id])
 
 
-def test_a_template_without_a_serve_command_serves_nothing(people, fake_bridge, finished_job,
-                                                           client):  # fmt: skip
+def test_a_template_without_a_serve_command_serves_nothing(
+    people, fake_bridge, finished_job, client
+):
     published(people.lead, people.lab)  # no serve command
     job = finished_job(people.student, lab=people.lab.name)
     model_published(people.student, job, visibility="lab")

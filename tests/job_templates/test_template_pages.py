@@ -16,15 +16,24 @@ pytestmark = pytest.mark.django_db
 
 
 def publish_form(lab, **fields):
-    return {"lab": lab.pk, "name": "finetune", "title": "Fine-tune a text classifier",
-            "visibility": "lab", "project": script_upload(TRAINER),
-            "entry_command": "python train.py", "gpus": 0, "cpus": 1, "memory_mb": 2048,
-            "disk_mb": 4096, "output_paths": "outputs", "parameters": json.dumps(FORM),
-            **fields}  # fmt: skip
+    return {
+        "lab": lab.pk,
+        "name": "finetune",
+        "title": "Fine-tune a text classifier",
+        "visibility": "lab",
+        "project": script_upload(TRAINER),
+        "entry_command": "python train.py",
+        "gpus": 0,
+        "cpus": 1,
+        "memory_mb": 2048,
+        "disk_mb": 4096,
+        "output_paths": "outputs",
+        "parameters": json.dumps(FORM),
+        **fields,
+    }
 
 
-def test_a_lead_publishes_through_the_form_and_lands_on_the_template(people, fake_bridge,
-                                                                     client):  # fmt: skip
+def test_a_lead_publishes_through_the_form_and_lands_on_the_template(people, fake_bridge, client):
     client.force_login(people.lead)
     assert "Publish a template" in client.get(reverse("job_templates:list")).content.decode()
     response = client.post(reverse("job_templates:publish"), publish_form(people.lab))
@@ -59,9 +68,10 @@ def test_a_student_runs_a_template_with_its_short_form(people, fake_bridge, clie
     text = page.content.decode()
     assert 'data-parameter="epochs"' in text and 'max="20"' in text
     assert "nightshift run vision_robotics/finetune@1" in text
-    response = client.post(reverse("job_templates:detail", args=[version_pk(version)]),
-                           {"epochs": "4", "learning_rate": "0.01", "optimizer": "sgd",
-                            "run_name": "my run"})  # fmt: skip
+    response = client.post(
+        reverse("job_templates:detail", args=[version_pk(version)]),
+        {"epochs": "4", "learning_rate": "0.01", "optimizer": "sgd", "run_name": "my run"},
+    )
     job = Job.objects.get()
     assert response["Location"] == reverse("jobs:detail", args=[job.public_id])
     assert job.parameters == {"epochs": 4, "learning_rate": 0.01, "optimizer": "sgd"}
@@ -92,8 +102,7 @@ def test_another_labs_member_gets_not_found(people, fake_bridge, client):
 
 
 def version_pk(version: dict) -> int:
-    return TemplateVersion.objects.get(template__name=version["name"],
-                                       number=version["number"]).pk  # fmt: skip
+    return TemplateVersion.objects.get(template__name=version["name"], number=version["number"]).pk
 
 
 def test_a_new_version_keeps_the_project_unless_another_is_uploaded(people, fake_bridge, client):
@@ -101,8 +110,9 @@ def test_a_new_version_keeps_the_project_unless_another_is_uploaded(people, fake
     client.force_login(people.lead)
     page = client.get(reverse("job_templates:publish"), {"from": version_pk(first)})
     assert 'name="project_from"' in page.content.decode()
-    fields = publish_form(people.lab, project_from=version_pk(first),
-                          parameters=json.dumps(FORM[:1]))  # fmt: skip
+    fields = publish_form(
+        people.lab, project_from=version_pk(first), parameters=json.dumps(FORM[:1])
+    )
     del fields["project"]
     response = client.post(reverse("job_templates:publish"), fields)
     assert response.status_code == 302, response.content.decode()[-2000:]

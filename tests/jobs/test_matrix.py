@@ -28,10 +28,13 @@ def archive(members: dict, name: str) -> SimpleUploadedFile:
 
 def systems():
     return [
-        matrices.MatrixSystem("bert", project({"eval.py": "print('bert')"}, name="bert.zip"),
-                            "python eval.py --data {dataset}"),
+        matrices.MatrixSystem(
+            "bert",
+            project({"eval.py": "print('bert')"}, name="bert.zip"),
+            "python eval.py --data {dataset}",
+        ),
         matrices.MatrixSystem("t5", script_upload("print('t5')", name="t5.py")),
-    ]  # fmt: skip
+    ]
 
 
 def datasets():
@@ -45,8 +48,9 @@ def datasets():
 def submit(user, **spec):
     spec.setdefault("name", "eval")
     spec.setdefault("arguments", ["--system", "{system}"])
-    return matrices.matrix_submit(user=user, spec=specs.JobSpec(**spec), systems=systems(),
-                                datasets=datasets())  # fmt: skip
+    return matrices.matrix_submit(
+        user=user, spec=specs.JobSpec(**spec), systems=systems(), datasets=datasets()
+    )
 
 
 def test_every_system_runs_on_every_dataset_with_its_own_files(student, fake_bridge):
@@ -54,9 +58,7 @@ def test_every_system_runs_on_every_dataset_with_its_own_files(student, fake_bri
     runs = {(r.parameters["system"], r.parameters["dataset"]): r for r in sweep.runs.all()}
     assert len(runs) == 6 and sweep.kind == Sweep.Kind.MATRIX
     bert_squad = runs[("bert", "squad")]
-    assert bert_squad.request["arguments"] == [
-        "--data", "/shared/data/squad", "--system", "bert"
-    ]  # fmt: skip
+    assert bert_squad.request["arguments"] == ["--data", "/shared/data/squad", "--system", "bert"]
     assert (bert_squad.directory / "eval.py").read_text() == "print('bert')"
     assert not (bert_squad.directory / "dataset").exists()
     t5_glue = runs[("t5", "glue")]
@@ -71,16 +73,40 @@ def test_every_system_runs_on_every_dataset_with_its_own_files(student, fake_bri
     assert len(set(sweep.runs.values_list("cluster_id", flat=True))) == 1
 
 
-@pytest.mark.parametrize("change, field, message", [
-    ({"systems": []}, "systems", "at least one system"),
-    ({"datasets": []}, "datasets", "at least one dataset"),
-    ({"datasets": [matrices.MatrixDataset("a", path="/x"), matrices.MatrixDataset("a", path="/y")]},
-     "datasets", "same name"),
-    ({"datasets": [matrices.MatrixDataset("a")]}, "datasets", "a path or a file"),
-    ({"datasets": [matrices.MatrixDataset("a", path="/x\nqueue 1000")]}, "datasets", "line breaks"),
-    ({"systems": [matrices.MatrixSystem("s", project({"run.py": "1"}, name="s.zip"),
-                                      "python eval.py")]}, "entry_command", "no eval.py"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "change, field, message",
+    [
+        ({"systems": []}, "systems", "at least one system"),
+        ({"datasets": []}, "datasets", "at least one dataset"),
+        (
+            {
+                "datasets": [
+                    matrices.MatrixDataset("a", path="/x"),
+                    matrices.MatrixDataset("a", path="/y"),
+                ]
+            },
+            "datasets",
+            "same name",
+        ),
+        ({"datasets": [matrices.MatrixDataset("a")]}, "datasets", "a path or a file"),
+        (
+            {"datasets": [matrices.MatrixDataset("a", path="/x\nqueue 1000")]},
+            "datasets",
+            "line breaks",
+        ),
+        (
+            {
+                "systems": [
+                    matrices.MatrixSystem(
+                        "s", project({"run.py": "1"}, name="s.zip"), "python eval.py"
+                    )
+                ]
+            },
+            "entry_command",
+            "no eval.py",
+        ),
+    ],
+)
 def test_a_bad_matrix_is_refused_whole(student, fake_bridge, settings, change, field, message):
     arguments = {"systems": systems(), "datasets": datasets()} | change
     with pytest.raises(specs.JobSubmissionError, match=message) as refused:
@@ -111,32 +137,55 @@ def test_the_sweep_page_shows_systems_by_datasets(student_client, student, fake_
 
 def test_the_api_takes_a_matrix_with_its_files(student, fake_bridge):
     api = client_with_token(student)
-    response = api.post(reverse("api:sweep-matrix"), {
-        "name": "eval", "gpus": 0, "arguments": ["--system", "{system}"],
-        "systems": json.dumps([
-            {"name": "bert", "file": "bert.zip", "entry_command": "python eval.py {dataset}"},
-            {"name": "t5", "file": "t5.py"},
-        ]),
-        "system_files": [project({"eval.py": "1"}, name="bert.zip"),
-                         script_upload("1", name="t5.py")],
-        "datasets": json.dumps([{"name": "squad", "path": "/data/squad"},
-                                {"name": "tiny", "file": "tiny.csv"}]),
-        "dataset_files": [SimpleUploadedFile("tiny.csv", b"1\n")],
-    }, format="multipart")  # fmt: skip
+    response = api.post(
+        reverse("api:sweep-matrix"),
+        {
+            "name": "eval",
+            "gpus": 0,
+            "arguments": ["--system", "{system}"],
+            "systems": json.dumps(
+                [
+                    {
+                        "name": "bert",
+                        "file": "bert.zip",
+                        "entry_command": "python eval.py {dataset}",
+                    },
+                    {"name": "t5", "file": "t5.py"},
+                ]
+            ),
+            "system_files": [
+                project({"eval.py": "1"}, name="bert.zip"),
+                script_upload("1", name="t5.py"),
+            ],
+            "datasets": json.dumps(
+                [{"name": "squad", "path": "/data/squad"}, {"name": "tiny", "file": "tiny.csv"}]
+            ),
+            "dataset_files": [SimpleUploadedFile("tiny.csv", b"1\n")],
+        },
+        format="multipart",
+    )
     assert response.status_code == 201, response.json()
     body = response.json()
     assert body["kind"] == "matrix" and body["run_count"] == 4
     assert {tuple(run["parameters"].values()) for run in body["runs"]} == {
-        ("bert", "squad"), ("bert", "tiny"), ("t5", "squad"), ("t5", "tiny")
-    }  # fmt: skip
+        ("bert", "squad"),
+        ("bert", "tiny"),
+        ("t5", "squad"),
+        ("t5", "tiny"),
+    }
 
 
 def test_the_api_names_a_file_that_was_not_uploaded(student, fake_bridge):
-    response = client_with_token(student).post(reverse("api:sweep-matrix"), {
-        "name": "eval", "systems": json.dumps([{"name": "a", "file": "missing.py"}]),
-        "system_files": [script_upload("1", name="a.py")],
-        "datasets": json.dumps([{"name": "d", "path": "/d"}]),
-    }, format="multipart")  # fmt: skip
+    response = client_with_token(student).post(
+        reverse("api:sweep-matrix"),
+        {
+            "name": "eval",
+            "systems": json.dumps([{"name": "a", "file": "missing.py"}]),
+            "system_files": [script_upload("1", name="a.py")],
+            "datasets": json.dumps([{"name": "d", "path": "/d"}]),
+        },
+        format="multipart",
+    )
     assert response.status_code == 400
     assert (
         "no uploaded file is called 'missing.py'"
@@ -147,7 +196,8 @@ def test_the_api_names_a_file_that_was_not_uploaded(student, fake_bridge):
 def test_hostile_names_and_file_names_stay_text_and_inside_the_run(student, fake_bridge, settings):
     evil = '$(HOME) "x" +Owner = "root"'
     sweep = matrices.matrix_submit(
-        user=student, spec=specs.JobSpec(name="m", arguments=["{system}", "{dataset}"]),
+        user=student,
+        spec=specs.JobSpec(name="m", arguments=["{system}", "{dataset}"]),
         systems=[matrices.MatrixSystem(evil, script_upload("1", name="a.py"))],
         datasets=[
             matrices.MatrixDataset("d1", path="/data/$(HOME) 'q'"),
@@ -155,7 +205,7 @@ def test_hostile_names_and_file_names_stay_text_and_inside_the_run(student, fake
                 "d2", upload=SimpleUploadedFile("../../evil\u202e;rm.csv", b"1")
             ),
         ],
-    )  # fmt: skip
+    )
     runs = {r.parameters["dataset"]: r for r in sweep.runs.all()}
     assert runs["d1"].request["arguments"] == [evil, "/data/$(HOME) 'q'"]
     sweeps.sweep_submit_to_pool(sweep.pk)

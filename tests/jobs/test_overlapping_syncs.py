@@ -23,8 +23,9 @@ T0 = datetime(2026, 11, 2, 21, 0, tzinfo=UTC)
 
 
 def submit(user) -> Job:
-    job = submission.job_submit(user=user, spec=specs.JobSpec(name="train", gpus=1),
-                                script=script_upload())  # fmt: skip
+    job = submission.job_submit(
+        user=user, spec=specs.JobSpec(name="train", gpus=1), script=script_upload()
+    )
     return submission.job_submit_to_pool(job.pk)
 
 
@@ -58,8 +59,7 @@ def test_a_sync_that_saw_the_job_waiting_leaves_it_running(student, fake_bridge,
     sync.jobs_sync()
     job.refresh_from_db()
     assert job.state == JobState.RUNNING
-    assert list(job.events.values_list("kind", flat=True)) == ["created", "submitted",
-                                                               "started"]  # fmt: skip
+    assert list(job.events.values_list("kind", flat=True)) == ["created", "submitted", "started"]
     assert UsageRecord.objects.filter(job=job, ended_at=None).count() == 1
 
 
@@ -71,10 +71,12 @@ def test_a_sync_that_saw_the_job_running_leaves_its_end_recorded_once(
     fake_bridge.set_state(job_id, CondorState.RUNNING, at=T0)
     sync.jobs_sync()
     a_later_sync_runs_while_this_one_asks(
-        fake_bridge, monkeypatch, lambda: fake_bridge.set_state(
+        fake_bridge,
+        monkeypatch,
+        lambda: fake_bridge.set_state(
             job_id, CondorState.COMPLETED, at=T0 + timedelta(minutes=5), exit_code=0
-        )
-    )  # fmt: skip
+        ),
+    )
     sync.jobs_sync()
     job.refresh_from_db()
     assert job.state == JobState.COMPLETED
@@ -112,11 +114,13 @@ def test_a_sync_that_saw_a_run_another_sync_saw_end_does_not_start_it_again(
     job_id = str(job.public_id)
     sync.jobs_sync()
     a_later_sync_runs_while_this_one_asks(
-        fake_bridge, monkeypatch,
+        fake_bridge,
+        monkeypatch,
         before=lambda: fake_bridge.set_state(job_id, CondorState.RUNNING, at=T0),
-        change=lambda: fake_bridge.set_state(job_id, CondorState.IDLE,
-                                             at=T0 + timedelta(minutes=5)),
-    )  # fmt: skip
+        change=lambda: fake_bridge.set_state(
+            job_id, CondorState.IDLE, at=T0 + timedelta(minutes=5)
+        ),
+    )
     sync.jobs_sync()
     job.refresh_from_db()
     assert (job.state, job.num_starts) == (JobState.IDLE, 1)

@@ -27,8 +27,9 @@ def submit(user, upload, entry="python src/train.py --epochs 3", **spec):
 
 
 def test_a_project_unpacks_and_its_entry_command_becomes_the_arguments(student, fake_bridge):
-    job = submit(student, project({"src/train.py": "print(1)", "data/x.csv": "1,2"}),
-                 arguments=["--seed=1"])  # fmt: skip
+    job = submit(
+        student, project({"src/train.py": "print(1)", "data/x.csv": "1,2"}), arguments=["--seed=1"]
+    )
     assert (job.directory / "src" / "train.py").read_text() == "print(1)"
     assert job.request["script_name"] == "src/train.py"
     assert job.request["arguments"] == ["--epochs", "3", "--seed=1"]
@@ -40,8 +41,9 @@ def test_a_project_unpacks_and_its_entry_command_becomes_the_arguments(student, 
 
 
 def test_a_requirements_file_runs_the_launcher_first(student, fake_bridge):
-    job = submit(student, project({"train.py": "", "requirements.txt": "six\n"}),
-                 entry="python train.py")  # fmt: skip
+    job = submit(
+        student, project({"train.py": "", "requirements.txt": "six\n"}), entry="python train.py"
+    )
     submission.job_submit_to_pool(job.pk)
     arguments = fake_bridge.submitted[str(job.public_id)]["arguments"]
     assert arguments == "\"'.nightshift/launch.py' 'train.py'\""
@@ -50,10 +52,14 @@ def test_a_requirements_file_runs_the_launcher_first(student, fake_bridge):
 
 @pytest.mark.parametrize(
     "entry, message",
-    [("", "Say how to start the project"), ("bash run.sh", "Start with python"),
-     ("python missing.py", "The archive has no missing.py; it has src/train.py"),
-     ("python 'src/train.py", "Check the quotes"), ("python data/x.csv", "not a Python file")],
-)  # fmt: skip
+    [
+        ("", "Say how to start the project"),
+        ("bash run.sh", "Start with python"),
+        ("python missing.py", "The archive has no missing.py; it has src/train.py"),
+        ("python 'src/train.py", "Check the quotes"),
+        ("python data/x.csv", "not a Python file"),
+    ],
+)
 def test_a_bad_entry_command_is_refused_with_the_reason(student, fake_bridge, entry, message):
     with pytest.raises(specs.JobSubmissionError, match=message) as error:
         submit(student, project({"src/train.py": "", "data/x.csv": ""}), entry=entry)
@@ -81,10 +87,11 @@ def test_a_rerun_of_a_project_unpacks_the_original_archive_again(student, fake_b
 
 def test_a_single_script_can_bring_a_requirements_file(student, fake_bridge):
     job = submission.job_submit(
-        user=student, spec=specs.JobSpec(name="with reqs"),
+        user=student,
+        spec=specs.JobSpec(name="with reqs"),
         script=SimpleUploadedFile("train.py", b"import six"),
         requirements=SimpleUploadedFile("reqs.txt", b"six==1.16.0\n"),
-    )  # fmt: skip
+    )
     assert (job.directory / "requirements.txt").read_text() == "six==1.16.0\n"
     assert job.request["install_requirements"] is True
     assert job.request["input_files"] == ["train.py", "requirements.txt"]
@@ -100,6 +107,8 @@ def test_a_single_script_can_bring_a_requirements_file(student, fake_bridge):
 def test_a_project_must_keep_its_requirements_in_the_archive(student, fake_bridge):
     with pytest.raises(specs.JobSubmissionError, match="put requirements.txt at the top"):
         submission.job_submit(
-            user=student, spec=specs.JobSpec(name="p", entry_command="python train.py"),
-            script=project({"train.py": ""}), requirements=SimpleUploadedFile("r.txt", b"six"),
-        )  # fmt: skip
+            user=student,
+            spec=specs.JobSpec(name="p", entry_command="python train.py"),
+            script=project({"train.py": ""}),
+            requirements=SimpleUploadedFile("r.txt", b"six"),
+        )

@@ -17,8 +17,9 @@ SCRIPT = "import os\nprint(os.environ['NIGHTSHIFT_SEED'])\n"
 
 def submit(user, **spec):
     spec.setdefault("name", "seeded")
-    return submission.job_submit(user=user, spec=specs.JobSpec(**spec),
-                               script=script_upload(SCRIPT))  # fmt: skip
+    return submission.job_submit(
+        user=user, spec=specs.JobSpec(**spec), script=script_upload(SCRIPT)
+    )
 
 
 def test_every_job_records_its_files_hash_and_a_seed(student, fake_bridge):
@@ -46,8 +47,7 @@ def test_a_reproduction_has_the_same_files_seed_and_submit_description(student, 
     assert again.submit_description != original.submit_description  # its own id and folder
     reproduction = selectors.reproduction_of(again)
     assert reproduction.differences == []
-    assert set(reproduction.same) >= {"files (SHA-256)", "seed", "settings",
-                                      "submit description"}  # fmt: skip
+    assert set(reproduction.same) >= {"files (SHA-256)", "seed", "settings", "submit description"}
 
 
 def test_what_differs_in_a_reproduction_is_named(student, fake_bridge):
@@ -84,9 +84,11 @@ def test_the_api_returns_the_record(student, fake_bridge):
 
 def test_each_sweep_run_has_its_own_seed_and_description(student, fake_bridge):
     sweep = sweeps.sweep_submit(
-        user=student, spec=specs.JobSpec(name="s", arguments=["{x}"]),
-        plan=sweeps.SweepPlan.from_json({"grid": {"x": [1, 2]}}), script=script_upload(),
-    )  # fmt: skip
+        user=student,
+        spec=specs.JobSpec(name="s", arguments=["{x}"]),
+        plan=sweeps.SweepPlan.from_json({"grid": {"x": [1, 2]}}),
+        script=script_upload(),
+    )
     sweeps.sweep_submit_to_pool(sweep.pk)
     first, second = sweep.runs.order_by("sweep_index")
     assert first.source["sha256"] == second.source["sha256"]

@@ -18,8 +18,9 @@ AP1, AP2 = "ap1@campus.example", "ap2@campus.example"
 
 
 def queued(user) -> Job:
-    return submission.job_submit(user=user, spec=specs.JobSpec(name="train"),
-                                 script=script_upload())  # fmt: skip
+    return submission.job_submit(
+        user=user, spec=specs.JobSpec(name="train"), script=script_upload()
+    )
 
 
 def submitted(user) -> Job:
@@ -28,8 +29,9 @@ def submitted(user) -> Job:
 
 def send_again(bridge, job: Job):
     """What a resend that did not look first does: another job with the same id."""
-    request = JobRequest(job_id=str(job.public_id), job_dir=job.output_dir,
-                         script_name="train.py", memory_mb=256)  # fmt: skip
+    request = JobRequest(
+        job_id=str(job.public_id), job_dir=job.output_dir, script_name="train.py", memory_mb=256
+    )
     return bridge.submit(request, check_existing=False)
 
 
@@ -49,8 +51,9 @@ def test_a_second_copy_is_removed_and_the_timeline_and_audit_log_say_so(student,
     assert f"removed the copy cluster {copy.cluster_id}.0 and kept {job.cluster_id}.0" in (
         event.detail
     )
-    assert AuditEntry.objects.filter(action="job.second_copy_remove",
-                                     target_id=str(job.public_id)).exists()  # fmt: skip
+    assert AuditEntry.objects.filter(
+        action="job.second_copy_remove", target_id=str(job.public_id)
+    ).exists()
     job.refresh_from_db()
     assert job.cluster_id != copy.cluster_id
     assert sync.jobs_sync().second_copies_removed == 0

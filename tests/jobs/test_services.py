@@ -135,9 +135,11 @@ def test_a_request_no_workstation_can_run_is_refused_naming_the_field(student, f
 def test_an_idle_job_no_workstation_can_run_any_more_is_explained(student, fake_bridge):
     # Accepted while a big enough workstation was in the pool; it has left since.
     job = submission.job_submit(
-        user=student, spec=specs.JobSpec(name="big", gpus=1, gpu_memory_gb=80),
-        script=script_upload(), check_pool=False,
-    )  # fmt: skip
+        user=student,
+        spec=specs.JobSpec(name="big", gpus=1, gpu_memory_gb=80),
+        script=script_upload(),
+        check_pool=False,
+    )
     job = submission.job_submit_to_pool(job.pk)
     sync.jobs_sync()
     job.refresh_from_db()
@@ -207,10 +209,15 @@ def test_a_job_whose_submission_keeps_retrying_is_not_sent_again_on_every_tick(
 
 @pytest.mark.parametrize(
     "uploaded, stored",
-    [("train.py", "train.py"), ("../../etc/passwd.py", "passwd.py"), ("my model (v2).py",
-     "my_model_v2.py"), ("$(HOME).py", "HOME.py"), ("C:\\Users\\me\\x.py", "x.py"),
-     ("...py", "train.py")],
-)  # fmt: skip
+    [
+        ("train.py", "train.py"),
+        ("../../etc/passwd.py", "passwd.py"),
+        ("my model (v2).py", "my_model_v2.py"),
+        ("$(HOME).py", "HOME.py"),
+        ("C:\\Users\\me\\x.py", "x.py"),
+        ("...py", "train.py"),
+    ],
+)
 def test_uploaded_script_names_become_safe_file_names(uploaded, stored):
     assert staging.safe_script_name(uploaded) == stored
 
@@ -251,9 +258,12 @@ def test_a_first_attempt_skips_the_lookup_and_a_later_attempt_does_it(
 def test_a_job_held_for_memory_carries_a_plain_explanation(student, fake_bridge):
     job = submission.job_submit_to_pool(submit(student).pk)
     fake_bridge.set_state(
-        str(job.public_id), CondorState.HELD, hold_reason="Job has gone over memory limit",
-        hold_reason_code=34, hold_reason_subcode=102,
-    )  # fmt: skip
+        str(job.public_id),
+        CondorState.HELD,
+        hold_reason="Job has gone over memory limit",
+        hold_reason_code=34,
+        hold_reason_subcode=102,
+    )
     sync.jobs_sync()
     job.refresh_from_db()
     assert job.hold_explanation.title == "It used more memory than it asked for."
@@ -277,12 +287,15 @@ def test_an_idle_job_whose_workstations_are_busy_says_so(student, fake_bridge):
     assert job.wait_reason == ""
 
 
-@pytest.mark.parametrize(("uploaded", "name"), [
-    ("train.py", "train.py"),
-    ("C:\\Users\\ada\\resnet project.zip", "resnet project.zip"),
-    ("bad\nname\tqueue 9.py", "bad name queue 9.py"),
-    ("x" * 300 + ".py", "x" * 200),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("uploaded", "name"),
+    [
+        ("train.py", "train.py"),
+        ("C:\\Users\\ada\\resnet project.zip", "resnet project.zip"),
+        ("bad\nname\tqueue 9.py", "bad name queue 9.py"),
+        ("x" * 300 + ".py", "x" * 200),
+    ],
+)
 def test_a_job_without_a_name_is_named_after_its_file_as_plain_text(uploaded, name):
     assert specs.job_default_name(uploaded_name=uploaded) == name
 
@@ -327,8 +340,9 @@ def test_the_wait_before_the_pool_counts_as_not_matching_restarts_when_nothing_i
     job = submission.job_submit_to_pool(submit(student, gpus=1).pk)
     sync.jobs_sync()
     clock[0] += 50
-    fake_bridge.machines = [dataclasses.replace(m, state="Claimed", free_cpus=0, free_gpus=0)
-                            for m in free]  # fmt: skip
+    fake_bridge.machines = [
+        dataclasses.replace(m, state="Claimed", free_cpus=0, free_gpus=0) for m in free
+    ]
     sync.jobs_sync()
     fake_bridge.machines = free
     clock[0] += 50
@@ -426,8 +440,9 @@ def evict(fake_bridge, job, times, *, checkpoint_each_run=False):
             log.parent.mkdir(parents=True, exist_ok=True)
             with log.open("a") as stream:
                 stream.write(f'{{"time": {(start + timedelta(seconds=20)).timestamp()}}}\n')
-        fake_bridge.set_state(str(job.public_id), CondorState.IDLE,
-                              at=start + timedelta(seconds=50))  # fmt: skip
+        fake_bridge.set_state(
+            str(job.public_id), CondorState.IDLE, at=start + timedelta(seconds=50)
+        )
         sync.jobs_sync()
         job.refresh_from_db()
 
@@ -476,8 +491,13 @@ def test_a_spooled_job_whose_input_the_schedd_lost_is_withdrawn_and_sent_again(
     first_cluster = job.cluster_id
     lost = timezone.now() - timedelta(seconds=settings.RESUBMIT_AFTER_S + 1)
     Job.objects.filter(pk=job.pk).update(created_at=lost - timedelta(seconds=1))
-    spooling.set_state(str(job.public_id), CondorState.TRANSFERRING, at=lost,
-                       awaiting_input=True, status_detail="uploading input")  # fmt: skip
+    spooling.set_state(
+        str(job.public_id),
+        CondorState.TRANSFERRING,
+        at=lost,
+        awaiting_input=True,
+        status_detail="uploading input",
+    )
     with django_capture_on_commit_callbacks(execute=True):
         sync.jobs_sync()  # withdrawn, queued again and sent (the task runs here)
     job.refresh_from_db()
@@ -493,8 +513,12 @@ def test_a_spooled_job_still_awaiting_its_input_is_left_alone_for_a_while(
     settings.CONDOR_FILE_MODE = "spool"
     spooling = get_bridge()
     job = submission.job_submit_to_pool(submit(student).pk)
-    spooling.set_state(str(job.public_id), CondorState.TRANSFERRING, awaiting_input=True,
-                       status_detail="uploading input")  # fmt: skip
+    spooling.set_state(
+        str(job.public_id),
+        CondorState.TRANSFERRING,
+        awaiting_input=True,
+        status_detail="uploading input",
+    )
     sync.jobs_sync()
     assert spooling.withdrawn == []
     assert Job.objects.get(pk=job.pk).cluster_id == job.cluster_id

@@ -123,9 +123,11 @@ def test_the_sync_asks_each_schedd_once_for_its_queue(student, two_schedds, monk
     asked = []
     for bridge in two_schedds:
         original = bridge.active_jobs
-        monkeypatch.setattr(bridge, "active_jobs",
-                            lambda original=original, name=bridge.schedd_name: asked.append(name)
-                            or original())  # fmt: skip
+        monkeypatch.setattr(
+            bridge,
+            "active_jobs",
+            lambda original=original, name=bridge.schedd_name: asked.append(name) or original(),
+        )
     submitted(student), submitted(student), submitted(student)
     sync.jobs_sync()
     assert sorted(asked) == [AP1, AP2]
@@ -165,11 +167,14 @@ def test_one_schedd_portals_keep_sending_to_the_default(student, fake_bridge):
 
 def test_the_tunnel_to_a_job_names_its_schedd_and_nothing_else_gets_through():
     assert probe_command(["condor_ssh_to_job"], 7, 0, schedd=AP2)[1:4] == [
-        "-auto-retry", "-name", AP2,
-    ]  # fmt: skip
+        "-auto-retry",
+        "-name",
+        AP2,
+    ]
     assert forward_command(["condor_ssh_to_job"], 7, 0, {"/tmp/a.sock": 6006}, schedd=AP2)[1:3] == [
-        "-name", AP2,
-    ]  # fmt: skip
+        "-name",
+        AP2,
+    ]
     for hostile in ("-ssh evil", "ap1; rm -rf /", "ap1\n", "../ap1"):
         with pytest.raises(ValueError):
             probe_command(["condor_ssh_to_job"], 7, 0, schedd=hostile)

@@ -25,19 +25,21 @@ def _steps_by_hand(monkeypatch):
 
 
 def start(user, **plan):
-    plan = {"space": SPACE, "objective": "loss", "parallel": 2, "max_trials": 5,
-            "seed": 7, **plan}  # fmt: skip
+    plan = {"space": SPACE, "objective": "loss", "parallel": 2, "max_trials": 5, "seed": 7, **plan}
     return studies.study_submit(
-        user=user, spec=specs.JobSpec(name="search", arguments=["--x", "{x}"]),
-        plan=studies.StudyPlan.from_json(plan), script=script_upload(),
-    )  # fmt: skip
+        user=user,
+        spec=specs.JobSpec(name="search", arguments=["--x", "{x}"]),
+        plan=studies.StudyPlan.from_json(plan),
+        script=script_upload(),
+    )
 
 
 def finish(fake_bridge, job, losses, state=Condor.COMPLETED, exit_code=0):
     """The trial ran on the (fake) pool and logged these losses, one per step."""
     metrics = job.directory / ".nightshift" / "metrics.jsonl"
-    metrics.write_text("".join(json.dumps({"step": s, "loss": v}) + "\n"
-                               for s, v in enumerate(losses)))  # fmt: skip
+    metrics.write_text(
+        "".join(json.dumps({"step": s, "loss": v}) + "\n" for s, v in enumerate(losses))
+    )
     if state is not None:
         fake_bridge.set_state(str(job.public_id), Condor.RUNNING)
         fake_bridge.set_state(str(job.public_id), state, exit_code=exit_code)
@@ -70,8 +72,9 @@ def test_finished_trials_are_told_to_optuna_and_new_ones_started(student, fake_b
     sync.jobs_sync()
     report = studies.study_advance(sweep.pk)
     assert (report.told, report.started) == (2, 2)
-    study = optuna.load_study(study_name=f"nightshift-{sweep.public_id}",
-                              storage=studies.optuna_storage())  # fmt: skip
+    study = optuna.load_study(
+        study_name=f"nightshift-{sweep.public_id}", storage=studies.optuna_storage()
+    )
     states = {t.number: (t.state, t.value) for t in study.trials}
     assert states[0] == (optuna.trial.TrialState.COMPLETE, 2.0)
     assert states[1][0] == optuna.trial.TrialState.FAIL  # it exited with 1
@@ -111,8 +114,9 @@ def test_a_trial_worse_than_the_others_is_asked_to_stop_then_removed(
     bad.refresh_from_db()
     assert bad.state == JobState.REMOVED
     studies.study_advance(sweep.pk)
-    study = optuna.load_study(study_name=f"nightshift-{sweep.public_id}",
-                              storage=studies.optuna_storage())  # fmt: skip
+    study = optuna.load_study(
+        study_name=f"nightshift-{sweep.public_id}", storage=studies.optuna_storage()
+    )
     assert study.trials[bad.sweep_index].state == optuna.trial.TrialState.PRUNED
 
 
@@ -124,27 +128,36 @@ def test_a_gpu_hour_budget_stops_the_study_and_its_running_trials(student, fake_
 
     from accounting.models import UsageRecord
 
-    UsageRecord.objects.create(job=first, user=student, started_at=timezone.now(),
-                               ended_at=timezone.now(), wall_s=3600, gpus=1)  # fmt: skip
+    UsageRecord.objects.create(
+        job=first,
+        user=student,
+        started_at=timezone.now(),
+        ended_at=timezone.now(),
+        wall_s=3600,
+        gpus=1,
+    )
     studies.study_advance(sweep.pk)
     sweep.refresh_from_db()
     assert sweep.stop_reason == "used its budget of 0.0001 GPU-hours"
     assert ("remove", first.cluster_id, 0, "Its study used its budget of 0.0001 GPU-hours") in [
         (a, c, p, r) for a, c, p, r in fake_bridge.actions
-    ]  # fmt: skip
+    ]
 
 
-@pytest.mark.parametrize("plan, field", [
-    ({"space": {}}, "space"),
-    ({"space": {"x": {"kind": "gauss"}}}, "space"),
-    ({"objective": "val loss"}, "objective"),
-    ({"direction": "down"}, "direction"),
-    ({"sampler": "cmaes"}, "sampler"),
-    ({"parallel": 0}, "parallel"),
-    ({"max_trials": 10**9}, "max_trials"),
-    ({"gpu_hours": -1}, "gpu_hours"),
-    ({"nonsense": 1}, "study"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "plan, field",
+    [
+        ({"space": {}}, "space"),
+        ({"space": {"x": {"kind": "gauss"}}}, "space"),
+        ({"objective": "val loss"}, "objective"),
+        ({"direction": "down"}, "direction"),
+        ({"sampler": "cmaes"}, "sampler"),
+        ({"parallel": 0}, "parallel"),
+        ({"max_trials": 10**9}, "max_trials"),
+        ({"gpu_hours": -1}, "gpu_hours"),
+        ({"nonsense": 1}, "study"),
+    ],
+)
 def test_a_bad_study_is_refused_naming_the_field(student, fake_bridge, plan, field):
     with pytest.raises(specs.JobSubmissionError) as refused:
         start(student, **plan)
@@ -164,11 +177,19 @@ def test_the_api_starts_a_study_and_the_page_follows_it(student, student_client,
     from tests.conftest import client_with_token
 
     api = client_with_token(student)
-    response = api.post(reverse("api:sweep-study"), {
-        "name": "search", "gpus": 0, "script": script_upload(), "arguments": ["{x}"],
-        "study": json.dumps({"space": SPACE, "objective": "loss", "parallel": 2,
-                             "max_trials": 4}),
-    }, format="multipart")  # fmt: skip
+    response = api.post(
+        reverse("api:sweep-study"),
+        {
+            "name": "search",
+            "gpus": 0,
+            "script": script_upload(),
+            "arguments": ["{x}"],
+            "study": json.dumps(
+                {"space": SPACE, "objective": "loss", "parallel": 2, "max_trials": 4}
+            ),
+        },
+        format="multipart",
+    )
     assert response.status_code == 201, response.json()
     body = response.json()
     assert body["kind"] == "study" and body["stop_reason"] == ""
@@ -193,10 +214,16 @@ def test_the_api_explains_a_bad_study(student, fake_bridge):
 
     from tests.conftest import client_with_token
 
-    response = client_with_token(student).post(reverse("api:sweep-study"), {
-        "name": "search", "script": script_upload(), "arguments": ["{y}"],
-        "study": json.dumps({"space": SPACE, "objective": "loss"}),
-    }, format="multipart")  # fmt: skip
+    response = client_with_token(student).post(
+        reverse("api:sweep-study"),
+        {
+            "name": "search",
+            "script": script_upload(),
+            "arguments": ["{y}"],
+            "study": json.dumps({"space": SPACE, "objective": "loss"}),
+        },
+        format="multipart",
+    )
     assert response.status_code == 400
     assert "{y} names no parameter" in response.json()["error"]["fields"]["arguments"][0]
 
@@ -213,8 +240,7 @@ def test_a_full_quota_holds_new_trials_back_until_it_has_room(student, fake_brid
     first.refresh_from_db()
     assert first.state == JobState.COMPLETED, (first.state, first.status_detail)
     # One trial ended, and another job of the student's took its place in the quota.
-    submission.job_submit(user=student, spec=specs.JobSpec(name="other"),
-                        script=script_upload())  # fmt: skip
+    submission.job_submit(user=student, spec=specs.JobSpec(name="other"), script=script_upload())
     report = studies.study_advance(sweep.pk)
     assert report.told == 1, report  # the step ran (the study's row was not locked elsewhere)
     sweep.refresh_from_db()
@@ -240,10 +266,11 @@ def test_a_projects_entry_command_takes_each_trials_values(student, fake_bridge)
     sweep = studies.study_submit(
         user=student,
         spec=specs.JobSpec(name="proj", entry_command="python train.py --x {x}"),
-        plan=studies.StudyPlan.from_json({"space": SPACE, "objective": "loss", "parallel": 2,
-                                          "max_trials": 2, "seed": 1}),
+        plan=studies.StudyPlan.from_json(
+            {"space": SPACE, "objective": "loss", "parallel": 2, "max_trials": 2, "seed": 1}
+        ),
         script=project({"train.py": "print(1)"}),
-    )  # fmt: skip
+    )
     studies.study_advance(sweep.pk)
     for trial in sweep.runs.all():
         assert trial.request["arguments"] == ["--x", repr(trial.parameters["x"])]

@@ -23,9 +23,12 @@ GRID = {"grid": {"lr": [0.1, 0.01, 0.001], "batch": [32, 64]}}
 def submit_sweep(user, parameters=GRID, **spec):
     spec.setdefault("name", "lr sweep")
     spec.setdefault("arguments", ["--lr", "{lr}", "--batch={batch}"])
-    return sweeps.sweep_submit(user=user, spec=specs.JobSpec(**spec),
-                               plan=sweeps.SweepPlan.from_json(parameters),
-                               script=script_upload())  # fmt: skip
+    return sweeps.sweep_submit(
+        user=user,
+        spec=specs.JobSpec(**spec),
+        plan=sweeps.SweepPlan.from_json(parameters),
+        script=script_upload(),
+    )
 
 
 def test_a_3_by_2_grid_becomes_6_queued_runs_with_their_own_arguments(student, fake_bridge):
@@ -33,8 +36,9 @@ def test_a_3_by_2_grid_becomes_6_queued_runs_with_their_own_arguments(student, f
     runs = list(sweep.runs.order_by("sweep_index"))
     assert [run.request["arguments"] for run in runs] == [
         ["--lr", lr, f"--batch={batch}"]
-        for lr in ("0.1", "0.01", "0.001") for batch in ("32", "64")
-    ]  # fmt: skip
+        for lr in ("0.1", "0.01", "0.001")
+        for batch in ("32", "64")
+    ]
     assert [run.name for run in runs][:2] == ["lr sweep [0]", "lr sweep [1]"]
     assert {run.state for run in runs} == {JobState.QUEUED}
     assert runs[5].parameters == {"lr": 0.001, "batch": 64}
@@ -99,8 +103,11 @@ def test_a_sweep_over_the_run_limit_is_refused(student, fake_bridge, settings):
 
 def test_a_value_that_would_break_a_run_refuses_the_whole_sweep(student, fake_bridge):
     with pytest.raises(specs.JobSubmissionError) as refused:
-        submit_sweep(student, parameters={"rows": [{"lr": "0.1"}, {"lr": "a\u0000b"}]},
-                     arguments=["--lr", "{lr}"])  # fmt: skip
+        submit_sweep(
+            student,
+            parameters={"rows": [{"lr": "0.1"}, {"lr": "a\u0000b"}]},
+            arguments=["--lr", "{lr}"],
+        )
     assert refused.value.field == "arguments"
     assert not Job.objects.exists()
 
@@ -116,12 +123,17 @@ def test_the_quota_counts_every_run_of_the_sweep_before_any_is_accepted(student,
 
 
 def test_random_sweeps_are_reproducible_from_their_seed(student, fake_bridge):
-    plan = {"random": {"lr": {"kind": "log_uniform", "low": 1e-4, "high": 1e-1}},
-            "count": 4, "seed": 42}  # fmt: skip
+    plan = {
+        "random": {"lr": {"kind": "log_uniform", "low": 1e-4, "high": 1e-1}},
+        "count": 4,
+        "seed": 42,
+    }
     first = submit_sweep(student, parameters=plan, arguments=["--lr", "{lr}"])
     second = submit_sweep(student, parameters=plan, arguments=["--lr", "{lr}"])
-    values = [list(s.runs.order_by("sweep_index").values_list("parameters", flat=True))
-              for s in (first, second)]  # fmt: skip
+    values = [
+        list(s.runs.order_by("sweep_index").values_list("parameters", flat=True))
+        for s in (first, second)
+    ]
     assert values[0] == values[1]
     assert len({run["lr"] for run in values[0]}) == 4
 
@@ -171,17 +183,22 @@ def test_a_project_sweep_varies_the_entry_command_and_each_run_keeps_its_own(stu
 
     sweep = sweeps.sweep_submit(
         user=student,
-        spec=specs.JobSpec(name="matrix", entry_command="python eval.py --system {system}",
-                              arguments=["--data", "{data}"]),
-        plan=sweeps.SweepPlan.from_json({"grid": {"system": ["bert", "t5"],
-                                                  "data": ["squad", "glue"]}}),
+        spec=specs.JobSpec(
+            name="matrix",
+            entry_command="python eval.py --system {system}",
+            arguments=["--data", "{data}"],
+        ),
+        plan=sweeps.SweepPlan.from_json(
+            {"grid": {"system": ["bert", "t5"], "data": ["squad", "glue"]}}
+        ),
         script=project({"eval.py": "print(1)", "data/x.csv": "1"}),
-    )  # fmt: skip
+    )
     runs = list(sweep.runs.order_by("sweep_index"))
     assert [run.request["arguments"] for run in runs] == [
         ["--system", system, "--data", data]
-        for system in ("bert", "t5") for data in ("squad", "glue")
-    ]  # fmt: skip
+        for system in ("bert", "t5")
+        for data in ("squad", "glue")
+    ]
     assert all((run.directory / "data" / "x.csv").read_text() == "1" for run in runs)
     archives = {(run.directory / ".source" / "project.zip").stat().st_ino for run in runs}
     assert len(archives) == 1  # the kept archive is linked, not copied
@@ -226,10 +243,11 @@ def test_a_projects_files_given_to_the_jobs_account_are_copied_for_each_run(
 
     settings.JOB_DIR_UID = 2000
     sweep = sweeps.sweep_submit(
-        user=student, spec=specs.JobSpec(name="p", entry_command="python eval.py {n}"),
+        user=student,
+        spec=specs.JobSpec(name="p", entry_command="python eval.py {n}"),
         plan=sweeps.SweepPlan.from_json({"grid": {"n": [1, 2, 3]}}),
         script=project({"eval.py": "print(1)", "data/x.csv": "1"}),
-    )  # fmt: skip
+    )
     runs = list(sweep.runs.all())
 
     for name in ("eval.py", "data/x.csv"):
@@ -260,10 +278,11 @@ def test_a_run_refused_while_the_folders_are_being_made_leaves_no_folder_behind(
     rows = [{"script": "eval.py"}] * 600 + [{"script": "other.py"}]
     with pytest.raises(specs.JobSubmissionError, match="not the script it starts"):
         sweeps.sweep_submit(
-            user=student, spec=specs.JobSpec(name="m", entry_command="python {script}"),
+            user=student,
+            spec=specs.JobSpec(name="m", entry_command="python {script}"),
             plan=sweeps.SweepPlan.from_json({"rows": rows}),
             script=project({"eval.py": "print(1)", "other.py": "print(2)"}),
-        )  # fmt: skip
+        )
     assert not Sweep.objects.exists() and not Job.objects.exists()
     assert not any(settings.JOBS_DIR.glob("*-*"))
 

@@ -16,10 +16,16 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def active_jobs(student):
     return [
-        Job.objects.create(owner=student, name=f"train {n}", state=JobState.IDLE,
-                           cluster_id=10 + n, proc_id=0, schedd="ap1")
+        Job.objects.create(
+            owner=student,
+            name=f"train {n}",
+            state=JobState.IDLE,
+            cluster_id=10 + n,
+            proc_id=0,
+            schedd="ap1",
+        )
         for n in range(3)
-    ]  # fmt: skip
+    ]
 
 
 def rows_by_pk(rows) -> dict:
@@ -59,8 +65,9 @@ def test_jobs_that_ended_or_were_submitted_since_come_and_go(active_jobs, studen
     rows = ActiveRows()
     rows.read()
     Job.objects.filter(pk=active_jobs[2].pk).update(state=JobState.COMPLETED)
-    new = Job.objects.create(owner=student, name="new", state=JobState.IDLE, cluster_id=99,
-                             proc_id=0, schedd="ap2")  # fmt: skip
+    new = Job.objects.create(
+        owner=student, name="new", state=JobState.IDLE, cluster_id=99, proc_id=0, schedd="ap2"
+    )
     assert set(rows_by_pk(rows.read())) == {active_jobs[0].pk, active_jobs[1].pk, new.pk}
 
 

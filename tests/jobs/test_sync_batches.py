@@ -16,17 +16,30 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def waiting_jobs():
     owner = UserFactory()
     Job.objects.bulk_create(
-        Job(owner=owner, name=f"run {n}", output_dir="/none", state=JobState.IDLE,
-            cluster_id=7, proc_id=n, request={"gpus": 1})
+        Job(
+            owner=owner,
+            name=f"run {n}",
+            output_dir="/none",
+            state=JobState.IDLE,
+            cluster_id=7,
+            proc_id=n,
+            request={"gpus": 1},
+        )
         for n in range(120)
-    )  # fmt: skip
+    )
     return list(Job.objects.order_by("pk"))
 
 
 def held(job: Job) -> JobObservation:
-    return JobObservation(job_id=str(job.public_id), cluster_id=7, proc_id=job.proc_id,
-                          state=Condor.HELD, in_queue=True, hold_reason="Out of GPU memory",
-                          hold_reason_code=34)  # fmt: skip
+    return JobObservation(
+        job_id=str(job.public_id),
+        cluster_id=7,
+        proc_id=job.proc_id,
+        state=Condor.HELD,
+        in_queue=True,
+        hold_reason="Out of GPU memory",
+        hold_reason_code=34,
+    )
 
 
 def test_every_batch_is_applied_once_whatever_thread_applies_it(waiting_jobs, monkeypatch):

@@ -22,8 +22,9 @@ T0 = datetime(2026, 11, 2, 21, 0, tzinfo=UTC)
 
 
 def running_job(user, fake_bridge) -> Job:
-    job = submission.job_submit(user=user, spec=specs.JobSpec(name="train", gpus=1),
-                                script=script_upload())  # fmt: skip
+    job = submission.job_submit(
+        user=user, spec=specs.JobSpec(name="train", gpus=1), script=script_upload()
+    )
     job = submission.job_submit_to_pool(job.pk)
     fake_bridge.set_state(str(job.public_id), CondorState.RUNNING, at=T0)
     sync.jobs_sync()

@@ -37,18 +37,24 @@ def jobs():
             cluster_id=100 + n,
             proc_id=0,
             request={"gpus": 1},
-        )  # fmt: skip
+        )
         for n in range(3)
     ]
 
 
 def started(job: Job) -> JobObservation:
     return JobObservation(
-        job_id=str(job.public_id), cluster_id=job.cluster_id, proc_id=0, state=Condor.RUNNING,
-        in_queue=True, num_starts=1, workstation="ws-volta",
+        job_id=str(job.public_id),
+        cluster_id=job.cluster_id,
+        proc_id=0,
+        state=Condor.RUNNING,
+        in_queue=True,
+        num_starts=1,
+        workstation="ws-volta",
         run_started_at=datetime(2026, 12, 2, 9, tzinfo=UTC),
-        entered_state_at=datetime(2026, 12, 2, 9, tzinfo=UTC), gpus_assigned=1,
-    )  # fmt: skip
+        entered_state_at=datetime(2026, 12, 2, 9, tzinfo=UTC),
+        gpus_assigned=1,
+    )
 
 
 @pytest.fixture
@@ -57,12 +63,16 @@ def key_share_holder(jobs):
     checks do while it commits."""
     settings = connection.settings_dict
     other = psycopg2.connect(
-        dbname=settings["NAME"], user=settings["USER"], password=settings["PASSWORD"],
-        host=settings["HOST"], port=settings["PORT"],
-    )  # fmt: skip
+        dbname=settings["NAME"],
+        user=settings["USER"],
+        password=settings["PASSWORD"],
+        host=settings["HOST"],
+        port=settings["PORT"],
+    )
     with other.cursor() as cursor:
-        cursor.execute("SELECT id FROM jobs_job WHERE id = ANY(%s) FOR KEY SHARE",
-                       ([job.pk for job in jobs],))  # fmt: skip
+        cursor.execute(
+            "SELECT id FROM jobs_job WHERE id = ANY(%s) FOR KEY SHARE", ([job.pk for job in jobs],)
+        )
     yield other
     other.rollback()
     other.close()

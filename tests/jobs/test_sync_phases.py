@@ -21,8 +21,9 @@ SLOW_SCHEDD_S = 0.3
 
 
 def submitted(student) -> Job:
-    job = submission.job_submit(user=student, spec=specs.JobSpec(name="timed"),
-                                script=script_upload())  # fmt: skip
+    job = submission.job_submit(
+        user=student, spec=specs.JobSpec(name="timed"), script=script_upload()
+    )
     with contextlib.suppress(BridgeError):
         submission.job_submit_to_pool(job.pk)
     return job

@@ -22,8 +22,9 @@ def test_the_groups_exist_with_their_permissions():
 def test_making_someone_lead_in_the_admin_puts_them_in_the_leads_group(admin_client):
     client = admin_client
     lab, ada = LabFactory(name="Vision"), UserFactory(username="ada")
-    client.post(reverse("admin:labs_membership_add"), {"lab": lab.pk, "user": ada.pk,
-                                                       "role": "lead"})  # fmt: skip
+    client.post(
+        reverse("admin:labs_membership_add"), {"lab": lab.pk, "user": ada.pk, "role": "lead"}
+    )
     assert ada.groups.filter(name="Lab leads").exists()
     membership = Membership.objects.get()
     client.post(reverse("admin:labs_membership_delete", args=[membership.pk]), {"post": "yes"})

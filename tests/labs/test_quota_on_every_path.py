@@ -18,10 +18,17 @@ def small_lab(student, fake_bridge):
 
 
 def test_the_web_form_shows_the_refusal_and_keeps_the_values(student_client, small_lab):
-    response = student_client.post(reverse("jobs:new"), {
-        "name": "too big", "gpus": 2, "cpus": 1, "memory_gb": 2, "script": script_upload(),
-        "lab": small_lab.pk,
-    })  # fmt: skip
+    response = student_client.post(
+        reverse("jobs:new"),
+        {
+            "name": "too big",
+            "gpus": 2,
+            "cpus": 1,
+            "memory_gb": 2,
+            "script": script_upload(),
+            "lab": small_lab.pk,
+        },
+    )
     body = response.content.decode()
     assert response.status_code == 400
     assert "Your lab “Vision” may use at most 1 GPU per job; this one asks for 2." in body

@@ -29,8 +29,14 @@ def ran(user, lab, *, gpus, start_ago, end_ago=None, state=JobState.COMPLETED):
     """A job that ran from `start_ago` to `end_ago` (None: still running)."""
     now = timezone.now()
     end = now - end_ago if end_ago is not None else None
-    return job_that_ran(user, lab=lab, gpus=gpus, start=now - start_ago, end=end,
-                        state=state if end_ago is not None else JobState.RUNNING)  # fmt: skip
+    return job_that_ran(
+        user,
+        lab=lab,
+        gpus=gpus,
+        start=now - start_ago,
+        end=end,
+        state=state if end_ago is not None else JobState.RUNNING,
+    )
 
 
 @pytest.fixture

@@ -15,8 +15,13 @@ from tests.factories import LabFactory, MembershipFactory, UserFactory
 pytestmark = pytest.mark.django_db
 
 WEB_READ = ["jobs:detail", "jobs:status", "jobs:metrics", "jobs:metrics_csv", "jobs:outputs_zip"]
-API_READ = ["api:job-detail", "api:job-events", "api:job-outputs", "api:job-metrics",
-            "api:job-outputs-zip"]  # fmt: skip
+API_READ = [
+    "api:job-detail",
+    "api:job-events",
+    "api:job-outputs",
+    "api:job-metrics",
+    "api:job-outputs-zip",
+]
 WEB_ACT = ["jobs:cancel"]
 API_ACT = ["api:job-cancel"]
 
@@ -41,8 +46,9 @@ def world(fake_bridge):
         "member of the lab": MembershipFactory(lab=vision).user,
         "staff": get_user_model().objects.create_user("operator", is_staff=True),
     }
-    job = submission.job_submit(user=owner, spec=specs.JobSpec(name="vision job"),
-                              script=script_upload())  # fmt: skip
+    job = submission.job_submit(
+        user=owner, spec=specs.JobSpec(name="vision job"), script=script_upload()
+    )
     return users, job
 
 

@@ -73,10 +73,14 @@ async def _echo(request: web.Request) -> web.StreamResponse:
     if request.path.endswith("/hostile"):
         return web.Response(text=HOSTILE_PAGE, content_type="text/html", headers=HOSTILE_HEADERS)
     body = await request.read()
-    return web.json_response({
-        "method": request.method, "path": request.path_qs, "body": body.decode(),
-        "headers": {k.lower(): v for k, v in request.headers.items()},
-    })  # fmt: skip
+    return web.json_response(
+        {
+            "method": request.method,
+            "path": request.path_qs,
+            "body": body.decode(),
+            "headers": {k.lower(): v for k, v in request.headers.items()},
+        }
+    )
 
 
 class StandInJob:
@@ -178,8 +182,14 @@ class ProxyServer:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.app = LiveProxy(tunnels)
-        config = uvicorn.Config(self.app, host="127.0.0.1", port=self.port, log_level="warning",
-                                lifespan="on", ws="websockets-sansio")  # fmt: skip
+        config = uvicorn.Config(
+            self.app,
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="on",
+            ws="websockets-sansio",
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()

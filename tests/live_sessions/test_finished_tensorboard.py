@@ -25,9 +25,13 @@ def finished_job(owner, folder, *, scalars: int = 3) -> Job:
         value = Summary.Value(tag="train/loss", simple_value=1.0 / (step + 1))
         writer.add_event(Event(wall_time=time.time(), step=step, summary=Summary(value=[value])))
     writer.close()
-    return Job.objects.create(owner=owner, name="done", output_dir=str(folder),
-                              state=JobState.COMPLETED,
-                              request={"live_services": ["tensorboard"]})  # fmt: skip
+    return Job.objects.create(
+        owner=owner,
+        name="done",
+        output_dir=str(folder),
+        state=JobState.COMPLETED,
+        request={"live_services": ["tensorboard"]},
+    )
 
 
 def entered(proxy, user, job) -> httpx.Client:
@@ -44,8 +48,10 @@ def test_a_finished_jobs_event_files_open_in_tensorboard(proxy, tunnels, tmp_pat
     tags = client.get(f"/live/{job.public_id}/tensorboard/data/plugin/scalars/tags")
     assert tags.status_code == 200, tags.text
     assert "train/loss" in tags.json()["."]
-    points = client.get(f"/live/{job.public_id}/tensorboard/data/plugin/scalars/scalars",
-                        params={"run": ".", "tag": "train/loss"}).json()  # fmt: skip
+    points = client.get(
+        f"/live/{job.public_id}/tensorboard/data/plugin/scalars/scalars",
+        params={"run": ".", "tag": "train/loss"},
+    ).json()
     assert [step for _, step, _ in points] == [0, 1, 2]
     assert tunnels.connected == []  # no tunnel: the job is gone; the files are here
     stranger = entered(proxy, UserFactory(username="eve"), job)
@@ -59,9 +65,13 @@ def test_a_folder_that_links_elsewhere_is_not_opened(proxy, tmp_path):
     (tmp_path / "job" / "outputs" / "tensorboard").symlink_to(
         tmp_path / "victim" / "outputs" / "tensorboard"
     )
-    job = Job.objects.create(owner=owner, name="sneaky", output_dir=str(tmp_path / "job"),
-                             state=JobState.COMPLETED,
-                             request={"live_services": ["tensorboard"]})  # fmt: skip
+    job = Job.objects.create(
+        owner=owner,
+        name="sneaky",
+        output_dir=str(tmp_path / "job"),
+        state=JobState.COMPLETED,
+        request={"live_services": ["tensorboard"]},
+    )
     answer = entered(proxy, owner, job).get(f"/live/{job.public_id}/tensorboard/")
     assert answer.status_code == 503
     assert "without TensorBoard event files of its own" in answer.text

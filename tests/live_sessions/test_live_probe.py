@@ -32,9 +32,10 @@ def listening():
 
     def start(port: int, **environment: str) -> int:
         process = subprocess.Popen(
-            [sys.executable, "-c", LISTENER, str(port)], stdout=subprocess.PIPE,
+            [sys.executable, "-c", LISTENER, str(port)],
+            stdout=subprocess.PIPE,
             env={"PATH": os.environ["PATH"], **environment},
-        )  # fmt: skip
+        )
         started.append(process)
         assert process.stdout.readline().startswith(b"listening")
         return port
@@ -46,19 +47,31 @@ def listening():
 
 
 def test_a_service_of_this_job_on_its_own_port_is_found(listening):
-    port = listening(free_port(), _CONDOR_SCRATCH_DIR="/scratch/ours",
-                     NIGHTSHIFT_LIVE_SERVICE="serve", NIGHTSHIFT_LIVE_PORT="0")  # fmt: skip
+    port = listening(
+        free_port(),
+        _CONDOR_SCRATCH_DIR="/scratch/ours",
+        NIGHTSHIFT_LIVE_SERVICE="serve",
+        NIGHTSHIFT_LIVE_PORT="0",
+    )
     assert probe("/scratch/ours")["services"] == {}  # not the port it was given
     port = free_port()
-    listening(port, _CONDOR_SCRATCH_DIR="/scratch/ours", NIGHTSHIFT_LIVE_SERVICE="serve",
-              NIGHTSHIFT_LIVE_PORT=str(port))  # fmt: skip
+    listening(
+        port,
+        _CONDOR_SCRATCH_DIR="/scratch/ours",
+        NIGHTSHIFT_LIVE_SERVICE="serve",
+        NIGHTSHIFT_LIVE_PORT=str(port),
+    )
     assert probe("/scratch/ours")["services"] == {"serve": port}
 
 
 def test_another_jobs_tensorboard_on_the_same_desktop_is_never_this_jobs(listening):
     port = free_port()
-    listening(port, _CONDOR_SCRATCH_DIR="/scratch/theirs", NIGHTSHIFT_LIVE_SERVICE="tensorboard",
-              NIGHTSHIFT_LIVE_PORT=str(port))  # fmt: skip
+    listening(
+        port,
+        _CONDOR_SCRATCH_DIR="/scratch/theirs",
+        NIGHTSHIFT_LIVE_SERVICE="tensorboard",
+        NIGHTSHIFT_LIVE_PORT=str(port),
+    )
     assert "tensorboard" not in probe("/scratch/ours")["services"]
     assert probe("/scratch/theirs")["services"] == {"tensorboard": port}
 
@@ -69,8 +82,12 @@ def test_a_process_that_is_no_live_service_is_ignored(listening):
 
 
 def test_a_service_on_another_port_than_its_own_is_reported_not_used(listening):
-    wrong = listening(free_port(), _CONDOR_SCRATCH_DIR="/scratch/ours",
-                      NIGHTSHIFT_LIVE_SERVICE="serve", NIGHTSHIFT_LIVE_PORT="8000")  # fmt: skip
+    wrong = listening(
+        free_port(),
+        _CONDOR_SCRATCH_DIR="/scratch/ours",
+        NIGHTSHIFT_LIVE_SERVICE="serve",
+        NIGHTSHIFT_LIVE_PORT="8000",
+    )
     answer = probe("/scratch/ours")
     assert answer["services"] == {}
     assert answer["problems"] == [f"serve listens on port {wrong}, not its port 8000"]
@@ -78,13 +95,21 @@ def test_a_service_on_another_port_than_its_own_is_reported_not_used(listening):
 
 def test_the_remote_command_runs_the_probe_through_a_shell_unchanged(listening):
     port = free_port()
-    listening(port, _CONDOR_SCRATCH_DIR="/scratch/ours", NIGHTSHIFT_LIVE_SERVICE="serve",
-              NIGHTSHIFT_LIVE_PORT=str(port))  # fmt: skip
+    listening(
+        port,
+        _CONDOR_SCRATCH_DIR="/scratch/ours",
+        NIGHTSHIFT_LIVE_SERVICE="serve",
+        NIGHTSHIFT_LIVE_PORT=str(port),
+    )
     remote = probe_command(["condor_ssh_to_job"], 7, 0, python=sys.executable)[-1]
     # What sshd does with the remote command: the job's shell runs it.
-    out = subprocess.run(["/bin/sh", "-c", remote], capture_output=True, text=True, check=True,
-                         env={"_CONDOR_SCRATCH_DIR": "/scratch/ours",
-                              "PATH": "/usr/bin:/bin"})  # fmt: skip
+    out = subprocess.run(
+        ["/bin/sh", "-c", remote],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"_CONDOR_SCRATCH_DIR": "/scratch/ours", "PATH": "/usr/bin:/bin"},
+    )
     assert parse_probe(out.stdout) == {"serve": port}
     assert set(remote.split('"')[1]) <= set(
         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
@@ -111,31 +136,48 @@ def test_the_probe_command_names_the_job_and_nothing_else():
 def test_a_tunnel_only_ever_forwards_to_the_jobs_own_loopback():
     command = forward_command(["condor_ssh_to_job"], 5, 0, {"/run/live/a.sock": 41234})
     ssh = command[command.index("-ssh") + 1]
-    assert ssh.split() == ["ssh", "-N", "-o", "ExitOnForwardFailure=yes", "-o",
-                           "StreamLocalBindUnlink=yes", "-L",
-                           "/run/live/a.sock:127.0.0.1:41234"]  # fmt: skip
+    assert ssh.split() == [
+        "ssh",
+        "-N",
+        "-o",
+        "ExitOnForwardFailure=yes",
+        "-o",
+        "StreamLocalBindUnlink=yes",
+        "-L",
+        "/run/live/a.sock:127.0.0.1:41234",
+    ]
     assert command[-1] == "5.0"
 
 
-@pytest.mark.parametrize("socket_path, port", [
-    ("/run/live/a.sock -R 22:evil:22", 41234),
-    ("/run/live/../../etc/x.sock", 41234),
-    ("relative.sock", 41234),
-    ("/run/live/a.sock:evil.example", 41234),
-    ("/run/live/a.sock", 22),
-    ("/run/live/a.sock", 70000),
-    ("/run/live/a.sock", "41234 -R 1:x:1"),
-    ("/run/live/a.sock", True),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "socket_path, port",
+    [
+        ("/run/live/a.sock -R 22:evil:22", 41234),
+        ("/run/live/../../etc/x.sock", 41234),
+        ("relative.sock", 41234),
+        ("/run/live/a.sock:evil.example", 41234),
+        ("/run/live/a.sock", 22),
+        ("/run/live/a.sock", 70000),
+        ("/run/live/a.sock", "41234 -R 1:x:1"),
+        ("/run/live/a.sock", True),
+    ],
+)
 def test_hostile_forwards_are_refused(socket_path, port):
     with pytest.raises(ValueError):
         forward_command(["condor_ssh_to_job"], 5, 0, {socket_path: port})
 
 
 def test_the_portal_reads_only_ports_of_known_services_from_the_probe():
-    answer = json.dumps({"services": {
-        "serve": 41234, "tensorboard": "evil.example:22", "ssh": 2222, "jupyter": 8888,
-    }})  # fmt: skip
+    answer = json.dumps(
+        {
+            "services": {
+                "serve": 41234,
+                "tensorboard": "evil.example:22",
+                "ssh": 2222,
+                "jupyter": 8888,
+            }
+        }
+    )
     assert parse_probe("motd from the workstation\n" + answer) == {"serve": 41234}
     assert parse_probe(json.dumps({"services": {"serve": 22}})) == {}
     assert parse_probe(json.dumps({"services": {"serve": True}})) == {}

@@ -18,10 +18,15 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def running_job(owner, *, lab=None, services=("serve", "tensorboard"), state=JobState.RUNNING):
     return Job.objects.create(
-        owner=owner, lab=lab, name="finetune", output_dir="/nonexistent", state=state,
-        cluster_id=41, proc_id=0,
+        owner=owner,
+        lab=lab,
+        name="finetune",
+        output_dir="/nonexistent",
+        state=state,
+        cluster_id=41,
+        proc_id=0,
         request={"live_services": list(services), "python": "/usr/bin/python3"},
-    )  # fmt: skip
+    )
 
 
 def signed_in(proxy, user, job, service="serve") -> httpx.Client:
@@ -151,9 +156,11 @@ def test_a_program_calls_the_endpoint_with_a_live_token(proxy, lab_with_people):
     _, owner, _, _ = lab_with_people
     job = running_job(owner)
     token, secret = live_token_create(user=owner, job=job, name="eval script")
-    answer = httpx.post(f"{proxy.url}/live/{job.public_id}/serve/v1/completions",
-                        headers={"Authorization": f"Bearer {secret}"},
-                        json={"prompt": "hi"})  # fmt: skip
+    answer = httpx.post(
+        f"{proxy.url}/live/{job.public_id}/serve/v1/completions",
+        headers={"Authorization": f"Bearer {secret}"},
+        json={"prompt": "hi"},
+    )
     assert answer.status_code == 200
     assert json.loads(seen(answer)["body"]) == {"prompt": "hi"}
     # The portal's token never reaches the job.
@@ -179,9 +186,13 @@ def test_a_token_opens_only_its_own_jobs_endpoint(proxy, lab_with_people):
         httpx.get(f"{proxy.url}/live/{job.public_id}/tensorboard/", headers=bearer).status_code
         == 404
     )
-    assert httpx.get(f"{proxy.url}/live/{job.public_id}/serve/",
-                     headers={"Authorization": "Bearer nsl_guessed"},
-                     ).status_code == 404  # fmt: skip
+    assert (
+        httpx.get(
+            f"{proxy.url}/live/{job.public_id}/serve/",
+            headers={"Authorization": "Bearer nsl_guessed"},
+        ).status_code
+        == 404
+    )
 
 
 def test_a_revoked_token_is_refused(proxy, lab_with_people):
@@ -236,31 +247,37 @@ def test_a_tunnel_that_cannot_open_says_why_and_retries(proxy, tunnels, lab_with
     assert 'http-equiv="refresh"' in answer.text
 
 
-@pytest.mark.parametrize("path", [
-    "/live/{id}/serve/%2e%2e/%2e%2e/{other}/serve/",
-    "/live/{id}/serve/../../{other}/serve/",
-    "/live/{id}/serve/a/..%2f..%2f{other}",
-    "/live/{id}/serve/a%5c..%5cb",
-    "/live/{id}/serve/a%00b",
-    "/live/{ID}/serve/",
-    "/live/%7B{id}%7D/serve/",
-    "/live/{id}%2fserve/",
-    "/live/{id}/%73erve/",
-    "/live/{id}/serve@127.0.0.1:22/",
-    "/live/{id}:22/serve/",
-    "//127.0.0.1:22/live/{id}/serve/",
-    "/live/127.0.0.1:22/serve/",
-    "/live/{id}/ssh/",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/live/{id}/serve/%2e%2e/%2e%2e/{other}/serve/",
+        "/live/{id}/serve/../../{other}/serve/",
+        "/live/{id}/serve/a/..%2f..%2f{other}",
+        "/live/{id}/serve/a%5c..%5cb",
+        "/live/{id}/serve/a%00b",
+        "/live/{ID}/serve/",
+        "/live/%7B{id}%7D/serve/",
+        "/live/{id}%2fserve/",
+        "/live/{id}/%73erve/",
+        "/live/{id}/serve@127.0.0.1:22/",
+        "/live/{id}:22/serve/",
+        "//127.0.0.1:22/live/{id}/serve/",
+        "/live/127.0.0.1:22/serve/",
+        "/live/{id}/ssh/",
+    ],
+)
 def test_crafted_paths_reach_nothing(proxy, tunnels, lab_with_people, path):
     _, owner, _, stranger = lab_with_people
     job, other = running_job(owner), running_job(stranger)
     client = signed_in(proxy, owner, job)
     tunnels.connected.clear()
     url = path.format(id=job.public_id, ID=str(job.public_id).upper(), other=other.public_id)
-    status, _ = raw_request(proxy.port, f"GET {url} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                            f"Cookie: nslive={client.cookies.get('nslive')}\r\n"
-                            "Connection: close\r\n\r\n".encode())  # fmt: skip
+    status, _ = raw_request(
+        proxy.port,
+        f"GET {url} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"Cookie: nslive={client.cookies.get('nslive')}\r\n"
+        "Connection: close\r\n\r\n".encode(),
+    )
     assert status == 404
     assert tunnels.connected == []
 
@@ -292,17 +309,28 @@ def test_headers_cannot_change_the_upstream_or_carry_the_portals_credentials(
     client = signed_in(proxy, owner, job)
     answer = client.get(
         f"/live/{job.public_id}/serve/",
-        headers={"Host": "evil.example:22", "X-Forwarded-Host": "evil.example",
-                 "X-Forwarded-For": "10.0.0.1", "Forwarded": "host=evil.example",
-                 "X-Real-IP": "10.0.0.1", "X-Nightshift-User": "root",
-                 "Authorization": "Basic cm9vdDpyb290",
-                 "Cookie": f"nslive={client.cookies.get('nslive')}; sessionid=portal-session; "
-                           "csrftoken=portal-csrf; app=kept"},
-    )  # fmt: skip
+        headers={
+            "Host": "evil.example:22",
+            "X-Forwarded-Host": "evil.example",
+            "X-Forwarded-For": "10.0.0.1",
+            "Forwarded": "host=evil.example",
+            "X-Real-IP": "10.0.0.1",
+            "X-Nightshift-User": "root",
+            "Authorization": "Basic cm9vdDpyb290",
+            "Cookie": f"nslive={client.cookies.get('nslive')}; sessionid=portal-session; "
+            "csrftoken=portal-csrf; app=kept",
+        },
+    )
     headers = seen(answer)["headers"]
     assert headers["host"] == f"127.0.0.1:{JOB_PORT}"
-    for gone in ("x-forwarded-host", "x-forwarded-for", "forwarded", "x-real-ip",
-                 "x-nightshift-user", "authorization"):  # fmt: skip
+    for gone in (
+        "x-forwarded-host",
+        "x-forwarded-for",
+        "forwarded",
+        "x-real-ip",
+        "x-nightshift-user",
+        "authorization",
+    ):
         assert gone not in headers
     assert headers["cookie"] == "app=kept"
 
@@ -314,8 +342,9 @@ def test_websockets_go_through_for_the_owner_and_are_refused_to_others(proxy, la
     url = f"ws://127.0.0.1:{proxy.port}/live/{job.public_id}/tensorboard/ws"
 
     async def talk(cookie_value):
-        async with websockets.connect(url, additional_headers={"Cookie": f"nslive={cookie_value}"},
-                                      subprotocols=["echo"]) as ws:  # fmt: skip
+        async with websockets.connect(
+            url, additional_headers={"Cookie": f"nslive={cookie_value}"}, subprotocols=["echo"]
+        ) as ws:
             await ws.send("ping")
             return ws.subprotocol, await ws.recv()
 
@@ -372,8 +401,9 @@ def test_a_page_of_another_origin_cannot_drive_a_session(proxy, lab_with_people,
     async def talk(origin):
         async with websockets.connect(
             f"ws://127.0.0.1:{proxy.port}/live/{job.public_id}/notebook/api/kernels/k/channels",
-            additional_headers={"Cookie": f"nslive={cookie}"}, origin=origin,
-        ) as ws:  # fmt: skip
+            additional_headers={"Cookie": f"nslive={cookie}"},
+            origin=origin,
+        ) as ws:
             await ws.send("x")
             return await ws.recv()
 

@@ -36,13 +36,17 @@ def job_folder(tmp_path):
 
 def start(folder: Path, **environment: str) -> subprocess.Popen:
     env = {
-        "PATH": os.environ["PATH"], "PYTHONPATH": f"{RUNTIME}:{folder / 'fake'}",
-        "NIGHTSHIFT_LIVE_PORT": "41000", "NIGHTSHIFT_LIVE_PATH": "/live/abc/",
-        "NIGHTSHIFT_OUTPUT_DIR": "outputs", "RECORD": str(folder / "record.json"),
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": f"{RUNTIME}:{folder / 'fake'}",
+        "NIGHTSHIFT_LIVE_PORT": "41000",
+        "NIGHTSHIFT_LIVE_PATH": "/live/abc/",
+        "NIGHTSHIFT_OUTPUT_DIR": "outputs",
+        "RECORD": str(folder / "record.json"),
         **environment,
-    }  # fmt: skip
-    return subprocess.Popen([sys.executable, "-c", "import nightshift; nightshift.run_notebook()"],
-                            cwd=folder, env=env)  # fmt: skip
+    }
+    return subprocess.Popen(
+        [sys.executable, "-c", "import nightshift; nightshift.run_notebook()"], cwd=folder, env=env
+    )
 
 
 def ended(folder: Path) -> dict:
@@ -109,12 +113,17 @@ def test_the_launcher_starts_tensorboard_beside_the_job_and_gives_a_served_job_i
         "json.dump({k: v for k, v in os.environ.items() if k.startswith('NIGHTSHIFT_')},"
         " open('job-env.json', 'w'))\n"
     )
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "NIGHTSHIFT_LIVE": "tensorboard,serve",
-           "NIGHTSHIFT_LIVE_PATH": "/live/abc/", "RECORD": str(tmp_path / "tb"),
-           "PYTHONPATH": ".nightshift"}  # fmt: skip
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "NIGHTSHIFT_LIVE": "tensorboard,serve",
+        "NIGHTSHIFT_LIVE_PATH": "/live/abc/",
+        "RECORD": str(tmp_path / "tb"),
+        "PYTHONPATH": ".nightshift",
+    }
     command = [str(bin_dir / "python"), ".nightshift/launch.py", "train.py"]
-    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    done = subprocess.run(
+        command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     argv = (tmp_path / "tb.argv").read_text().split()
     assert argv[argv.index("--logdir") + 1] == "outputs/tensorboard"

@@ -22,9 +22,13 @@ LOCK = "{name}==1.0 \\\n    --hash=sha256:" + "0" * 64 + "\n"
 def environment(user, name: str, package: str) -> str:
     env = Environment.objects.create(owner=user, name=name)
     EnvironmentVersion.objects.create(
-        environment=env, number=1, requirements=package, python_version="3.13",
-        lock=LOCK.format(name=package), lock_sha256="a" * 64,
-    )  # fmt: skip
+        environment=env,
+        number=1,
+        requirements=package,
+        python_version="3.13",
+        lock=LOCK.format(name=package),
+        lock_sha256="a" * 64,
+    )
     return f"{name}@1"
 
 
@@ -39,8 +43,9 @@ def spec(**fields) -> JobSpec:
 
 def test_a_session_is_a_job_that_runs_jupyterlab_with_its_limits(ada, settings):
     settings.LIVE_SESSION_IDLE_S = 1800
-    job = session_submit(user=ada, spec=spec(software=environment(ada, "nb", "jupyterlab"),
-                                             session_limit_s=5400))  # fmt: skip
+    job = session_submit(
+        user=ada, spec=spec(software=environment(ada, "nb", "jupyterlab"), session_limit_s=5400)
+    )
     assert job.live_services == ("notebook",)
     assert job.request["script_name"] == NOTEBOOK_SCRIPT_NAME
     assert (job.request["session_limit_s"], job.request["session_idle_s"]) == (5400, 1800)
@@ -83,14 +88,17 @@ def test_one_person_may_have_only_so_many_sessions_open(ada, settings):
 def test_a_session_longer_than_the_site_allows_is_refused(ada, settings):
     settings.LIVE_SESSION_MAX_HOURS = 4
     with pytest.raises(JobSubmissionError) as refused:
-        session_submit(user=ada, spec=spec(software=environment(ada, "nb", "jupyterlab"),
-                                           session_limit_s=5 * 3600))  # fmt: skip
+        session_submit(
+            user=ada,
+            spec=spec(software=environment(ada, "nb", "jupyterlab"), session_limit_s=5 * 3600),
+        )
     assert "at most 4 hours" in refused.value.message
 
 
 def test_the_page_warns_ten_minutes_before_the_time_limit(ada):
-    job = session_submit(user=ada, spec=spec(software=environment(ada, "nb", "jupyterlab"),
-                                             session_limit_s=3600))  # fmt: skip
+    job = session_submit(
+        user=ada, spec=spec(software=environment(ada, "nb", "jupyterlab"), session_limit_s=3600)
+    )
     now = timezone.now()
     Job.objects.filter(pk=job.pk).update(
         state=JobState.RUNNING, started_at=now - timedelta(minutes=45)
@@ -102,14 +110,18 @@ def test_the_page_warns_ten_minutes_before_the_time_limit(ada):
     assert (late.seconds_left, late.warn) == (9 * 60, True)
 
 
-@pytest.mark.parametrize("reason, says", [
-    ("time limit", "The session reached its time limit of 1 hours."),
-    ("idle", "The session ended after 30 minutes without activity."),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "reason, says",
+    [
+        ("time limit", "The session reached its time limit of 1 hours."),
+        ("idle", "The session ended after 30 minutes without activity."),
+    ],
+)
 def test_the_page_says_why_a_session_ended(ada, settings, reason, says):
     settings.LIVE_SESSION_IDLE_S = 1800
-    job = session_submit(user=ada, spec=spec(software=environment(ada, "nb", "jupyterlab"),
-                                             session_limit_s=3600))  # fmt: skip
+    job = session_submit(
+        user=ada, spec=spec(software=environment(ada, "nb", "jupyterlab"), session_limit_s=3600)
+    )
     (job.directory / ".nightshift" / "session-end.json").write_text(json.dumps({"reason": reason}))
     Job.objects.filter(pk=job.pk).update(state=JobState.COMPLETED)
     job.refresh_from_db()
@@ -122,9 +134,13 @@ def test_the_page_says_why_a_session_ended(ada, settings, reason, says):
 def site_notebook_environment(name: str = "Notebook") -> None:
     env = Environment.objects.create(name=name, visibility="site")
     EnvironmentVersion.objects.create(
-        environment=env, number=1, requirements="jupyterlab", python_version="3.13",
-        lock=LOCK.format(name="jupyterlab"), lock_sha256="b" * 64,
-    )  # fmt: skip
+        environment=env,
+        number=1,
+        requirements="jupyterlab",
+        python_version="3.13",
+        lock=LOCK.format(name="jupyterlab"),
+        lock_sha256="b" * 64,
+    )
 
 
 def offered(page: str) -> list[str]:
@@ -146,10 +162,17 @@ def test_the_session_form_offers_only_environments_with_jupyterlab_the_sites_fir
 def test_an_environment_without_jupyterlab_is_refused_before_anything_is_submitted(ada, client):
     environment(ada, "plain", "numpy")
     client.force_login(ada)
-    answer = client.post(reverse("sessions:new"), {
-        "name": "explore", "software_environment": "plain@1", "gpus": 0, "cpus": 1,
-        "memory_gb": 1, "hours": 1,
-    })  # fmt: skip
+    answer = client.post(
+        reverse("sessions:new"),
+        {
+            "name": "explore",
+            "software_environment": "plain@1",
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 1,
+            "hours": 1,
+        },
+    )
     assert answer.status_code == 400
     assert "plain has no JupyterLab" in answer.content.decode()
     assert not Job.objects.exists()
@@ -170,10 +193,17 @@ def test_a_link_to_an_environment_without_jupyterlab_says_what_to_add(ada, clien
 def test_the_session_form_starts_a_session_and_shows_its_page(ada, client):
     software = environment(ada, "nb", "jupyterlab")
     client.force_login(ada)
-    answer = client.post(reverse("sessions:new"), {
-        "name": "explore", "software_environment": software, "gpus": 0, "cpus": 1,
-        "memory_gb": 1, "hours": 1.5,
-    })  # fmt: skip
+    answer = client.post(
+        reverse("sessions:new"),
+        {
+            "name": "explore",
+            "software_environment": software,
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 1,
+            "hours": 1.5,
+        },
+    )
     job = Job.objects.get(name="explore")
     assert answer.status_code == 302 and answer["Location"] == reverse(
         "live:page", args=[job.public_id]
@@ -189,10 +219,17 @@ def test_a_session_form_asking_too_long_keeps_what_was_typed(ada, client, settin
     settings.LIVE_SESSION_MAX_HOURS = 2
     software = environment(ada, "nb", "jupyterlab")
     client.force_login(ada)
-    answer = client.post(reverse("sessions:new"), {
-        "name": "too long", "software_environment": software, "gpus": 0, "cpus": 1,
-        "memory_gb": 1, "hours": 3,
-    })  # fmt: skip
+    answer = client.post(
+        reverse("sessions:new"),
+        {
+            "name": "too long",
+            "software_environment": software,
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 1,
+            "hours": 3,
+        },
+    )
     assert answer.status_code == 400
     assert "A session may last at most 2 hours." in answer.content.decode()
     assert 'value="too long"' in answer.content.decode()
@@ -202,9 +239,11 @@ def test_a_session_form_asking_too_long_keeps_what_was_typed(ada, client, settin
 def test_another_users_session_page_status_and_tokens_are_404(ada, client):
     job = session_submit(user=ada, spec=spec(software=environment(ada, "nb", "jupyterlab")))
     client.force_login(UserFactory(username="eve"))
-    for url in (reverse("live:page", args=[job.public_id]),
-                reverse("live:status", args=[job.public_id]),
-                reverse("live:open", args=[job.public_id, "notebook"])):  # fmt: skip
+    for url in (
+        reverse("live:page", args=[job.public_id]),
+        reverse("live:status", args=[job.public_id]),
+        reverse("live:open", args=[job.public_id, "notebook"]),
+    ):
         assert client.get(url).status_code == 404
     assert (
         client.post(reverse("live:share", args=[job.public_id]), {"shared": "1"}).status_code == 404

@@ -13,8 +13,12 @@ async def open_tunnel(manager: TunnelManager, key: str, folder) -> Tunnel:
     process = await asyncio.create_subprocess_exec(
         "sh", "-c", "sleep 60 & wait", start_new_session=True
     )
-    tunnel = Tunnel(target=Target(key, 7, 0), ports={"serve": 4000},
-                    sockets={"serve": str(folder / f"{key}.sock")}, process=process)  # fmt: skip
+    tunnel = Tunnel(
+        target=Target(key, 7, 0),
+        ports={"serve": 4000},
+        sockets={"serve": str(folder / f"{key}.sock")},
+        process=process,
+    )
     manager.tunnels[key] = tunnel
     return tunnel
 

@@ -29,8 +29,9 @@ class People:
 def people(db, fake_bridge):
     lab = LabFactory(name="Vision & Robotics")
     other_lab = LabFactory(name="Other Lab")
-    lead, student, labmate, outsider = (UserFactory(username=name) for name in
-                                        ("lead", "sam", "kim", "olga"))  # fmt: skip
+    lead, student, labmate, outsider = (
+        UserFactory(username=name) for name in ("lead", "sam", "kim", "olga")
+    )
     MembershipFactory(lab=lab, user=lead, role="lead")
     MembershipFactory(lab=lab, user=student)
     MembershipFactory(lab=lab, user=labmate)
@@ -39,9 +40,11 @@ def people(db, fake_bridge):
 
 
 def publish(user, job, *, name="bert-small", files=("outputs/model.pt",), **fields):
-    return client_with_token(user).post(MODELS, {"job": str(job.public_id), "name": name,
-                                                 "files": list(files), **fields},
-                                        format="json")  # fmt: skip
+    return client_with_token(user).post(
+        MODELS,
+        {"job": str(job.public_id), "name": name, "files": list(files), **fields},
+        format="json",
+    )
 
 
 def published(user, job, **fields) -> dict:

@@ -25,8 +25,17 @@ HOSTILE = """# Evil <script>alert(1)</script>
 """
 # What would be markup, or a link or source a browser would follow; "\x02" and "\x03" are
 # Markdown's own placeholders, never to be shown.
-DANGEROUS = ("<script", "<img", "<iframe", "<svg", "<div", '<a href="javascript:',
-             '<a href="data:', "\x02", "\x03")  # fmt: skip
+DANGEROUS = (
+    "<script",
+    "<img",
+    "<iframe",
+    "<svg",
+    "<div",
+    '<a href="javascript:',
+    '<a href="data:',
+    "\x02",
+    "\x03",
+)
 
 
 def test_raw_html_is_shown_as_text_and_only_safe_links_are_kept():
@@ -52,8 +61,9 @@ def test_the_summary_is_the_first_paragraph_as_plain_text():
 
 
 def test_a_hostile_card_is_harmless_on_the_page_and_in_the_api(people, finished_job, client):
-    version = published(people.student, finished_job(people.student, lab=people.lab.name),
-                        card=HOSTILE)  # fmt: skip
+    version = published(
+        people.student, finished_job(people.student, lab=people.lab.name), card=HOSTILE
+    )
     assert version["card"] == HOSTILE  # kept as written
     for dangerous in DANGEROUS:
         assert dangerous not in version["card_html"], dangerous

@@ -36,22 +36,36 @@ def portal(live_server, settings, fake_bridge):
 
 
 def submit(user, models, *, script=READER, **fields):
-    return client_with_token(user).post(reverse("api:job-list"), {
-        "name": "evaluate", "gpus": 0, "script": script_upload(script), "models": models,
-        **fields}, format="multipart")  # fmt: skip
+    return client_with_token(user).post(
+        reverse("api:job-list"),
+        {
+            "name": "evaluate",
+            "gpus": 0,
+            "script": script_upload(script),
+            "models": models,
+            **fields,
+        },
+        format="multipart",
+    )
 
 
 def test_a_labmates_job_reads_the_published_model_at_models_name(
     people, finished_job, portal, tmp_path
 ):
-    version = published(people.student, finished_job(people.student, lab=people.lab.name),
-                        files=["outputs/model.pt", "outputs/tokenizer/vocab.txt"])  # fmt: skip
+    version = published(
+        people.student,
+        finished_job(people.student, lab=people.lab.name),
+        files=["outputs/model.pt", "outputs/tokenizer/vocab.txt"],
+    )
     response = submit(people.labmate, ["vision_robotics/bert-small"])
     assert response.status_code == 201, response.json()
     job = Job.objects.get(public_id=response.json()["id"])
     [record] = job.source["models"]
     assert (record["reference"], record["folder"], record["sha256"]) == (
-        "vision_robotics/bert-small@1", "models", version["sha256"])  # fmt: skip
+        "vision_robotics/bert-small@1",
+        "models",
+        version["sha256"],
+    )
     manifest = json.loads((job.directory / ".nightshift" / DATASETS_MANIFEST).read_text())
     assert [d["folder"] for d in manifest["datasets"]] == ["models"]
     ran = launch(job, tmp_path / "cache")
@@ -62,8 +76,11 @@ def test_a_labmates_job_reads_the_published_model_at_models_name(
     assert not (job.directory / "datasets").exists()
     assert DatasetDelivery.objects.filter(job=job, sha256=version["sha256"]).count() == 1
     # The record, the API's reproducibility record and a clone all keep the exact version.
-    shown = client_with_token(people.labmate).get(
-        reverse("api:job-detail", args=[job.public_id])).json()  # fmt: skip
+    shown = (
+        client_with_token(people.labmate)
+        .get(reverse("api:job-detail", args=[job.public_id]))
+        .json()
+    )
     assert [m["reference"] for m in shown["reproducibility"]["models"]] == [
         "vision_robotics/bert-small@1"
     ]
@@ -81,16 +98,35 @@ def test_a_model_whose_files_a_dataset_also_holds_outlives_that_datasets_deletio
     from datasets.services import dataset_delete
 
     dataset = Dataset.objects.create(name="same", owner=people.student)
-    DatasetVersion.objects.create(dataset=dataset, number=1, sha256=version["sha256"],
-                                  size_bytes=1, file_count=1, source="upload")  # fmt: skip
+    DatasetVersion.objects.create(
+        dataset=dataset,
+        number=1,
+        sha256=version["sha256"],
+        size_bytes=1,
+        file_count=1,
+        source="upload",
+    )
     dataset_delete(user=people.student, dataset=dataset)
     assert storage.archive_path(version["sha256"]).is_file()
 
 
-@pytest.mark.parametrize("hostile", [
-    "../../etc", "vision_robotics/../x", "$(touch /tmp/x)/m", "lab/m@1;rm -rf /",
-    "lab/m\nqueue 5", "lab/m@-1", "lab/m@", "/m", "lab/", "lab/m@1@2", "la b/m", "bert-small",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "../../etc",
+        "vision_robotics/../x",
+        "$(touch /tmp/x)/m",
+        "lab/m@1;rm -rf /",
+        "lab/m\nqueue 5",
+        "lab/m@-1",
+        "lab/m@",
+        "/m",
+        "lab/",
+        "lab/m@1@2",
+        "la b/m",
+        "bert-small",
+    ],
+)
 def test_a_hostile_reference_is_refused_and_no_job_is_made(people, hostile):
     response = submit(people.student, [hostile])
     assert response.status_code == 400
@@ -104,8 +140,10 @@ def test_two_models_of_one_name_and_a_missing_version_are_refused(people, finish
     twice = submit(people.student, ["vision_robotics/bert-small", "vision_robotics/bert-small@1"])
     assert "Two models are called bert-small" in twice.json()["error"]["fields"]["models"][0]
     missing = submit(people.student, ["vision_robotics/bert-small@9"])
-    assert "There is no model vision_robotics/bert-small@9" in (
-        missing.json()["error"]["fields"]["models"][0])  # fmt: skip
+    assert (
+        "There is no model vision_robotics/bert-small@9"
+        in (missing.json()["error"]["fields"]["models"][0])
+    )
 
 
 def test_the_job_form_offers_the_models_one_may_use_and_a_models_page_links_to_it(
@@ -127,8 +165,9 @@ def test_where_htcondor_moves_the_files_its_plugin_brings_the_model_too(
     from tests.datasets.test_transfer_plugin import machine_ad, transfer
 
     version = published(people.student, finished_job(people.student, lab=people.lab.name))
-    job = Job.objects.get(public_id=submit(people.labmate, ["vision_robotics/bert-small"])
-                          .json()["id"])  # fmt: skip
+    job = Job.objects.get(
+        public_id=submit(people.labmate, ["vision_robotics/bert-small"]).json()["id"]
+    )
     assert job.request["dataset_urls"] == [
         f"nightshift://{urlsplit(portal.url).netloc}/{version['sha256']}"
     ]
@@ -144,11 +183,18 @@ def test_a_sweeps_runs_each_read_the_model(people, finished_job):
     from experiments.models import Sweep
 
     published(people.student, finished_job(people.student, lab=people.lab.name))
-    response = client_with_token(people.labmate).post(reverse("api:sweep-list"), {
-        "name": "evaluate at two temperatures", "gpus": 0, "script": script_upload(READER),
-        "models": ["vision_robotics/bert-small"], "arguments": ["--t={t}"],
-        "parameters": json.dumps({"grid": {"t": [0.5, 1.0]}}),
-    }, format="multipart")  # fmt: skip
+    response = client_with_token(people.labmate).post(
+        reverse("api:sweep-list"),
+        {
+            "name": "evaluate at two temperatures",
+            "gpus": 0,
+            "script": script_upload(READER),
+            "models": ["vision_robotics/bert-small"],
+            "arguments": ["--t={t}"],
+            "parameters": json.dumps({"grid": {"t": [0.5, 1.0]}}),
+        },
+        format="multipart",
+    )
     assert response.status_code == 201, response.json()
     runs = list(Sweep.objects.get().runs.order_by("sweep_index"))
     assert [run.source["models"][0]["reference"] for run in runs] == [
@@ -171,16 +217,24 @@ def test_an_evaluation_matrix_takes_model_versions_as_its_systems(
     from experiments.models import Sweep
 
     for weights in (b"v1" * 10, b"v2" * 30):
-        job = finished_job(people.student, lab=people.lab.name,
-                           files={"outputs/model.pt": weights})  # fmt: skip
+        job = finished_job(people.student, lab=people.lab.name, files={"outputs/model.pt": weights})
         published(people.student, job, visibility="lab")
-    systems = [{"name": f"bert v{n}", "file": "score.py",
-                "model": f"vision_robotics/bert-small@{n}"} for n in (1, 2)]  # fmt: skip
-    response = client_with_token(people.labmate).post(reverse("api:sweep-matrix"), {
-        "name": "which version", "gpus": 0, "arguments": ["{model}"],
-        "systems": json.dumps(systems), "system_files": [script_upload(SCORER, "score.py")],
-        "datasets": json.dumps([{"name": "reviews", "path": "/shared/reviews"}]),
-    }, format="multipart")  # fmt: skip
+    systems = [
+        {"name": f"bert v{n}", "file": "score.py", "model": f"vision_robotics/bert-small@{n}"}
+        for n in (1, 2)
+    ]
+    response = client_with_token(people.labmate).post(
+        reverse("api:sweep-matrix"),
+        {
+            "name": "which version",
+            "gpus": 0,
+            "arguments": ["{model}"],
+            "systems": json.dumps(systems),
+            "system_files": [script_upload(SCORER, "score.py")],
+            "datasets": json.dumps([{"name": "reviews", "path": "/shared/reviews"}]),
+        },
+        format="multipart",
+    )
     assert response.status_code == 201, response.json()
     runs = list(Sweep.objects.get().runs.order_by("sweep_index"))
     assert [run.parameters["system"] for run in runs] == ["bert v1", "bert v2"]
@@ -191,15 +245,21 @@ def test_an_evaluation_matrix_takes_model_versions_as_its_systems(
 
 
 def test_a_matrix_system_naming_a_model_one_may_not_use_is_refused(people, finished_job):
-    published(people.student, finished_job(people.student, lab=people.lab.name),
-              visibility="lab")  # fmt: skip
-    response = client_with_token(people.outsider).post(reverse("api:sweep-matrix"), {
-        "name": "peek", "gpus": 0, "arguments": ["{model}"],
-        "systems": json.dumps([{"name": "theirs", "file": "score.py",
-                                "model": "vision_robotics/bert-small"}]),
-        "system_files": [script_upload(SCORER, "score.py")],
-        "datasets": json.dumps([{"name": "reviews", "path": "/shared/reviews"}]),
-    }, format="multipart")  # fmt: skip
+    published(people.student, finished_job(people.student, lab=people.lab.name), visibility="lab")
+    response = client_with_token(people.outsider).post(
+        reverse("api:sweep-matrix"),
+        {
+            "name": "peek",
+            "gpus": 0,
+            "arguments": ["{model}"],
+            "systems": json.dumps(
+                [{"name": "theirs", "file": "score.py", "model": "vision_robotics/bert-small"}]
+            ),
+            "system_files": [script_upload(SCORER, "score.py")],
+            "datasets": json.dumps([{"name": "reviews", "path": "/shared/reviews"}]),
+        },
+        format="multipart",
+    )
     assert response.status_code == 400
     error = response.json()["error"]
     assert "systems" in error["fields"] and error["message"].startswith("theirs:")
@@ -210,15 +270,24 @@ def test_the_matrix_form_takes_models_as_systems_sharing_the_first_rows_script(
 ):
     from experiments.models import Sweep
 
-    published(people.student, finished_job(people.student, lab=people.lab.name),
-              visibility="lab")  # fmt: skip
+    published(people.student, finished_job(people.student, lab=people.lab.name), visibility="lab")
     client.force_login(people.labmate)
-    response = client.post(reverse("jobs:matrix_new"), {
-        "name": "eval", "gpus": 0, "cpus": 1, "memory_gb": 0.25, "arguments": "{system}",
-        "system_name_0": "baseline", "system_file_0": script_upload(SCORER, "score.py"),
-        "system_name_1": "bert", "system_model_1": "vision_robotics/bert-small@1",
-        "dataset_name_0": "squad", "dataset_path_0": "/shared/squad",
-    })  # fmt: skip
+    response = client.post(
+        reverse("jobs:matrix_new"),
+        {
+            "name": "eval",
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 0.25,
+            "arguments": "{system}",
+            "system_name_0": "baseline",
+            "system_file_0": script_upload(SCORER, "score.py"),
+            "system_name_1": "bert",
+            "system_model_1": "vision_robotics/bert-small@1",
+            "dataset_name_0": "squad",
+            "dataset_path_0": "/shared/squad",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[-3000:]
     sweep = Sweep.objects.get()
     runs = {run.parameters["system"]: run for run in sweep.runs.all()}

@@ -24,15 +24,18 @@ def versions(people, finished_job):
     for visibility in MATRIX:
         publisher = people.lead if visibility == "site" else people.student
         job = finished_job(publisher, lab=people.lab.name)
-        made[visibility] = published(publisher, job, name=f"m-{visibility}",
-                                     visibility=visibility)  # fmt: skip
+        made[visibility] = published(publisher, job, name=f"m-{visibility}", visibility=visibility)
     # The site version's publisher is the lead: the matrix reads "who besides".
     return made
 
 
 def readers(people):
-    return {"sam": people.student, "kim": people.labmate, "lead": people.lead,
-            "olga": people.outsider}  # fmt: skip
+    return {
+        "sam": people.student,
+        "kim": people.labmate,
+        "lead": people.lead,
+        "olga": people.outsider,
+    }
 
 
 @pytest.mark.parametrize("visibility", list(MATRIX))
@@ -42,10 +45,10 @@ def test_the_api_shows_a_version_only_to_those_it_is_for(people, versions, visib
         api = people.api(user)
         allowed = name in MATRIX[visibility] or (visibility == "private" and False)
         listed = [v["reference"] for v in api.get(MODELS).json()["results"]]
-        detail = api.get(reverse("api:model-version", args=["vision_robotics",
-                                                            version["name"], 1]))  # fmt: skip
-        archive = api.get(reverse("api:model-archive", args=["vision_robotics",
-                                                             version["name"], 1]))  # fmt: skip
+        detail = api.get(reverse("api:model-version", args=["vision_robotics", version["name"], 1]))
+        archive = api.get(
+            reverse("api:model-archive", args=["vision_robotics", version["name"], 1])
+        )
         assert (version["reference"] in listed) is allowed, (name, listed)
         assert detail.status_code == (200 if allowed else 404), name
         assert archive.status_code == (200 if allowed else 404), name
@@ -85,9 +88,11 @@ def test_a_job_may_use_only_a_model_its_owner_may_see(people, versions):
         ("vision_robotics/m-lab@1", people.outsider, False),
         ("vision_robotics/m-site", people.outsider, True),
     ]:
-        response = people.api(user).post(jobs, {"name": "reader", "gpus": 0, "script":
-                                                script_upload(), "models": [reference]},
-                                         format="multipart")  # fmt: skip
+        response = people.api(user).post(
+            jobs,
+            {"name": "reader", "gpus": 0, "script": script_upload(), "models": [reference]},
+            format="multipart",
+        )
         if allowed:
             assert response.status_code == 201, response.json()
         else:

@@ -37,14 +37,21 @@ print(json.dumps({str(job.public_id): {
 
 def database_url(name: str) -> str:
     db = connection.settings_dict
-    return (f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or '127.0.0.1'}:"
-            f"{db['PORT'] or 5432}/{name}")  # fmt: skip
+    return (
+        f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or '127.0.0.1'}:"
+        f"{db['PORT'] or 5432}/{name}"
+    )
 
 
 def admin_sql(statement: str) -> None:
     db = connection.settings_dict
-    server = psycopg2.connect(dbname="postgres", user=db["USER"], password=db["PASSWORD"],
-                              host=db["HOST"] or "127.0.0.1", port=db["PORT"] or 5432)  # fmt: skip
+    server = psycopg2.connect(
+        dbname="postgres",
+        user=db["USER"],
+        password=db["PASSWORD"],
+        host=db["HOST"] or "127.0.0.1",
+        port=db["PORT"] or 5432,
+    )
     server.autocommit = True
     try:
         with server.cursor() as cursor:
@@ -62,16 +69,29 @@ def fresh_database():
 
 
 def run(script: str, *args: str, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([str(ROOT / "deploy" / "production" / script), *args],
-                          env={**os.environ, **env}, capture_output=True, text=True,
-                          timeout=300)  # fmt: skip
+    return subprocess.run(
+        [str(ROOT / "deploy" / "production" / script), *args],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def portal_view(database: str, jobs_dir: Path) -> dict:
-    env = {**os.environ, "DATABASE_URL": database_url(database),
-           "NIGHTSHIFT_JOBS_DIR": str(jobs_dir)}  # fmt: skip
-    done = subprocess.run([sys.executable, "manage.py", "shell", "-c", READ_JOBS], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(database),
+        "NIGHTSHIFT_JOBS_DIR": str(jobs_dir),
+    }
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", READ_JOBS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -81,8 +101,9 @@ def test_a_backup_restores_into_a_fresh_database_with_jobs_and_outputs(
 ):
     jobs_dir = settings.JOBS_DIR
     for n in range(3):
-        job = submission.job_submit(user=student, spec=specs.JobSpec(name=f"run {n}"),
-                                  script=script_upload())  # fmt: skip
+        job = submission.job_submit(
+            user=student, spec=specs.JobSpec(name=f"run {n}"), script=script_upload()
+        )
         submission.job_submit_to_pool(job.pk)
         (job.directory / "outputs" / "model.pt").write_bytes(os.urandom(2048 + n))
     checkpoint = (job.directory / "outputs" / "model.pt").read_bytes()
@@ -99,20 +120,29 @@ def test_a_backup_restores_into_a_fresh_database_with_jobs_and_outputs(
     archive.write_bytes(os.urandom(4096))
     (store / "objects" / ".partial-1.tar").write_bytes(b"half")
     (store / "incoming" / "import-1").mkdir(parents=True)
-    env = {"DATABASE_URL": database_url(connection.settings_dict["NAME"]),
-           "NIGHTSHIFT_JOBS_DIR": str(jobs_dir), "NIGHTSHIFT_DATASETS_DIR": str(store)}  # fmt: skip
+    env = {
+        "DATABASE_URL": database_url(connection.settings_dict["NAME"]),
+        "NIGHTSHIFT_JOBS_DIR": str(jobs_dir),
+        "NIGHTSHIFT_DATASETS_DIR": str(store),
+    }
     made = run("backup", str(tmp_path / "backups"), env=env)
     assert made.returncode == 0, made.stderr
     [backup] = (tmp_path / "backups").iterdir()
-    assert {p.name for p in backup.iterdir()} == {"database.dump", "jobs.tar", "datasets.tar",
-                                                  "SHA256SUMS", "MANIFEST"}  # fmt: skip
+    assert {p.name for p in backup.iterdir()} == {
+        "database.dump",
+        "jobs.tar",
+        "datasets.tar",
+        "SHA256SUMS",
+        "MANIFEST",
+    }
     assert oct(backup.stat().st_mode)[-3:] == "700"
     kept = archive.read_bytes()
 
     shutil.rmtree(jobs_dir)  # the disk is gone
     shutil.rmtree(store)
-    restored = run("restore", str(backup),
-                   env={**env, "DATABASE_URL": database_url(fresh_database)})  # fmt: skip
+    restored = run(
+        "restore", str(backup), env={**env, "DATABASE_URL": database_url(fresh_database)}
+    )
     assert restored.returncode == 0, restored.stderr
     assert portal_view(fresh_database, jobs_dir) == before
     assert (job.directory / "outputs" / "model.pt").read_bytes() == checkpoint
@@ -127,9 +157,13 @@ def test_a_backup_restores_into_a_fresh_database_with_jobs_and_outputs(
     finally:
         restored_db.close()
     migrations = subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--check"], cwd=ROOT, capture_output=True,
-        text=True, timeout=120, env={**os.environ, "DATABASE_URL": database_url(fresh_database)},
-    )  # fmt: skip
+        [sys.executable, "manage.py", "migrate", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "DATABASE_URL": database_url(fresh_database)},
+    )
     assert migrations.returncode == 0, migrations.stdout + migrations.stderr
     assert Job.objects.count() == 3
 
@@ -137,13 +171,16 @@ def test_a_backup_restores_into_a_fresh_database_with_jobs_and_outputs(
 def test_restore_refuses_a_database_in_use_and_a_damaged_backup(
     student, fake_bridge, settings, tmp_path, fresh_database
 ):
-    env = {"DATABASE_URL": database_url(connection.settings_dict["NAME"]),
-           "NIGHTSHIFT_JOBS_DIR": str(settings.JOBS_DIR)}  # fmt: skip
+    env = {
+        "DATABASE_URL": database_url(connection.settings_dict["NAME"]),
+        "NIGHTSHIFT_JOBS_DIR": str(settings.JOBS_DIR),
+    }
     settings.JOBS_DIR.mkdir(parents=True, exist_ok=True)
     assert run("backup", str(tmp_path / "b"), env=env).returncode == 0
     [backup] = (tmp_path / "b").iterdir()
-    into_the_live_one = run("restore", str(backup), env={
-        **env, "NIGHTSHIFT_JOBS_DIR": str(tmp_path / "elsewhere")})  # fmt: skip
+    into_the_live_one = run(
+        "restore", str(backup), env={**env, "NIGHTSHIFT_JOBS_DIR": str(tmp_path / "elsewhere")}
+    )
     assert into_the_live_one.returncode == 1
     assert "already has" in into_the_live_one.stderr and "--force" in into_the_live_one.stderr
     with open(backup / "jobs.tar", "ab") as archive:

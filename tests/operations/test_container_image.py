@@ -24,8 +24,9 @@ def final_stage(text: str) -> list[str]:
 
 def test_the_dockerfile_passes_hadolint():
     hadolint = Path(sys.executable).with_name("hadolint")
-    done = subprocess.run([str(hadolint), str(DOCKERFILE)], capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [str(hadolint), str(DOCKERFILE)], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -60,8 +61,11 @@ def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("image")
     app, venv, static = root / "app", root / "venv", root / "static"
     listing = ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]
-    tracked = subprocess.run(listing, cwd=ROOT, capture_output=True,
-                             check=True).stdout.decode().split("\0")  # fmt: skip
+    tracked = (
+        subprocess.run(listing, cwd=ROOT, capture_output=True, check=True)
+        .stdout.decode()
+        .split("\0")
+    )
     ignored = (".ci/", "var/")
     for name in filter(None, tracked):
         if name.startswith(ignored) or not (ROOT / name).exists():
@@ -69,11 +73,18 @@ def built(tmp_path_factory):
         target = app / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, target)
-    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/root"),
-           "NIGHTSHIFT_STATIC_ROOT": str(static)}  # fmt: skip
-    done = subprocess.run([str(app / "deploy" / "production" / "install-app"), str(app),
-                           str(venv)], env=env, capture_output=True, text=True,
-                          timeout=900)  # fmt: skip
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": os.environ.get("HOME", "/root"),
+        "NIGHTSHIFT_STATIC_ROOT": str(static),
+    }
+    done = subprocess.run(
+        [str(app / "deploy" / "production" / "install-app"), str(app), str(venv)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return app, venv, static
 
@@ -83,12 +94,19 @@ def test_the_image_contents_hold_the_portal_and_its_static_files(built, tmp_path
     for command in ("gunicorn", "celery", "python"):
         assert (venv / "bin" / command).exists()
     # Celery imports the portal from anywhere, not only from the source folder.
-    env = {"PATH": os.environ["PATH"], "DJANGO_SETTINGS_MODULE": "portal.settings",
-           "SECRET_KEY": "x"}  # fmt: skip
-    setup = subprocess.run([str(venv / "bin" / "python"), "-c",
-                            "import django; django.setup(); import portal.celery"],
-                           cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=120)  # fmt: skip
+    env = {
+        "PATH": os.environ["PATH"],
+        "DJANGO_SETTINGS_MODULE": "portal.settings",
+        "SECRET_KEY": "x",
+    }
+    setup = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import django; django.setup(); import portal.celery"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert setup.returncode == 0, setup.stderr
     assert (static / "admin" / "css" / "base.css").exists()
     assert list(static.glob("css/*.css.gz")), "whitenoise's compressed copies"
@@ -98,13 +116,26 @@ def test_the_image_contents_pass_check_deploy_with_the_production_settings(built
     app, venv, static = built
     env = production_env(tmp_path, NIGHTSHIFT_STATIC_ROOT=str(static))
     done = subprocess.run(
-        [str(venv / "bin" / "python"), "manage.py", "check", "--deploy", "--fail-level",
-         "WARNING"], cwd=app, env=env, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+        [str(venv / "bin" / "python"), "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=app,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert done.returncode == 0, done.stderr
     config = subprocess.run(
-        [str(venv / "bin" / "gunicorn"), "--check-config", "--config",
-         "deploy/production/gunicorn.conf.py", "portal.wsgi"],
-        cwd=app, env=env, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+        [
+            str(venv / "bin" / "gunicorn"),
+            "--check-config",
+            "--config",
+            "deploy/production/gunicorn.conf.py",
+            "portal.wsgi",
+        ],
+        cwd=app,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert config.returncode == 0, config.stdout + config.stderr

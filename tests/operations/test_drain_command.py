@@ -23,8 +23,11 @@ def drain(*args: str) -> str:
 def test_a_drained_portal_refuses_api_submissions_with_the_banner_text(api, fake_bridge):
     said = drain("--message", "Upgrading to 2.0 until 14:00")
     assert "Draining since" in said and "Upgrading to 2.0 until 14:00" in said
-    response = api.post(reverse("api:job-list"), {"name": "x", "gpus": 0,
-                        "script": script_upload()}, format="multipart")  # fmt: skip
+    response = api.post(
+        reverse("api:job-list"),
+        {"name": "x", "gpus": 0, "script": script_upload()},
+        format="multipart",
+    )
     assert response.status_code == 503
     error = response.json()["error"]
     assert (error["code"], error["message"]) == ("maintenance", "Upgrading to 2.0 until 14:00")
@@ -34,9 +37,16 @@ def test_a_drained_portal_refuses_api_submissions_with_the_banner_text(api, fake
 
 def test_sweeps_are_refused_too(api, fake_bridge):
     drain()
-    response = api.post(reverse("api:sweep-list"), {"name": "grid", "gpus": 0,
-                        "script": script_upload(), "parameters": '{"grid": {"lr": [0.1, 0.2]}}'},
-                        format="multipart")  # fmt: skip
+    response = api.post(
+        reverse("api:sweep-list"),
+        {
+            "name": "grid",
+            "gpus": 0,
+            "script": script_upload(),
+            "parameters": '{"grid": {"lr": [0.1, 0.2]}}',
+        },
+        format="multipart",
+    )
     assert response.status_code == 503, response.json()
     assert not Sweep.objects.exists() and not Job.objects.exists()
 
@@ -45,10 +55,16 @@ def test_every_page_shows_the_banner_and_the_form_keeps_what_was_typed(student_c
     drain("--message", "Back at 6 pm")
     page = student_client.get(reverse("jobs:list"))
     assert 'class="message maintenance" role="alert">Back at 6 pm<' in page.content.decode()
-    response = student_client.post(reverse("jobs:new"), {
-        "name": "typed-by-hand", "script": script_upload(), "gpus": 0, "cpus": 1,
-        "memory_gb": 1,
-    })  # fmt: skip
+    response = student_client.post(
+        reverse("jobs:new"),
+        {
+            "name": "typed-by-hand",
+            "script": script_upload(),
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 1,
+        },
+    )
     assert response.status_code == 400
     body = response.content.decode()
     assert "Back at 6 pm" in body and 'value="typed-by-hand"' in body
@@ -58,13 +74,17 @@ def test_every_page_shows_the_banner_and_the_form_keeps_what_was_typed(student_c
 def test_drain_off_accepts_submissions_again_and_both_are_audited(api, fake_bridge):
     drain("--message", "short break")
     assert "Not draining" in drain("--off")
-    response = api.post(reverse("api:job-list"), {"name": "x", "gpus": 0,
-                        "script": script_upload()}, format="multipart")  # fmt: skip
+    response = api.post(
+        reverse("api:job-list"),
+        {"name": "x", "gpus": 0, "script": script_upload()},
+        format="multipart",
+    )
     assert response.status_code == 201, response.json()
     drains = AuditEntry.objects.filter(action__startswith="portal.").order_by("at", "id")
     assert list(drains.values_list("action", "detail")) == [
-        ("portal.drain", "short break"), ("portal.undrain", ""),
-    ]  # fmt: skip
+        ("portal.drain", "short break"),
+        ("portal.undrain", ""),
+    ]
 
 
 def test_status_only_reports(fake_bridge):

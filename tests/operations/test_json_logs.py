@@ -45,8 +45,9 @@ def json_lines():
 def test_a_job_action_logs_with_the_request_id_nginx_sent(api, student, fake_bridge, json_lines):
     job = submission.job_submit(user=student, spec=specs.JobSpec(name="j"), script=script_upload())
     submission.job_submit_to_pool(job.pk)
-    response = api.post(reverse("api:job-cancel", args=[job.public_id]),
-                        HTTP_X_REQUEST_ID="req-7f3a9c")  # fmt: skip
+    response = api.post(
+        reverse("api:job-cancel", args=[job.public_id]), HTTP_X_REQUEST_ID="req-7f3a9c"
+    )
     assert response.status_code == 200
     assert response["X-Request-ID"] == "req-7f3a9c"
     lines = json_lines()
@@ -95,30 +96,53 @@ def test_tasks_carry_the_request_id_and_learn_their_jobs_id(student, fake_bridge
 def test_the_setting_makes_every_process_log_json(tmp_path):
     env = {**os.environ, "NIGHTSHIFT_LOG_FORMAT": "json", "NIGHTSHIFT_VAR_DIR": str(tmp_path)}
     done = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c",
-         "import logging; logging.getLogger('nightshift.probe').warning('disk %s full', 'sda')"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "manage.py",
+            "shell",
+            "-c",
+            "import logging; logging.getLogger('nightshift.probe').warning('disk %s full', 'sda')",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     line = json.loads(done.stderr.strip().splitlines()[-1])
     assert (line["level"], line["logger"], line["message"]) == (
-        "WARNING", "nightshift.probe", "disk sda full",
-    )  # fmt: skip
+        "WARNING",
+        "nightshift.probe",
+        "disk sda full",
+    )
     assert line["job_id"] == "" and line["request_id"] == ""
 
 
 def test_a_bad_log_format_is_refused_by_name(tmp_path):
     env = {**os.environ, "NIGHTSHIFT_LOG_FORMAT": "xml", "NIGHTSHIFT_VAR_DIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 0 and "NIGHTSHIFT_LOG_FORMAT" in done.stderr
 
 
 def test_a_sweep_logs_one_line_per_kind_of_event_with_its_id(api, fake_bridge, json_lines):
-    response = api.post(reverse("api:sweep-list"), {"name": "grid", "gpus": 0,
-                        "script": script_upload(),
-                        "parameters": '{"grid": {"lr": [0.1, 0.2, 0.3]}}'},
-                        format="multipart")  # fmt: skip
+    response = api.post(
+        reverse("api:sweep-list"),
+        {
+            "name": "grid",
+            "gpus": 0,
+            "script": script_upload(),
+            "parameters": '{"grid": {"lr": [0.1, 0.2, 0.3]}}',
+        },
+        format="multipart",
+    )
     assert response.status_code == 201, response.json()
     sweep_id = response.json()["id"]
     created = [line for line in json_lines() if line.get("sweep_id") == sweep_id]

@@ -40,8 +40,12 @@ def pod_of(name: str) -> dict:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_every_manifest_is_valid_for_the_kubernetes_api(version):
     found = documents()
-    assert {doc["kind"] for doc in found} >= {"Deployment", "Service", "ConfigMap",
-                                              "PersistentVolumeClaim"}  # fmt: skip
+    assert {doc["kind"] for doc in found} >= {
+        "Deployment",
+        "Service",
+        "ConfigMap",
+        "PersistentVolumeClaim",
+    }
     for doc in found:
         kubernetes_validate.validate(doc, version, strict=True)
 
@@ -63,8 +67,11 @@ def test_the_kustomization_lists_every_manifest_in_the_folder():
 
 def test_web_worker_and_beat_run_what_the_compose_file_runs():
     compose = yaml.safe_load(COMPOSE.read_text())["services"]
-    dockerfile_cmd = next(line for line in (ROOT / "deploy/production/container/Dockerfile")
-                          .read_text().splitlines() if line.startswith("CMD "))  # fmt: skip
+    dockerfile_cmd = next(
+        line
+        for line in (ROOT / "deploy/production/container/Dockerfile").read_text().splitlines()
+        if line.startswith("CMD ")
+    )
     assert pod_of("nightshift-web")["containers"][0]["command"] == yaml.safe_load(
         dockerfile_cmd.removeprefix("CMD ")
     )
@@ -112,12 +119,21 @@ def test_the_token_reaches_htcondor_readable_by_the_pods_account_alone():
 def test_the_settings_are_production_settings_that_pass_check_deploy(tmp_path):
     """The ConfigMap plus the two secrets, as the pods get them: `check --deploy` is clean."""
     data = next(doc for doc in documents() if doc["kind"] == "ConfigMap")["data"]
-    env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", **data,
-           "DATABASE_URL": "postgres://nightshift:pw-9f3a@127.0.0.1:5432/nightshift",
-           "SECRET_KEY": secrets.token_urlsafe(50), "NIGHTSHIFT_VAR_DIR": str(tmp_path / "var"),
-           "CONDOR_TOKEN_DIR": str(tmp_path)}  # fmt: skip
+    env = {
+        "PATH": os.environ["PATH"],
+        "LANG": "C.UTF-8",
+        **data,
+        "DATABASE_URL": "postgres://nightshift:pw-9f3a@127.0.0.1:5432/nightshift",
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "NIGHTSHIFT_VAR_DIR": str(tmp_path / "var"),
+        "CONDOR_TOKEN_DIR": str(tmp_path),
+    }
     done = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr

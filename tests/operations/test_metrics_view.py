@@ -38,8 +38,7 @@ def scrape(client, **extra) -> dict[tuple[str, tuple], float]:
 
 def submit(student, name="m"):
     """Accepted, then handed to the pool as the worker's task would."""
-    job = submission.job_submit(user=student, spec=specs.JobSpec(name=name),
-                              script=script_upload())  # fmt: skip
+    job = submission.job_submit(user=student, spec=specs.JobSpec(name=name), script=script_upload())
     with contextlib.suppress(BridgeError):  # the task would retry
         submission.job_submit_to_pool(job.pk)
     return job
@@ -57,8 +56,9 @@ def test_jobs_are_counted_by_state(client, fresh_metrics, fake_bridge, student):
     assert samples[("nightshift_jobs", (("state", "held"),))] == 0
 
 
-def test_submissions_are_timed_and_their_failures_counted(client, fresh_metrics, fake_bridge,
-                                                          student):  # fmt: skip
+def test_submissions_are_timed_and_their_failures_counted(
+    client, fresh_metrics, fake_bridge, student
+):
     submit(student)
     submit(student)
     fake_bridge.down = True
@@ -70,8 +70,10 @@ def test_submissions_are_timed_and_their_failures_counted(client, fresh_metrics,
     retrying = (("kind", "job"), ("outcome", "retrying"))
     assert samples[("nightshift_submissions_total", retrying)] == 1
     assert samples[("nightshift_submission_latency_seconds_count", (("kind", "job"),))] == 2
-    assert samples[("nightshift_submission_latency_seconds_bucket",
-                    (("kind", "job"), ("le", "+Inf")))] == 2  # fmt: skip
+    assert (
+        samples[("nightshift_submission_latency_seconds_bucket", (("kind", "job"), ("le", "+Inf")))]
+        == 2
+    )
     assert stuck.pk
 
 
@@ -116,15 +118,26 @@ def test_queue_depth_is_read_from_the_broker(client, fresh_metrics, settings):
 def test_pool_gpus_come_from_the_latest_capacity_sample(client, fresh_metrics):
     now = timezone.now().replace(microsecond=0)
     earlier = now - timezone.timedelta(minutes=5)
-    CapacitySample.objects.create(taken_at=earlier, seconds=300, workstation="a",
-                                  total_gpus=4, idle_gpus=4)  # fmt: skip
-    CapacitySample.objects.create(taken_at=now, seconds=300, workstation="a", total_gpus=4,
-                                  idle_gpus=1, nightshift_gpus=2, other_gpus=1)  # fmt: skip
-    CapacitySample.objects.create(taken_at=now, seconds=300, workstation="b", total_gpus=2,
-                                  unavailable_gpus=2)  # fmt: skip
+    CapacitySample.objects.create(
+        taken_at=earlier, seconds=300, workstation="a", total_gpus=4, idle_gpus=4
+    )
+    CapacitySample.objects.create(
+        taken_at=now,
+        seconds=300,
+        workstation="a",
+        total_gpus=4,
+        idle_gpus=1,
+        nightshift_gpus=2,
+        other_gpus=1,
+    )
+    CapacitySample.objects.create(
+        taken_at=now, seconds=300, workstation="b", total_gpus=2, unavailable_gpus=2
+    )
     samples = scrape(client)
-    gpus = {state: samples[("nightshift_pool_gpus", (("state", state),))]
-            for state in ("free", "busy", "unavailable")}  # fmt: skip
+    gpus = {
+        state: samples[("nightshift_pool_gpus", (("state", state),))]
+        for state in ("free", "busy", "unavailable")
+    }
     assert gpus == {"free": 1, "busy": 3, "unavailable": 2}
     assert samples[("nightshift_pool_gpus_nightshift", ())] == 2
     assert samples[("nightshift_pool_sample_timestamp_seconds", ())] == now.timestamp()
@@ -147,8 +160,9 @@ def test_an_allowed_network_may_scrape(client, settings):
 
 def test_the_token_lets_a_scraper_in_from_anywhere(client, settings):
     settings.METRICS_TOKEN = "s3cret-metrics-token"
-    good = client.get(METRICS, REMOTE_ADDR="192.0.2.7",
-                      HTTP_AUTHORIZATION="Bearer s3cret-metrics-token")  # fmt: skip
+    good = client.get(
+        METRICS, REMOTE_ADDR="192.0.2.7", HTTP_AUTHORIZATION="Bearer s3cret-metrics-token"
+    )
     assert good.status_code == 200
     wrong = client.get(METRICS, REMOTE_ADDR="192.0.2.7", HTTP_AUTHORIZATION="Bearer guess")
     assert wrong.status_code == 403
@@ -158,8 +172,9 @@ def test_behind_nginx_the_address_nginx_saw_counts(client, settings):
     """Every request reaches gunicorn from nginx on 127.0.0.1; the real client is in
     X-Forwarded-For, which nginx appends to."""
     settings.TRUSTED_PROXY_COUNT = 1
-    outside = client.get(METRICS, REMOTE_ADDR="127.0.0.1",
-                         HTTP_X_FORWARDED_FOR="127.0.0.1, 198.51.100.4")  # fmt: skip
+    outside = client.get(
+        METRICS, REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="127.0.0.1, 198.51.100.4"
+    )
     assert outside.status_code == 403
     local = client.get(METRICS, REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="127.0.0.1")
     assert local.status_code == 200

@@ -26,18 +26,27 @@ OUR_APPS = [
 # column with a Python-side default, which an old version's INSERT would not fill. New
 # columns use db_default (or null=True) instead; this list never grows.
 BEFORE_THE_FIRST_RELEASE = [
-    "accounting.0003_usagerecord_saved_s", "jobs.0002_hold_subcode_and_wait_reason",
-    "jobs.0003_job_notify_by_email", "jobs.0004_job_source", "jobs.0007_job_gpu_model",
-    "jobs.0009_job_lab_and_gpus", "jobs.0010_job_outcome", "jobs.0013_reproducibility_record",
-    "jobs.0015_studies", "labs.0002_lab_ldap_group_membership_source",
-]  # fmt: skip
+    "accounting.0003_usagerecord_saved_s",
+    "jobs.0002_hold_subcode_and_wait_reason",
+    "jobs.0003_job_notify_by_email",
+    "jobs.0004_job_source",
+    "jobs.0007_job_gpu_model",
+    "jobs.0009_job_lab_and_gpus",
+    "jobs.0010_job_outcome",
+    "jobs.0013_reproducibility_record",
+    "jobs.0015_studies",
+    "labs.0002_lab_ldap_group_membership_source",
+]
 
 
 def lint(ignore: list[str]) -> MigrationLinter:
     linter = MigrationLinter(
-        no_cache=True, include_apps=OUR_APPS, ignore_initial_migrations=True, no_output=True,
+        no_cache=True,
+        include_apps=OUR_APPS,
+        ignore_initial_migrations=True,
+        no_output=True,
         ignore_name=[name.split(".", 1)[1] for name in ignore],
-    )  # fmt: skip
+    )
     linter.lint_all_migrations()
     return linter
 

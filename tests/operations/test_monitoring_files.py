@@ -22,8 +22,11 @@ SUFFIXES = {"counter": ["_total"], "histogram": ["_bucket", "_count", "_sum"], "
 def exported_names(client) -> set[str]:
     """Every series name /metrics can export, whether or not it has a sample yet."""
     text = client.get(reverse("metrics")).content.decode()
-    return {family.name + suffix for family in text_string_to_metric_families(text)
-            for suffix in SUFFIXES[family.type]}  # fmt: skip
+    return {
+        family.name + suffix
+        for family in text_string_to_metric_families(text)
+        for suffix in SUFFIXES[family.type]
+    }
 
 
 def named_in(text: str) -> set[str]:
@@ -33,8 +36,11 @@ def named_in(text: str) -> set[str]:
 def test_the_alert_rules_cover_sync_lag_schedd_and_submit_errors_with_real_metrics(client):
     rules = yaml.safe_load((MONITORING / "alerts.yml").read_text())
     alerts = {rule["alert"]: rule for group in rules["groups"] for rule in group["rules"]}
-    assert {"NightshiftSyncLagging", "NightshiftScheddUnreachable",
-            "NightshiftSubmitErrors"} <= set(alerts)  # fmt: skip
+    assert {
+        "NightshiftSyncLagging",
+        "NightshiftScheddUnreachable",
+        "NightshiftSubmitErrors",
+    } <= set(alerts)
     exported = exported_names(client)
     for name, rule in alerts.items():
         assert named_in(rule["expr"]) <= exported, name

@@ -42,10 +42,26 @@ def nginx_in_front(tmp_path, settings):
     run = tmp_path / "nginx"
     run.mkdir()
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=live.test", "-keyout", run / "key.pem", "-out", run / "cert.pem"],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=live.test",
+            "-keyout",
+            run / "key.pem",
+            "-out",
+            run / "cert.pem",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     port = free_port()
     site = SITE.read_text()
     for old, new in [
@@ -91,9 +107,15 @@ http {{
 
 def test_a_notebooks_http_and_websocket_go_through_nginx(nginx_in_front):
     owner = UserFactory(username="ada")
-    job = Job.objects.create(owner=owner, name="nb", output_dir="/nonexistent",
-                             state=JobState.RUNNING, cluster_id=3, proc_id=0,
-                             request={"live_services": ["notebook"]})  # fmt: skip
+    job = Job.objects.create(
+        owner=owner,
+        name="nb",
+        output_dir="/nonexistent",
+        state=JobState.RUNNING,
+        cluster_id=3,
+        proc_id=0,
+        request={"live_services": ["notebook"]},
+    )
     client = httpx.Client(base_url=nginx_in_front, verify=False, timeout=10)
     ticket = bound_ticket(client, owner, job, "notebook")
     entered = client.get(
@@ -108,8 +130,9 @@ def test_a_notebooks_http_and_websocket_go_through_nginx(nginx_in_front):
         context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
         url = nginx_in_front.replace("https", "wss") + f"/live/{job.public_id}/notebook/ws"
         cookie = f"nslive={client.cookies.get('nslive')}"
-        async with websockets.connect(url, ssl=context, additional_headers={"Cookie": cookie},
-                                      origin=nginx_in_front) as ws:  # fmt: skip
+        async with websockets.connect(
+            url, ssl=context, additional_headers={"Cookie": cookie}, origin=nginx_in_front
+        ) as ws:
             await ws.send("ping")
             return await ws.recv()
 

@@ -41,10 +41,21 @@ class Nginx:
     def curl(self, path: str, *options: str, base: str | None = None) -> tuple[dict, bytes]:
         """Headers (lower-case names, last value) and body of one request."""
         done = subprocess.run(
-            ["curl", "-sk", "--http2", "-D", "-", "--max-time", "60", *options,
-             (base or self.https) + path],
-            capture_output=True, timeout=90, check=True,
-        )  # fmt: skip
+            [
+                "curl",
+                "-sk",
+                "--http2",
+                "-D",
+                "-",
+                "--max-time",
+                "60",
+                *options,
+                (base or self.https) + path,
+            ],
+            capture_output=True,
+            timeout=90,
+            check=True,
+        )
         head, _, body = done.stdout.partition(b"\r\n\r\n")
         lines = head.decode("latin-1").splitlines()
         headers = {"status": lines[0]}
@@ -69,10 +80,26 @@ def nginx(live_server, fake_bridge, handed_to_nginx, settings, tmp_path):
     run = tmp_path / "nginx"
     run.mkdir()
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=nightshift.test", "-keyout", run / "key.pem", "-out", run / "cert.pem"],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=nightshift.test",
+            "-keyout",
+            run / "key.pem",
+            "-out",
+            run / "cert.pem",
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     https_port, http_port = free_port(), free_port()
     upstream = live_server.url.removeprefix("http://")
     site = SITE.read_text()
@@ -91,9 +118,9 @@ def nginx(live_server, fake_bridge, handed_to_nginx, settings, tmp_path):
     site = site.replace("/etc/nginx/snippets/nightshift-headers.conf", str(HEADERS))
     (run / "site.conf").write_text(site)
     temp_paths = "\n".join(
-        f"{kind}_temp_path {run}/{kind};" for kind in ("client_body", "proxy", "fastcgi",
-                                                        "uwsgi", "scgi")
-    )  # fmt: skip
+        f"{kind}_temp_path {run}/{kind};"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
     (run / "nginx.conf").write_text(f"""
 {"user root;" if os.geteuid() == 0 else ""}
 pid {run}/nginx.pid;
@@ -141,8 +168,9 @@ def output_url(job, name: str) -> str:
     return reverse("api:job-output", args=[job.public_id, f"outputs/{name}"])
 
 
-def test_the_portal_answers_a_download_with_a_header_and_no_bytes(api, handed_to_nginx,
-                                                                  finished_job):  # fmt: skip
+def test_the_portal_answers_a_download_with_a_header_and_no_bytes(
+    api, handed_to_nginx, finished_job
+):
     response = api.get(output_url(finished_job, "model weights é.bin"))
     assert response.status_code == 200
     assert response["X-Accel-Redirect"] == (
@@ -165,8 +193,9 @@ def test_nginx_sends_the_file_the_portal_allowed(nginx, student, finished_job):
 
 
 def test_permission_is_checked_before_anything_is_sent(nginx, other_student, finished_job):
-    headers, body = nginx.curl(output_url(finished_job, "model weights é.bin"),
-                               *bearer(other_student))  # fmt: skip
+    headers, body = nginx.curl(
+        output_url(finished_job, "model weights é.bin"), *bearer(other_student)
+    )
     assert headers["status"].startswith("HTTP/2 404")
     assert len(body) < 1000
     headers, _ = nginx.curl(output_url(finished_job, "model weights é.bin"))
@@ -179,8 +208,9 @@ def test_the_internal_location_cannot_be_asked_for_directly(nginx, finished_job)
     assert headers["status"].startswith("HTTP/2 404")
 
 
-def test_a_file_swapped_for_a_link_after_the_check_is_not_sent(nginx, student, finished_job,
-                                                               settings):  # fmt: skip
+def test_a_file_swapped_for_a_link_after_the_check_is_not_sent(
+    nginx, student, finished_job, settings
+):
     """The portal refuses links it sees; nginx refuses one that appears after the check."""
     headers, _ = nginx.curl(output_url(finished_job, "secret-link.bin"), *bearer(student))
     assert headers["status"].startswith("HTTP/2 404")
@@ -197,8 +227,9 @@ def test_a_file_swapped_for_a_link_after_the_check_is_not_sent(nginx, student, f
 
     selectors.job_output_path = check_then_swap
     try:
-        headers, body = nginx.curl(output_url(finished_job, "model weights é.bin"),
-                                   *bearer(student))  # fmt: skip
+        headers, body = nginx.curl(
+            output_url(finished_job, "model weights é.bin"), *bearer(student)
+        )
     finally:
         selectors.job_output_path = checked
     assert headers["status"].startswith("HTTP/2 403")
@@ -219,17 +250,30 @@ def test_an_upload_beyond_nginx_default_limit_reaches_the_portal(nginx, student,
     script = tmp_path / "train.py"
     script.write_text("# padding\n" * 300_000 + "print('big')\n")
     headers, body = nginx.curl(
-        reverse("api:job-list"), *bearer(student), "-F", "name=big", "-F", "gpus=0",
-        "-F", f"script=@{script}",
-    )  # fmt: skip
+        reverse("api:job-list"),
+        *bearer(student),
+        "-F",
+        "name=big",
+        "-F",
+        "gpus=0",
+        "-F",
+        f"script=@{script}",
+    )
     assert headers["status"].startswith("HTTP/2 "), headers
     assert "413" not in headers["status"], body[:300]
     # The portal itself answers: its script limit is smaller than nginx's upload limit.
     assert b'"error"' in body or b'"id"' in body
 
 
-@pytest.mark.parametrize("name", ['odd ?#%2e%2e;"quoted".bin', "%2F..%2Fsecret.bin",
-                                  "rtl \u202egnp.exe", "spaces  and\ttab.bin"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name",
+    [
+        'odd ?#%2e%2e;"quoted".bin',
+        "%2F..%2Fsecret.bin",
+        "rtl \u202egnp.exe",
+        "spaces  and\ttab.bin",
+    ],
+)
 def test_hostile_output_names_reach_nginx_as_that_very_file(nginx, student, finished_job, name):
     """The listed URL and the header both quote the name: nginx sends that file alone."""
     body = f"the file called {name!r}".encode()

@@ -17,8 +17,10 @@ pytestmark = pytest.mark.django_db
 
 def test_every_deploy_file_it_names_exists():
     named = set(re.findall(r"(?<![\w/.])(deploy/production/[\w./@-]*\w)", GUIDE))
-    named |= {f"deploy/production/{name}" for name in re.findall(
-        r"`((?:systemd|nginx|monitoring|container)/[\w.@-]+)`", GUIDE)}  # fmt: skip
+    named |= {
+        f"deploy/production/{name}"
+        for name in re.findall(r"`((?:systemd|nginx|monitoring|container)/[\w.@-]+)`", GUIDE)
+    }
     assert len(named) >= 10
     made_by_the_admin = {"deploy/production/container/nightshift.env"}
     for path in sorted(named - made_by_the_admin):

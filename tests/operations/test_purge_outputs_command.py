@@ -25,8 +25,7 @@ def purge(*args: str) -> str:
 
 
 def ended_job(user, name: str, *, lab=None, days_ago: int, state=JobState.COMPLETED) -> Job:
-    job = submission.job_submit(user=user, spec=specs.JobSpec(name=name),
-                              script=script_upload())  # fmt: skip
+    job = submission.job_submit(user=user, spec=specs.JobSpec(name=name), script=script_upload())
     (job.directory / "outputs" / "model.pt").write_bytes(b"w" * 1000)
     (job.directory / "outputs" / "curves").mkdir()
     (job.directory / "outputs" / "curves" / "loss.csv").write_text("step,loss\n1,0.5\n")

@@ -26,8 +26,9 @@ def reconcile(*args: str) -> str:
 
 
 def accepted(student, name: str) -> Job:
-    return submission.job_submit(user=student, spec=specs.JobSpec(name=name),
-                               script=script_upload())  # fmt: skip
+    return submission.job_submit(
+        user=student, spec=specs.JobSpec(name=name), script=script_upload()
+    )
 
 
 def in_pool(student, name: str) -> Job:
@@ -56,8 +57,16 @@ def drifted(student, fake_bridge, tmp_path):
     copied = in_pool(student, "copy")
     fake_bridge.submit(specs.job_request_of(copied), check_existing=False)  # sent twice
     fine = in_pool(student, "fine")
-    return {"unknown": stranger, "ended": ended, "unrecorded": unrecorded, "stale": stale,
-            "lost": lost, "unsent": unsent, "copy": copied, "fine": fine}  # fmt: skip
+    return {
+        "unknown": stranger,
+        "ended": ended,
+        "unrecorded": unrecorded,
+        "stale": stale,
+        "lost": lost,
+        "unsent": unsent,
+        "copy": copied,
+        "fine": fine,
+    }
 
 
 def test_a_dry_run_lists_every_drift_and_changes_nothing(drifted, fake_bridge):
@@ -81,8 +90,11 @@ def test_a_run_repairs_each_drift_and_a_second_run_finds_none(drifted, fake_brid
     said = reconcile()
     assert "7 differences repaired." in said
     copied = drifted["copy"]
-    copies = [(o.cluster_id, o.state) for o in fake_bridge.active_jobs()
-              if o.job_id == str(copied.public_id)]  # fmt: skip
+    copies = [
+        (o.cluster_id, o.state)
+        for o in fake_bridge.active_jobs()
+        if o.job_id == str(copied.public_id)
+    ]
     assert copies == [(copied.cluster_id, CondorState.IDLE)]
     removed = {(a[0], a[1]) for a in fake_bridge.actions}
     assert ("remove", drifted["ended"].cluster_id) in removed
@@ -98,8 +110,9 @@ def test_a_run_repairs_each_drift_and_a_second_run_finds_none(drifted, fake_brid
     assert "no record of this job" in lost.status_detail
     assert lost.events.filter(kind="lost").exists()
     # The unrecorded job was adopted, not submitted twice.
-    unrecorded_copies = [o for o in fake_bridge.active_jobs()
-                         if o.job_id == str(drifted["unrecorded"].public_id)]  # fmt: skip
+    unrecorded_copies = [
+        o for o in fake_bridge.active_jobs() if o.job_id == str(drifted["unrecorded"].public_id)
+    ]
     assert len(unrecorded_copies) == 1
     audit = AuditEntry.objects.get(action="portal.reconcile")
     assert "1 unknown" in audit.detail and "1 lost" in audit.detail
@@ -109,8 +122,7 @@ def test_a_run_repairs_each_drift_and_a_second_run_finds_none(drifted, fake_brid
 def test_a_finished_job_waiting_in_the_queue_for_its_outputs_is_left_alone(student, fake_bridge):
     """Spool mode: a completed job stays in the queue until the portal fetches its outputs."""
     done = in_pool(student, "done")
-    fake_bridge.set_state(str(done.public_id), CondorState.COMPLETED, exit_code=0,
-                          in_queue=True)  # fmt: skip
+    fake_bridge.set_state(str(done.public_id), CondorState.COMPLETED, exit_code=0, in_queue=True)
     Job.objects.filter(pk=done.pk).update(state=JobState.COMPLETED)
     assert "nothing to repair" in reconcile()
     assert fake_bridge.actions == []

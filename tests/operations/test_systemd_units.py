@@ -16,8 +16,12 @@ from django.conf import settings
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = ROOT / "deploy" / "production"
 UNITS = PRODUCTION / "systemd"
-SERVICES = ["nightshift-web.service", "nightshift-worker@.service", "nightshift-beat.service",
-            "nightshift-live.service"]  # fmt: skip
+SERVICES = [
+    "nightshift-web.service",
+    "nightshift-worker@.service",
+    "nightshift-beat.service",
+    "nightshift-live.service",
+]
 VENV = Path(sys.executable).parent.parent
 
 
@@ -39,21 +43,42 @@ def installed(tmp_path_factory) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("name", ["nightshift-web.service", "nightshift-worker@1.service",
-                                  "nightshift-beat.service", "nightshift-live.service",
-                                  "nightshift.target"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name",
+    [
+        "nightshift-web.service",
+        "nightshift-worker@1.service",
+        "nightshift-beat.service",
+        "nightshift-live.service",
+        "nightshift.target",
+    ],
+)
 def test_systemd_accepts_the_unit(installed, name):
-    done = subprocess.run(["systemd-analyze", "verify", str(installed / name)],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        ["systemd-analyze", "verify", str(installed / name)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0 and not done.stderr.strip(), done.stderr
 
 
-@pytest.mark.parametrize("name", ["nightshift-web.service", "nightshift-worker@1.service",
-                                  "nightshift-beat.service",
-                                  "nightshift-live.service"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name",
+    [
+        "nightshift-web.service",
+        "nightshift-worker@1.service",
+        "nightshift-beat.service",
+        "nightshift-live.service",
+    ],
+)
 def test_each_service_is_hardened(installed, name):
-    done = subprocess.run(["systemd-analyze", "security", "--offline=true", str(installed / name)],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        ["systemd-analyze", "security", "--offline=true", str(installed / name)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     score = float(re.search(r"Overall exposure level for \S+: ([\d.]+)", done.stdout).group(1))
     assert score <= 2.5, done.stdout  # systemd rates up to 3.9 "OK"; a default service is 9.6
 
@@ -64,16 +89,24 @@ def test_each_service_runs_as_the_service_account_with_the_settings_file(name):
     assert (service["User"], service["Group"]) == ("nightshift", "nightshift")
     assert service["EnvironmentFile"] == "/etc/nightshift/nightshift.env"
     assert service["Restart"] in ("always", "on-failure")
-    for option, value in [("NoNewPrivileges", "yes"), ("ProtectSystem", "strict"),
-                          ("PrivateTmp", "yes"), ("ProtectHome", "yes")]:  # fmt: skip
+    for option, value in [
+        ("NoNewPrivileges", "yes"),
+        ("ProtectSystem", "strict"),
+        ("PrivateTmp", "yes"),
+        ("ProtectHome", "yes"),
+    ]:
         assert service[option] == value, option
     assert "/srv/nightshift/jobs" in service["ReadWritePaths"]
 
 
 def test_the_target_starts_every_part():
     wants = unit("nightshift.target")["Unit"]["Wants"].split()
-    assert wants == ["nightshift-web.service", "nightshift-worker@1.service",
-                     "nightshift-beat.service", "nightshift-live.service"]  # fmt: skip
+    assert wants == [
+        "nightshift-web.service",
+        "nightshift-worker@1.service",
+        "nightshift-beat.service",
+        "nightshift-live.service",
+    ]
 
 
 def nginx_value(name: str) -> str:
@@ -85,13 +118,17 @@ def test_gunicorn_nginx_and_the_settings_agree():
     namespace: dict = {}
     exec((PRODUCTION / "gunicorn.conf.py").read_text(), namespace)  # noqa: S102 - our file
     assert nginx_value("proxy_read_timeout") == f"{namespace['timeout']}s"
-    assert namespace["bind"] == "127.0.0.1:8000" and "server 127.0.0.1:8000;" in (
-        PRODUCTION / "nginx" / "nightshift.conf").read_text()  # fmt: skip
+    assert (
+        namespace["bind"] == "127.0.0.1:8000"
+        and "server 127.0.0.1:8000;" in (PRODUCTION / "nginx" / "nightshift.conf").read_text()
+    )
     limit_mb = int(nginx_value("client_max_body_size").removesuffix("m"))
     assert settings.MAX_UPLOAD_MB < limit_mb <= settings.MAX_UPLOAD_MB + 64
-    env = dict(line.split("=", 1) for line in
-               (PRODUCTION / "nightshift.env.example").read_text().splitlines()
-               if line and not line.startswith("#"))  # fmt: skip
+    env = dict(
+        line.split("=", 1)
+        for line in (PRODUCTION / "nightshift.env.example").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
     site = (PRODUCTION / "nginx" / "nightshift.conf").read_text()
     outputs = site.split(f"location {env['NIGHTSHIFT_ACCEL_REDIRECT_PREFIX']} {{", 1)[1]
     assert re.search(r"alias ([^;]+);", outputs).group(1) == env["NIGHTSHIFT_JOBS_DIR"] + "/"
@@ -106,7 +143,17 @@ def test_gunicorn_nginx_and_the_settings_agree():
 
 
 def test_gunicorn_accepts_its_configuration():
-    done = subprocess.run([str(VENV / "bin" / "gunicorn"), "--check-config", "--config",
-                           str(PRODUCTION / "gunicorn.conf.py"), "portal.wsgi"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [
+            str(VENV / "bin" / "gunicorn"),
+            "--check-config",
+            "--config",
+            str(PRODUCTION / "gunicorn.conf.py"),
+            "portal.wsgi",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -24,15 +24,19 @@ def make_jobs(count: int) -> list[Job]:
 def test_each_row_gets_its_own_values_including_nulls_and_times():
     jobs = make_jobs(3)
     moment = datetime(2026, 11, 30, 6, 0, tzinfo=UTC)
-    values = [(JobState.RUNNING, 2, moment, None), (JobState.HELD, 0, None, 7),
-              (JobState.IDLE, 5, moment, -1)]  # fmt: skip
+    values = [
+        (JobState.RUNNING, 2, moment, None),
+        (JobState.HELD, 0, None, 7),
+        (JobState.IDLE, 5, moment, -1),
+    ]
     for job, row in zip(jobs, values, strict=True):
         job.state, job.num_starts, job.started_at, job.exit_code = row
 
     assert bulk_update_rows(Job, jobs, ["state", "num_starts", "started_at", "exit_code"]) == 3
 
-    stored = list(Job.objects.order_by("pk").values_list(
-        "state", "num_starts", "started_at", "exit_code"))  # fmt: skip
+    stored = list(
+        Job.objects.order_by("pk").values_list("state", "num_starts", "started_at", "exit_code")
+    )
     assert stored == values
 
 
@@ -63,8 +67,10 @@ def test_json_that_is_a_bare_string_or_number_stays_json():
         job.request = value
     bulk_update_rows(Job, jobs, ["request"])
     assert list(Job.objects.order_by("pk").values_list("request", flat=True)) == [
-        "a plain string", 7, {"gpus": 1},
-    ]  # fmt: skip
+        "a plain string",
+        7,
+        {"gpus": 1},
+    ]
 
 
 def test_thousands_of_rows_take_one_statement_per_thousand():

@@ -19,17 +19,39 @@ HOSTILE = "tab\there\nnew line\r\\N \\. back\\slash '); DELETE FROM jobs_job; --
 
 def test_inserted_rows_read_back_as_save_would_have_written_them():
     owner = UserFactory()
-    saved = Job.objects.create(owner=owner, name="saved", output_dir="/x",
-                               request={"memory_mb": 256}, parameters={"lr": 0.1})  # fmt: skip
-    copied = Job(owner=owner, name="copied", output_dir="/x", request={"memory_mb": 256},
-                 parameters={"lr": 0.1})  # fmt: skip
+    saved = Job.objects.create(
+        owner=owner,
+        name="saved",
+        output_dir="/x",
+        request={"memory_mb": 256},
+        parameters={"lr": 0.1},
+    )
+    copied = Job(
+        owner=owner,
+        name="copied",
+        output_dir="/x",
+        request={"memory_mb": 256},
+        parameters={"lr": 0.1},
+    )
 
     copy_insert(Job, [copied])
 
     assert copied.pk is not None and copied.pk != saved.pk
-    columns = ["name", "state", "outcome", "request", "parameters", "source", "schedd",
-               "pool", "live_secret", "cluster_id", "notify_by_email", "num_starts",
-               "sweep_index"]  # fmt: skip
+    columns = [
+        "name",
+        "state",
+        "outcome",
+        "request",
+        "parameters",
+        "source",
+        "schedd",
+        "pool",
+        "live_secret",
+        "cluster_id",
+        "notify_by_email",
+        "num_starts",
+        "sweep_index",
+    ]
     read = Job.objects.values(*columns)
     assert read.get(pk=copied.pk) == {**read.get(pk=saved.pk), "name": "copied"}
     assert Job.objects.get(pk=copied.pk).created_at is not None
@@ -49,8 +71,10 @@ def test_text_that_copy_or_sql_would_read_specially_is_stored_literally():
 
 def test_json_that_is_a_string_or_a_number_stays_json_of_that_kind():
     owner = UserFactory()
-    jobs = [Job(owner=owner, name=str(n), output_dir="/x", parameters=value)
-            for n, value in enumerate(["123", "plain text", 7, [1, "a"]])]  # fmt: skip
+    jobs = [
+        Job(owner=owner, name=str(n), output_dir="/x", parameters=value)
+        for n, value in enumerate(["123", "plain text", 7, [1, "a"]])
+    ]
     copy_insert(Job, jobs)
     stored = list(Job.objects.order_by("pk").values_list("parameters", flat=True))
     assert stored == ["123", "plain text", 7, [1, "a"]]
@@ -81,20 +105,28 @@ def test_thousands_of_rows_take_two_statements():
 
 def test_an_update_writes_each_rows_own_values_and_leaves_other_fields_alone():
     owner = UserFactory()
-    jobs = [Job(owner=owner, name=f"run {n}", output_dir="/x", hold_reason="kept")
-            for n in range(3)]  # fmt: skip
+    jobs = [
+        Job(owner=owner, name=f"run {n}", output_dir="/x", hold_reason="kept") for n in range(3)
+    ]
     copy_insert(Job, jobs)
     moment = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
-    values = [(JobState.IDLE, 7, moment, HOSTILE), (JobState.HELD, None, None, ""),
-              (JobState.RUNNING, 0, moment, "%s")]  # fmt: skip
+    values = [
+        (JobState.IDLE, 7, moment, HOSTILE),
+        (JobState.HELD, None, None, ""),
+        (JobState.RUNNING, 0, moment, "%s"),
+    ]
     for job, row in zip(jobs, values, strict=True):
         job.state, job.cluster_id, job.submitted_at, job.submit_description = row
 
-    assert copy_update(Job, jobs, ["state", "cluster_id", "submitted_at",
-                                   "submit_description"]) == 3  # fmt: skip
+    assert (
+        copy_update(Job, jobs, ["state", "cluster_id", "submitted_at", "submit_description"]) == 3
+    )
 
-    stored = list(Job.objects.order_by("pk").values_list(
-        "state", "cluster_id", "submitted_at", "submit_description", "hold_reason"))  # fmt: skip
+    stored = list(
+        Job.objects.order_by("pk").values_list(
+            "state", "cluster_id", "submitted_at", "submit_description", "hold_reason"
+        )
+    )
     assert stored == [(*row, "kept") for row in values]
 
 

@@ -15,28 +15,48 @@ pytestmark = pytest.mark.django_db
 
 
 def make_job(**fields) -> Job:
-    return Job.objects.create(owner=UserFactory(), name="a job", output_dir="/tmp/a-job",
-                              request={"gpus": 2, "live_services": ["tensorboard"]},
-                              **fields)  # fmt: skip
+    return Job.objects.create(
+        owner=UserFactory(),
+        name="a job",
+        output_dir="/tmp/a-job",
+        request={"gpus": 2, "live_services": ["tensorboard"]},
+        **fields,
+    )
 
 
 def test_loaded_fields_read_as_django_reads_them_in_one_query():
-    job = make_job(state=JobState.HELD, hold_reason="Out of memory", num_starts=3,
-                   public_id=uuid.uuid4())  # fmt: skip
+    job = make_job(
+        state=JobState.HELD, hold_reason="Out of memory", num_starts=3, public_id=uuid.uuid4()
+    )
     expected = Job.objects.get(pk=job.pk)
 
     with CaptureQueriesContext(connection) as queries:
-        [instance] = instances_of(Job.objects.filter(pk=job.pk),
-                                  ["state", "hold_reason", "num_starts", "public_id", "owner",
-                                   "created_at", "request"])  # fmt: skip
-        values = (instance.pk, instance.state, instance.hold_reason, instance.num_starts,
-                  instance.public_id, instance.owner_id, instance.created_at,
-                  instance.request)  # fmt: skip
+        [instance] = instances_of(
+            Job.objects.filter(pk=job.pk),
+            ["state", "hold_reason", "num_starts", "public_id", "owner", "created_at", "request"],
+        )
+        values = (
+            instance.pk,
+            instance.state,
+            instance.hold_reason,
+            instance.num_starts,
+            instance.public_id,
+            instance.owner_id,
+            instance.created_at,
+            instance.request,
+        )
 
     assert len(queries) == 1
-    assert values == (expected.pk, expected.state, expected.hold_reason, expected.num_starts,
-                      expected.public_id, expected.owner_id, expected.created_at,
-                      expected.request)  # fmt: skip
+    assert values == (
+        expected.pk,
+        expected.state,
+        expected.hold_reason,
+        expected.num_starts,
+        expected.public_id,
+        expected.owner_id,
+        expected.created_at,
+        expected.request,
+    )
     assert instance == expected
     assert not instance._state.adding
     assert instance._state.db == "default"
@@ -64,8 +84,9 @@ def test_an_instance_saves_only_what_it_loaded_and_leaves_the_rest():
 
 def test_rows_come_in_the_querysets_order_and_none_when_nothing_matches():
     first, second = make_job(), make_job()
-    ordered = instances_of(Job.objects.filter(pk__in=[first.pk, second.pk]).order_by("-pk"),
-                           ["name"])  # fmt: skip
+    ordered = instances_of(
+        Job.objects.filter(pk__in=[first.pk, second.pk]).order_by("-pk"), ["name"]
+    )
 
     assert [instance.pk for instance in ordered] == [second.pk, first.pk]
     assert instances_of(Job.objects.none(), ["name"]) == []

@@ -15,8 +15,11 @@ COMPUTED = {"public_id", "request", "source", "parameters"}
 
 
 def fields_of(job: Job, leave_out=()) -> dict:
-    return {field.attname: getattr(job, field.attname) for field in Job._meta.concrete_fields
-            if field.name not in leave_out}  # fmt: skip
+    return {
+        field.attname: getattr(job, field.attname)
+        for field in Job._meta.concrete_fields
+        if field.name not in leave_out
+    }
 
 
 def test_each_instance_is_what_the_model_would_make_from_the_same_fields():
@@ -51,8 +54,9 @@ def test_related_objects_given_once_are_known_to_every_instance_without_a_query(
 
 def test_the_instances_store_as_the_models_own_would():
     owner = UserFactory()
-    [made] = new_instances(Job, [{"name": "copied", "state": JobState.HELD}], owner=owner,
-                           output_dir="/x")  # fmt: skip
+    [made] = new_instances(
+        Job, [{"name": "copied", "state": JobState.HELD}], owner=owner, output_dir="/x"
+    )
     Job.objects.create(owner=owner, output_dir="/x", name="saved", state=JobState.HELD)
 
     copy_insert(Job, [made])

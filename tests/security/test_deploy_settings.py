@@ -39,8 +39,12 @@ def production_env(tmp_path: Path, **changes: str | None) -> dict[str, str]:
 def check_deploy(env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_production_example_passes_check_deploy(tmp_path):

@@ -64,13 +64,19 @@ def small_limits(settings):
 
 
 @pytest.mark.parametrize("attack", HOSTILE_ARCHIVES)
-def test_a_hostile_archive_is_refused_through_the_api(fake_bridge, student, small_limits,
-                                                       tmp_path, attack):  # fmt: skip
+def test_a_hostile_archive_is_refused_through_the_api(
+    fake_bridge, student, small_limits, tmp_path, attack
+):
     name, data = HOSTILE_ARCHIVES[attack]
-    response = client_with_token(student).post(reverse("api:job-list"), {
-        "name": attack, "script": SimpleUploadedFile(name, data),
-        "entry_command": "python train.py",
-    }, format="multipart")  # fmt: skip
+    response = client_with_token(student).post(
+        reverse("api:job-list"),
+        {
+            "name": attack,
+            "script": SimpleUploadedFile(name, data),
+            "entry_command": "python train.py",
+        },
+        format="multipart",
+    )
     assert response.status_code == 400, response.content
     assert "script" in response.json()["error"]["fields"]
     assert Job.objects.count() == 0
@@ -81,13 +87,22 @@ def test_a_hostile_archive_is_refused_through_the_api(fake_bridge, student, smal
 
 
 @pytest.mark.parametrize("attack", ["zip slip", "tar symlink out", "zip bomb"])
-def test_a_hostile_archive_is_refused_on_the_web_form(fake_bridge, student_client, small_limits,
-                                                      attack):  # fmt: skip
+def test_a_hostile_archive_is_refused_on_the_web_form(
+    fake_bridge, student_client, small_limits, attack
+):
     name, data = HOSTILE_ARCHIVES[attack]
-    response = student_client.post(reverse("jobs:new"), {
-        "name": attack, "gpus": 0, "cpus": 1, "memory_gb": 0.25, "arguments": "",
-        "script": SimpleUploadedFile(name, data), "entry_command": "python train.py",
-    })  # fmt: skip
+    response = student_client.post(
+        reverse("jobs:new"),
+        {
+            "name": attack,
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 0.25,
+            "arguments": "",
+            "script": SimpleUploadedFile(name, data),
+            "entry_command": "python train.py",
+        },
+    )
     assert response.status_code == 400
     assert b'role="alert"' in response.content
     assert Job.objects.count() == 0
@@ -96,10 +111,15 @@ def test_a_hostile_archive_is_refused_on_the_web_form(fake_bridge, student_clien
 def test_an_oversize_upload_is_refused_with_the_limit_named(fake_bridge, student, settings):
     settings.MAX_UPLOAD_MB = 1
     data = zip_of({**TRAIN, "big.bin": os.urandom(2 * 2**20)})  # 2 MB that no zip can shrink
-    response = client_with_token(student).post(reverse("api:job-list"), {
-        "name": "big", "script": SimpleUploadedFile("p.zip", data),
-        "entry_command": "python train.py",
-    }, format="multipart")  # fmt: skip
+    response = client_with_token(student).post(
+        reverse("api:job-list"),
+        {
+            "name": "big",
+            "script": SimpleUploadedFile("p.zip", data),
+            "entry_command": "python train.py",
+        },
+        format="multipart",
+    )
     assert response.status_code == 400
     assert "larger than 1 MB" in response.json()["error"]["message"]
     assert Job.objects.count() == 0
@@ -107,14 +127,25 @@ def test_an_oversize_upload_is_refused_with_the_limit_named(fake_bridge, student
 
 @pytest.mark.parametrize(
     ("uploaded", "kept_as"),
-    [("../../etc/x.py", "x.py"), ("a\x1b]0;pwned\x07b.py", "a_0_pwnedb.py"),
-     ("$(HOME).py", "HOME.py"), ("-rf .py", "rf.py"), ("..py", "train.py")],
-)  # fmt: skip
-def test_an_uploaded_script_name_cannot_name_a_path_or_carry_syntax(fake_bridge, student,
-                                                                    uploaded, kept_as):  # fmt: skip
-    response = client_with_token(student).post(reverse("api:job-list"), {
-        "name": "n", "script": SimpleUploadedFile(uploaded, b"print(1)\n"),
-    }, format="multipart")  # fmt: skip
+    [
+        ("../../etc/x.py", "x.py"),
+        ("a\x1b]0;pwned\x07b.py", "a_0_pwnedb.py"),
+        ("$(HOME).py", "HOME.py"),
+        ("-rf .py", "rf.py"),
+        ("..py", "train.py"),
+    ],
+)
+def test_an_uploaded_script_name_cannot_name_a_path_or_carry_syntax(
+    fake_bridge, student, uploaded, kept_as
+):
+    response = client_with_token(student).post(
+        reverse("api:job-list"),
+        {
+            "name": "n",
+            "script": SimpleUploadedFile(uploaded, b"print(1)\n"),
+        },
+        format="multipart",
+    )
     assert response.status_code == 201, response.content
     job = Job.objects.get()
     assert job.request["script_name"] == kept_as

@@ -20,16 +20,34 @@ from tests.helpers import pool_command
 from tests.pipeline import wait_for_state
 
 MACROS_AND_SYNTAX = [
-    "$(HOME)", "$ENV(PATH)", "$RANDOM_CHOICE(a,b)", "$$(OpSys)", "a$$b", "$$$(Arch)", "$",
-    "$$([1+1])", '+Owner = "root"',
-    "queue 1000", "it's \"quoted\"", "'unbalanced", '"unbalanced', "\\", "a;b|c&&d `id`",
-    "\u202eright-to-left\u202c", "日本語 ñ ü", "x" * 2000,
-]  # fmt: skip
-ECHO = ("import json, os, sys\n"
-        "print(json.dumps({'argv': sys.argv[1:], 'env': {k: os.environ.get(k) for k in "
-        "('EVIL', 'HOME_LIKE')}}))\n")  # fmt: skip
-HOSTILE_ENV = {"EVIL": '$(HOME) $ENV(PATH) "double" \'single\' +Owner = "root" \u202e日本',
-               "HOME_LIKE": "queue 1000\\"}  # fmt: skip
+    "$(HOME)",
+    "$ENV(PATH)",
+    "$RANDOM_CHOICE(a,b)",
+    "$$(OpSys)",
+    "a$$b",
+    "$$$(Arch)",
+    "$",
+    "$$([1+1])",
+    '+Owner = "root"',
+    "queue 1000",
+    'it\'s "quoted"',
+    "'unbalanced",
+    '"unbalanced',
+    "\\",
+    "a;b|c&&d `id`",
+    "\u202eright-to-left\u202c",
+    "日本語 ñ ü",
+    "x" * 2000,
+]
+ECHO = (
+    "import json, os, sys\n"
+    "print(json.dumps({'argv': sys.argv[1:], 'env': {k: os.environ.get(k) for k in "
+    "('EVIL', 'HOME_LIKE')}}))\n"
+)
+HOSTILE_ENV = {
+    "EVIL": '$(HOME) $ENV(PATH) "double" \'single\' +Owner = "root" \u202e日本',
+    "HOME_LIKE": "queue 1000\\",
+}
 
 
 # Set by HTCondor's daemons while a job runs, on some runs and not others.
@@ -41,8 +59,9 @@ RUNTIME_BOOKKEEPING = {"WantFTOnCheckpoint", "CpusUsage", "GPUsUsage", "GPUsMemo
 
 def job_ad(job: Job) -> classad2.ClassAd:
     """The job's ad as HTCondor keeps it, read with condor_history as an admin would."""
-    done = pool_command("condor_history", "-l", "-constraint",
-                        f'NightshiftJobId == "{job.public_id}"')  # fmt: skip
+    done = pool_command(
+        "condor_history", "-l", "-constraint", f'NightshiftJobId == "{job.public_id}"'
+    )
     ads = list(classad2.parseAds(done.stdout))
     assert len(ads) == 1, f"{len(ads)} HTCondor jobs for one portal job"
     return ads[0]
@@ -57,10 +76,17 @@ def api(transactional_db):
 @pytest.mark.timeout(300)
 def test_hostile_values_through_the_api_arrive_literally_and_set_nothing(api, live_pipeline):
     def submit(name, arguments, environment):
-        response = api.post(reverse("api:job-list"), {
-            "name": name, "script": script_upload(ECHO), "arguments": arguments,
-            "environment": [f"{k}={v}" for k, v in environment.items()], "memory_gb": 0.25,
-        }, format="multipart")  # fmt: skip
+        response = api.post(
+            reverse("api:job-list"),
+            {
+                "name": name,
+                "script": script_upload(ECHO),
+                "arguments": arguments,
+                "environment": [f"{k}={v}" for k, v in environment.items()],
+                "memory_gb": 0.25,
+            },
+            format="multipart",
+        )
         assert response.status_code == 201, response.content
         return Job.objects.get(public_id=response.json()["id"])
 
@@ -126,14 +152,26 @@ def test_values_that_cannot_pass_safely_are_refused_and_nothing_is_queued(
 @pytest.mark.django_db
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("arguments", "ok\x00nul"), ("env_value", "two\x00"), ("name", "a\x00b"),
-     ("entry_command", "python x.py\x00"), ("keep_outputs", "out\x00")],
-)  # fmt: skip
+    [
+        ("arguments", "ok\x00nul"),
+        ("env_value", "two\x00"),
+        ("name", "a\x00b"),
+        ("entry_command", "python x.py\x00"),
+        ("keep_outputs", "out\x00"),
+    ],
+)
 def test_the_web_form_refuses_nul_bytes_and_keeps_nothing(
     fake_bridge, student_client, field, value
 ):
-    data = {"name": "job", "gpus": 0, "cpus": 1, "memory_gb": 0.25, "arguments": "",
-            "script": script_upload(ECHO), field: value}  # fmt: skip
+    data = {
+        "name": "job",
+        "gpus": 0,
+        "cpus": 1,
+        "memory_gb": 0.25,
+        "arguments": "",
+        "script": script_upload(ECHO),
+        field: value,
+    }
     if field == "env_value":
         data["env_key"] = "EVIL"
     response = student_client.post(reverse("jobs:new"), data)
@@ -145,19 +183,35 @@ def test_the_web_form_refuses_nul_bytes_and_keeps_nothing(
 
 # -- sweeps: the same values as parameters, through itemdata ------------------------------
 
-SWEEP_VALUES = ["$(HOME)", "$ENV(PATH)", "$$(OpSys)", "a$$b", '+Owner = "root"',
-                "queue 1000", "it's \"quoted\"", "'unbalanced", "\u202eright-to-left\u202c",
-                "{braces}"]  # fmt: skip
+SWEEP_VALUES = [
+    "$(HOME)",
+    "$ENV(PATH)",
+    "$$(OpSys)",
+    "a$$b",
+    '+Owner = "root"',
+    "queue 1000",
+    'it\'s "quoted"',
+    "'unbalanced",
+    "\u202eright-to-left\u202c",
+    "{braces}",
+]
 
 
 @pytest.mark.condor
 @pytest.mark.timeout(300)
 def test_hostile_parameter_values_reach_every_run_of_a_sweep_literally(api, live_pipeline):
-    response = api.post(reverse("api:sweep-list"), {
-        "name": "evil sweep", "script": script_upload(ECHO), "memory_gb": 0.25,
-        "arguments": ["--value", "{value}", "{{value}}"], "environment": ["EVIL=<{value}>"],
-        "parameters": json.dumps({"rows": [{"value": v} for v in SWEEP_VALUES]}),
-    }, format="multipart")  # fmt: skip
+    response = api.post(
+        reverse("api:sweep-list"),
+        {
+            "name": "evil sweep",
+            "script": script_upload(ECHO),
+            "memory_gb": 0.25,
+            "arguments": ["--value", "{value}", "{{value}}"],
+            "environment": ["EVIL=<{value}>"],
+            "parameters": json.dumps({"rows": [{"value": v} for v in SWEEP_VALUES]}),
+        },
+        format="multipart",
+    )
     assert response.status_code == 201, response.content
     runs = list(Job.objects.filter(sweep__public_id=response.json()["id"]).order_by("sweep_index"))
     for run in runs:
@@ -176,10 +230,16 @@ def test_hostile_parameter_values_reach_every_run_of_a_sweep_literally(api, live
 @pytest.mark.django_db
 @pytest.mark.parametrize("value", ["two\nlines", "nul\x00byte", "unit\x1fseparator", "x" * 201])
 def test_parameter_values_that_cannot_pass_safely_refuse_the_sweep(fake_bridge, student, value):
-    response = client_with_token(student).post(reverse("api:sweep-list"), {
-        "name": "sweep", "script": script_upload(ECHO), "arguments": ["{value}"],
-        "parameters": json.dumps({"rows": [{"value": "fine"}, {"value": value}]}),
-    }, format="multipart")  # fmt: skip
+    response = client_with_token(student).post(
+        reverse("api:sweep-list"),
+        {
+            "name": "sweep",
+            "script": script_upload(ECHO),
+            "arguments": ["{value}"],
+            "parameters": json.dumps({"rows": [{"value": "fine"}, {"value": value}]}),
+        },
+        format="multipart",
+    )
     assert response.status_code == 400, response.content
     assert set(response.json()["error"]["fields"]) & {"arguments", "parameters"}
     assert Job.objects.count() == 0

@@ -55,8 +55,7 @@ from tests.factories import LabFactory, MembershipFactory, UserFactory
 pytestmark = pytest.mark.django_db
 
 LOGIN, ADMIN_LOGIN = "login", "admin login"
-ROLES = ("anonymous", "other student", "lead of another lab", "owner", "lead of the lab",
-         "admin")  # fmt: skip
+ROLES = ("anonymous", "other student", "lead of another lab", "owner", "lead of the lab", "admin")
 
 # route name -> [(method, expectations in ROLES order)]. Unnamed routes go by their pattern.
 # fmt: off
@@ -300,18 +299,21 @@ def build_world() -> World:
         "admin": admin_user,
     }
     job = submission.job_submit(
-        user=owner, spec=specs.JobSpec(name="vision job", live_services=["tensorboard", "serve"]),
+        user=owner,
+        spec=specs.JobSpec(name="vision job", live_services=["tensorboard", "serve"]),
         script=script_upload(),
-    )  # fmt: skip
+    )
     submission.job_submit_to_pool(job.pk)
     sync.jobs_sync()  # the job now waits in the (fake) queue, idle: it can be held
     (job.directory / "outputs").mkdir(exist_ok=True)
     (job.directory / "outputs" / "model.txt").write_text("weights")
     (job.directory / "stdout.txt").write_text("epoch 1\n")
     sweep = sweeps.sweep_submit(
-        user=owner, spec=specs.JobSpec(name="vision sweep", arguments=["{lr}"]),
-        plan=sweeps.SweepPlan.from_json({"grid": {"lr": [1, 2]}}), script=script_upload(),
-    )  # fmt: skip
+        user=owner,
+        spec=specs.JobSpec(name="vision sweep", arguments=["{lr}"]),
+        plan=sweeps.SweepPlan.from_json({"grid": {"lr": [1, 2]}}),
+        script=script_upload(),
+    )
     environment = environment_create(user=owner, name="owner-env", requirements="tomli-w==1.2.0")
     started = dataset_services.dataset_import_from_upload(
         user=owner, name="owner-data", upload=upload(zip_of(SAMPLE))
@@ -320,44 +322,69 @@ def build_world() -> World:
     applicant = UserFactory(username="applicant")
     registration = Registration.objects.create(user=applicant, lab=vision)
     return World(
-        users=users, job=job, sweep=sweep,
-        token_id=token_create(user=owner, name="laptop").token.pk, lab_id=vision.pk,
-        membership_id=membership.pk, registration_id=registration.pk, environment=environment,
+        users=users,
+        job=job,
+        sweep=sweep,
+        token_id=token_create(user=owner, name="laptop").token.pk,
+        lab_id=vision.pk,
+        membership_id=membership.pk,
+        registration_id=registration.pk,
+        environment=environment,
         dataset_import=dataset_import,
-        dataset_upload=DatasetUpload.objects.create(owner=owner, upload_length=10,
-                                                    upload_metadata="{}"),
+        dataset_upload=DatasetUpload.objects.create(
+            owner=owner, upload_length=10, upload_metadata="{}"
+        ),
         live_token_id=live_token_create(user=owner, job=job, name="script")[0].pk,
         subscription_id=PushSubscription.objects.create(
             user=owner, endpoint="https://push.example.org/owner", p256dh="k", auth="a"
         ).pk,
         reservation=Reservation.objects.create(
-            lab=vision, purpose="Course", starts_at=timezone.now() + timedelta(hours=1),
-            ends_at=timezone.now() + timedelta(hours=2), workstations=["ws-volta"], gpus=2,
+            lab=vision,
+            purpose="Course",
+            starts_at=timezone.now() + timedelta(hours=1),
+            ends_at=timezone.now() + timedelta(hours=2),
+            workstations=["ws-volta"],
+            gpus=2,
         ),
         # The owner's private model, whose files are the dataset's (stored already).
         model_version=ModelVersion.objects.create(
             model=Model.objects.create(lab=vision, name="owner-model", created_by=owner),
-            number=1, visibility="private", sha256=dataset_import.version.sha256,
-            size_bytes=1, file_count=1, lineage={}, published_by=owner,
+            number=1,
+            visibility="private",
+            sha256=dataset_import.version.sha256,
+            size_bytes=1,
+            file_count=1,
+            lineage={},
+            published_by=owner,
         ),
         # The lab lead's template for the lab, whose one parameter has no default.
         template_version=TemplateVersion.objects.create(
-            template=JobTemplate.objects.create(lab=vision, name="lab-template",
-                                                created_by=users["lead of the lab"]),
-            number=1, title="Lab template", visibility="lab", project_name="train.py",
-            project_sha256=dataset_import.version.sha256, project_size=1,
-            entry_command="python train.py", resources={"gpus": 0},
-            parameters=parameters_to_json(parameters_parse([{"name": "epochs",
-                                                              "type": "integer"}])),
+            template=JobTemplate.objects.create(
+                lab=vision, name="lab-template", created_by=users["lead of the lab"]
+            ),
+            number=1,
+            title="Lab template",
+            visibility="lab",
+            project_name="train.py",
+            project_sha256=dataset_import.version.sha256,
+            project_size=1,
+            entry_command="python train.py",
+            resources={"gpus": 0},
+            parameters=parameters_to_json(
+                parameters_parse([{"name": "epochs", "type": "integer"}])
+            ),
             published_by=users["lead of the lab"],
         ),
-    )  # fmt: skip
+    )
 
 
 def settings_for_a_world(folder: Path) -> dict:
     """What `fake_bridge` and the autouse fixtures set for one test, for a world kept longer."""
-    return {**fake_bridge_settings(folder), **datasets_settings(folder),
-            "PASSWORD_HASHERS": FAST_PASSWORD_HASHERS}  # fmt: skip
+    return {
+        **fake_bridge_settings(folder),
+        **datasets_settings(folder),
+        "PASSWORD_HASHERS": FAST_PASSWORD_HASHERS,
+    }
 
 
 @pytest.fixture
@@ -407,14 +434,22 @@ def routes(patterns=None, prefix="", namespace=""):
 
 def url_of(key, pattern, name, world):
     values = {
-        "public_id": world.job.public_id, "stream": "stdout", "path": "outputs/model.txt",
-        "table": "usage", "token_id": world.token_id, "lab_id": world.lab_id,
+        "public_id": world.job.public_id,
+        "stream": "stdout",
+        "path": "outputs/model.txt",
+        "table": "usage",
+        "token_id": world.token_id,
+        "lab_id": world.lab_id,
         "membership_id": world.membership_id,
         "uidb64": urlsafe_base64_encode(force_bytes(world.users["owner"].pk)),
-        "token": "set-password-1a2b3c", "rest": "",
-        "pk": world.environment.pk, "name": world.environment.name, "number": 1,
-        "workstation": "ws-volta", "subscription_id": world.subscription_id,
-    }  # fmt: skip
+        "token": "set-password-1a2b3c",
+        "rest": "",
+        "pk": world.environment.pk,
+        "name": world.environment.name,
+        "number": 1,
+        "workstation": "ws-volta",
+        "subscription_id": world.subscription_id,
+    }
     if name is None:
         return "/" + re.sub(r"\^\(\?P<path>.*\)\$$", "nothing-here/", pattern)
     if name and "reservation" in name:
@@ -427,9 +462,14 @@ def url_of(key, pattern, name, world):
         values.update(service="serve", token_id=world.live_token_id)
     if name and ("datasets:" in name or "api:dataset" in name):
         dataset = world.dataset_import.version.dataset
-        values.update(pk=dataset.pk, name=dataset.name, public_id=world.dataset_import.public_id,
-                      index=0, sha256=world.dataset_import.version.sha256,
-                      guid=world.dataset_upload.guid)  # fmt: skip
+        values.update(
+            pk=dataset.pk,
+            name=dataset.name,
+            public_id=world.dataset_import.public_id,
+            index=0,
+            sha256=world.dataset_import.version.sha256,
+            guid=world.dataset_upload.guid,
+        )
     if name and ("models:" in name or "api:model" in name):
         values.update(pk=world.model_version.pk, lab="vision", name="owner-model")
     if name and ("job_templates:" in name or "api:template" in name):
@@ -462,9 +502,12 @@ BODIES = {
     "api:password-token": lambda world: {"username": "owner", "password": "not-it"},
 }
 
-CASES = [(key, method, role, expected)
-         for key, rows in TABLE.items() for method, row in rows
-         for role, expected in zip(ROLES, row, strict=True)]  # fmt: skip
+CASES = [
+    (key, method, role, expected)
+    for key, rows in TABLE.items()
+    for method, row in rows
+    for role, expected in zip(ROLES, row, strict=True)
+]
 READS = [case for case in CASES if case[1] == "get"]
 WRITES = [case for case in CASES if case[1] != "get"]
 
@@ -482,8 +525,9 @@ def check_route(client, world, key, method, role, expected):
     response = request_as(role, method, url, world, client, data)
     if expected == LOGIN:
         assert (response.status_code, response.get("Location", "").split("?")[0]) == (
-            302, reverse("login"),
-        ), url  # fmt: skip
+            302,
+            reverse("login"),
+        ), url
     else:
         assert response.status_code == expected, f"{method.upper()} {url} as {role}"
     if role in ("other student", "lead of another lab") and expected == 404:

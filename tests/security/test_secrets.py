@@ -25,20 +25,26 @@ LOOKS_LIKE_A_SECRET = {
         r"\b(?:postgres|postgresql|redis|rediss|amqp|ldaps?)://[^:/@\s]*:"
         r"(?!\*\*\*@|PASSWORD@|pw-9f3a@|postgres@127\.0\.0\.1[:/])[^@\s/]{4,}@"
     ),
-}  # fmt: skip
+}
 
 
 def test_no_secret_is_committed():
-    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True,
-                             check=True).stdout.decode().split("\0")  # fmt: skip
+    tracked = (
+        subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
+        .stdout.decode()
+        .split("\0")
+    )
     found = []
     for name in filter(None, tracked):
         path = ROOT / name
         if not path.is_file() or path.stat().st_size > 2_000_000:
             continue
         text = path.read_bytes().decode("utf-8", errors="ignore")
-        found += [f"{name}: {what}" for what, pattern in LOOKS_LIKE_A_SECRET.items()
-                  if pattern.search(text)]  # fmt: skip
+        found += [
+            f"{name}: {what}"
+            for what, pattern in LOOKS_LIKE_A_SECRET.items()
+            if pattern.search(text)
+        ]
     assert found == []
 
 
@@ -59,16 +65,21 @@ def test_the_scan_would_see_each_kind_of_secret():
 def test_dot_gitignore_keeps_tokens_and_local_state_out():
     ignored = subprocess.run(
         ["git", "check-ignore", "var/condor-tokens/portal.token", "var/postgres/data/PG_VERSION"],
-        cwd=ROOT, capture_output=True, text=True,
-    )  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert ignored.stdout.split() == [
         "var/condor-tokens/portal.token",
         "var/postgres/data/PG_VERSION",
     ]
 
 
-SECRETS = {"SECRET_KEY": "sk-" + "Zq8" * 20, "REDIS_PASSWORD": "redis-pw-71ab",
-           "DB_PASSWORD": "db-pw-55cd"}  # fmt: skip
+SECRETS = {
+    "SECRET_KEY": "sk-" + "Zq8" * 20,
+    "REDIS_PASSWORD": "redis-pw-71ab",
+    "DB_PASSWORD": "db-pw-55cd",
+}
 
 
 @pytest.fixture
@@ -116,11 +127,16 @@ def test_the_error_report_for_admins_hides_secrets(secret_settings, student, mon
     monkeypatch.setattr(services.AccessToken.objects, "select_related", broken)
     assert api.get(reverse("api:job-list")).status_code == 500
     (crash,) = [record for record in caplog.records if record.exc_info]
-    request = RequestFactory().get("/api/v1/jobs/", HTTP_AUTHORIZATION=authorization,
-                                   HTTP_COOKIE="sessionid=abcdef123456")  # fmt: skip
+    request = RequestFactory().get(
+        "/api/v1/jobs/", HTTP_AUTHORIZATION=authorization, HTTP_COOKIE="sessionid=abcdef123456"
+    )
     report = ExceptionReporter(request, *crash.exc_info)
     text = report.get_traceback_text() + report.get_traceback_html()
     assert "disk on fire" in text and "token_authenticate" in text
-    for secret in [SECRETS["SECRET_KEY"], SECRETS["REDIS_PASSWORD"], authorization.split()[1],
-                   "abcdef123456"]:  # fmt: skip
+    for secret in [
+        SECRETS["SECRET_KEY"],
+        SECRETS["REDIS_PASSWORD"],
+        authorization.split()[1],
+        "abcdef123456",
+    ]:
         assert secret not in text

@@ -44,8 +44,9 @@ def test_a_request_with_the_token_goes_through(world):  # noqa: F811
     browser.force_login(world.users["owner"])
     page = browser.get(reverse("jobs:detail", args=[world.job.public_id]))
     token = page.cookies["csrftoken"].value
-    response = browser.post(reverse("jobs:hold", args=[world.job.public_id]),
-                            HTTP_X_CSRFTOKEN=token)  # fmt: skip
+    response = browser.post(
+        reverse("jobs:hold", args=[world.job.public_id]), HTTP_X_CSRFTOKEN=token
+    )
     assert response.status_code == 302
     world.job.refresh_from_db()
     assert world.job.events.filter(kind="hold requested").exists()
@@ -57,8 +58,13 @@ def headers_are_safe(response) -> None:
     assert response["Referrer-Policy"] == "same-origin"
     assert response["Cross-Origin-Opener-Policy"] == "same-origin"
     policy = response["Content-Security-Policy"]
-    for directive in ("default-src 'self'", "script-src 'self'", "object-src 'none'",
-                      "frame-ancestors 'none'", "form-action 'self'"):  # fmt: skip
+    for directive in (
+        "default-src 'self'",
+        "script-src 'self'",
+        "object-src 'none'",
+        "frame-ancestors 'none'",
+        "form-action 'self'",
+    ):
         assert directive in policy
 
 

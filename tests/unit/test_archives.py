@@ -52,12 +52,16 @@ def test_a_tar_gz_project_unpacks_too(tmp_path):
 
 @pytest.mark.parametrize(
     "name, message",
-    [("../evil.py", "'..' would reach outside"), ("a/../../evil.py", "'..' would reach outside"),
-     ("/etc/cron.d/evil", "absolute paths"), ("ok/line\nbreak", "control characters"),
-     ("dir\\..\\evil", "control characters or backslashes"),
-     (".nightshift/nightshift.py", "used by Nightshift itself"),
-     ("-rf/x.py", "top-level names")],
-)  # fmt: skip
+    [
+        ("../evil.py", "'..' would reach outside"),
+        ("a/../../evil.py", "'..' would reach outside"),
+        ("/etc/cron.d/evil", "absolute paths"),
+        ("ok/line\nbreak", "control characters"),
+        ("dir\\..\\evil", "control characters or backslashes"),
+        (".nightshift/nightshift.py", "used by Nightshift itself"),
+        ("-rf/x.py", "top-level names"),
+    ],
+)
 def test_zip_slip_and_odd_names_are_refused(tmp_path, name, message):
     archive = make_zip(tmp_path / "evil.zip", {"train.py": b"", name: b"x"})
     with pytest.raises(ArchiveError, match=message):

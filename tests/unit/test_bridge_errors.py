@@ -8,21 +8,27 @@ from condor_bridge.schedd import bridge_error
 
 @pytest.mark.parametrize(
     "error",
-    [HTCondorException("Failed to connect to schedd, errmsg=CEDAR:6001"),
-     HTCondorException("Unable to locate local daemon"), ConnectionRefusedError("refused"),
-     HTCondorException("Failed to fetch ads from schedd, errmsg=SECMAN:2004:Server rejected "
-                       "our session id"),
-     TimeoutError("timed out")],
-)  # fmt: skip
+    [
+        HTCondorException("Failed to connect to schedd, errmsg=CEDAR:6001"),
+        HTCondorException("Unable to locate local daemon"),
+        ConnectionRefusedError("refused"),
+        HTCondorException(
+            "Failed to fetch ads from schedd, errmsg=SECMAN:2004:Server rejected our session id"
+        ),
+        TimeoutError("timed out"),
+    ],
+)
 def test_an_unreachable_schedd_is_transient(error):
     assert bridge_error("submit", error).transient
 
 
 @pytest.mark.parametrize(
     "error",
-    [HTCondorException("Submit requirements not met: request_memory too large"),
-     ValueError("Invalid submit description")],
-)  # fmt: skip
+    [
+        HTCondorException("Submit requirements not met: request_memory too large"),
+        ValueError("Invalid submit description"),
+    ],
+)
 def test_a_rejected_description_is_permanent(error):
     failure = bridge_error("submit", error)
     assert not failure.transient

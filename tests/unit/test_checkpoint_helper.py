@@ -44,8 +44,13 @@ def start(tmp_path, **env):
         "NIGHTSHIFT_CHECKPOINT_EXIT_CODE": str(CHECKPOINT_EXIT_CODE),
         **env,
     }
-    return subprocess.Popen([sys.executable, str(script)], cwd=tmp_path, env=environment,
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=environment,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
 
 def saved_count(tmp_path) -> int:
@@ -93,8 +98,12 @@ def test_a_save_that_fails_keeps_the_previous_checkpoint_whole(tmp_path):
 def test_a_script_that_ignores_the_helper_dies_on_sigterm_as_usual(tmp_path):
     script = tmp_path / "plain.py"
     script.write_text("import time\nprint('up', flush=True)\ntime.sleep(60)\n")
-    job = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
-                           env=os.environ | {"PYTHONPATH": str(HELPER_DIR)})  # fmt: skip
+    job = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ | {"PYTHONPATH": str(HELPER_DIR)},
+    )
     job.stdout.readline()
     job.send_signal(signal.SIGTERM)
     assert job.wait(timeout=20) == -signal.SIGTERM
@@ -103,18 +112,30 @@ def test_a_script_that_ignores_the_helper_dies_on_sigterm_as_usual(tmp_path):
 def test_the_documented_loop_example_resumes_where_it_was_stopped(tmp_path):
     example = Path("docs/examples/checkpoint_loop.py").resolve()
     environment = os.environ | {
-        "PYTHONPATH": str(HELPER_DIR), "STEPS": "40",
+        "PYTHONPATH": str(HELPER_DIR),
+        "STEPS": "40",
         "NIGHTSHIFT_CHECKPOINT_DIR": str(tmp_path / "checkpoint"),
         "NIGHTSHIFT_METRICS_FILE": str(tmp_path / "metrics.jsonl"),
-    }  # fmt: skip
-    job = subprocess.Popen([sys.executable, str(example)], cwd=tmp_path, env=environment,
-                           stdout=subprocess.PIPE, text=True)  # fmt: skip
+    }
+    job = subprocess.Popen(
+        [sys.executable, str(example)],
+        cwd=tmp_path,
+        env=environment,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert job.stdout.readline().strip() == "starting at step 0"
     time.sleep(0.8)
     job.send_signal(signal.SIGTERM)
     assert job.wait(timeout=20) == CHECKPOINT_EXIT_CODE
-    again = subprocess.run([sys.executable, str(example)], cwd=tmp_path, env=environment,
-                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    again = subprocess.run(
+        [sys.executable, str(example)],
+        cwd=tmp_path,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert again.returncode == 0
     resumed_at = int(again.stdout.splitlines()[0].split()[-1])
     assert 0 < resumed_at < 40
@@ -123,5 +144,6 @@ def test_the_documented_loop_example_resumes_where_it_was_stopped(tmp_path):
 
 
 def test_the_documented_pytorch_example_is_valid_python():
-    compile(Path("docs/examples/checkpoint_pytorch.py").read_text(), "checkpoint_pytorch.py",
-            "exec")  # fmt: skip
+    compile(
+        Path("docs/examples/checkpoint_pytorch.py").read_text(), "checkpoint_pytorch.py", "exec"
+    )

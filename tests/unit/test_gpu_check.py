@@ -16,8 +16,14 @@ echo "0, GPU-0f1e2d3c-aaaa-bbbb-cccc-000000000001, NVIDIA H200, 143771, 9.0"
 def run(tmp_path, *args, path):
     env = {k: v for k, v in os.environ.items() if k != "NIGHTSHIFT_GPU_CHECK_PYTHON"}
     env |= {"PATH": path, "NIGHTSHIFT_GPU_CHECK_PYTHON": str(tmp_path / "no-python")}
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          timeout=300, env=env, cwd=tmp_path)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=tmp_path,
+    )
 
 
 def test_without_a_gpu_it_skips_with_a_message(tmp_path):

@@ -97,11 +97,14 @@ def test_the_portals_no_progress_hold_is_told_apart_from_a_persons():
 
 
 def test_a_dataset_the_plugin_could_not_fetch_is_told_apart_from_other_input_failures():
-    reason = ("Transfer input files failure at execution point slot1@ws-a using protocol "
-              "nightshift. Details: Nightshift could not put a dataset in place: the portal "
-              "refused cats@1: This credential is no longer valid: its job has ended.")  # fmt: skip
+    reason = (
+        "Transfer input files failure at execution point slot1@ws-a using protocol "
+        "nightshift. Details: Nightshift could not put a dataset in place: the portal "
+        "refused cats@1: This credential is no longer valid: its job has ended."
+    )
     explanation = explain_hold(13, 1, reason)
     assert explanation.title == "One of its datasets could not be brought to the workstation."
     assert "release the job" in explanation.advice
     assert explain_hold(13, 1, "connection reset").title == (
-        "Its files could not be copied to the workstation.")  # fmt: skip
+        "Its files could not be copied to the workstation."
+    )

@@ -40,7 +40,6 @@ def test_each_item_is_a_line_of_its_values_in_the_first_items_order():
 def test_a_value_that_would_change_the_lines_is_refused_before_the_schedd_is_asked(value):
     schedd = RecordingSchedd()
     with pytest.raises(ValueError, match="newlines"):
-        submit_items_from_file(schedd, "template", [{"nsv0": "fine"}, {"nsv0": value}],
-                               spool=False)  # fmt: skip
+        submit_items_from_file(schedd, "template", [{"nsv0": "fine"}, {"nsv0": value}], spool=False)
     assert schedd.calls == []
     assert leftover_item_files() == []

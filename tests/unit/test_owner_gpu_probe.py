@@ -61,8 +61,11 @@ def gpu_users(tmp_path):
 def test_an_owner_program_on_the_gpu_means_the_owner_is_back(tmp_path, gpu_users):
     gpu_users.listed(gpu_users.owner_program())
     ad = probe(tmp_path)
-    assert ad == {"OwnerGpuActive": "True", "OwnerGpuProcesses": "1",
-                  "OwnerGpuSource": '"nvidia-smi"'}  # fmt: skip
+    assert ad == {
+        "OwnerGpuActive": "True",
+        "OwnerGpuProcesses": "1",
+        "OwnerGpuSource": '"nvidia-smi"',
+    }
 
 
 def test_htcondor_jobs_on_the_gpu_are_not_the_owner(tmp_path, gpu_users):
@@ -100,8 +103,7 @@ def test_the_override_file_decides_before_nvidia_smi(tmp_path, gpu_users):
 def test_without_nvidia_smi_the_keyboard_policy_alone_applies(tmp_path):
     (tmp_path / "bin").mkdir()
     ad = probe(tmp_path)
-    assert ad == {"OwnerGpuActive": "False", "OwnerGpuProcesses": "0",
-                  "OwnerGpuSource": '"none"'}  # fmt: skip
+    assert ad == {"OwnerGpuActive": "False", "OwnerGpuProcesses": "0", "OwnerGpuSource": '"none"'}
 
 
 def test_a_failing_nvidia_smi_is_reported_as_no_source(tmp_path):

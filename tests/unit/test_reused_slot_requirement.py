@@ -9,8 +9,13 @@ import pytest
 from condor_bridge import FileMode, JobRequest, build_submit_description
 from condor_bridge.submit import reused_slot_requirement
 
-PARTITIONABLE = {"PartitionableSlot": True, "Cpus": 4, "Memory": 8192, "GPUs": 0,
-                 "TotalSlotGPUs": 2}  # fmt: skip
+PARTITIONABLE = {
+    "PartitionableSlot": True,
+    "Cpus": 4,
+    "Memory": 8192,
+    "GPUs": 0,
+    "TotalSlotGPUs": 2,
+}
 STATIC_WITH_A_GPU = {"Cpus": 1, "Memory": 2048, "GPUs": 1, "TotalSlotGPUs": 1}
 
 
@@ -52,7 +57,11 @@ def test_slots_offered_fresh_are_not_concerned(slot, job_gpus):
 
 @pytest.mark.parametrize("gpus", [0, 1, 2])
 def test_every_submission_carries_it(gpus, tmp_path):
-    request = JobRequest(job_id="00000000-0000-4000-8000-000000000000", job_dir=str(tmp_path),
-                         script_name="train.py", gpus=gpus)  # fmt: skip
+    request = JobRequest(
+        job_id="00000000-0000-4000-8000-000000000000",
+        job_dir=str(tmp_path),
+        script_name="train.py",
+        gpus=gpus,
+    )
     description = build_submit_description(request, mode=FileMode.SHARED)
     assert reused_slot_requirement(gpus) in description["requirements"]

@@ -41,12 +41,15 @@ def test_a_list_of_names_is_read_apart_at_commas(monkeypatch):
     assert env_names("SCHEDDS_X", SCHEDD) == ["ap1", "ap2@host"]
 
 
-@pytest.mark.parametrize(("value", "allowed", "error"), [
-    ("ap1,ap1", None, "SCHEDDS_X names the same schedd twice"),
-    ("ap1,ap 2", None, "SCHEDDS_X: 'ap 2' is not a schedd"),
-    ('ap1,"]; rm -rf /', None, "is not a schedd"),
-    ("ap3", ["ap1", "ap2"], "SCHEDDS_X names 'ap3', which is not among"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("value", "allowed", "error"),
+    [
+        ("ap1,ap1", None, "SCHEDDS_X names the same schedd twice"),
+        ("ap1,ap 2", None, "SCHEDDS_X: 'ap 2' is not a schedd"),
+        ('ap1,"]; rm -rf /', None, "is not a schedd"),
+        ("ap3", ["ap1", "ap2"], "SCHEDDS_X names 'ap3', which is not among"),
+    ],
+)
 def test_a_bad_list_of_names_says_which_name_is_wrong(monkeypatch, value, allowed, error):
     monkeypatch.setenv("SCHEDDS_X", value)
     with pytest.raises(ImproperlyConfigured, match=re.escape(error)):
@@ -116,9 +119,16 @@ def test_a_redis_url_must_be_a_redis_url(monkeypatch):
 def test_spool_mode_checkpoints_more_often_by_default(mode, interval):
     environment = {k: v for k, v in os.environ.items() if k != "NIGHTSHIFT_CHECKPOINT_INTERVAL_S"}
     done = subprocess.run(
-        [sys.executable, "-c", "from django.conf import settings; import django; django.setup(); "
-         "print(settings.CHECKPOINT_INTERVAL_S)"],
+        [
+            sys.executable,
+            "-c",
+            "from django.conf import settings; import django; django.setup(); "
+            "print(settings.CHECKPOINT_INTERVAL_S)",
+        ],
         env=environment | {"CONDOR_FILE_MODE": mode, "DJANGO_SETTINGS_MODULE": "portal.settings"},
-        capture_output=True, text=True, check=True, timeout=60,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
     assert done.stdout.strip() == interval

@@ -11,9 +11,16 @@ def ad(**fields):
 
 @pytest.mark.parametrize(
     "status, state",
-    [(1, JobState.IDLE), (2, JobState.RUNNING), (3, JobState.REMOVED), (4, JobState.COMPLETED),
-     (5, JobState.HELD), (6, JobState.TRANSFERRING), (7, JobState.SUSPENDED)],
-)  # fmt: skip
+    [
+        (1, JobState.IDLE),
+        (2, JobState.RUNNING),
+        (3, JobState.REMOVED),
+        (4, JobState.COMPLETED),
+        (5, JobState.HELD),
+        (6, JobState.TRANSFERRING),
+        (7, JobState.SUSPENDED),
+    ],
+)
 def test_each_job_status_has_its_state(status, state):
     assert map_job_ad(ad(JobStatus=status), in_queue=True).state is state
 
@@ -72,33 +79,54 @@ def test_an_unknown_status_is_an_error_not_a_guess():
 
 @pytest.mark.parametrize(
     "slot, workstation",
-    [("slot1_1@ws-volta@vm", "ws-volta"), ("slot1@gpu01.example.edu", "gpu01.example.edu"),
-     ("", "")],
-)  # fmt: skip
+    [
+        ("slot1_1@ws-volta@vm", "ws-volta"),
+        ("slot1@gpu01.example.edu", "gpu01.example.edu"),
+        ("", ""),
+    ],
+)
 def test_workstation_names_come_from_slot_names(slot, workstation):
     assert workstation_of(slot) == workstation
 
 
 def test_the_matched_gpu_model_comes_from_the_machine_attributes():
     observation = map_job_ad(
-        ad(JobStatus=2, RemoteHost="slot1_1@ws-ampere@vm",
-           MachineAttrGPUs_DeviceName0="A100-SXM4-40GB"),
+        ad(
+            JobStatus=2,
+            RemoteHost="slot1_1@ws-ampere@vm",
+            MachineAttrGPUs_DeviceName0="A100-SXM4-40GB",
+        ),
         in_queue=True,
-    )  # fmt: skip
+    )
     assert (observation.workstation, observation.gpu_model) == ("ws-ampere", "A100-SXM4-40GB")
 
 
 def test_a_run_in_another_pool_names_that_pool_and_a_home_run_names_none():
-    flocked = map_job_ad(ad(JobStatus=2, RemoteHost="slot1_1@ws-fermi@vm",
-                            RemotePool="cm.physics:9618"), in_queue=True)  # fmt: skip
+    flocked = map_job_ad(
+        ad(JobStatus=2, RemoteHost="slot1_1@ws-fermi@vm", RemotePool="cm.physics:9618"),
+        in_queue=True,
+    )
     assert (flocked.workstation, flocked.pool) == ("ws-fermi", "cm.physics:9618")
     # Back home after a flocked run: the run in progress is the home pool's.
-    home_again = map_job_ad(ad(JobStatus=2, RemoteHost="slot1_1@ws-volta@vm",
-                               LastRemoteHost="slot1_1@ws-fermi@vm",
-                               LastRemotePool="cm.physics:9618"), in_queue=True)  # fmt: skip
+    home_again = map_job_ad(
+        ad(
+            JobStatus=2,
+            RemoteHost="slot1_1@ws-volta@vm",
+            LastRemoteHost="slot1_1@ws-fermi@vm",
+            LastRemotePool="cm.physics:9618",
+        ),
+        in_queue=True,
+    )
     assert (home_again.pool, home_again.last_pool) == ("", "cm.physics:9618")
-    ended = map_job_ad(ad(JobStatus=4, LastRemoteHost="slot1_1@ws-fermi@vm", ExitCode=0,
-                          LastRemotePool="cm.physics:9618"), in_queue=False)  # fmt: skip
+    ended = map_job_ad(
+        ad(
+            JobStatus=4,
+            LastRemoteHost="slot1_1@ws-fermi@vm",
+            ExitCode=0,
+            LastRemotePool="cm.physics:9618",
+        ),
+        in_queue=False,
+    )
     assert (ended.workstation, ended.pool) == ("ws-fermi", "cm.physics:9618")
 
 
@@ -115,17 +143,23 @@ def test_a_queue_ad_seen_again_unchanged_is_not_converted_again():
     from condor_bridge.states import JobAdMemo
 
     memo = JobAdMemo()
-    first = memo.observations([classad(JobStatus=1, ServerTime=1),
-                               classad(JobStatus=1, ProcId=1)], in_queue=True)  # fmt: skip
+    first = memo.observations(
+        [classad(JobStatus=1, ServerTime=1), classad(JobStatus=1, ProcId=1)], in_queue=True
+    )
     # The schedd's clock in every ad it sends moves on between queries.
-    again = memo.observations([classad(JobStatus=1, ServerTime=2),
-                               classad(JobStatus=2, ProcId=1, RemoteHost="slot1@ws-volta")],
-                              in_queue=True)  # fmt: skip
+    again = memo.observations(
+        [
+            classad(JobStatus=1, ServerTime=2),
+            classad(JobStatus=2, ProcId=1, RemoteHost="slot1@ws-volta"),
+        ],
+        in_queue=True,
+    )
     assert again[0] is first[0]
     assert (again[1].state, again[1].workstation) == (JobState.RUNNING, "ws-volta")
-    assert again == [map_job_ad(classad(JobStatus=1), in_queue=True),
-                     map_job_ad(classad(JobStatus=2, ProcId=1, RemoteHost="slot1@ws-volta"),
-                                in_queue=True)]  # fmt: skip
+    assert again == [
+        map_job_ad(classad(JobStatus=1), in_queue=True),
+        map_job_ad(classad(JobStatus=2, ProcId=1, RemoteHost="slot1@ws-volta"), in_queue=True),
+    ]
 
 
 def test_a_session_removed_by_htcondor_at_its_limit_says_so():

@@ -11,8 +11,11 @@ from condor_bridge.submit import (
 
 
 def request(**overrides) -> JobRequest:
-    fields = {"job_id": "6c1e2d9a-0000-4000-8000-000000000001", "job_dir": "/srv/jobs/a",
-              "script_name": "train.py"}  # fmt: skip
+    fields = {
+        "job_id": "6c1e2d9a-0000-4000-8000-000000000001",
+        "job_dir": "/srv/jobs/a",
+        "script_name": "train.py",
+    }
     fields.update(overrides)
     return JobRequest(**fields)
 
@@ -123,9 +126,20 @@ def test_every_job_checkpoints_itself_the_htcondor_way():
 
 @pytest.mark.parametrize(
     "hostile",
-    ["$(HOME)", "$ENV(PATH)", "$RANDOM_INTEGER(1,9)", "$RANDOM_CHOICE(a,b)", "$$(Memory)",
-     "x $(DOLLAR) y", "a$$b", "$$$(Arch)", "$$$$", "$$([1+1])", "$"],
-)  # fmt: skip
+    [
+        "$(HOME)",
+        "$ENV(PATH)",
+        "$RANDOM_INTEGER(1,9)",
+        "$RANDOM_CHOICE(a,b)",
+        "$$(Memory)",
+        "x $(DOLLAR) y",
+        "a$$b",
+        "$$$(Arch)",
+        "$$$$",
+        "$$([1+1])",
+        "$",
+    ],
+)
 def test_macros_in_arguments_and_environment_never_expand(hostile):
     description = build_submit_description(
         request(arguments=(hostile,), environment=(("V", hostile),)), mode=FileMode.SHARED
@@ -194,10 +208,21 @@ def test_very_long_arguments_are_refused_with_a_clear_error():
 
 @pytest.mark.parametrize(
     "field, value",
-    [("gpus", -1), ("gpus", 9), ("gpus", 1.5), ("gpus", True), ("cpus", 0), ("memory_mb", 10),
-     ("memory_mb", 10**9), ("max_runtime_s", 5), ("max_runtime_s", 10**9),
-     ("gpu_memory_gb", -4), ("gpu_memory_gb", float("nan")), ("gpu_capability", 99)],
-)  # fmt: skip
+    [
+        ("gpus", -1),
+        ("gpus", 9),
+        ("gpus", 1.5),
+        ("gpus", True),
+        ("cpus", 0),
+        ("memory_mb", 10),
+        ("memory_mb", 10**9),
+        ("max_runtime_s", 5),
+        ("max_runtime_s", 10**9),
+        ("gpu_memory_gb", -4),
+        ("gpu_memory_gb", float("nan")),
+        ("gpu_capability", 99),
+    ],
+)
 def test_absurd_resource_values_raise_a_clear_error_naming_the_field(field, value):
     overrides = {field: value}
     if field.startswith("gpu_"):
@@ -258,8 +283,13 @@ def test_a_job_lease_bounds_how_long_a_lost_running_job_waits_to_reconnect():
 
 
 def _run(job_id: str, lr: str, **fields) -> JobRequest:
-    return JobRequest(job_id=job_id, job_dir=f"/jobs/{job_id}", script_name="train.py",
-                      arguments=("--lr", lr), **fields)  # fmt: skip
+    return JobRequest(
+        job_id=job_id,
+        job_dir=f"/jobs/{job_id}",
+        script_name="train.py",
+        arguments=("--lr", lr),
+        **fields,
+    )
 
 
 def test_a_cluster_varies_only_what_differs_between_runs():
@@ -286,22 +316,24 @@ def test_a_cluster_made_from_the_runs_own_descriptions_is_the_same_cluster():
     runs = [_run("run-0", "0.1"), _run("run-1", "$(HOME)")]
     own = [build_submit_description(run, mode=FileMode.SPOOL, instance="i") for run in runs]
 
-    given = build_cluster_description(runs, mode=FileMode.SPOOL, sweep_id="s", instance="i",
-                                      descriptions=own)  # fmt: skip
+    given = build_cluster_description(
+        runs, mode=FileMode.SPOOL, sweep_id="s", instance="i", descriptions=own
+    )
 
-    assert given == build_cluster_description(runs, mode=FileMode.SPOOL, sweep_id="s",
-                                              instance="i")  # fmt: skip
+    assert given == build_cluster_description(runs, mode=FileMode.SPOOL, sweep_id="s", instance="i")
     with pytest.raises(ValueError, match="one description for each run"):
         build_cluster_description(runs, mode=FileMode.SPOOL, sweep_id="s", descriptions=own[:1])
 
 
 def test_runs_that_differ_in_anything_but_their_text_cannot_share_a_cluster():
     with pytest.raises(ValueError, match="same submit commands"):
-        build_cluster_description([_run("a", "1"), _run("b", "2", gpus=1)],
-                                  mode=FileMode.SHARED, sweep_id="s")  # fmt: skip
+        build_cluster_description(
+            [_run("a", "1"), _run("b", "2", gpus=1)], mode=FileMode.SHARED, sweep_id="s"
+        )
     with pytest.raises(ValueError, match="different job ids"):
-        build_cluster_description([_run("a", "1"), _run("a", "2")],
-                                  mode=FileMode.SHARED, sweep_id="s")  # fmt: skip
+        build_cluster_description(
+            [_run("a", "1"), _run("a", "2")], mode=FileMode.SHARED, sweep_id="s"
+        )
     with pytest.raises(ValueError, match="sweep id"):
         build_cluster_description([_run("a", "1")], mode=FileMode.SHARED, sweep_id='x" || true')
 
@@ -388,10 +420,17 @@ def test_a_notebook_session_never_moves_to_another_workstation():
     assert "NIGHTSHIFT_SESSION_IDLE_S='900'" in description["environment"]
 
 
-@pytest.mark.parametrize("services", [
-    ("ssh",), ("serve", "serve"), ("serve,tensorboard",), ("notebook", "serve"),
-    ("tensorboard'; rm -rf /",), ("",),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "services",
+    [
+        ("ssh",),
+        ("serve", "serve"),
+        ("serve,tensorboard",),
+        ("notebook", "serve"),
+        ("tensorboard'; rm -rf /",),
+        ("",),
+    ],
+)
 def test_only_known_live_services_are_accepted(services):
     with pytest.raises(InvalidJobRequest) as refused:
         request(live_services=services)

@@ -15,10 +15,13 @@ from experiments.parameters import (
 def test_a_3_by_2_grid_is_every_combination_with_the_first_parameter_slowest():
     runs = grid({"lr": [0.1, 0.01, 0.001], "batch": [32, 64]}, limit=100)
     assert runs == [
-        {"lr": 0.1, "batch": 32}, {"lr": 0.1, "batch": 64},
-        {"lr": 0.01, "batch": 32}, {"lr": 0.01, "batch": 64},
-        {"lr": 0.001, "batch": 32}, {"lr": 0.001, "batch": 64},
-    ]  # fmt: skip
+        {"lr": 0.1, "batch": 32},
+        {"lr": 0.1, "batch": 64},
+        {"lr": 0.01, "batch": 32},
+        {"lr": 0.01, "batch": 64},
+        {"lr": 0.001, "batch": 32},
+        {"lr": 0.001, "batch": 64},
+    ]
 
 
 def test_a_grid_over_the_limit_is_refused_before_it_is_expanded():
@@ -26,17 +29,20 @@ def test_a_grid_over_the_limit_is_refused_before_it_is_expanded():
         grid({"a": list(range(1000)), "b": list(range(1000))}, limit=1000)
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({}, "at least one parameter"),
-    ({"lr": []}, "lr has no values"),
-    ({"lr": "0.1"}, "give a list"),
-    ({"1lr": [1]}, "not a parameter name"),
-    ({"lr-rate": [1]}, "not a parameter name"),
-    ({"lr": [True]}, "not a number or text"),
-    ({"lr": [float("nan")]}, "not a finite number"),
-    ({"lr": [{"x": 1}]}, "not a number or text"),
-    ({"tag": ["x" * 201]}, "at most 200 characters"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({}, "at least one parameter"),
+        ({"lr": []}, "lr has no values"),
+        ({"lr": "0.1"}, "give a list"),
+        ({"1lr": [1]}, "not a parameter name"),
+        ({"lr-rate": [1]}, "not a parameter name"),
+        ({"lr": [True]}, "not a number or text"),
+        ({"lr": [float("nan")]}, "not a finite number"),
+        ({"lr": [{"x": 1}]}, "not a number or text"),
+        ({"tag": ["x" * 201]}, "at most 200 characters"),
+    ],
+)
 def test_a_bad_grid_is_explained(bad, message):
     with pytest.raises(ParameterError, match=message):
         grid(bad, limit=100)
@@ -45,8 +51,9 @@ def test_a_bad_grid_is_explained(bad, message):
 def test_listed_sets_keep_their_order_and_must_name_the_same_parameters():
     rows = [{"system": "bert", "data": "squad"}, {"data": "glue", "system": "t5"}]
     assert listed(rows, limit=10) == [
-        {"system": "bert", "data": "squad"}, {"system": "t5", "data": "glue"}
-    ]  # fmt: skip
+        {"system": "bert", "data": "squad"},
+        {"system": "t5", "data": "glue"},
+    ]
     with pytest.raises(ParameterError, match="Row 2 names other parameters"):
         listed([{"a": 1}, {"b": 2}], limit=10)
     with pytest.raises(ParameterError, match="no runs"):
@@ -71,14 +78,17 @@ def test_random_samples_are_reproducible_from_their_seed_and_stay_in_range():
     assert 10 < sum(run["lr"] < 1e-3 for run in first) < 40
 
 
-@pytest.mark.parametrize("distribution, message", [
-    ({"kind": "log_uniform", "low": 0, "high": 1}, "above 0"),
-    ({"kind": "uniform", "low": 2, "high": 1}, "low must be below high"),
-    ({"kind": "uniform", "low": "a", "high": 1}, "must be numbers"),
-    ({"kind": "gaussian", "low": 0, "high": 1}, "the kind is"),
-    ({"kind": "choice", "choices": []}, "list of choices"),
-    ({"kind": "int_uniform", "low": 0.5, "high": 3}, "whole bounds"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "distribution, message",
+    [
+        ({"kind": "log_uniform", "low": 0, "high": 1}, "above 0"),
+        ({"kind": "uniform", "low": 2, "high": 1}, "low must be below high"),
+        ({"kind": "uniform", "low": "a", "high": 1}, "must be numbers"),
+        ({"kind": "gaussian", "low": 0, "high": 1}, "the kind is"),
+        ({"kind": "choice", "choices": []}, "list of choices"),
+        ({"kind": "int_uniform", "low": 0.5, "high": 3}, "whole bounds"),
+    ],
+)
 def test_a_bad_distribution_is_explained(distribution, message):
     with pytest.raises(ParameterError, match=message):
         random_samples({"x": distribution}, count=3, seed=1, limit=10)

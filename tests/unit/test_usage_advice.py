@@ -6,9 +6,17 @@ from usage.advice import advise, clone_adjustments, gpus_used
 
 
 def measured(**figures):
-    values = dict(measured_s=3600, cpus_requested=1, memory_requested_mb=2048,
-                  gpus_requested=0, cpus_used=None, memory_peak_mb=None,
-                  gpu_utilization=None, gpus_active=None, gpu_idle_share=None)  # fmt: skip
+    values = dict(
+        measured_s=3600,
+        cpus_requested=1,
+        memory_requested_mb=2048,
+        gpus_requested=0,
+        cpus_used=None,
+        memory_peak_mb=None,
+        gpu_utilization=None,
+        gpus_active=None,
+        gpu_idle_share=None,
+    )
     return SimpleNamespace(**values | figures)
 
 
@@ -64,8 +72,9 @@ def test_a_job_measured_for_less_than_a_minute_earns_no_advice():
 
 
 def test_one_clone_applies_every_change_the_advice_suggests():
-    job = measured(gpus_requested=2, gpu_utilization=0.2, memory_requested_mb=8192,
-                   memory_peak_mb=1000)  # fmt: skip
+    job = measured(
+        gpus_requested=2, gpu_utilization=0.2, memory_requested_mb=8192, memory_peak_mb=1000
+    )
     assert clone_adjustments(advise(job)) == {"gpus": 1, "memory_gb": 1.5}
 
 

@@ -50,8 +50,9 @@ def test_a_clone_link_with_hostile_values_fills_in_only_the_request_as_it_was(
     student_client, student, fake_bridge
 ):
     job = finished_job(student, fake_bridge)
-    url = (reverse("jobs:new") + f"?from={job.public_id}&gpus=1;rm&memory_gb=nan&cpus=-3"
-           "&name=<script>")  # fmt: skip
+    url = (
+        reverse("jobs:new") + f"?from={job.public_id}&gpus=1;rm&memory_gb=nan&cpus=-3&name=<script>"
+    )
     response = student_client.get(url)
     assert response.status_code == 200
     form = response.context["form"]

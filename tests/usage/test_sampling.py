@@ -29,12 +29,17 @@ def run(fake_bridge, job, at):
 def test_a_running_job_is_sampled_with_htcondors_figures(student, fake_bridge):
     job = submit(student, memory_mb=4096)
     run(fake_bridge, job, T0)
-    fake_bridge.set_usage(str(job.public_id), cpus_used=0.9, memory_mb=300, memory_peak_mb=310,
-                          disk_mb=12)  # fmt: skip
+    fake_bridge.set_usage(
+        str(job.public_id), cpus_used=0.9, memory_mb=300, memory_peak_mb=310, disk_mb=12
+    )
     assert services.usage_sample_running(now=T0 + timedelta(seconds=30)) == 1
     [sample] = UsageSample.objects.filter(job=job)
     assert (sample.cpus, sample.memory_mb, sample.memory_peak_mb, sample.disk_mb) == (
-        0.9, 300, 310, 12)  # fmt: skip
+        0.9,
+        300,
+        310,
+        12,
+    )
     assert sample.run_started_at == T0 and sample.workstation == "ws-ampere"
     assert sample.gpu_utilization is None and sample.gpu_source == ""
 
@@ -73,11 +78,15 @@ def test_without_htcondors_gpu_figures_the_helpers_nvidia_smi_samples_are_read(
     run(fake_bridge, job, T0)
     samples = job.directory / ".nightshift" / "gpu-usage.jsonl"
     lines = [
-        {"time": (T0 + timedelta(seconds=s)).timestamp(),
-         "devices": [{"uuid": "GPU-aa", "utilization": 0.8, "memory_mb": 5000},
-                     {"uuid": "GPU-bb", "utilization": 0.0, "memory_mb": 300}]}
+        {
+            "time": (T0 + timedelta(seconds=s)).timestamp(),
+            "devices": [
+                {"uuid": "GPU-aa", "utilization": 0.8, "memory_mb": 5000},
+                {"uuid": "GPU-bb", "utilization": 0.0, "memory_mb": 300},
+            ],
+        }
         for s in (10, 20, 30)
-    ]  # fmt: skip
+    ]
     samples.write_text("".join(json.dumps(line) + "\n" for line in lines) + "not json\n")
     services.usage_sample_running(now=T0 + timedelta(seconds=35))
     [sample] = UsageSample.objects.filter(job=job)
@@ -91,8 +100,15 @@ def test_a_link_in_place_of_the_helpers_samples_is_not_followed(student, fake_br
     job = submit(student, gpus=1)
     run(fake_bridge, job, T0)
     secret = tmp_path / "secret.jsonl"
-    secret.write_text(json.dumps({"time": T0.timestamp() + 5, "devices": [
-        {"uuid": "GPU-aa", "utilization": 1, "memory_mb": 1}]}) + "\n")  # fmt: skip
+    secret.write_text(
+        json.dumps(
+            {
+                "time": T0.timestamp() + 5,
+                "devices": [{"uuid": "GPU-aa", "utilization": 1, "memory_mb": 1}],
+            }
+        )
+        + "\n"
+    )
     (job.directory / ".nightshift" / "gpu-usage.jsonl").symlink_to(secret)
     services.usage_sample_running(now=T0 + timedelta(seconds=35))
     assert UsageSample.objects.get(job=job).gpu_utilization is None
@@ -103,11 +119,11 @@ def test_a_finished_job_is_summarised_once_from_its_final_ad_and_its_runs(studen
     job = submit(student, gpus=2, memory_mb=8192, cpus=4)
     job_id = str(job.public_id)
     run(fake_bridge, job, T0)
-    fake_bridge.set_usage(job_id, cpus_used=1.5, memory_peak_mb=3100, gpus_used=0.35,
-                          gpu_memory_peak_mb=9000)  # fmt: skip
+    fake_bridge.set_usage(
+        job_id, cpus_used=1.5, memory_peak_mb=3100, gpus_used=0.35, gpu_memory_peak_mb=9000
+    )
     services.usage_sample_running(now=T0 + timedelta(minutes=10))
-    fake_bridge.set_state(job_id, CondorState.COMPLETED, at=T0 + timedelta(minutes=30),
-                          exit_code=0)  # fmt: skip
+    fake_bridge.set_state(job_id, CondorState.COMPLETED, at=T0 + timedelta(minutes=30), exit_code=0)
     sync.jobs_sync()
     assert services.usage_summarise_finished(now=T0 + timedelta(minutes=31)) == 1
     assert services.usage_summarise_finished(now=T0 + timedelta(minutes=32)) == 0
@@ -157,14 +173,17 @@ def test_samples_of_jobs_summarised_long_ago_are_purged_and_their_summaries_kept
     job_id = str(job.public_id)
     run(fake_bridge, job, T0)
     services.usage_sample_running(now=T0 + timedelta(minutes=1))
-    fake_bridge.set_state(job_id, CondorState.COMPLETED, at=T0 + timedelta(minutes=2),
-                          exit_code=0)  # fmt: skip
+    fake_bridge.set_state(job_id, CondorState.COMPLETED, at=T0 + timedelta(minutes=2), exit_code=0)
     sync.jobs_sync()
     services.usage_summarise_finished(now=T0 + timedelta(minutes=3))
-    assert services.usage_purge_samples(older_than=timedelta(days=90),
-                                        now=T0 + timedelta(days=30)) == 0  # fmt: skip
-    assert services.usage_purge_samples(older_than=timedelta(days=90),
-                                        now=T0 + timedelta(days=91)) == 2  # fmt: skip
+    assert (
+        services.usage_purge_samples(older_than=timedelta(days=90), now=T0 + timedelta(days=30))
+        == 0
+    )
+    assert (
+        services.usage_purge_samples(older_than=timedelta(days=90), now=T0 + timedelta(days=91))
+        == 2
+    )
     assert JobUsageSummary.objects.filter(job=job).exists()
 
 

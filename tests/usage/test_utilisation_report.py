@@ -20,10 +20,14 @@ from usage.services import usage_summarise
 
 
 def _sample(job, run_h, at_h, **figures):
-    UsageSample.objects.create(job=job, run_started_at=DAY + timedelta(hours=run_h),
-                               taken_at=DAY + timedelta(hours=at_h), workstation="ws-volta",
-                               gpu_source="htcondor" if "gpus_busy" in figures else "",
-                               **figures)  # fmt: skip
+    UsageSample.objects.create(
+        job=job,
+        run_started_at=DAY + timedelta(hours=run_h),
+        taken_at=DAY + timedelta(hours=at_h),
+        workstation="ws-volta",
+        gpu_source="htcondor" if "gpus_busy" in figures else "",
+        **figures,
+    )
 
 
 @pytest.fixture
@@ -45,8 +49,10 @@ def page(client, user, **query):
 
 
 def rows_of(response, table):
-    return {row["band"] if "band" in row else row.get("group", row.get("user")): row
-            for row in response.context["report"].tables[table].rows}  # fmt: skip
+    return {
+        row["band"] if "band" in row else row.get("group", row.get("user")): row
+        for row in response.context["report"].tables[table].rows
+    }
 
 
 def test_an_admin_sees_gpu_hours_by_band_with_worked_figures(client, measured_campus):

@@ -22,11 +22,19 @@ def make_jobs(count: int) -> None:
     for index in range(count):
         lab = LabFactory(name=f"Lab {index % 3}")
         user = UserFactory(username=f"u{index % 5}")
-        job = Job.objects.create(owner=user, lab=lab, name=f"job {index}", output_dir="/x",
-                                 gpus=1, cluster_id=100 + index, proc_id=0)  # fmt: skip
+        job = Job.objects.create(
+            owner=user,
+            lab=lab,
+            name=f"job {index}",
+            output_dir="/x",
+            gpus=1,
+            cluster_id=100 + index,
+            proc_id=0,
+        )
         audit_record(action="job.submit", actor=user, target=job)
-        UsageRecord.objects.create(job=job, user=user, lab=lab, started_at=timezone.now(),
-                                   gpus=1, workstation="ws-volta")  # fmt: skip
+        UsageRecord.objects.create(
+            job=job, user=user, lab=lab, started_at=timezone.now(), gpus=1, workstation="ws-volta"
+        )
         newcomer = UserFactory(username=f"new{Registration.objects.count()}")
         Registration.objects.create(user=newcomer, lab=lab)
 
@@ -40,11 +48,17 @@ def changelist_queries(client, django_assert_max_num_queries, url) -> int:
     return len(captured)
 
 
-@pytest.mark.parametrize("name", ["admin:jobs_job_changelist", "admin:labs_lab_changelist",
-                                  "admin:labs_membership_changelist",
-                                  "admin:audit_auditentry_changelist",
-                                  "admin:accounts_registration_changelist",
-                                  "admin:accounting_usagerecord_changelist"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name",
+    [
+        "admin:jobs_job_changelist",
+        "admin:labs_lab_changelist",
+        "admin:labs_membership_changelist",
+        "admin:audit_auditentry_changelist",
+        "admin:accounts_registration_changelist",
+        "admin:accounting_usagerecord_changelist",
+    ],
+)
 def test_changelists_cost_the_same_queries_for_5_or_50_rows(
     admin_client, django_assert_max_num_queries, name
 ):
@@ -90,8 +104,9 @@ def test_admin_actions_use_the_services_and_are_recorded(admin_client, fake_brid
     submission.job_submit_to_pool(job.pk)
     fake_bridge.set_state(str(job.public_id), CondorState.RUNNING)
     sync.jobs_sync()
-    response = admin_client.post(reverse("admin:jobs_job_changelist"),
-                                 {"action": "hold_jobs", "_selected_action": [job.pk]})  # fmt: skip
+    response = admin_client.post(
+        reverse("admin:jobs_job_changelist"), {"action": "hold_jobs", "_selected_action": [job.pk]}
+    )
     assert response.status_code == 302
     assert fake_bridge.actions[-1][0] == "hold"
     event = JobEvent.objects.get(job=job, kind="hold requested")
@@ -124,10 +139,16 @@ def test_a_new_lab_starts_from_the_site_defaults(admin_client, settings):
 
 
 def test_a_lab_gets_a_safe_accounting_group_from_its_name(admin_client):
-    response = admin_client.post(reverse("admin:labs_lab_add"), {
-        "name": "Vision & Robotics", "accounting_group": "", "gpu_hours_period_days": 7,
-        "memberships-TOTAL_FORMS": 0, "memberships-INITIAL_FORMS": 0,
-    })  # fmt: skip
+    response = admin_client.post(
+        reverse("admin:labs_lab_add"),
+        {
+            "name": "Vision & Robotics",
+            "accounting_group": "",
+            "gpu_hours_period_days": 7,
+            "memberships-TOTAL_FORMS": 0,
+            "memberships-INITIAL_FORMS": 0,
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:3000]
     assert LabFactory._meta.model.objects.get().accounting_group == "group_vision_robotics"
 
@@ -138,8 +159,10 @@ def test_an_admin_moves_a_running_job_off_its_workstation(admin_client, fake_bri
     submission.job_submit_to_pool(job.pk)
     fake_bridge.set_state(str(job.public_id), CondorState.RUNNING, workstation="ws-volta")
     sync.jobs_sync()
-    admin_client.post(reverse("admin:jobs_job_changelist"),
-                      {"action": "vacate_jobs", "_selected_action": [job.pk]})  # fmt: skip
+    admin_client.post(
+        reverse("admin:jobs_job_changelist"),
+        {"action": "vacate_jobs", "_selected_action": [job.pk]},
+    )
     assert fake_bridge.actions[-1][0] == "vacate"
     assert JobEvent.objects.get(job=job, kind="vacate requested").detail == (
         "Moved off ws-volta by root"
@@ -155,13 +178,17 @@ def test_admins_see_each_dataset_delivery_and_cannot_edit_one(admin_client):
 
     owner = UserFactory(username="ada")
     dataset = Dataset.objects.create(name="cats", owner=owner)
-    version = DatasetVersion.objects.create(dataset=dataset, number=1, sha256="ab" * 32,
-                                            size_bytes=2048, file_count=2)  # fmt: skip
+    version = DatasetVersion.objects.create(
+        dataset=dataset, number=1, sha256="ab" * 32, size_bytes=2048, file_count=2
+    )
     job = Job.objects.create(owner=owner, name="reader", output_dir="/x")
     delivery = DatasetDelivery.objects.create(
-        version=version, sha256=version.sha256, job=job, workstation="slot1@ws-volta",
+        version=version,
+        sha256=version.sha256,
+        job=job,
+        workstation="slot1@ws-volta",
         size_bytes=2560,
-    )  # fmt: skip
+    )
     page = admin_client.get(reverse("admin:datasets_datasetdelivery_changelist")).content.decode()
     assert "slot1@ws-volta" in page and "ab" * 32 in page
     change = reverse("admin:datasets_datasetdelivery_change", args=[delivery.pk])

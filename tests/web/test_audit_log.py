@@ -18,9 +18,17 @@ def entries(action: str):
 
 
 def test_a_web_submission_and_cancel_are_logged_with_the_address(student_client, fake_bridge):
-    student_client.post(reverse("jobs:new"), {
-        "name": "mnist", "gpus": 0, "cpus": 1, "memory_gb": 1, "script": script_upload(),
-    }, REMOTE_ADDR="10.1.2.3")  # fmt: skip
+    student_client.post(
+        reverse("jobs:new"),
+        {
+            "name": "mnist",
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 1,
+            "script": script_upload(),
+        },
+        REMOTE_ADDR="10.1.2.3",
+    )
     job = Job.objects.get()
     student_client.post(reverse("jobs:cancel", args=[job.public_id]), REMOTE_ADDR="10.1.2.3")
     (submitted,) = entries("job.submit")
@@ -30,8 +38,11 @@ def test_a_web_submission_and_cancel_are_logged_with_the_address(student_client,
 
 
 def test_an_api_action_names_the_token_used(api, student, fake_bridge):
-    api.post(reverse("api:job-list"), {"name": "x", "gpus": 0, "script": script_upload()},
-             format="multipart")  # fmt: skip
+    api.post(
+        reverse("api:job-list"),
+        {"name": "x", "gpus": 0, "script": script_upload()},
+        format="multipart",
+    )
     (submitted,) = entries("job.submit")
     assert submitted.via == "api"
     assert submitted.token_prefix == student.access_tokens.get().prefix
@@ -41,25 +52,45 @@ def test_the_forwarded_address_is_believed_only_behind_a_trusted_proxy(
     student_client, fake_bridge, settings
 ):
     def submit():
-        student_client.post(reverse("jobs:new"), {
-            "name": "x", "gpus": 0, "cpus": 1, "memory_gb": 1, "script": script_upload(),
-        }, REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR="6.6.6.6, 192.0.2.7")  # fmt: skip
+        student_client.post(
+            reverse("jobs:new"),
+            {
+                "name": "x",
+                "gpus": 0,
+                "cpus": 1,
+                "memory_gb": 1,
+                "script": script_upload(),
+            },
+            REMOTE_ADDR="127.0.0.1",
+            HTTP_X_FORWARDED_FOR="6.6.6.6, 192.0.2.7",
+        )
 
     submit()
     settings.TRUSTED_PROXY_COUNT = 1
     submit()
     assert [e.ip for e in AuditEntry.objects.filter(action="job.submit").order_by("at", "id")] == [
-        "127.0.0.1", "192.0.2.7",
-    ]  # fmt: skip
+        "127.0.0.1",
+        "192.0.2.7",
+    ]
 
 
 @pytest.mark.parametrize("forwarded", ["not-an-address", "1.2.3.4'; DROP TABLE x", "\u202e1.1.1.1"])
-def test_a_forged_forwarded_address_is_never_recorded(student_client, fake_bridge, settings,
-                                                      forwarded):  # fmt: skip
+def test_a_forged_forwarded_address_is_never_recorded(
+    student_client, fake_bridge, settings, forwarded
+):
     settings.TRUSTED_PROXY_COUNT = 2  # one more than there really is: the client's value counts
-    response = student_client.post(reverse("jobs:new"), {
-        "name": "x", "gpus": 0, "cpus": 1, "memory_gb": 1, "script": script_upload(),
-    }, REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR=f"{forwarded}, 192.0.2.7")  # fmt: skip
+    response = student_client.post(
+        reverse("jobs:new"),
+        {
+            "name": "x",
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 1,
+            "script": script_upload(),
+        },
+        REMOTE_ADDR="127.0.0.1",
+        HTTP_X_FORWARDED_FOR=f"{forwarded}, 192.0.2.7",
+    )
     assert response.status_code == 302
     assert AuditEntry.objects.get(action="job.submit").ip == "127.0.0.1"
 
@@ -75,12 +106,19 @@ def test_quota_and_membership_changes_in_the_admin_are_logged(admin_client):
     lab = LabFactory(name="Vision", gpu_hours=10)
     ada = UserFactory(username="ada")
     url = reverse("admin:labs_lab_change", args=[lab.pk])
-    response = admin_client.post(url, {
-        "name": "Vision", "accounting_group": "group_vision", "gpu_hours": 20,
-        "gpu_hours_period_days": 7,
-        "memberships-TOTAL_FORMS": 1, "memberships-INITIAL_FORMS": 0,
-        "memberships-0-user": ada.pk, "memberships-0-role": "lead",
-    })  # fmt: skip
+    response = admin_client.post(
+        url,
+        {
+            "name": "Vision",
+            "accounting_group": "group_vision",
+            "gpu_hours": 20,
+            "gpu_hours_period_days": 7,
+            "memberships-TOTAL_FORMS": 1,
+            "memberships-INITIAL_FORMS": 0,
+            "memberships-0-user": ada.pk,
+            "memberships-0-role": "lead",
+        },
+    )
     assert response.status_code == 302, response.content.decode()[:2000]
     (changed,) = entries("lab.change")
     assert "GPU-hours per period: 20.0" in changed.detail
@@ -88,8 +126,9 @@ def test_quota_and_membership_changes_in_the_admin_are_logged(admin_client):
     (added,) = entries("membership.add")
     assert added.target_label == "ada in Vision"
     membership = Membership.objects.get()
-    admin_client.post(reverse("admin:labs_membership_delete", args=[membership.pk]),
-                      {"post": "yes"})  # fmt: skip
+    admin_client.post(
+        reverse("admin:labs_membership_delete", args=[membership.pk]), {"post": "yes"}
+    )
     assert entries("membership.remove")[0].actor_name == "root"
     assert Lab.objects.get().gpu_hours == 20
 
@@ -103,6 +142,10 @@ def test_the_log_can_be_read_and_filtered_but_not_edited(admin_client, student, 
     assert "job.submit" in listing.content.decode()
     change = admin_client.get(reverse("admin:audit_auditentry_change", args=[entry.pk]))
     assert 'name="_save"' not in change.content.decode()
-    assert admin_client.post(reverse("admin:audit_auditentry_delete", args=[entry.pk]),
-                             {"post": "yes"}).status_code == 403  # fmt: skip
+    assert (
+        admin_client.post(
+            reverse("admin:audit_auditentry_delete", args=[entry.pk]), {"post": "yes"}
+        ).status_code
+        == 403
+    )
     assert AuditEntry.objects.filter(pk=entry.pk).exists()

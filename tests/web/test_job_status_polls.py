@@ -219,11 +219,14 @@ def test_the_owners_page_gets_only_the_new_log_text(student_client, job, django_
     with django_assert_num_queries(1):
         answer = poll(student_client, job, etag, partial=True, stdout_offset=8)
     assert answer.status_code == 200
-    assert answer.json() == {"logs_only": True, "logs": {
-        "stdout": {"text": "epoch 2\n", "start": 8, "offset": 16, "size": 16},
-        "stderr": {"text": "", "start": 0, "offset": 0, "size": 0},
-        "install": {"text": "", "start": 0, "offset": 0, "size": 0},
-    }}  # fmt: skip
+    assert answer.json() == {
+        "logs_only": True,
+        "logs": {
+            "stdout": {"text": "epoch 2\n", "start": 8, "offset": 16, "size": 16},
+            "stderr": {"text": "", "start": 0, "offset": 0, "size": 0},
+            "install": {"text": "", "start": 0, "offset": 0, "size": 0},
+        },
+    }
     assert (
         poll(student_client, job, answer["ETag"], partial=True, stdout_offset=16).status_code == 304
     )

@@ -18,8 +18,14 @@ pytestmark = pytest.mark.django_db
 
 
 def post_job(client, **fields):
-    data = {"name": "mnist", "gpus": 1, "cpus": 1, "memory_gb": 2, "arguments": "",
-            "script": script_upload()}  # fmt: skip
+    data = {
+        "name": "mnist",
+        "gpus": 1,
+        "cpus": 1,
+        "memory_gb": 2,
+        "arguments": "",
+        "script": script_upload(),
+    }
     data.update(fields)
     return client.post(reverse("jobs:new"), data)
 
@@ -90,10 +96,20 @@ def test_an_output_file_downloads(student_client, student, fake_bridge):
 
 @pytest.mark.parametrize(
     "path",
-    ["outputs/../train.py", "outputs/../../../../etc/passwd", "outputs/%2e%2e/train.py",
-     "outputs/link.txt", "outputs/linkdir/passwd", "/etc/passwd", "train.py", "stdout.txt",
-     ".nightshift/nightshift.py", "outputs//link.txt", "outputs/./link.txt"],
-)  # fmt: skip
+    [
+        "outputs/../train.py",
+        "outputs/../../../../etc/passwd",
+        "outputs/%2e%2e/train.py",
+        "outputs/link.txt",
+        "outputs/linkdir/passwd",
+        "/etc/passwd",
+        "train.py",
+        "stdout.txt",
+        ".nightshift/nightshift.py",
+        "outputs//link.txt",
+        "outputs/./link.txt",
+    ],
+)
 def test_downloads_never_leave_the_kept_outputs(student_client, student, fake_bridge, path):
     job = submission.job_submit(user=student, spec=specs.JobSpec(name="x"), script=script_upload())
     (job.directory / "outputs" / "link.txt").symlink_to("/etc/passwd")
@@ -129,12 +145,20 @@ def test_bad_outputs_to_keep_are_refused(student_client, fake_bridge, keep):
 
 @pytest.mark.parametrize(
     "name, method, extra",
-    [("jobs:detail", "get", []), ("jobs:status", "get", []), ("jobs:cancel", "post", []),
-     ("jobs:hold", "post", []), ("jobs:release", "post", []), ("jobs:rerun", "post", []),
-     ("jobs:metrics", "get", []), ("jobs:metrics_csv", "get", []),
-     ("jobs:outputs_zip", "get", []),
-     ("jobs:log", "get", ["stdout"]), ("jobs:output", "get", ["outputs/model.txt"])],
-)  # fmt: skip
+    [
+        ("jobs:detail", "get", []),
+        ("jobs:status", "get", []),
+        ("jobs:cancel", "post", []),
+        ("jobs:hold", "post", []),
+        ("jobs:release", "post", []),
+        ("jobs:rerun", "post", []),
+        ("jobs:metrics", "get", []),
+        ("jobs:metrics_csv", "get", []),
+        ("jobs:outputs_zip", "get", []),
+        ("jobs:log", "get", ["stdout"]),
+        ("jobs:output", "get", ["outputs/model.txt"]),
+    ],
+)
 def test_another_users_job_is_a_404_on_every_url(
     client, student, other_student, fake_bridge, name, method, extra
 ):
@@ -192,9 +216,12 @@ def test_a_held_job_page_explains_the_hold_and_what_to_do(student_client, studen
     job = submission.job_submit(user=student, spec=specs.JobSpec(name="x"), script=script_upload())
     job = submission.job_submit_to_pool(job.pk)
     fake_bridge.set_state(
-        str(job.public_id), CondorState.HELD, hold_reason="Transfer output files failure: "
-        "No such file or directory", hold_reason_code=12, hold_reason_subcode=2,
-    )  # fmt: skip
+        str(job.public_id),
+        CondorState.HELD,
+        hold_reason="Transfer output files failure: No such file or directory",
+        hold_reason_code=12,
+        hold_reason_subcode=2,
+    )
     sync.jobs_sync()
     body = student_client.get(reverse("jobs:detail", args=[job.public_id])).content.decode()
     assert "An output file or folder it should have made is missing." in body
@@ -214,9 +241,15 @@ def test_clone_prefills_the_form_and_reuses_the_script(student_client, student, 
     assert "Cloned from" in form
     response = student_client.post(
         reverse("jobs:new"),
-        {"name": "resnet v2", "gpus": 2, "cpus": 1, "memory_gb": 4, "arguments": "--epochs=5",
-         "source_job": original.public_id},
-    )  # fmt: skip
+        {
+            "name": "resnet v2",
+            "gpus": 2,
+            "cpus": 1,
+            "memory_gb": 4,
+            "arguments": "--epochs=5",
+            "source_job": original.public_id,
+        },
+    )
     assert response.status_code == 302
     clone = Job.objects.get(name="resnet v2")
     assert (clone.directory / "train.py").read_text() == "print('original')\n"
@@ -328,9 +361,16 @@ def test_the_preview_shows_the_exact_submit_description_with_user_text_quoted(
 ):
     response = student_client.get(
         reverse("jobs:preview"),
-        {"name": "x", "gpus": 1, "gpu_memory_gb": 10, "cpus": 2, "memory_gb": 2,
-         "arguments": "--tag=$(HOME)\nit's", "script_name": "my model.py"},
-    )  # fmt: skip
+        {
+            "name": "x",
+            "gpus": 1,
+            "gpu_memory_gb": 10,
+            "cpus": 2,
+            "memory_gb": 2,
+            "arguments": "--tag=$(HOME)\nit's",
+            "script_name": "my model.py",
+        },
+    )
     text = response.content.decode()
     assert response.status_code == 200
     # A GPU job runs under the launcher, which samples its GPUs beside it.
@@ -345,7 +385,7 @@ def test_the_preview_shows_the_exact_submit_description_with_user_text_quoted(
 def test_the_preview_names_a_bad_value(student_client, fake_bridge):
     response = student_client.get(
         reverse("jobs:preview"),
-        {"name": "x", "gpus": 1, "cpus": 1, "memory_gb": 2, "arguments": "x" * 5000},  # fmt: skip
+        {"name": "x", "gpus": 1, "cpus": 1, "memory_gb": 2, "arguments": "x" * 5000},
     )
     assert response.status_code == 400
     assert "arguments: must be at most 4096 characters" in response.content.decode()
@@ -361,12 +401,14 @@ def test_environment_variables_come_as_key_value_rows(student_client, fake_bridg
 
 @pytest.mark.parametrize(
     "keys, values, message",
-    [(["1BAD"], ["x"], "is not a valid variable name"),
-     (["A", "A"], ["1", "2"], "A is set twice"),
-     (["PYTHONPATH"], ["/evil"], "is set by Nightshift"),
-     ([""], ["orphan"], "has no variable name"),
-     (["OK"], ["line\nbreak"], "must not contain line breaks")],
-)  # fmt: skip
+    [
+        (["1BAD"], ["x"], "is not a valid variable name"),
+        (["A", "A"], ["1", "2"], "A is set twice"),
+        (["PYTHONPATH"], ["/evil"], "is set by Nightshift"),
+        ([""], ["orphan"], "has no variable name"),
+        (["OK"], ["line\nbreak"], "must not contain line breaks"),
+    ],
+)
 def test_bad_environment_rows_are_refused_and_kept(
     student_client, fake_bridge, keys, values, message
 ):
@@ -428,10 +470,15 @@ def test_a_kept_requirements_file_survives_an_error_too(student_client, fake_bri
     assert "Kept from your last try: <strong>requirements.txt</strong>" in first.content.decode()
     second = student_client.post(
         reverse("jobs:new"),
-        {"name": "fixed", "gpus": 1, "cpus": 1, "memory_gb": 2,
-         "staged_upload": data["staged_upload"],
-         "staged_requirements": data["staged_requirements"]},
-    )  # fmt: skip
+        {
+            "name": "fixed",
+            "gpus": 1,
+            "cpus": 1,
+            "memory_gb": 2,
+            "staged_upload": data["staged_upload"],
+            "staged_requirements": data["staged_requirements"],
+        },
+    )
     assert second.status_code == 302
     job = Job.objects.get(name="fixed")
     assert (job.directory / "requirements.txt").read_text() == "six\n"
@@ -498,8 +545,9 @@ def test_the_job_page_shows_the_checkpoints_age_and_size(
     assert "saved 4 min" in body and "3.0\xa0KB in 2 files" in body
 
 
-def test_a_checkpoint_folder_that_is_a_link_out_of_the_job_is_not_read(student_client, student,
-                                                                     tmp_path):  # fmt: skip
+def test_a_checkpoint_folder_that_is_a_link_out_of_the_job_is_not_read(
+    student_client, student, tmp_path
+):
     job = job_that_ran(student, gpus=1, start=timezone.now() - timedelta(minutes=30))
     Job.objects.filter(pk=job.pk).update(output_dir=str(tmp_path / "job"))
     (tmp_path / "job" / ".nightshift").mkdir(parents=True)

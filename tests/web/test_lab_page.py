@@ -48,14 +48,15 @@ def test_the_lead_adds_by_username_or_email_and_removes(client, lead, vision):
 
 
 def test_an_unknown_name_is_explained(client, lead, vision):
-    response = client.post(reverse("labs:detail", args=[vision.pk]), {"who": "nobody"},
-                           follow=True)  # fmt: skip
+    response = client.post(reverse("labs:detail", args=[vision.pk]), {"who": "nobody"}, follow=True)
     assert "Nobody is called &#x27;nobody&#x27;" in response.content.decode()
 
 
 def test_a_member_or_another_labs_lead_gets_a_404(client, vision):
-    for user in (MembershipFactory(lab=vision).user,
-                 MembershipFactory(lab=LabFactory(name="NLP"), role="lead").user):  # fmt: skip
+    for user in (
+        MembershipFactory(lab=vision).user,
+        MembershipFactory(lab=LabFactory(name="NLP"), role="lead").user,
+    ):
         client.force_login(user)
         assert client.get(reverse("labs:detail", args=[vision.pk])).status_code == 404
         target = Membership.objects.filter(lab=vision).first()

@@ -47,13 +47,27 @@ def slapd(tmp_path_factory):
     folder = tmp_path_factory.mktemp("slapd")
     (folder / "db").mkdir()
     conf = folder / "slapd.conf"
-    conf.write_text(SLAPD_CONF.format(dir=folder, base=BASE, admin=ADMIN_DN,
-                                      password=ADMIN_PASSWORD))  # fmt: skip
+    conf.write_text(
+        SLAPD_CONF.format(dir=folder, base=BASE, admin=ADMIN_DN, password=ADMIN_PASSWORD)
+    )
     uri = f"ldap://127.0.0.1:{free_port()}"
-    server = subprocess.Popen(["/usr/sbin/slapd", "-d", "0", "-h", f"{uri}/", "-f", str(conf)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
-    load = ["ldapadd", "-x", "-H", uri, "-D", ADMIN_DN, "-w", ADMIN_PASSWORD,
-            "-f", str(FIXTURES / "campus.ldif")]  # fmt: skip
+    server = subprocess.Popen(
+        ["/usr/sbin/slapd", "-d", "0", "-h", f"{uri}/", "-f", str(conf)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    load = [
+        "ldapadd",
+        "-x",
+        "-H",
+        uri,
+        "-D",
+        ADMIN_DN,
+        "-w",
+        ADMIN_PASSWORD,
+        "-f",
+        str(FIXTURES / "campus.ldif"),
+    ]
     for _ in range(50):
         if subprocess.run(load, capture_output=True).returncode == 0:
             break
@@ -74,12 +88,17 @@ def ldap_settings(settings, slapd):
     settings.AUTH_LDAP_SERVER_URI = slapd
     settings.AUTH_LDAP_BIND_DN = ADMIN_DN
     settings.AUTH_LDAP_BIND_PASSWORD = ADMIN_PASSWORD
-    settings.AUTH_LDAP_USER_SEARCH = LDAPSearch(f"ou=people,{BASE}", ldap.SCOPE_SUBTREE,
-                                                "(uid=%(user)s)")  # fmt: skip
-    settings.AUTH_LDAP_USER_ATTR_MAP = {"first_name": "givenName", "last_name": "sn",
-                                        "email": "mail"}  # fmt: skip
-    settings.AUTH_LDAP_GROUP_SEARCH = LDAPSearch(f"ou=groups,{BASE}", ldap.SCOPE_SUBTREE,
-                                                 "(objectClass=groupOfNames)")  # fmt: skip
+    settings.AUTH_LDAP_USER_SEARCH = LDAPSearch(
+        f"ou=people,{BASE}", ldap.SCOPE_SUBTREE, "(uid=%(user)s)"
+    )
+    settings.AUTH_LDAP_USER_ATTR_MAP = {
+        "first_name": "givenName",
+        "last_name": "sn",
+        "email": "mail",
+    }
+    settings.AUTH_LDAP_GROUP_SEARCH = LDAPSearch(
+        f"ou=groups,{BASE}", ldap.SCOPE_SUBTREE, "(objectClass=groupOfNames)"
+    )
     settings.AUTH_LDAP_GROUP_TYPE = GroupOfNamesType()
     backends = list(settings.AUTHENTICATION_BACKENDS)
     backends.insert(1, "django_auth_ldap.backend.LDAPBackend")
@@ -133,12 +152,14 @@ def test_the_environment_turns_ldap_on(tmp_path):
         "print(s.AUTH_LDAP_GROUP_SEARCH.base_dn)"
     )
     env = os.environ | {
-        "DJANGO_SETTINGS_MODULE": "portal.settings", "NIGHTSHIFT_LDAP_URI": "ldap://ldap.example",
+        "DJANGO_SETTINGS_MODULE": "portal.settings",
+        "NIGHTSHIFT_LDAP_URI": "ldap://ldap.example",
         "NIGHTSHIFT_LDAP_USER_BASE": f"ou=people,{BASE}",
         "NIGHTSHIFT_LDAP_GROUP_BASE": f"ou=groups,{BASE}",
-    }  # fmt: skip
+    }
     repo = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
-                          check=True, cwd=repo)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True, cwd=repo
+    )
     out = done.stdout.split()
     assert out == ["django_auth_ldap.backend.LDAPBackend", f"ou=people,{BASE}", f"ou=groups,{BASE}"]

@@ -8,8 +8,9 @@ pytestmark = pytest.mark.django_db
 
 
 def sign_in(client, password: str, address: str = "10.0.0.1", username: str = "student"):
-    return client.post(reverse("login"), {"username": username, "password": password},
-                       REMOTE_ADDR=address)  # fmt: skip
+    return client.post(
+        reverse("login"), {"username": username, "password": password}, REMOTE_ADDR=address
+    )
 
 
 def test_the_sixth_try_is_refused_even_with_the_right_password(client, student, settings):
@@ -43,8 +44,10 @@ def test_the_apis_password_route_is_throttled_the_same_way(student, settings):
     api = APIClient(REMOTE_ADDR="10.0.0.9")
     url = reverse("api:password-token")
     body = {"username": "student", "password": "wrong", "name": "cli"}
-    statuses = [api.post(url, body, format="json").status_code
-                for _ in range(settings.AXES_FAILURE_LIMIT + 1)]  # fmt: skip
+    statuses = [
+        api.post(url, body, format="json").status_code
+        for _ in range(settings.AXES_FAILURE_LIMIT + 1)
+    ]
     assert statuses[-1] == 429
     right = api.post(url, body | {"password": "a-long-test-password"}, format="json")
     assert right.status_code == 429

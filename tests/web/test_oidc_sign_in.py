@@ -37,8 +37,10 @@ def provider(settings):
         settings.OIDC_OP_USER_ENDPOINT = f"{base}/userinfo"
         settings.OIDC_OP_JWKS_ENDPOINT = f"{base}/jwks"
         settings.OIDC_VERIFY_KID = False  # the mock provider's one key has no kid
-        settings.AUTHENTICATION_BACKENDS = [*settings.AUTHENTICATION_BACKENDS,
-                                            "accounts.oidc.CampusOIDCBackend"]  # fmt: skip
+        settings.AUTHENTICATION_BACKENDS = [
+            *settings.AUTHENTICATION_BACKENDS,
+            "accounts.oidc.CampusOIDCBackend",
+        ]
         yield base
 
 

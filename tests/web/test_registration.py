@@ -19,16 +19,30 @@ REGISTER = reverse("accounts:register")
 
 
 def register(client, lab=None, username="newbie"):
-    return client.post(REGISTER, {
-        "username": username, "email": f"{username}@example.org", "lab": lab.pk if lab else "",
-        "password1": "Correct-Horse-42", "password2": "Correct-Horse-42", "note": "resnets",
-    })  # fmt: skip
+    return client.post(
+        REGISTER,
+        {
+            "username": username,
+            "email": f"{username}@example.org",
+            "lab": lab.pk if lab else "",
+            "password1": "Correct-Horse-42",
+            "password2": "Correct-Horse-42",
+            "note": "resnets",
+        },
+    )
 
 
 def submit(client):
-    return client.post(reverse("jobs:new"), {
-        "name": "first", "gpus": 0, "cpus": 1, "memory_gb": 1, "script": script_upload(),
-    })  # fmt: skip
+    return client.post(
+        reverse("jobs:new"),
+        {
+            "name": "first",
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 1,
+            "script": script_upload(),
+        },
+    )
 
 
 @pytest.fixture
@@ -91,8 +105,9 @@ def test_a_lead_of_another_lab_cannot_approve(client, vision, settings):
     other = MembershipFactory(lab=LabFactory(name="NLP"), role="lead").user
     client.force_login(other)
     assert "newbie" not in client.get(reverse("accounts:approvals")).content.decode()
-    response = client.post(reverse("accounts:approvals"),
-                           {"registration": Registration.objects.get().pk})  # fmt: skip
+    response = client.post(
+        reverse("accounts:approvals"), {"registration": Registration.objects.get().pk}
+    )
     assert response.status_code == 404
     assert not Registration.objects.get().is_approved
 
@@ -114,8 +129,10 @@ def test_closed_registration_says_so_and_makes_no_account(client, settings):
 
 def test_a_weak_password_or_taken_name_is_refused_with_the_reason(client, settings, student):
     settings.REGISTRATION_MODE = "open"
-    response = client.post(REGISTER, {"username": "student", "email": "x@example.org",
-                                      "password1": "123", "password2": "123"})  # fmt: skip
+    response = client.post(
+        REGISTER,
+        {"username": "student", "email": "x@example.org", "password1": "123", "password2": "123"},
+    )
     body = response.content.decode()
     assert response.status_code == 400
     assert "A user with that username already exists." in body
@@ -135,18 +152,25 @@ def test_a_forgotten_password_is_reset_by_email(client, student):
     new = {"new_password1": "Brand-New-Pass-77", "new_password2": "Brand-New-Pass-77"}
     done = client.post(form.redirect_chain[-1][0], new)
     assert done.status_code == 302
-    signed_in = client.post(reverse("login"), {"username": "student",
-                                               "password": "Brand-New-Pass-77"})  # fmt: skip
+    signed_in = client.post(
+        reverse("login"), {"username": "student", "password": "Brand-New-Pass-77"}
+    )
     assert signed_in.status_code == 302
 
 
 def test_what_a_newcomer_types_is_shown_to_the_lead_as_text(client, vision, settings):
     settings.REGISTRATION_MODE = "approval"
-    client.post(REGISTER, {
-        "username": "newbie", "email": "newbie@example.org", "lab": vision.pk,
-        "password1": "Correct-Horse-42", "password2": "Correct-Horse-42",
-        "note": "<script>alert(1)</script>\u202egnp.exe",
-    })  # fmt: skip
+    client.post(
+        REGISTER,
+        {
+            "username": "newbie",
+            "email": "newbie@example.org",
+            "lab": vision.pk,
+            "password1": "Correct-Horse-42",
+            "password2": "Correct-Horse-42",
+            "note": "<script>alert(1)</script>\u202egnp.exe",
+        },
+    )
     client.force_login(get_user_model().objects.get(username="lead"))
     page = client.get(reverse("accounts:approvals")).content.decode()
     assert "<script>alert(1)" not in page

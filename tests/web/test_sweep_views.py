@@ -16,9 +16,15 @@ pytestmark = pytest.mark.django_db
 
 
 def post_form(client, **fields):
-    data = {"name": "lr sweep", "gpus": 0, "cpus": 1, "memory_gb": 0.25,
-            "arguments": "--lr={lr}\n--batch\n{batch}", "script": script_upload(),
-            "sweep_grid": "lr = 0.1, 0.01, 0.001\r\nbatch = 32, 64\r\n"} | fields  # fmt: skip
+    data = {
+        "name": "lr sweep",
+        "gpus": 0,
+        "cpus": 1,
+        "memory_gb": 0.25,
+        "arguments": "--lr={lr}\n--batch\n{batch}",
+        "script": script_upload(),
+        "sweep_grid": "lr = 0.1, 0.01, 0.001\r\nbatch = 32, 64\r\n",
+    } | fields
     return client.post(reverse("jobs:new"), data)
 
 
@@ -63,9 +69,11 @@ def test_a_run_page_links_back_to_its_sweep(student_client, fake_bridge):
 
 def test_another_students_sweep_page_is_a_404(client, other_student, student, fake_bridge):
     sweep = sweeps.sweep_submit(
-        user=student, spec=sweeps.JobSpec(name="mine", arguments=["{x}"]),
-        plan=sweeps.SweepPlan.from_json({"grid": {"x": [1]}}), script=script_upload(),
-    )  # fmt: skip
+        user=student,
+        spec=sweeps.JobSpec(name="mine", arguments=["{x}"]),
+        plan=sweeps.SweepPlan.from_json({"grid": {"x": [1]}}),
+        script=script_upload(),
+    )
     client.force_login(other_student)
     assert client.get(reverse("jobs:sweep", args=[sweep.public_id])).status_code == 404
 
@@ -75,8 +83,9 @@ def test_the_owner_cancels_every_run_from_the_sweep_page(student_client, fake_br
     sweep = Sweep.objects.get()
     page = student_client.get(reverse("jobs:sweep", args=[sweep.public_id])).content.decode()
     assert "Cancel all runs" in page
-    response = student_client.post(reverse("jobs:sweep_cancel", args=[sweep.public_id]),
-                                   follow=True)  # fmt: skip
+    response = student_client.post(
+        reverse("jobs:sweep_cancel", args=[sweep.public_id]), follow=True
+    )
     assert "Cancelling 6 runs of “lr sweep”." in response.content.decode()
     assert set(sweep.runs.values_list("state", flat=True)) == {"removed"}
     assert "Cancel all runs" not in response.content.decode()
@@ -84,10 +93,12 @@ def test_the_owner_cancels_every_run_from_the_sweep_page(student_client, fake_br
 
 def log_metrics(run, losses):
     metrics = run.directory / ".nightshift" / "metrics.jsonl"
-    metrics.write_text("".join(
-        json.dumps({"step": step, "time": 1.0 + step, "loss": loss, "acc": 1 - loss}) + "\n"
-        for step, loss in enumerate(losses)
-    ))  # fmt: skip
+    metrics.write_text(
+        "".join(
+            json.dumps({"step": step, "time": 1.0 + step, "loss": loss, "acc": 1 - loss}) + "\n"
+            for step, loss in enumerate(losses)
+        )
+    )
 
 
 @pytest.fixture
@@ -95,8 +106,9 @@ def sweep_with_metrics(student_client, fake_bridge):
     post_form(student_client)
     sweep = Sweep.objects.get()
     runs = list(sweep.runs.order_by("sweep_index"))
-    for run, losses in zip(runs, [[0.9, 0.5], [0.8, 0.2, 0.3], [0.7], [], [0.95, 0.6], [1.0]],
-                           strict=True):  # fmt: skip
+    for run, losses in zip(
+        runs, [[0.9, 0.5], [0.8, 0.2, 0.3], [0.7], [], [0.95, 0.6], [1.0]], strict=True
+    ):
         if losses:
             log_metrics(run, losses)
     return sweep
@@ -158,28 +170,50 @@ def test_an_evaluation_matrix_from_its_form(student_client, fake_bridge):
 
     form = student_client.get(reverse("jobs:matrix_new")).content.decode()
     assert "New evaluation matrix" in form and 'name="system_file_0"' in form
-    response = student_client.post(reverse("jobs:matrix_new"), {
-        "name": "eval", "gpus": 0, "cpus": 1, "memory_gb": 0.25, "arguments": "{dataset}",
-        "system_name_0": "bert", "system_file_0": script_upload(name="bert.py"),
-        "system_name_1": "t5", "system_file_1": script_upload(name="t5.py"),
-        "dataset_name_0": "squad", "dataset_path_0": "/shared/squad",
-        "dataset_name_1": "tiny", "dataset_file_1": SimpleUploadedFile("tiny.csv", b"1\n"),
-    })  # fmt: skip
+    response = student_client.post(
+        reverse("jobs:matrix_new"),
+        {
+            "name": "eval",
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 0.25,
+            "arguments": "{dataset}",
+            "system_name_0": "bert",
+            "system_file_0": script_upload(name="bert.py"),
+            "system_name_1": "t5",
+            "system_file_1": script_upload(name="t5.py"),
+            "dataset_name_0": "squad",
+            "dataset_path_0": "/shared/squad",
+            "dataset_name_1": "tiny",
+            "dataset_file_1": SimpleUploadedFile("tiny.csv", b"1\n"),
+        },
+    )
     sweep = Sweep.objects.get()
     assert response.status_code == 302, response.content.decode()[-3000:]
     assert response["Location"] == reverse("jobs:sweep", args=[sweep.public_id])
     assert sorted(sweep.runs.values_list("request__arguments", flat=True)) == [
-        ["/shared/squad"], ["/shared/squad"], ["dataset"], ["dataset"]
-    ]  # fmt: skip
+        ["/shared/squad"],
+        ["/shared/squad"],
+        ["dataset"],
+        ["dataset"],
+    ]
     page = student_client.get(response["Location"]).content.decode()
     assert 'data-role="matrix"' in page
 
 
 def test_a_half_filled_matrix_row_is_explained(student_client, fake_bridge):
-    response = student_client.post(reverse("jobs:matrix_new"), {
-        "name": "eval", "gpus": 0, "cpus": 1, "memory_gb": 0.25,
-        "system_name_0": "bert", "dataset_name_0": "squad", "dataset_path_0": "/d",
-    })  # fmt: skip
+    response = student_client.post(
+        reverse("jobs:matrix_new"),
+        {
+            "name": "eval",
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 0.25,
+            "system_name_0": "bert",
+            "dataset_name_0": "squad",
+            "dataset_path_0": "/d",
+        },
+    )
     assert response.status_code == 400
     assert "System row 1: give a name and a file." in response.content.decode()
     assert not Sweep.objects.exists()
@@ -189,22 +223,45 @@ def test_a_hyperparameter_study_from_its_form(student_client, fake_bridge, monke
     from experiments import studies
 
     monkeypatch.setattr(studies, "_enqueue_advance", lambda sweep_pk: None)
-    response = student_client.post(reverse("jobs:study_new"), {
-        "name": "search", "gpus": 0, "cpus": 1, "memory_gb": 0.25, "script": script_upload(),
-        "arguments": "--lr={lr}\n--opt={optimizer}",
-        "space": "lr = log_uniform 1e-5 0.1\r\noptimizer = choice adam sgd",
-        "objective": "val_loss", "direction": "minimize", "max_trials": 8, "parallel": 2,
-        "sampler": "tpe", "pruner": "median",
-    })  # fmt: skip
+    response = student_client.post(
+        reverse("jobs:study_new"),
+        {
+            "name": "search",
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 0.25,
+            "script": script_upload(),
+            "arguments": "--lr={lr}\n--opt={optimizer}",
+            "space": "lr = log_uniform 1e-5 0.1\r\noptimizer = choice adam sgd",
+            "objective": "val_loss",
+            "direction": "minimize",
+            "max_trials": 8,
+            "parallel": 2,
+            "sampler": "tpe",
+            "pruner": "median",
+        },
+    )
     sweep = Sweep.objects.get()
     assert response.status_code == 302, response.content.decode()[-2000:]
     assert sweep.kind == "study"
     assert sweep.definition["space"]["optimizer"] == {"kind": "choice", "choices": ["adam", "sgd"]}
-    bad = student_client.post(reverse("jobs:study_new"), {
-        "name": "search", "gpus": 0, "cpus": 1, "memory_gb": 0.25, "script": script_upload(),
-        "space": "lr = log_uniform small big", "objective": "loss", "direction": "minimize",
-        "max_trials": 8, "parallel": 2, "sampler": "tpe", "pruner": "median",
-    })  # fmt: skip
+    bad = student_client.post(
+        reverse("jobs:study_new"),
+        {
+            "name": "search",
+            "gpus": 0,
+            "cpus": 1,
+            "memory_gb": 0.25,
+            "script": script_upload(),
+            "space": "lr = log_uniform small big",
+            "objective": "loss",
+            "direction": "minimize",
+            "max_trials": 8,
+            "parallel": 2,
+            "sampler": "tpe",
+            "pruner": "median",
+        },
+    )
     assert bad.status_code == 400
     assert "Line 1: log_uniform needs its lowest and highest value." in bad.content.decode()
 
@@ -218,13 +275,18 @@ def test_parameter_sets_from_a_csv_on_the_job_form(student_client, fake_bridge):
     assert response.status_code == 302, response.content.decode()[-2000:]
     assert sweep.kind == "list"
     assert list(sweep.runs.order_by("sweep_index").values_list("parameters", flat=True)) == [
-        {"lr": 0.1, "batch": 32}, {"lr": 0.05, "batch": 128}
-    ]  # fmt: skip
+        {"lr": 0.1, "batch": 32},
+        {"lr": 0.05, "batch": 128},
+    ]
 
 
 def test_random_samples_on_the_job_form_are_reproducible(student_client, fake_bridge):
-    fields = {"sweep_grid": "", "sweep_random": "lr = log_uniform 1e-5 0.1\r\nbatch = choice 32 64",
-              "sweep_count": 3, "sweep_seed": 5}  # fmt: skip
+    fields = {
+        "sweep_grid": "",
+        "sweep_random": "lr = log_uniform 1e-5 0.1\r\nbatch = choice 32 64",
+        "sweep_count": 3,
+        "sweep_seed": 5,
+    }
     post_form(student_client, **fields)
     post_form(student_client, **fields)
     first, second = Sweep.objects.order_by("pk")

@@ -29,8 +29,9 @@ class Command(BaseCommand):
         student = User.objects.filter(username="student").first()
         lead = User.objects.filter(username="lead").first()
         if student is not None and lead is not None and not Lab.objects.exists():
-            lab = Lab.objects.create(name="Demo lab", gpu_hours=20, max_concurrent_gpus=2,
-                                     max_runtime_hours=4)  # fmt: skip
+            lab = Lab.objects.create(
+                name="Demo lab", gpu_hours=20, max_concurrent_gpus=2, max_runtime_hours=4
+            )
             Membership.objects.create(lab=lab, user=student)
             Membership.objects.create(lab=lab, user=lead, role=Membership.Role.LEAD)
             lab_leads_group_sync(lead)

@@ -14,8 +14,11 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("--no-surplus", action="store_true",
-                            help="Do not let a group use what others leave idle.")  # fmt: skip
+        parser.add_argument(
+            "--no-surplus",
+            action="store_true",
+            help="Do not let a group use what others leave idle.",
+        )
 
     def handle(self, *args, no_surplus: bool = False, **options) -> None:
         groups = [lab.accounting_group for lab in Lab.objects.order_by("accounting_group")]

@@ -31,16 +31,19 @@ class Command(BaseCommand):
                 self.stdout.write(f"       {'':<14} fix: {check.fix}")
         failed = [check.name for check in checks if not check.ok]
         if failed:
-            raise CommandError(f"{len(failed)} check{'s' if len(failed) != 1 else ''} failed: "
-                               f"{', '.join(failed)}.")  # fmt: skip
+            raise CommandError(
+                f"{len(failed)} check{'s' if len(failed) != 1 else ''} failed: {', '.join(failed)}."
+            )
         self.stdout.write("The portal can use this pool.")
 
     def _checks(self):
         yield self._jobs_folder()
         yield from diagnose(
-            collector=settings.CONDOR_COLLECTOR, schedd_name=settings.CONDOR_SCHEDD_NAME,
-            token_dir=str(settings.CONDOR_TOKEN_DIR), probe_dir=str(settings.JOBS_DIR),
-        )  # fmt: skip
+            collector=settings.CONDOR_COLLECTOR,
+            schedd_name=settings.CONDOR_SCHEDD_NAME,
+            token_dir=str(settings.CONDOR_TOKEN_DIR),
+            probe_dir=str(settings.JOBS_DIR),
+        )
         yield self._matching()
 
     def _matching(self) -> Check:
@@ -51,17 +54,27 @@ class Command(BaseCommand):
                 state=JobState.IDLE, wait_reason=POOL_STALLED_REASON
             ).count()
         except DatabaseError as exc:
-            return Check("matching", False, f"The portal's database cannot be read: {exc}",
-                         "Check DATABASE_URL and that PostgreSQL runs.")  # fmt: skip
+            return Check(
+                "matching",
+                False,
+                f"The portal's database cannot be read: {exc}",
+                "Check DATABASE_URL and that PostgreSQL runs.",
+            )
         if stalled:
-            return Check("matching", False,
-                         f"{stalled} idle job{'s' if stalled != 1 else ''} of this portal "
-                         f"{'have' if stalled != 1 else 'has'} waited over {limit} s while a "
-                         "workstation that fits stayed free: the pool is not matching jobs.",
-                         RESTART_NEGOTIATOR + " If the negotiator check above passes, restart "
-                         "the schedd too (condor_restart -daemon schedd).")  # fmt: skip
-        return Check("matching", True, f"No idle job has waited over {limit} s beside a free "
-                     "workstation that fits it.")  # fmt: skip
+            return Check(
+                "matching",
+                False,
+                f"{stalled} idle job{'s' if stalled != 1 else ''} of this portal "
+                f"{'have' if stalled != 1 else 'has'} waited over {limit} s while a "
+                "workstation that fits stayed free: the pool is not matching jobs.",
+                RESTART_NEGOTIATOR + " If the negotiator check above passes, restart "
+                "the schedd too (condor_restart -daemon schedd).",
+            )
+        return Check(
+            "matching",
+            True,
+            f"No idle job has waited over {limit} s beside a free workstation that fits it.",
+        )
 
     def _jobs_folder(self) -> Check:
         folder = Path(settings.JOBS_DIR)
@@ -73,11 +86,19 @@ class Command(BaseCommand):
             probe.write_text("")
             probe.unlink()
         except OSError as exc:
-            return Check("jobs folder", False, f"The portal cannot write to {folder}: "
-                         f"{exc.strerror}.", "Make the portal's account its owner.")  # fmt: skip
+            return Check(
+                "jobs folder",
+                False,
+                f"The portal cannot write to {folder}: {exc.strerror}.",
+                "Make the portal's account its owner.",
+            )
         if settings.CONDOR_FILE_MODE == "shared" and settings.JOB_DIR_UID is None:
-            return Check("jobs folder", True, f"{folder} is writable.",
-                         "Shared mode: set NIGHTSHIFT_JOB_DIR_UID to the uid jobs run as on "
-                         "the workstations, so that they may write their outputs.",
-                         warning=True)  # fmt: skip
+            return Check(
+                "jobs folder",
+                True,
+                f"{folder} is writable.",
+                "Shared mode: set NIGHTSHIFT_JOB_DIR_UID to the uid jobs run as on "
+                "the workstations, so that they may write their outputs.",
+                warning=True,
+            )
         return Check("jobs folder", True, f"{folder} is writable.")

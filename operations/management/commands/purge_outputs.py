@@ -18,8 +18,9 @@ class Command(BaseCommand):
             default=None,
             help="for labs without their own retention, and jobs in no lab",
         )
-        parser.add_argument("--apply", action="store_true",
-                            help="remove the files (without it, only list them)")  # fmt: skip
+        parser.add_argument(
+            "--apply", action="store_true", help="remove the files (without it, only list them)"
+        )
 
     def handle(self, *args, days: int | None, apply: bool, **options) -> None:
         if days is not None and days < 1:
@@ -30,15 +31,19 @@ class Command(BaseCommand):
             return
         self.stdout.write(f"{'Lab':<30} {'Days':>5} {'Jobs':>6} {'Files':>7} {'Size':>10}")
         for lab in due.by_lab:
-            self.stdout.write(f"{lab.lab[:30]:<30} {lab.days:>5} {len(lab.jobs):>6} "
-                              f"{lab.files:>7} {filesizeformat(lab.bytes):>10}")  # fmt: skip
+            self.stdout.write(
+                f"{lab.lab[:30]:<30} {lab.days:>5} {len(lab.jobs):>6} "
+                f"{lab.files:>7} {filesizeformat(lab.bytes):>10}"
+            )
         total = f"{due.jobs} jobs' outputs ({due.files} files, {filesizeformat(due.bytes)})"
         if not apply:
             self.stdout.write(f"Dry run: {total} would be removed. Run with --apply to remove.")
             return
         outputs_purge(due)
-        self.stdout.write(f"Removed {due.removed_files} files "
-                          f"({filesizeformat(due.removed_bytes)}) of {due.jobs} jobs.")  # fmt: skip
+        self.stdout.write(
+            f"Removed {due.removed_files} files "
+            f"({filesizeformat(due.removed_bytes)}) of {due.jobs} jobs."
+        )
         for failure in due.failures:
             self.stderr.write(f"could not remove {failure}")
         if due.failures:
