@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import secrets
 import smtplib
 import time
@@ -17,13 +18,15 @@ from cryptography.hazmat.primitives import serialization
 from django.conf import settings
 from django.core.mail import send_mail
 from django.utils import timezone
-from py_vapid import Vapid
+from py_vapid import Vapid, VapidException
 from pywebpush import WebPusher
 from standardwebhooks import Webhook as Signer
 
 from plumbing import outbound
 
 from .models import Notification, PushSubscription, Webhook
+
+logger = logging.getLogger(__name__)
 
 TIMEOUT_S = 15.0
 # A push service keeps a message this long for a browser that is offline.
@@ -59,7 +62,8 @@ def send_email(notification: Notification) -> None:
     lines.append(absolute(notification.url))
     try:
         send_mail(
-            subject=f"[Nightshift] {notification.title}",
+            # A title holds names people chose: never a second header line.
+            subject=" ".join(f"[Nightshift] {notification.title}".split()),
             message="\n".join(lines),
             from_email=None,
             recipient_list=[notification.user.email],
@@ -85,7 +89,14 @@ def _vapid() -> Vapid | None:
     path = settings.VAPID_PRIVATE_KEY
     if path is None or not path.exists():
         return None
-    return Vapid.from_file(private_key_file=str(path))
+    try:
+        return Vapid.from_file(private_key_file=str(path))
+    except (OSError, ValueError, VapidException) as exc:
+        # A damaged key turns the browser channel off instead of breaking pages.
+        logger.error(
+            "the VAPID key %s cannot be read (%s): browser notifications are off", path, exc
+        )
+        return None
 
 
 def push_payload(notification: Notification) -> bytes:

@@ -201,3 +201,32 @@ def test_the_same_occasion_is_told_once(notify_settings, webhook_receiver):
     send_all()
     assert len(webhook_receiver.received) == 1
     assert json.loads(webhook_receiver.received[0].body)["type"] == "job.ended"
+
+
+def test_a_title_with_a_line_break_stays_one_subject_line(notify_settings, smtp_server):
+    student = UserFactory(email="ada@example.edu")
+    services.notify(
+        [
+            services.Occasion(
+                user=student,
+                event=Event.JOB_ENDED,
+                key="k",
+                title="evil\r\nBcc: x@example.org",
+                also=frozenset({"email"}),
+            )
+        ]
+    )
+    assert send_all() == ["sent"]
+    [envelope] = smtp_server.messages
+    assert envelope.rcpt_tos == ["ada@example.edu"]
+    assert "Subject: [Nightshift] evil Bcc: x@example.org" in envelope.content.decode()
+
+
+def test_a_damaged_site_key_turns_browsers_off_without_breaking_anything(
+    notify_settings, push_service
+):
+    notify_settings.VAPID_PRIVATE_KEY.write_text("not a key")
+    student = UserFactory(email="")
+    push_service.browser(student)
+    assert services.push_public_key() is None
+    assert told(student) == []
