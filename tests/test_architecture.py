@@ -181,3 +181,27 @@ def test_the_formatter_owns_the_layout():
         if line.rstrip().endswith("# fmt: " + "skip")
     ]
     assert held_back == []
+
+
+def test_every_registration_in_an_apps_ready_is_in_the_extension_point_table():
+    """docs/architecture.md lists each interface a higher app hands its part to, with the app
+    that does: a new registration without its row fails here."""
+    table = [
+        line
+        for line in (REPO / "docs" / "architecture.md").read_text().splitlines()
+        if line.startswith("| `") and "_register(" in line
+    ]
+    missing = []
+    for app in PACKAGES:
+        ready = REPO / app / "apps.py"
+        if not ready.exists():
+            continue
+        for node in ast.walk(ast.parse(ready.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                name = node.func.id
+                if name.endswith("_register") and not any(
+                    f"{name}(" in row and app in row.split("|")[2].replace(",", " ").split()
+                    for row in table
+                ):
+                    missing.append(f"{app}: {name}")
+    assert missing == []
