@@ -62,6 +62,8 @@ HELPER_FILES = (
     (HELPER_MODULE, "nightshift.py"),
     (LAUNCHER_MODULE, "launch.py"),
     (DATA_MODULE, "nightshift_data.py"),
+    (LAUNCHER_MODULE.with_name("environment_cache.py"), "environment_cache.py"),
+    (LAUNCHER_MODULE.with_name("cache_keeper.py"), "cache_keeper.py"),
 )
 
 

@@ -70,6 +70,16 @@ install -m 0755 "$HERE/placement-figures" "$LIBEXEC/nightshift-placement-figures
 # (the kit's links to the portal's copies; install copies what they point at).
 install -m 0755 "$HERE/nightshift_data_plugin.py" "$LIBEXEC/nightshift_data_plugin.py"
 install -m 0644 "$HERE/nightshift_data.py" "$LIBEXEC/nightshift_data.py"
+install -m 0644 "$HERE/cache_keeper.py" "$LIBEXEC/cache_keeper.py"
+# The cache keeper, which alone writes the shared caches, as an account no job runs as.
+install -d -m 0755 "$LIBEXEC/nightshift-keeper"
+for module in cache_keeper_daemon cache_keeper environment_cache nightshift_data; do
+    install -m 0644 "$HERE/$module.py" "$LIBEXEC/nightshift-keeper/$module.py"
+done
+chmod 0755 "$LIBEXEC/nightshift-keeper/cache_keeper_daemon.py"
+KEEPER_USER=$(condor_config_val NIGHTSHIFT_CACHE_KEEPER_USER)
+id "$KEEPER_USER" >/dev/null 2>&1 \
+    || useradd --system --no-create-home --shell /usr/sbin/nologin "$KEEPER_USER"
 cat >"$CONFIG_DIR/45-nightshift-join.conf" <<CONF
 # Written by join-pool.sh: this workstation's place in the campus pool.
 CONDOR_HOST = $CM
@@ -91,11 +101,12 @@ STARTD_CRON_JOBLIST = \$(STARTD_CRON_JOBLIST) PLACEMENT
 CONF
 fi
 
-# The shared environment cache, and uv to install into it (the launcher uses pip without).
+# The shared environment cache, and uv to install into it (the keeper uses pip without).
+# Only the keeper's account writes either cache; jobs read them.
 CACHE=$(condor_config_val NIGHTSHIFT_ENV_CACHE)
-install -d -m 1777 "$CACHE"
+install -d -o "$KEEPER_USER" -m 0755 "$CACHE"
 # The dataset cache: each version fetched once from the portal, reused by later jobs.
-install -d -m 1777 "$(condor_config_val NIGHTSHIFT_DATA_CACHE)"
+install -d -o "$KEEPER_USER" -m 0755 "$(condor_config_val NIGHTSHIFT_DATA_CACHE)"
 if ! [ -x /usr/local/bin/uv ]; then
     say "installing uv (from the package index) for the environment cache"
     scratch=$(mktemp -d)

@@ -44,6 +44,11 @@ import time
 import urllib.error
 import urllib.request
 
+try:
+    import cache_keeper
+except ImportError:  # imported as jobs.runtime.nightshift_data (the portal's tests)
+    from . import cache_keeper
+
 HELPER_DIR = os.path.dirname(os.path.abspath(__file__))
 MANIFEST = os.path.join(HELPER_DIR, "datasets.json")
 CREDENTIAL = os.path.join(HELPER_DIR, "credential")
@@ -109,6 +114,7 @@ SETTINGS = {  # the variable a test or a site sets, and the kit's machine attrib
     "cache": ("NIGHTSHIFT_DATA_CACHE", "NightshiftDataCache"),
     "cap_gb": ("NIGHTSHIFT_DATA_CACHE_GB", "NightshiftDataCacheGb"),
     "verify_hours": ("NIGHTSHIFT_DATA_VERIFY_HOURS", "NightshiftDataVerifyHours"),
+    "keeper": ("NIGHTSHIFT_CACHE_KEEPER", "NightshiftCacheKeeper"),
 }
 
 
@@ -198,7 +204,7 @@ def unpack(stream, target, expected):
     return reader.count
 
 
-def fetch(dataset, target, credential, log):
+def fetch(dataset, target, credential, log, workstation=None):
     """Fetches and unpacks one dataset from the portal; the bytes received."""
     if not dataset["url"].startswith(("https://", "http://")):
         raise DeliveryError(f"{dataset['reference']} has no portal URL to fetch it from")
@@ -207,7 +213,7 @@ def fetch(dataset, target, credential, log):
         headers = {
             "Authorization": f"Bearer {credential}",
             "User-Agent": "nightshift-launcher",
-            "X-Nightshift-Workstation": WORKSTATION[0],
+            "X-Nightshift-Workstation": workstation or WORKSTATION[0],
         }
         request = urllib.request.Request(dataset["url"], headers=headers)  # noqa: S310 - checked above
         try:
@@ -309,6 +315,9 @@ def write_index(entry, index):
 
 def find_cache(machine_attribute, log):
     folder = setting("cache", machine_attribute)
+    keeper = setting("keeper", machine_attribute)
+    if keeper and folder != "none":
+        return cache_keeper.KeeperCache(keeper)
     if folder == "none":
         log(
             "the dataset cache is turned off for this job: fetching into its sandbox, for "
@@ -336,9 +345,10 @@ def find_cache(machine_attribute, log):
     return folder
 
 
-def cached(cache, dataset, credential, log, verify_hours):
+def cached(cache, dataset, credential, log, verify_hours, held=HELD, workstation=None):
     """The folder of `dataset`'s files in the cache, fetched first if no job has (or if the
-    entry is damaged); the bytes received; the entry's lock is held for the job's life."""
+    entry is damaged); the bytes received. The entry's lock is kept in `held`: for the job's
+    life, or by the cache keeper for as long as the job that asked stays connected."""
     sha = dataset["sha256"]
     entry = os.path.join(cache, "objects", sha)
     handle = open(os.path.join(cache, "locks", f"{sha}.lock"), "a")  # noqa: SIM115 - held until exit
@@ -377,7 +387,8 @@ def cached(cache, dataset, credential, log, verify_hours):
                 "the portal into this workstation's cache, once for every later job"
             )
             try:
-                received = fetch(dataset, os.path.join(entry, "files"), credential, log)
+                files = os.path.join(entry, "files")
+                received = fetch(dataset, files, credential, log, workstation)
             except BaseException:
                 remove_tree(entry)
                 raise
@@ -401,7 +412,7 @@ def cached(cache, dataset, credential, log, verify_hours):
     with open(os.path.join(entry, LAST_USED), "a"):
         os.utime(os.path.join(entry, LAST_USED))
     os.set_inheritable(handle.fileno(), True)
-    HELD.append(handle)
+    held.append(handle)
     return os.path.join(entry, "files"), received
 
 
@@ -487,7 +498,12 @@ def put_in_place(dataset, cache, credential, log, say, verify_hours, receipt=Non
             )
         target, received, how = path, 0, "linked"
         log(f"{dataset['reference']}: linked from the shared file system at {path}")
-    elif cache is not None:
+    elif isinstance(cache, cache_keeper.KeeperCache) and (
+        kept := cache_keeper.dataset(cache, dataset, credential, log, HELD, WORKSTATION[0])
+    ):
+        target, received = kept
+        how = "fetched" if received else "reused"
+    elif cache is not None and not isinstance(cache, cache_keeper.KeeperCache):
         if receipt is None:
             say(f"getting dataset {dataset['reference']}")
         target, received = cached(cache, dataset, credential, log, verify_hours)
@@ -552,10 +568,14 @@ def deliver(machine_attribute, log, say):
         receipt = read_receipt(dataset["sha256"]) if dataset["kind"] == "archive" else None
         record = put_in_place(dataset, cache, credential, log, say, verify_hours, receipt)
         report.append(record)
-        if cache is not None and dataset["kind"] == "archive":
+        if (
+            cache is not None
+            and not isinstance(cache, cache_keeper.KeeperCache)
+            and dataset["kind"] == "archive"
+        ):
             with open(os.path.join(cache, "deliveries.jsonl"), "a", encoding="utf-8") as stream:
                 stream.write(json.dumps(record) + "\n")
-    if cache is not None:
+    if cache is not None and not isinstance(cache, cache_keeper.KeeperCache):
         cap = number(setting("cap_gb", machine_attribute), DEFAULT_CACHE_GB)
         make_room(cache, {d["sha256"] for d in datasets}, cap, log)
     with open(REPORT, "w", encoding="utf-8") as stream:

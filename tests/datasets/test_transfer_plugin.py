@@ -144,11 +144,12 @@ def test_the_jobs_copy_hands_over_to_the_plugin_the_execute_node_kit_installed(
 ):
     push(api)
     job = submit(api)
-    # As join-pool.sh installs them: the plugin and the delivery module beside it.
+    # As join-pool.sh installs them: the plugin and the delivery modules beside it.
     installed = tmp_path / "libexec" / "nightshift_data_plugin.py"
     installed.parent.mkdir()
     shutil.copy(Path("deploy/execute-node/nightshift_data_plugin.py"), installed)
     shutil.copy(Path("deploy/execute-node/nightshift_data.py"), installed.parent)
+    shutil.copy(Path("deploy/execute-node/cache_keeper.py"), installed.parent)
     installed.chmod(0o755)
     cache = tmp_path / "cache"
     ad = machine_ad(tmp_path, NightshiftDataCache=cache, NightshiftDataPlugin=installed)

@@ -7,6 +7,7 @@ the job starts. Real uv, real packages from the index."""
 import os
 import shutil
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -139,6 +140,15 @@ def uv_installing_into(workstation: str) -> int | None:
     return None
 
 
+def keeper_answers(workstation: str) -> bool:
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(str(POOL_ROOT / "var/lib/condor" / f"keeper-{workstation}.sock"))
+        except OSError:
+            return False
+    return True
+
+
 def test_a_build_killed_halfway_is_cleaned_up_by_the_next_job(web, desks):
     # Big enough (about 50 MB to fetch and unpack) to be caught installing.
     requirements = b"numpy==2.3.5\nscipy==1.16.3\n"
@@ -151,14 +161,18 @@ def test_a_build_killed_halfway_is_cleaned_up_by_the_next_job(web, desks):
         interval=0.01,
         what="uv installing numpy into the cache",
     )
-    # What an eviction's SIGKILL does to the job's processes: the launcher and its uv
-    # (by process id: the job's process group is led by its PID namespace's init).
-    launcher = int((Path("/proc") / str(pid) / "stat").read_text().rpartition(")")[2].split()[1])
-    for doomed_pid in (pid, launcher):
+    # The workstation's cache keeper builds it, as its own account; killed with its uv
+    # (a crash, a reboot), it leaves half an environment, and condor_master starts it again.
+    keeper = int((Path("/proc") / str(pid) / "stat").read_text().rpartition(")")[2].split()[1])
+    assert "cache_keeper_daemon" in (Path("/proc") / str(keeper) / "cmdline").read_text()
+    for doomed_pid in (pid, keeper):
         os.kill(doomed_pid, signal.SIGKILL)
-    wait_for_state(doomed, {JobState.COMPLETED, JobState.FAILED, JobState.HELD}, timeout=120)
+    # Its job, cut off from the keeper, installs into its own sandbox and still runs.
+    stdout, log = finished(doomed)
+    assert "the cache keeper" in log and "installing into the job's sandbox" in log
     [key] = os.listdir(cache("ws-volta") / "envs")
     assert not (cache("ws-volta") / "envs" / key / "COMPLETE").exists()
+    wait_for(lambda: keeper_answers("ws-volta"), timeout=60, what="condor_master restarting it")
 
     after = submit(web, requirements, script="import numpy\nprint('numpy', numpy.__version__)\n")
     stdout, log = finished(after)

@@ -1,0 +1,1 @@
+../../jobs/runtime/cache_keeper_daemon.py

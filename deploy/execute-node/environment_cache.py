@@ -1,0 +1,1 @@
+../../jobs/runtime/environment_cache.py
