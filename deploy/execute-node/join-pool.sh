@@ -66,6 +66,8 @@ LIBEXEC=$(condor_config_val LIBEXEC)
 install -m 0644 "$HERE/nightshift-execute.conf" "$CONFIG_DIR/40-nightshift-execute.conf"
 install -m 0755 "$HERE/owner-gpu-probe" "$LIBEXEC/nightshift-owner-gpu-probe"
 install -m 0755 "$HERE/placement-figures" "$LIBEXEC/nightshift-placement-figures"
+# The starter shim that gives each slot's job an account of its own.
+install -m 0755 "$HERE/nightshift-starter" "$LIBEXEC/nightshift-starter"
 # HTCondor's file-transfer plugin for the jobs' datasets and the delivery module it runs
 # (the kit's links to the portal's copies; install copies what they point at).
 install -m 0755 "$HERE/nightshift_data_plugin.py" "$LIBEXEC/nightshift_data_plugin.py"

@@ -244,6 +244,8 @@ def main() -> None:
             described = record.get("reference") or "from requirements.lock"
             check_python(log, record)
             keeper = nightshift_data.setting("keeper", machine_attribute)
+            if os.environ.get("NIGHTSHIFT_ENV_CACHE") == "none":
+                keeper = None  # the cache turned off for this job (find_cache says so)
             cache = None if keeper else find_cache(log)
             built = keeper and environment_from_keeper(log, keeper, described)
             if built:

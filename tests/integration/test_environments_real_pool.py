@@ -1,9 +1,12 @@
 """On the personal pool: a job's requirements are locked once on the portal, installed once
 per workstation into the kit's shared cache and reused; four jobs starting together build
-once; a build killed halfway is cleaned up; each workstation keeps its own cache; a bad
-requirement is explained before any job runs, and an environment for another Python when
-the job starts. Real uv, real packages from the index."""
+once; a build killed halfway (the cache keeper killed with it) is cleaned up; each
+workstation keeps its own cache; a hostile job can change nothing in it that another
+student's job then runs; a bad requirement is explained before any job runs, and an
+environment for another Python when the job starts. Real uv, real packages from the
+index."""
 
+import json
 import os
 import shutil
 import signal
@@ -261,3 +264,69 @@ def test_an_evicted_job_resumes_on_another_workstation_with_the_same_environment
     # The same lock on both workstations: each installs (or reuses) the same environment.
     assert log.count(f"environment {reference}") >= 2
     assert "finished steps = 40" in stdout
+
+
+TAMPER = r"""
+import json, os, sys, sysconfig
+import tomli_w
+
+site = sysconfig.get_paths()["purelib"]
+module = tomli_w.__file__
+tried = {}
+
+
+def attempt(name, action):
+    try:
+        action()
+        tried[name] = "done"
+    except OSError as exc:
+        tried[name] = type(exc).__name__
+
+
+def plant():
+    with open(os.path.join(site, "sitecustomize.py"), "w") as planted:
+        planted.write("print('PLANTED')\n")
+
+
+def append():
+    with open(module, "a") as changed:
+        changed.write("\nprint('CHANGED')\n")
+
+
+def lock_forever():
+    open(os.path.join(os.path.dirname(os.path.dirname(sys.prefix)), "locks", "any.lock"))
+
+
+attempt("sitecustomize", plant)
+attempt("change a module", append)
+attempt("chmod a module", lambda: os.chmod(module, 0o666))
+attempt("touch a module", lambda: os.utime(module, (0, 0)))
+attempt("remove a module", lambda: os.remove(module))
+attempt("rename the environment", lambda: os.rename(sys.prefix, sys.prefix + "-gone"))
+attempt("list the cache's environments", lambda: os.listdir(os.path.dirname(sys.prefix)))
+attempt("open the cache's locks", lock_forever)
+print(json.dumps({"prefix": sys.prefix, "tried": tried}))
+"""
+
+
+def test_a_hostile_job_cannot_change_the_cached_environment_another_students_job_runs(
+    web, desks, client
+):
+    requirements = b"tomli-w==1.2.0\n"
+    empty_cache("ws-volta")
+    only_on(desks, "ws-volta")
+    mallory = get_user_model().objects.create_user("mallory", password="a-long-test-password")
+    client.force_login(mallory)
+    stdout, log = finished(submit(client, requirements, script=TAMPER))
+    seen = json.loads(stdout.strip().splitlines()[-1])
+    assert seen["prefix"].startswith("/var/lib/condor/env-cache-ws-volta/envs/"), seen
+    # The keeper's account owns the cache; the job's account may read it and nothing more.
+    assert set(seen["tried"].values()) == {"PermissionError"}, seen["tried"]
+
+    ada = get_user_model().objects.get(username="ada")
+    client.force_login(ada)
+    victim = "import tomli_w\nprint('first line', tomli_w.dumps({'ok': True}))\n"
+    stdout, log = finished(submit(client, requirements, script=victim))
+    assert "reusing environment" in log, log
+    assert "PLANTED" not in stdout and "CHANGED" not in stdout
+    assert "first line" in stdout

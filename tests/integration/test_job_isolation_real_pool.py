@@ -4,8 +4,11 @@ where the kernel allows it), so a hostile job sees no other job's processes, rea
 job's environment (where a notebook's token would be) and finds none of its temporary or
 shared-memory files.
 
-What does not hold yet is in docs/security.md: every job still runs as one Unix account,
-so job folders and live ports are reachable from another job."""
+Jobs whose files HTCondor moves (spool mode) each run as an account of their own (the
+kit's starter shim, nightshift-starter), so a hostile job finds another's sandbox and can
+neither list nor read it. What does not hold yet is in docs/security.md: jobs that write
+the portal's shared folder run as its one account, and live ports on 127.0.0.1 are
+reachable from another job."""
 
 import json
 import uuid
@@ -117,3 +120,90 @@ def test_a_hostile_job_sees_no_other_jobs_processes_environment_tmp_or_shared_me
     assert seen["victim_shm"] is False  # each job's /dev/shm is a tmpfs of its own
     # Its own few processes (HTCondor's init of the namespace, python), nobody else's.
     assert seen["processes"] <= 5, seen
+
+
+SPOOLED_VICTIM = """
+import os, time
+open("secret.txt", "w").write(SECRET)
+os.makedirs("outputs", exist_ok=True)
+open("outputs/model.txt", "w").write(SECRET)
+print("started", os.getuid(), flush=True)
+time.sleep(150)
+"""
+SNOOP = """
+import glob, json, os
+seen = {"uid": os.getuid(), "sandboxes": 0, "listed": 0, "read": []}
+for folder in glob.glob("/var/lib/condor/execute-*/dir_*"):
+    if os.path.realpath(folder) == os.path.realpath(os.getcwd()):
+        continue
+    seen["sandboxes"] += 1
+    try:
+        names = os.listdir(folder)
+        seen["listed"] += 1
+    except OSError:
+        names = ["secret.txt", "outputs/model.txt"]  # guessed
+    for name in names:
+        try:
+            with open(os.path.join(folder, name), "rb") as stream:
+                if SECRET.encode() in stream.read():
+                    seen["read"].append(name)
+        except OSError:
+            pass
+print(json.dumps(seen))
+"""
+
+
+@pytest.fixture
+def spool_bridge():
+    real = HTCondorBridge(
+        collector=settings.CONDOR_COLLECTOR,
+        token_dir=str(settings.CONDOR_TOKEN_DIR),
+        mode=FileMode.SPOOL,
+        instance=f"isolation-spool-{uuid.uuid4().hex[:12]}",
+    )
+    yield real
+    for job in real.active_jobs():
+        real.act("remove", job.cluster_id, job.proc_id, reason="isolation test cleanup")
+
+
+def spooled(bridge, folder, script: str, student: str):
+    (folder / "outputs").mkdir(parents=True)
+    (folder / ".nightshift").mkdir()
+    (folder / "train.py").write_text(f"SECRET = {SECRET!r}\n{script}")
+    request = JobRequest(
+        job_id=str(uuid.uuid4()),
+        job_dir=str(folder),
+        script_name="train.py",
+        memory_mb=128,
+        accounting_user=student,
+    )
+    return request, bridge.submit(request)
+
+
+def test_jobs_whose_files_travel_run_as_accounts_of_their_own_and_cannot_read_each_other(
+    spool_bridge, tmp_path
+):
+    victim, victim_submitted = spooled(spool_bridge, tmp_path / "victim", SPOOLED_VICTIM, "ada")
+    wait_for(
+        lambda: (job := spool_bridge.find(victim.job_id)) and job.state is JobState.RUNNING,
+        timeout=120,
+        what="the victim's job to run",
+    )
+    hostile, submitted = spooled(spool_bridge, tmp_path / "hostile", SNOOP, "mallory")
+    done = wait_for(
+        lambda: (
+            (job := spool_bridge.find(hostile.job_id)) and job.state is JobState.COMPLETED and job
+        ),
+        timeout=120,
+        what="the hostile job to end",
+    )
+    assert done.exit_code == 0
+    assert spool_bridge.find(victim.job_id).state is JobState.RUNNING  # side by side
+    spool_bridge.retrieve(submitted.cluster_id, submitted.proc_id)
+    seen = json.loads((tmp_path / "hostile" / "stdout.txt").read_text())
+    # It found the victim's sandbox, and could neither list it nor read what it guessed.
+    assert seen["sandboxes"] >= 1, seen
+    assert (seen["listed"], seen["read"]) == (0, []), seen
+    # An account of the pool's nsjob-<workstation>-<slot> kind, not the portal's.
+    assert seen["uid"] != settings.JOB_DIR_UID
+    spool_bridge.act("remove", victim_submitted.cluster_id, victim_submitted.proc_id, reason="done")
