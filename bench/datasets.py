@@ -13,6 +13,8 @@ With one file of NIGHTSHIFT_BENCH_DATASET_GB (default 2) GiB, in a throw-away da
   (warm: the cached copy checked and linked);
 - the same, cold and warm, in spool mode: HTCondor's starter running the job's dataset plugin
   (as the starter calls it: -infile, -outfile, the machine ad) and then the launcher;
+- the same, cold and warm, through the workstation's cache keeper (the kit's daemon, which
+  alone writes the cache: the launcher asks it over its socket and holds what it answers);
 - bytes moved for N jobs (default 8) spread over 2 workstations (two caches), from the
   portal's own delivery records, against N copies for a per-job transfer.
 
@@ -26,6 +28,7 @@ import contextlib
 import hashlib
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -74,12 +77,41 @@ def drop_page_cache() -> None:
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
 
-def launch(job, cache: Path | None) -> float:
+KEEPERS: dict[Path, tuple[subprocess.Popen, str]] = {}
+
+
+def keeper_for(cache: Path) -> str:
+    """The socket of a cache keeper over `cache` (the kit's daemon, started once per cache;
+    it stays root here, where the benchmark runs as root)."""
+    if cache not in KEEPERS:
+        sock = str(cache) + ".sock"
+        arguments = ["--socket", sock, "--data-cache", str(cache), "--env-cache", f"{cache}-env"]
+        process = subprocess.Popen(
+            [sys.executable, str(REPO / "jobs/runtime/cache_keeper_daemon.py"), *arguments]
+            + ["--user", "root", "--log", f"{cache}.log"]
+        )
+        KEEPERS[cache] = (process, sock)
+        for _ in range(300):
+            with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as probe:
+                probe.connect(sock)
+                break
+            time.sleep(0.05)
+    return KEEPERS[cache][1]
+
+
+def through_the_keeper(job, cache: Path) -> float:
+    """As a kit with a cache keeper runs it: the launcher asks the keeper for the dataset."""
+    return launch(job, cache, keeper=keeper_for(cache))
+
+
+def launch(job, cache: Path | None, keeper: str | None = None) -> float:
     """Seconds from starting the launcher to the script's first line."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("NIGHTSHIFT_")}
     environment.update(PYTHONPATH=".nightshift", NIGHTSHIFT_JOB_ID=str(job.public_id))
     if cache is not None:
         environment["NIGHTSHIFT_DATA_CACHE"] = str(cache)
+    if keeper is not None:
+        environment["NIGHTSHIFT_CACHE_KEEPER"] = keeper
     started = time.perf_counter()
     command = [sys.executable, ".nightshift/launch.py", job.request["script_name"]]
     process = subprocess.Popen(
@@ -248,6 +280,14 @@ def main() -> None:
     print(
         f"spool mode, through HTCondor's plugin: cold {plugin_cold:7.2f} s,"
         f" warm {plugin_warm:7.2f} s"
+    )
+
+    keeper_cold, keeper_warm = cold_and_warm(through_the_keeper, "keeper")
+    for process, _ in KEEPERS.values():
+        process.terminate()
+    print(
+        f"through the workstation's cache keeper: cold {keeper_cold:7.2f} s,"
+        f" warm {keeper_warm:7.2f} s"
     )
 
     last = DatasetDelivery.objects.order_by("-pk").values_list("pk", flat=True).first() or 0

@@ -39,6 +39,7 @@ from condor_bridge import FileMode, JobRequest  # noqa: E402
 from condor_bridge.schedd import HTCondorBridge  # noqa: E402
 from environments.locking import lock_resolve  # noqa: E402
 from environments.requirements import requirements_check  # noqa: E402
+from jobs.staging import HELPER_FILES  # noqa: E402
 
 PACKAGES = "numpy\nscipy\npandas\nscikit-learn\nmatplotlib\n"
 WORKSTATION = "ws-volta"
@@ -136,8 +137,9 @@ def job_folder(lock: str | None) -> tuple[str, Path]:
     helper.mkdir(parents=True)
     (folder / "outputs").mkdir()
     (folder / "train.py").write_text(SCRIPT)
-    for name in ("nightshift.py", "launch.py", "nightshift_data.py"):
-        shutil.copy(REPO / "jobs/runtime" / name, helper / name)
+    # The helper folder the portal stages into every job, from the portal's own list.
+    for module, name in HELPER_FILES:
+        shutil.copy(module, helper / name)
     if lock is not None:
         (helper / "requirements.lock").write_text(lock)
         (helper / "environment.json").write_text(

@@ -42,6 +42,7 @@ from django.test.utils import setup_test_environment  # noqa: E402
 
 from condor_bridge import FileMode, JobRequest, JobState  # noqa: E402
 from condor_bridge.schedd import HTCondorBridge  # noqa: E402
+from jobs.staging import HELPER_FILES  # noqa: E402
 
 REQUESTS = int(os.environ.get("NIGHTSHIFT_BENCH_REQUESTS", "400"))
 # A job's endpoint: HTTP/1.1 keep-alive, and a WebSocket echo at /ws (RFC 6455, the
@@ -111,8 +112,9 @@ def stage_job(job_id: str) -> Path:
     folder = settings.JOBS_DIR / f"bench-sessions-{job_id}"
     (folder / ".nightshift").mkdir(parents=True)
     (folder / "outputs").mkdir()
-    for name in ("launch.py", "nightshift.py", "nightshift_data.py"):
-        shutil.copy(REPO / "jobs" / "runtime" / name, folder / ".nightshift" / name)
+    # The helper folder the portal stages into every job, from the portal's own list.
+    for module, name in HELPER_FILES:
+        shutil.copy(module, folder / ".nightshift" / name)
     (folder / "serve.py").write_text(SERVES)
     if settings.JOB_DIR_UID is not None:
         for path in (folder, folder / ".nightshift", folder / "outputs"):
