@@ -66,17 +66,22 @@ def private_tmp() -> bool:
     return False
 
 
-@pytest.fixture
-def bridge():
+def bridge_in(mode: FileMode):
+    """A bridge of its own instance, whose jobs go when the test ends."""
     real = HTCondorBridge(
         collector=settings.CONDOR_COLLECTOR,
         token_dir=str(settings.CONDOR_TOKEN_DIR),
-        mode=FileMode.SHARED,
-        instance=f"isolation-{uuid.uuid4().hex[:12]}",
+        mode=mode,
+        instance=f"isolation-{mode.value}-{uuid.uuid4().hex[:12]}",
     )
     yield real
     for job in real.active_jobs():
         real.act("remove", job.cluster_id, job.proc_id, reason="isolation test cleanup")
+
+
+@pytest.fixture
+def bridge():
+    yield from bridge_in(FileMode.SHARED)
 
 
 def submit(bridge, script: str, student: str, **fields) -> tuple[JobRequest, object]:
@@ -155,15 +160,7 @@ print(json.dumps(seen))
 
 @pytest.fixture
 def spool_bridge():
-    real = HTCondorBridge(
-        collector=settings.CONDOR_COLLECTOR,
-        token_dir=str(settings.CONDOR_TOKEN_DIR),
-        mode=FileMode.SPOOL,
-        instance=f"isolation-spool-{uuid.uuid4().hex[:12]}",
-    )
-    yield real
-    for job in real.active_jobs():
-        real.act("remove", job.cluster_id, job.proc_id, reason="isolation test cleanup")
+    yield from bridge_in(FileMode.SPOOL)
 
 
 def spooled(bridge, folder, script: str, student: str):
