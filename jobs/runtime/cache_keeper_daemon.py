@@ -3,6 +3,7 @@
 
     cache_keeper_daemon.py --socket PATH --env-cache DIR --data-cache DIR --workstation NAME
         [--user nightshift-cache] [--uv PATH] [--env-cache-gb N] [--data-cache-gb N]
+        [--verify-hours N] [--log FILE]
 
 The execute-node kit runs it under condor_master, which keeps it running. Started as root,
 it makes its socket (anyone may connect: jobs run as many accounts), gives the caches to
@@ -72,6 +73,27 @@ def text(request, key, limit):
     return value
 
 
+# A lock as the portal writes it (uv pip compile --generate-hashes): pinned names with
+# their hashes, an environment marker at most, comments. Nothing else reaches uv: no options
+# (another index, links), no URLs or paths to install from.
+PINNED = re.compile(
+    r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]*\])?==[A-Za-z0-9.+!_-]+"
+    r"(\s*;(?P<marker>[\w\s.<>=!~\"'(),*-]+?))?(\s+--hash=sha256:[0-9a-f]{64})+"
+)
+
+
+def pinned_only(lock):
+    """Whether every requirement in `lock` is a pinned package with its hashes."""
+    for line in lock.replace("\\\n", " ").splitlines():
+        line = line.partition("#")[0].strip()
+        if not line:
+            continue
+        match = PINNED.fullmatch(line)
+        if match is None or "--" in (match.group("marker") or ""):
+            return False
+    return True
+
+
 def python_identity(python):
     """A Python as environment_cache.python_identity() names it: path, version, machine."""
     if python not in IDENTITIES:
@@ -93,6 +115,11 @@ def environment(request, send, held):
         raise cache_keeper.KeeperRefused(
             f"the job's Python {asked} is not one the keeper may run (root must own it, and "
             "nobody else may change it or a folder above it)"
+        )
+    if not pinned_only(lock):
+        raise cache_keeper.KeeperRefused(
+            "the lock holds more than pinned packages with their hashes (an option, a URL or "
+            "a path to install from), which the shared cache does not install"
         )
     index = text(request, "index", 2000)
     if index and not URL.fullmatch(index):
