@@ -83,6 +83,11 @@ def copy_of_the_code(tmp_path):
             "import plumbing.api",
             "The CLI is a client of the API: it imports nothing of the portal BROKEN",
         ),
+        (
+            "jobs/runtime/launch.py",
+            "from django.conf import settings",
+            "What runs on the workstations is the standard library",
+        ),
     ],
 )
 def test_a_deliberate_violation_breaks_its_contract(copy_of_the_code, module, line, complaint):
