@@ -7,6 +7,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from rest_framework_tus.models import AbstractUpload
 
+from labs.models import Visibility
+
 # A dataset's name is a folder in every job that uses it (datasets/<name>/) and is typed in
 # CLIs and URLs (NAME@VERSION): letters, digits and . _ - only.
 DATASET_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$"
@@ -16,10 +18,7 @@ DATASET_NAME_HELP = "Use letters, digits and . _ -, starting with a letter or di
 class Dataset(models.Model):
     """Data people share: immutable versions under one name, each identified by its content."""
 
-    class Visibility(models.TextChoices):
-        PRIVATE = "private", "Only me"
-        LAB = "lab", "My lab"
-        SITE = "site", "Everyone"
+    Visibility = Visibility
 
     name = models.CharField(
         max_length=80, validators=[RegexValidator(DATASET_NAME_PATTERN, DATASET_NAME_HELP)]

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count, QuerySet, Sum
 
 from jobs.inputs import jobs_using_versions
 from jobs.models import Job
 from jobs.selectors import job_list_visible_to
-from labs.models import Membership
+from labs.selectors import shared_with
 from plumbing.names import pick_named, split_qualified
 
 from .models import Dataset, DatasetDelivery, DatasetImport
@@ -18,14 +18,7 @@ from .models import Dataset, DatasetDelivery, DatasetImport
 def dataset_list_visible_to(user) -> QuerySet[Dataset]:
     """Their own, their labs' and the site's datasets (staff: all)."""
     datasets = Dataset.objects.select_related("owner", "lab")
-    if user.is_staff:
-        return datasets
-    labs = Membership.objects.filter(user=user).values("lab_id")
-    return datasets.filter(
-        Q(owner=user)
-        | Q(visibility=Dataset.Visibility.SITE)
-        | Q(visibility=Dataset.Visibility.LAB, lab__in=labs)
-    )
+    return shared_with(user, datasets, owner_field="owner", lab_field="lab")
 
 
 def dataset_get_visible(user, reference: str) -> Dataset | None:

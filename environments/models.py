@@ -5,6 +5,8 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
+from labs.models import Visibility
+
 # Names are typed in CLIs and URLs (NAME@VERSION): keep them plain.
 ENVIRONMENT_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 ._+()\[\]-]{0,79}$"
 PYTHON_VERSION_PATTERN = r"^3\.\d{1,2}$"
@@ -13,10 +15,7 @@ PYTHON_VERSION_PATTERN = r"^3\.\d{1,2}$"
 class Environment(models.Model):
     """A software environment people share: immutable versions under one name."""
 
-    class Visibility(models.TextChoices):
-        PRIVATE = "private", "Only me"
-        LAB = "lab", "My lab"
-        SITE = "site", "Everyone (a site environment)"
+    Visibility = Visibility
 
     class Kind(models.TextChoices):
         PACKAGES = "packages", "Python packages (a requirements list, locked)"

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 
-from labs.models import Membership
+from labs.selectors import shared_with
 from plumbing.names import pick_named, split_qualified
 
 from .locking import pinned_names
@@ -16,14 +16,7 @@ def environment_list_usable_by(user, *, include_automatic: bool = False) -> Quer
     environments = Environment.objects.filter(is_active=True).select_related("owner", "lab")
     if not include_automatic:
         environments = environments.filter(is_automatic=False)
-    if user.is_staff:
-        return environments
-    labs = Membership.objects.filter(user=user).values("lab_id")
-    return environments.filter(
-        Q(owner=user)
-        | Q(visibility=Environment.Visibility.SITE)
-        | Q(visibility=Environment.Visibility.LAB, lab__in=labs)
-    )
+    return shared_with(user, environments, owner_field="owner", lab_field="lab")
 
 
 def environment_get_usable(user, reference: str) -> Environment | None:

@@ -5,13 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from model_registry.models import (
-    MODEL_NAME_HELP,
-    MODEL_NAME_PATTERN,
-    PublishedName,
-    Visibility,
-    lab_slug,
-)
+from labs.models import Visibility
+from model_registry.models import MODEL_NAME_HELP, MODEL_NAME_PATTERN, PublishedName, lab_slug
 
 # A template is typed in the CLI (nightshift run LAB/NAME@VERSION) as a model is, by the
 # same rule.

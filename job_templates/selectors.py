@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet
 
-from labs.models import Lab
-from model_registry.models import ModelVersion, Visibility
+from labs.models import Lab, Visibility
+from model_registry.models import ModelVersion
 from model_registry.selectors import REFERENCE, lab_for_slug, visible_to
 
 from .models import JobTemplate, TemplateRun, TemplateVersion

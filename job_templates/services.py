@@ -25,8 +25,8 @@ from jobs.models import Job
 from jobs.specs import JobSpec, parse_entry_command
 from jobs.staging import archive_limits, safe_archive_name, safe_script_name
 from jobs.submission import job_submit, job_validate_request
-from labs.models import Lab, Membership
-from model_registry.models import ModelVersion, Visibility
+from labs.models import Lab, Membership, Visibility
+from model_registry.models import ModelVersion
 from model_registry.selectors import model_versions_visible_to
 from model_registry.services import MAX_CARD_CHARACTERS
 

@@ -14,6 +14,15 @@ from condor_bridge.types import SCHEDD_NAME_PATTERN
 _GROUP_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,62}$")
 
 
+class Visibility(models.TextChoices):
+    """Who may see and use what someone shares: datasets, environments, published models and
+    job templates all share with these three words (labs.selectors.shared_with)."""
+
+    PRIVATE = "private", "Only me"
+    LAB = "lab", "My lab"
+    SITE = "site", "Everyone"
+
+
 def accounting_group_for(name: str) -> str:
     """A safe HTCondor accounting group for a lab's name, e.g. 'Vision & Robotics' ->
     'group_vision_robotics'."""

@@ -1,9 +1,23 @@
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import Http404
 
-from .models import Lab, Membership
+from .models import Lab, Membership, Visibility
+
+
+def shared_with(user, items: QuerySet, *, owner_field: str, lab_field: str) -> QuerySet:
+    """The one sharing rule: what `user` may see of `items` (rows with a Visibility): their
+    own (`owner_field`), their labs' (`lab_field` names the row's lab) and everyone's;
+    staff see all."""
+    if user.is_staff:
+        return items
+    labs = Membership.objects.filter(user=user).values("lab_id")
+    return items.filter(
+        Q(**{owner_field: user})
+        | Q(visibility=Visibility.SITE)
+        | Q(visibility=Visibility.LAB, **{f"{lab_field}__in": labs})
+    )
 
 
 def labs_managed_by(user) -> QuerySet[Lab]:

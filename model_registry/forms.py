@@ -4,9 +4,9 @@ import re
 
 from django import forms
 
-from labs.models import Lab
+from labs.models import Lab, Visibility
 
-from .models import MODEL_NAME_HELP, MODEL_NAME_PATTERN, Visibility
+from .models import MODEL_NAME_HELP, MODEL_NAME_PATTERN
 from .services import MAX_CARD_CHARACTERS
 
 

@@ -6,16 +6,12 @@ from django.conf import settings
 from django.core.validators import RegexValidator
 from django.db import models
 
+from labs.models import Visibility
+
 # A model's name is a folder in every job that uses it (models/<name>/) and is typed in the
 # CLI (LAB/NAME@VERSION): letters, digits and . _ - only, as a dataset's.
 MODEL_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$"
 MODEL_NAME_HELP = "Use letters, digits and . _ -, starting with a letter or digit."
-
-
-class Visibility(models.TextChoices):
-    PRIVATE = "private", "Only me"
-    LAB = "lab", "My lab"
-    SITE = "site", "Everyone"
 
 
 class PublishedName(models.Model):

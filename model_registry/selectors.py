@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet
 
-from labs.models import Lab, Membership
+from labs.models import Lab, Visibility
+from labs.selectors import shared_with
 
-from .models import Model, ModelVersion, Visibility
+from .models import Model, ModelVersion
 
 # LAB/NAME or LAB/NAME@VERSION, LAB as lab_slug() writes it.
 REFERENCE = re.compile(
@@ -22,14 +23,7 @@ def visible_to(user, versions: QuerySet, *, lab_field: str) -> QuerySet:
     """The rule for what is published with a Visibility (model and template versions):
     for everyone, for the user's labs (`lab_field` names the version's lab), or privately
     by the user; staff see all."""
-    if user.is_staff:
-        return versions
-    labs = Membership.objects.filter(user=user).values("lab_id")
-    return versions.filter(
-        Q(visibility=Visibility.SITE)
-        | Q(visibility=Visibility.LAB, **{f"{lab_field}__in": labs})
-        | Q(published_by=user)
-    )
+    return shared_with(user, versions, owner_field="published_by", lab_field=lab_field)
 
 
 def model_versions_visible_to(user) -> QuerySet[ModelVersion]:

@@ -18,9 +18,9 @@ from jobs.inputs import job_datasets, job_models
 from jobs.models import Job
 from jobs.selectors import job_metrics, job_output_path, kept_paths
 from jobs.staging import job_metrics_path
-from labs.models import Lab, Membership
+from labs.models import Lab, Membership, Visibility
 
-from .models import MODEL_NAME_HELP, MODEL_NAME_PATTERN, Model, ModelVersion, Visibility
+from .models import MODEL_NAME_HELP, MODEL_NAME_PATTERN, Model, ModelVersion
 
 MAX_CARD_CHARACTERS = 20_000
 MAX_MODEL_FILES = 2_000

@@ -9,13 +9,13 @@ from django.urls import reverse
 from datasets import storage
 from jobs.models import Job
 from jobs.selectors import job_get_visible, job_output_files
-from labs.models import Membership
+from labs.models import Membership, Visibility
 from plumbing.panels import panels_for
 
 from .cards import card_html, card_summary
 from .delivery import archive_name
 from .forms import PublishForm, suggested_name
-from .models import ModelVersion, Visibility, lab_slug
+from .models import ModelVersion, lab_slug
 from .selectors import (
     lab_for_slug,
     model_list_visible_to,

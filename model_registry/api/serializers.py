@@ -2,8 +2,10 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from labs.models import Visibility
+
 from ..cards import card_html
-from ..models import MODEL_NAME_HELP, MODEL_NAME_PATTERN, ModelVersion, Visibility
+from ..models import MODEL_NAME_HELP, MODEL_NAME_PATTERN, ModelVersion
 from ..services import MAX_CARD_CHARACTERS, MAX_MODEL_FILES
 
 
