@@ -16,6 +16,7 @@ from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions, serializers, status
+from rest_framework.generics import GenericAPIView
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.response import Response
 from rest_framework.throttling import UserRateThrottle
@@ -185,3 +186,24 @@ class Pagination(PageNumberPagination):
         properties["previous"]["description"] = "The previous page; null on the first."
         properties["results"]["description"] = f"This page's {self.noun}{self.order}."
         return described
+
+
+# A list of what the requesting user may see, a page at a time: `visible(user)` says what,
+# and the empty `queryset` stands in for it in the API's document. (A comment, not a
+# docstring: the API's document would show a docstring as every subclass's description.)
+class VisibleListView(GenericAPIView):
+
+    pagination_class = Pagination
+
+    def visible(self, user):
+        raise NotImplementedError
+
+    def get_queryset(self):
+        if getattr(self, "swagger_fake_view", False):
+            return self.queryset
+        return self.visible(self.request.user)
+
+    def page(self) -> Response:
+        """One page of it (filtered where the view has filters), serialised."""
+        items = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response(self.get_serializer(items, many=True).data)

@@ -5,14 +5,13 @@ from __future__ import annotations
 from django.http import FileResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.generics import GenericAPIView
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labs.selectors import lab_by_name
-from plumbing.api import ApiError, ErrorSerializer, Pagination, error_responses
+from plumbing.api import ApiError, ErrorSerializer, VisibleListView, error_responses
 from plumbing.names import named_in_address
 
 from .. import delivery, services, storage
@@ -37,16 +36,13 @@ def dataset_or_404(request: Request, name: str) -> Dataset:
     )
 
 
-class DatasetListView(GenericAPIView):
+class DatasetListView(VisibleListView):
     serializer_class = DatasetSummarySerializer
-    pagination_class = Pagination
     queryset = Dataset.objects.none()
     parser_classes = [JSONParser, MultiPartParser, FormParser]
 
-    def get_queryset(self):
-        if getattr(self, "swagger_fake_view", False):
-            return self.queryset
-        return dataset_list_visible_to(self.request.user).prefetch_related("versions")
+    def visible(self, user):
+        return dataset_list_visible_to(user).prefetch_related("versions")
 
     @extend_schema(
         summary="List the datasets you may use: yours, your labs' and the site's",
@@ -57,8 +53,7 @@ class DatasetListView(GenericAPIView):
         },
     )
     def get(self, request: Request) -> Response:
-        page = self.paginate_queryset(self.get_queryset())
-        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+        return self.page()
 
     @extend_schema(
         summary="Import a dataset, or a new version of one of yours",

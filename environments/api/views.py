@@ -5,7 +5,6 @@ from __future__ import annotations
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -13,7 +12,7 @@ from rest_framework.views import APIView
 from jobs import specs
 from jobs.api.views import submission_refused
 from labs.selectors import lab_by_name
-from plumbing.api import ApiError, ErrorSerializer, Pagination, error_responses
+from plumbing.api import ApiError, ErrorSerializer, VisibleListView, error_responses
 from plumbing.names import named_in_address
 
 from .. import builds, services
@@ -54,15 +53,12 @@ def changeable_or_403(request: Request, name: str) -> Environment:
     return environment
 
 
-class EnvironmentListView(GenericAPIView):
+class EnvironmentListView(VisibleListView):
     serializer_class = EnvironmentSummarySerializer
-    pagination_class = Pagination
     queryset = Environment.objects.none()
 
-    def get_queryset(self):
-        if getattr(self, "swagger_fake_view", False):
-            return self.queryset
-        return environment_list_usable_by(self.request.user).prefetch_related("versions")
+    def visible(self, user):
+        return environment_list_usable_by(user).prefetch_related("versions")
 
     @extend_schema(
         summary="List the environments you may use: yours, your labs' and the site's",
@@ -73,8 +69,7 @@ class EnvironmentListView(GenericAPIView):
         },
     )
     def get(self, request: Request) -> Response:
-        page = self.paginate_queryset(self.get_queryset())
-        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+        return self.page()
 
     @extend_schema(
         summary="Create an environment with its first version",

@@ -7,7 +7,6 @@ from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.generics import GenericAPIView
 from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,7 +14,14 @@ from rest_framework.views import APIView
 
 from jobs import specs
 from jobs.api.views import source_job_of, submission_refused, submitted_name
-from plumbing.api import ApiError, ErrorSerializer, Pagination, SubmissionThrottle, error_responses
+from plumbing.api import (
+    ApiError,
+    ErrorSerializer,
+    Pagination,
+    SubmissionThrottle,
+    VisibleListView,
+    error_responses,
+)
 
 from .. import matrices, readouts, selectors, studies, sweeps
 from ..lookups import actionable_sweep_or_403, visible_sweep_or_404
@@ -35,16 +41,14 @@ class SweepPagination(Pagination):
     order = ", newest first"
 
 
-class SweepListView(GenericAPIView):
+class SweepListView(VisibleListView):
     parser_classes = [MultiPartParser, JSONParser]
     serializer_class = SweepSummarySerializer
     pagination_class = SweepPagination
-    queryset = Sweep.objects.none()  # for the schema; requests use get_queryset
+    queryset = Sweep.objects.none()
 
-    def get_queryset(self):
-        if getattr(self, "swagger_fake_view", False):
-            return self.queryset
-        return selectors.sweep_list_visible_to(self.request.user).annotate(run_count=Count("runs"))
+    def visible(self, user):
+        return selectors.sweep_list_visible_to(user).annotate(run_count=Count("runs"))
 
     def get_throttles(self):
         return [SubmissionThrottle()] if self.request.method == "POST" else []
@@ -58,8 +62,7 @@ class SweepListView(GenericAPIView):
         },
     )
     def get(self, request: Request) -> Response:
-        sweeps = self.paginate_queryset(self.get_queryset())
-        return self.get_paginated_response(self.get_serializer(sweeps, many=True).data)
+        return self.page()
 
     @extend_schema(
         summary="Submit a sweep",

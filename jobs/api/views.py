@@ -10,7 +10,6 @@ from django_filters import CharFilter
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.generics import GenericAPIView
 from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -21,7 +20,14 @@ from jobs.filters import JobListFilter
 from jobs.lookups import actionable_job_or_403, own_job_or_403, visible_job_or_404
 from jobs.models import Job
 from jobs.software import software_choices
-from plumbing.api import ApiError, ErrorSerializer, Pagination, SubmissionThrottle, error_responses
+from plumbing.api import (
+    ApiError,
+    ErrorSerializer,
+    Pagination,
+    SubmissionThrottle,
+    VisibleListView,
+    error_responses,
+)
 
 from .pool_serializers import MatchSummarySerializer, PoolSerializer
 from .serializers import (
@@ -104,17 +110,15 @@ class ApiJobFilter(JobListFilter):
         return queryset.filter(public_id__startswith=cleaned)
 
 
-class JobListView(GenericAPIView):
+class JobListView(VisibleListView):
     parser_classes = [MultiPartParser, JSONParser]
     serializer_class = JobSerializer
     pagination_class = JobPagination
     filterset_class = ApiJobFilter
-    queryset = Job.objects.none()  # for the schema; requests use get_queryset
+    queryset = Job.objects.none()
 
-    def get_queryset(self):
-        if getattr(self, "swagger_fake_view", False):
-            return self.queryset
-        return selectors.job_list_visible_to(self.request.user)
+    def visible(self, user):
+        return selectors.job_list_visible_to(user)
 
     def get_throttles(self):
         return [SubmissionThrottle()] if self.request.method == "POST" else []
@@ -128,8 +132,7 @@ class JobListView(GenericAPIView):
         },
     )
     def get(self, request: Request) -> Response:
-        jobs = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
-        return self.get_paginated_response(self.get_serializer(jobs, many=True).data)
+        return self.page()
 
     @extend_schema(
         summary="Submit a job",
