@@ -187,6 +187,9 @@ def steps_without_pool(report: list[Step], gpus: list[dict]) -> None:
             burner.stdout.readline()  # "ready": the process holds the GPU
             time.sleep(3)
             during = owner_probe(prober)
+            # The launcher imports the other runtime modules by their bare names, as it
+            # does from a job's helper folder.
+            sys.path.insert(0, str(REPO / "jobs" / "runtime"))
             launch = load("nightshift_launch_check", REPO / "jobs" / "runtime" / "launch.py")
             samples = [
                 launch.gpu_sample(launch.find_nvidia_smi(), [gpus[0]["uuid"]])

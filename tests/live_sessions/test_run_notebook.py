@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import copy_job_helpers
+
 RUNTIME = Path(__file__).resolve().parents[2] / "jobs" / "runtime"
 FAKE_JUPYTERLAB = """
 import json, os, sys, time
@@ -99,9 +101,7 @@ echo "$@" > "$RECORD.argv"
 
 
 def test_the_launcher_starts_tensorboard_beside_the_job_and_gives_a_served_job_its_port(tmp_path):
-    (tmp_path / ".nightshift").mkdir()
-    for name in ("launch.py", "nightshift.py", "nightshift_data.py"):
-        (tmp_path / ".nightshift" / name).write_bytes((RUNTIME / name).read_bytes())
+    copy_job_helpers(tmp_path)
     # The job's Python, with the stand-in TensorBoard beside it, as an environment has it.
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
