@@ -4,10 +4,9 @@
 A workstation's environment and dataset caches are reused by every later job, whoever
 submits it. If jobs wrote them, a hostile job could leave a `sitecustomize.py` in an
 environment, or change a dataset's files, and another student's next job would run or read
-it. So the execute-node kit runs this keeper (under condor_master, as the account
-NIGHTSHIFT_CACHE_KEEPER_USER, which owns the caches) and jobs only read the caches:
-
-    cache_keeper.py --socket PATH --env-cache DIR --data-cache DIR [--user NAME]
+it. So the execute-node kit runs a keeper (cache_keeper_daemon.py, under condor_master, as
+the account NIGHTSHIFT_CACHE_KEEPER_USER, which owns the caches) and jobs only read the
+caches. This module is the jobs' side of it.
 
 A job's launcher (and its dataset plugin) asks over the keeper's Unix socket, which the
 machine attribute NightshiftCacheKeeper names: one JSON request per connection, answered by
