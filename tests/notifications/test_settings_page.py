@@ -158,3 +158,19 @@ def test_the_page_asks_for_a_sign_in(client):
         reverse("notifications:push_subscribe"), "{}", content_type="application/json"
     )
     assert answer.status_code == 302
+
+
+def test_a_hostile_browser_label_is_kept_as_text_and_shown_escaped(
+    student, student_client, notify_settings
+):
+    label = '<script>alert(1)</script>" onmouseover="steal()' + "x" * 300
+    answer = student_client.post(
+        reverse("notifications:push_subscribe"),
+        json.dumps({"subscription": SUBSCRIPTION, "label": label}),
+        content_type="application/json",
+    )
+    assert answer.status_code == 201
+    assert PushSubscription.objects.get().label == label[:200]
+    html = student_client.get(URL).content.decode()
+    assert "<script>alert(1)" not in html and '" onmouseover="steal()' not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&quot; onmouseover=&quot;steal()" in html
