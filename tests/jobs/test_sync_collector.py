@@ -8,7 +8,7 @@ import pytest
 from condor_bridge import JobState as CondorState
 from jobs import sync
 from tests.jobs.test_sync_phases import submitted
-from tests.portal.test_collector import make_garbage_cycles
+from tests.plumbing.test_collector import make_garbage_cycles
 
 pytestmark = pytest.mark.django_db
 
