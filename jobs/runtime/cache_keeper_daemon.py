@@ -48,22 +48,24 @@ def note(message):
 
 
 class JobLog(environment_cache.Log):
-    """The install log's lines, sent to the job as they come (uv's output once it ran)."""
+    """The install log's lines, sent to the job as they come, uv's output line by line: the
+    job's page shows a long install as it goes."""
 
-    def __init__(self, send, folder):
-        self.stream = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 - closed with the log
+    def __init__(self, send):
         self.send = send
 
     def line(self, message):
         self.send({"log": message})
 
     def run(self, command, environment=None):
-        start = self.stream.tell()
-        status = super().run(command, environment)
-        self.stream.seek(start)
-        for text in self.stream.read().decode("utf-8", "replace").splitlines()[-200:]:
-            self.send({"log": text})
-        return status
+        self.send({"log": "$ " + " ".join(command)})
+        # An argument list, never a shell: nothing here is parsed by a shell.
+        process = subprocess.Popen(  # noqa: S603
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=environment
+        )
+        for output in process.stdout:
+            self.send({"log": output.decode("utf-8", "replace").rstrip()})
+        return process.wait()
 
 
 def text(request, key, limit):
@@ -128,7 +130,7 @@ def environment(request, send, held):
     cache = SETTINGS["env_cache"]
     # The resolved path, never the job's: a link the job could point elsewhere after the check.
     identity = python_identity(python)
-    log = JobLog(send, SETTINGS["work"])
+    log = JobLog(send)
     with tempfile.NamedTemporaryFile("w", dir=SETTINGS["work"], suffix=".lock") as locked:
         locked.write(lock)
         locked.flush()
@@ -151,8 +153,6 @@ def environment(request, send, held):
                 f"installing the environment failed (exit {exc}); the shared cache installs "
                 "wheels only, and one of its packages may need building from source"
             ) from None
-        finally:
-            log.stream.close()
     folder = os.path.join(cache, "envs", key)
     return {
         "python": built,

@@ -73,7 +73,7 @@ def portal():
 
 
 @pytest.fixture
-def keeper(tmp_path):
+def keeper(tmp_path, settings):
     caches = tmp_path / "caches"
     caches.mkdir()
     sock = caches / "keeper.sock"
@@ -91,6 +91,8 @@ def keeper(tmp_path):
             "ws-test",
             "--user",
             "root",
+            "--uv",
+            str(settings.ENVIRONMENT_UV),
             "--log",
             str(tmp_path / "keeper.log"),
         ]
@@ -269,3 +271,36 @@ def test_a_lock_as_the_portal_writes_it_is_pinned_packages_with_hashes(monkeypat
         f"uvicorn[standard]==0.38.0 {HASH}\n"
     )
     assert daemon.pinned_only(lock)
+
+
+@pytest.fixture(scope="module")
+def lock_text():
+    from environments.locking import lock_resolve
+    from environments.requirements import requirements_check
+
+    version = "{}.{}".format(*sys.version_info[:2])
+    return lock_resolve(requirements_check("tomli-w==1.2.0\n"), python_version=version).text
+
+
+def test_an_environment_is_built_once_as_its_install_goes_and_then_reused(keeper, lock_text):
+    caches, sock = keeper
+    python = os.path.realpath(sys.executable)
+    request = {"op": "environment", "lock": lock_text, "python": python, "described": "tomli@1"}
+    first, said = [], []
+    answer = cache_keeper.ask(sock, request, said.append, first)
+    # uv's own lines reach the job as the keeper installs, each its own log line.
+    assert any(line.startswith("$ ") and "pip sync" in line for line in said), said
+    assert "+ tomli-w==1.2.0" in [line.strip() for line in said], said
+    assert any("once for every later job" in line for line in said)
+    ran = subprocess.run(
+        [answer["python"], "-c", "import tomli_w; print(tomli_w.dumps({'ok': True}))"],
+        capture_output=True,
+        text=True,
+    )
+    assert ran.stdout.strip() == "ok = true", ran.stderr
+
+    again = []
+    answer_again = cache_keeper.ask(sock, request, again.append, [])
+    assert answer_again["python"] == answer["python"]
+    assert any("reusing environment tomli@1" in line for line in again), again
+    assert not any("pip sync" in line for line in again)
