@@ -28,6 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from condor_bridge import FileMode, JobRequest, JobState  # noqa: E402
 from condor_bridge.schedd import HTCondorBridge  # noqa: E402
+from jobs.staging import HELPER_FILES  # noqa: E402
 
 STEPS = 120
 STEP_S = 0.25
@@ -72,7 +73,9 @@ def job_folder(script: str) -> tuple[str, Path]:
     (folder / ".nightshift").mkdir(parents=True)
     (folder / "outputs").mkdir()
     (folder / "train.py").write_text(script)
-    shutil.copy(REPO / "jobs/runtime/nightshift.py", folder / ".nightshift" / "nightshift.py")
+    # The helper folder the portal stages into every job (a GPU job runs under the launcher).
+    for module, name in HELPER_FILES:
+        shutil.copy(module, folder / ".nightshift" / name)
     for path in [folder, *folder.rglob("*")]:
         os.chown(path, UID, -1)
     return job_id, folder
