@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import threading
 import time
 import uuid
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from portal_setup import setup_django
+
+# Django only for the portal's own list of what a job's helper folder holds.
+REPO = setup_django(fake_bridge=False)
 
 from condor_bridge import FileMode, JobRequest, JobState  # noqa: E402
 from condor_bridge.schedd import HTCondorBridge  # noqa: E402
