@@ -192,7 +192,6 @@ class Pagination(PageNumberPagination):
 # and the empty `queryset` stands in for it in the API's document. (A comment, not a
 # docstring: the API's document would show a docstring as every subclass's description.)
 class VisibleListView(GenericAPIView):
-
     pagination_class = Pagination
 
     def visible(self, user):
