@@ -348,7 +348,8 @@ def main(arguments=None):
         data_cache=options.data_cache,
         data_cache_gb=options.data_cache_gb,
         verify_hours=options.verify_hours,
-        uv=options.uv or environment_cache.find_uv(),
+        # The kit's uv where it installed one; else any on the path; else pip.
+        uv=options.uv if os.access(options.uv, os.X_OK) else environment_cache.find_uv(),
         work=os.path.join(options.env_cache, "requests"),
     )
     os.environ.update(network_settings())
