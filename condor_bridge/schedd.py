@@ -16,7 +16,14 @@ from htcondor2 import HTCondorException
 
 from .machines import MACHINE_PROJECTION, machines_from_slot_ads
 from .observe import Observer, timed
-from .states import PROJECTION, USAGE_PROJECTION, JobAdMemo, map_job_ad, map_usage_ad
+from .states import (
+    PROJECTION,
+    USAGE_PROJECTION,
+    JobAdMemo,
+    map_job_ad,
+    map_usage_ad,
+    staging_failed,
+)
 from .submit import (
     INSTANCE_ATTR,
     JOB_ID_ATTR,
@@ -236,6 +243,12 @@ class HTCondorBridge:
         """
         if check_existing:
             existing = self.find(request.job_id, submitted_after=submitted_after)
+            if existing is not None and staging_failed(existing):
+                # Its submitter stopped while spooling, and the schedd removed it: its files
+                # never arrived. Submitted again, under ids the removed one no longer holds.
+                if existing.in_queue:
+                    self._rename_away(self._schedd(), existing.cluster_id)
+                existing = None
             if existing is not None and not existing.awaiting_input:
                 return SubmitResult(existing.cluster_id, existing.proc_id, adopted=True)
             if existing is not None:
@@ -274,10 +287,18 @@ class HTCondorBridge:
         """Take a cluster whose input files never arrived out of the queue. Its ids are
         renamed first: its removed ads stay in the history, where a later look for the job
         (or sweep) submitted again would find them too, and might take them for it."""
+        HTCondorBridge._rename_away(schedd, cluster_id)
+        try:
+            schedd.act(htcondor2.JobAction.Remove, int(cluster_id), reason=WITHDRAWN_REASON)
+        except (HTCondorException, OSError, RuntimeError) as exc:
+            raise bridge_error("withdraw", exc) from exc
+
+    @staticmethod
+    def _rename_away(schedd: htcondor2.Schedd, cluster_id: int) -> None:
+        """A cluster's job and sweep ids renamed, so that no look for the job finds it."""
         try:
             for attr in (JOB_ID_ATTR, SWEEP_ID_ATTR):
                 schedd.edit(int(cluster_id), attr, classad_string(WITHDRAWN_ID))
-            schedd.act(htcondor2.JobAction.Remove, int(cluster_id), reason=WITHDRAWN_REASON)
         except (HTCondorException, OSError, RuntimeError) as exc:
             raise bridge_error("withdraw", exc) from exc
 

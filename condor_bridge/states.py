@@ -13,6 +13,8 @@ from .types import JobObservation, JobState, JobUsage
 IDLE, RUNNING, REMOVED, COMPLETED, HELD, TRANSFERRING_OUTPUT, SUSPENDED = range(1, 8)
 # HoldReasonCode 16: "Spooling input data files". The job is uploading, not held.
 HOLD_CODE_SPOOLING_INPUT = 16
+# The schedd's RemoveReason for such a job once its submitter's spool was cut off.
+STAGING_FAILED_REASON = "Staging of job files failed"
 
 PROJECTION = [
     "NightshiftJobId",
@@ -272,3 +274,9 @@ def map_usage_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobUsage:
         gpus_used=_measured(gpus_used),
         gpu_memory_peak_mb=_measured(ad.get("GPUsMemoryUsage")),
     )
+
+
+def staging_failed(job: JobObservation) -> bool:
+    """Removed by the schedd because its input files never finished arriving (its submitter
+    stopped mid-spool): nothing of it ran, and it may be submitted again."""
+    return job.state is JobState.REMOVED and STAGING_FAILED_REASON in job.status_detail

@@ -3,6 +3,7 @@
 import pytest
 
 from condor_bridge import JobState, map_job_ad, workstation_of
+from condor_bridge.states import staging_failed
 
 
 def ad(**fields):
@@ -70,6 +71,19 @@ def test_a_removed_job_in_history_is_removed_with_its_reason():
     assert observation.state is JobState.REMOVED
     assert observation.status_detail == "Cancelled by user 4"
     assert not observation.in_queue
+
+
+def test_a_job_the_schedd_removed_when_its_spool_was_cut_off_may_be_submitted_again():
+    cut_off = map_job_ad(ad(JobStatus=3, RemoveReason="Staging of job files failed"), in_queue=True)
+    assert staging_failed(cut_off)
+    removed = map_job_ad(
+        ad(JobStatus=3, RemoveReason="via condor_rm (by user portal)"), in_queue=True
+    )
+    assert not staging_failed(removed)
+    spooling = map_job_ad(
+        ad(JobStatus=5, HoldReasonCode=16, HoldReason="Spooling input"), in_queue=True
+    )
+    assert not staging_failed(spooling) and spooling.awaiting_input
 
 
 def test_an_unknown_status_is_an_error_not_a_guess():
