@@ -1,10 +1,11 @@
 """Live sessions: what the portal's live proxy adds to a request to a running job's endpoint.
 
-On the personal pool, a real job serves HTTP and a WebSocket echo on 127.0.0.1 (the way a
-model's API or a notebook's kernel does). In the same run, against that same job:
+On the personal pool, a real job serves HTTP and a WebSocket echo on its own Unix socket
+(nightshift.serve_socket(), as a model's API or a notebook does). In the same run, against
+that same job:
 
-- direct: straight to the job's port (possible here because the personal pool's
-  workstations are this machine; the floor);
+- direct: straight to the job's socket (possible here because the personal pool's
+  workstations are this machine and the bench runs as root; the floor);
 - through the portal: the live proxy (uvicorn, as `make run` starts it), which checks the
   caller's live token, then HTCondor's tunnel (condor_ssh_to_job's ssh forwarding a Unix
   socket), then the job.
@@ -45,17 +46,18 @@ from condor_bridge.schedd import HTCondorBridge  # noqa: E402
 from jobs.staging import HELPER_FILES  # noqa: E402
 
 REQUESTS = int(os.environ.get("NIGHTSHIFT_BENCH_REQUESTS", "400"))
+POOL_ROOT = os.environ.get("NIGHTSHIFT_POOL_ROOT", "/var/lib/nightshift/pool-root")
 # A job's endpoint: HTTP/1.1 keep-alive, and a WebSocket echo at /ws (RFC 6455, the
 # standard library only, as a job without packages would have it).
 SERVES = r"""
-import base64, hashlib, http.server, os, struct
+import base64, hashlib, http.server, os, socketserver, struct
 import nightshift
 
 class Endpoint(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    # One segment per answer, sent at once (no 40 ms wait for a delayed ACK).
+    # One write per answer. (A Unix socket has no Nagle delay to turn off: TCP_NODELAY on
+    # it is an error.)
     wbufsize = 1 << 16
-    disable_nagle_algorithm = True
 
     def do_GET(self):
         if self.headers.get("Upgrade", "").lower() == "websocket":
@@ -102,9 +104,16 @@ class Endpoint(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-port = nightshift.serve_port()
-print("serving on", port, flush=True)
-http.server.ThreadingHTTPServer(("127.0.0.1", port), Endpoint).serve_forever()
+class OnSocket(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def get_request(self):
+        connection, _ = super().get_request()
+        return connection, ("job", 0)
+
+path = nightshift.serve_socket()
+print("serving on", path, flush=True)
+OnSocket(path, Endpoint).serve_forever()
 """
 
 
@@ -150,9 +159,13 @@ def http_times(client: httpx.Client, url: str, headers: dict) -> list[float]:
     return times
 
 
-async def websocket_times(url: str, headers: dict) -> list[float]:
+async def websocket_times(url: str, headers: dict, socket_path: str = "") -> list[float]:
     times = []
-    async with websockets.connect(url, additional_headers=headers) as ws:
+    if socket_path:
+        opening = websockets.unix_connect(socket_path, url, additional_headers=headers)
+    else:
+        opening = websockets.connect(url, additional_headers=headers)
+    async with opening as ws:
         for number in range(REQUESTS):
             started = time.perf_counter()
             await ws.send(f"message {number}")
@@ -203,12 +216,12 @@ def main() -> None:
         )
         wait_for(lambda: (o := bridge.find(job_id)) and o.state is JobState.RUNNING, "the job")
         stdout = folder / "stdout.txt"
-        port = int(
-            wait_for(
-                lambda: stdout.exists() and re.search(r"serving on (\d+)", stdout.read_text()),
-                "the job to serve",
-            ).group(1)
-        )
+        inside = wait_for(
+            lambda: stdout.exists() and re.search(r"serving on (/\S+)", stdout.read_text()),
+            "the job to serve",
+        ).group(1)
+        # The path inside the job; the personal pool's workstations live under its root.
+        job_socket = inside if os.path.exists(inside) else f"{POOL_ROOT}{inside}"
         owner = get_user_model().objects.create_user("bench", password="not-used-1234")
         job = Job.objects.create(
             owner=owner,
@@ -237,16 +250,17 @@ def main() -> None:
         wait_for(lambda: server.started, "the live proxy")
 
         bearer = {"Authorization": f"Bearer {secret}"}
-        direct_url = f"http://127.0.0.1:{port}/v1/models"
         proxied_url = f"http://127.0.0.1:{proxy_port}/live/{job_id}/serve/v1/models"
         with httpx.Client(timeout=60) as client:
             started = time.perf_counter()
             first = client.get(proxied_url, headers=bearer)
             opening = time.perf_counter() - started
             assert first.status_code == 200, first.text[:300]
-            direct = http_times(client, direct_url, {})
             proxied = http_times(client, proxied_url, bearer)
-        ws_direct = asyncio.run(websocket_times(f"ws://127.0.0.1:{port}/ws", {}))
+        on_socket = httpx.HTTPTransport(uds=job_socket)
+        with httpx.Client(transport=on_socket, timeout=60) as client:
+            direct = http_times(client, "http://127.0.0.1/v1/models", {})
+        ws_direct = asyncio.run(websocket_times("ws://127.0.0.1/ws", {}, job_socket))
         ws_proxied = asyncio.run(
             websocket_times(f"ws://127.0.0.1:{proxy_port}/live/{job_id}/serve/ws", bearer)
         )

@@ -1,14 +1,17 @@
-"""Which of a running job's live services listen, and on which ports: run on the workstation.
+"""Which of a running job's live services listen, and where: run on the workstation.
 
 The portal runs this inside the job (through condor_ssh_to_job, as the job's own user, in
 its sandbox), passed inline, so that nothing the job could have changed is trusted. It
-prints one JSON line, {"services": {"tensorboard": 41234, "serve": 8123}, "problems": []}.
+prints one JSON line, {"services": {"tensorboard": "/.../tensorboard.sock", "serve": 8123},
+"problems": []}.
 
 A service counts only when a process of *this* job (its environment carries this job's
-_CONDOR_SCRATCH_DIR) listens on 127.0.0.1 on the port that the launcher gave it
-(NIGHTSHIFT_LIVE_SERVICE and NIGHTSHIFT_LIVE_PORT in that process's environment). A job that
-names a port another process listens on, another job's TensorBoard on the same desktop for
-instance, is refused: the portal never forwards to it. Standard library only.
+_CONDOR_SCRATCH_DIR) listens where the launcher told it to (NIGHTSHIFT_LIVE_SERVICE, with
+NIGHTSHIFT_LIVE_SOCKET or NIGHTSHIFT_LIVE_PORT, in that process's environment): on a Unix
+socket in a folder that only this job's account may enter, or else on that port of
+127.0.0.1. A job that names a socket or port another process listens on, another job's
+TensorBoard on the same desktop for instance, is refused: the portal never forwards to it.
+Standard library only.
 """
 
 import json
@@ -19,6 +22,8 @@ LISTEN = "0A"
 LOOPBACK = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}
 SERVICE_VARIABLE = "NIGHTSHIFT_LIVE_SERVICE"
 PORT_VARIABLE = "NIGHTSHIFT_LIVE_PORT"
+SOCKET_VARIABLE = "NIGHTSHIFT_LIVE_SOCKET"
+ACCEPTS_CONNECTIONS = 0x10000  # __SO_ACCEPTCON in /proc/net/unix's Flags
 SCRATCH_VARIABLE = "_CONDOR_SCRATCH_DIR"
 
 
@@ -40,6 +45,32 @@ def listening_sockets():
             if address.upper() in LOOPBACK:
                 found[fields[9]] = int(port, 16)
     return found
+
+
+def listening_unix_sockets():
+    """{inode: path} of the Unix stream sockets that listen on a path."""
+    found = {}
+    try:
+        with open("/proc/net/unix") as stream:
+            rows = stream.read().splitlines()[1:]
+    except OSError:
+        return found
+    for row in rows:
+        fields = row.split()
+        if len(fields) < 8 or fields[4] != "0001":
+            continue
+        if int(fields[3], 16) & ACCEPTS_CONNECTIONS:
+            found[fields[6]] = fields[7]
+    return found
+
+
+def private_to_this_account(path):
+    """The socket's folder belongs to this account, and nobody else may enter it."""
+    try:
+        folder = os.stat(os.path.dirname(path))
+    except OSError:
+        return False
+    return folder.st_uid == os.getuid() and not folder.st_mode & 0o077
 
 
 def environment_of(pid):
@@ -73,10 +104,13 @@ def sockets_of(pid):
 
 def probe(scratch):
     listening = listening_sockets()
+    unix = listening_unix_sockets()
     services, problems = {}, []
     for pid in (name for name in os.listdir("/proc") if name.isdigit()):
-        ports = [listening[i] for i in sockets_of(pid) if i in listening]
-        if not ports:
+        inodes = sockets_of(pid)
+        ports = [listening[i] for i in inodes if i in listening]
+        paths = [unix[i] for i in inodes if i in unix]
+        if not ports and not paths:
             continue
         environment = environment_of(pid)
         service = environment.get(SERVICE_VARIABLE, "")
@@ -84,10 +118,16 @@ def probe(scratch):
             continue
         if environment.get(SCRATCH_VARIABLE) != scratch:
             continue  # another job's process, or no job's: never this job's service
+        wanted_socket = environment.get(SOCKET_VARIABLE, "")
+        if wanted_socket and wanted_socket in paths:
+            if private_to_this_account(wanted_socket):
+                services[service] = wanted_socket
+                continue
+            problems.append(f"{service}'s socket is in a folder other accounts may enter")
         wanted = environment.get(PORT_VARIABLE, "")
-        for port in ports:
+        for port in ports if wanted else ():
             if str(port) == wanted:
-                services[service] = port
+                services.setdefault(service, port)
             else:
                 problems.append(f"{service} listens on port {port}, not its port {wanted}")
     return {"services": services, "problems": problems}

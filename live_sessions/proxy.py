@@ -173,24 +173,26 @@ def first_cookie_user(public_id: str, values: list[str]) -> int | None:
 
 
 def upstream_headers(
-    headers: list[tuple[str, str]], route: Route, port: int, secret: str = ""
+    headers: list[tuple[str, str]], route: Route, endpoint: int | str, secret: str = ""
 ) -> dict[str, str]:
     """The client's headers less what could change the upstream or carry the portal's
     credentials, plus what the app needs to know where it is served (and a notebook's
-    token, which its user never handles)."""
+    token, which its user never handles). `endpoint` is where the app listens in the job:
+    a port of its loopback, or a Unix socket (its Host is then the loopback's, no port)."""
+    host = f"127.0.0.1:{endpoint}" if isinstance(endpoint, int) else "127.0.0.1"
     forwarded: dict[str, str] = {}
     for name, value in headers:
         if name in HOP_BY_HOP or name.startswith(("x-forwarded-", "x-nightshift-")):
             continue
         if name == "origin":
             # Checked above (origin_allowed); the app sees itself as the origin.
-            value = f"http://127.0.0.1:{port}"
+            value = f"http://{host}"
         forwarded[name] = f"{forwarded[name]}, {value}" if name in forwarded else value
     jar = cookies_of(headers)
     kept = "; ".join(f"{k}={m.coded_value}" for k, m in jar.items() if k not in PORTAL_COOKIES)
     if kept:
         forwarded["cookie"] = kept
-    forwarded["host"] = f"127.0.0.1:{port}"
+    forwarded["host"] = host
     forwarded["x-forwarded-proto"] = "https" if settings.HTTPS else "http"
     forwarded["x-forwarded-prefix"] = route.prefix
     if secret:
@@ -316,7 +318,7 @@ class LiveProxy:
             return await page(send, 413, "The request is too large for the live proxy.")
         assert decision.target is not None
         try:
-            tunnel, port = await self.reach(decision.target, route.service)
+            tunnel, endpoint = await self.reach(decision.target, route.service)
         except TunnelError as exc:
             self.forget(route.public_id)  # the job may have just stopped: ask again
             return await page(send, 503, str(exc), retry=True)
@@ -325,7 +327,7 @@ class LiveProxy:
             async with session.request(
                 scope["method"],
                 tunnel.base_url + route.upstream_path(),
-                headers=upstream_headers(headers, route, port, decision.target.secret),
+                headers=upstream_headers(headers, route, endpoint, decision.target.secret),
                 data=body or None,
                 allow_redirects=False,
             ) as upstream:
@@ -406,14 +408,14 @@ class LiveProxy:
             return await refuse_websocket(scope, send, 403)
         assert decision.target is not None
         try:
-            tunnel, port = await self.reach(decision.target, route.service)
+            tunnel, endpoint = await self.reach(decision.target, route.service)
         except TunnelError:
             return await refuse_websocket(scope, send, 503)
         session = tunnel.session(route.service)
         try:
             upstream = await session.ws_connect(
                 tunnel.base_url + route.upstream_path(),
-                headers=upstream_headers(headers, route, port, decision.target.secret),
+                headers=upstream_headers(headers, route, endpoint, decision.target.secret),
                 protocols=tuple(scope.get("subprotocols") or ()),
                 autoping=False,
                 max_msg_size=0,

@@ -2,9 +2,10 @@
 
 A tunnel is a long-lived `ssh -N` that condor_ssh_to_job runs, forwarding one Unix socket
 per service (in a folder only the portal's account can enter, so that no other local user
-of the access point reaches a job through it) to 127.0.0.1:PORT inside the job. The ports
-come from the probe, which runs inside the job first (condor_bridge.live). Tunnels close when
-their job leaves Running, or after they have been idle for LIVE_IDLE_S.
+of the access point reaches a job through it) to the service's own Unix socket inside the
+job (or 127.0.0.1:PORT, for a served job that binds a port). Where each listens comes from
+the probe, which runs inside the job first (condor_bridge.live). Tunnels close when their
+job leaves Running, or after they have been idle for LIVE_IDLE_S.
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from pathlib import Path
 
 import aiohttp
 
-from condor_bridge.live import ProbeError, forward_command, parse_probe, probe_command
+from condor_bridge.live import (
+    Endpoint,
+    ProbeError,
+    forward_command,
+    parse_probe,
+    probe_command,
+)
 
 log = logging.getLogger(__name__)
 # A job that has just started may not listen yet: probe it again after this long, not at
@@ -50,7 +57,7 @@ class Target:
 @dataclass
 class Tunnel:
     target: Target
-    ports: dict[str, int]
+    endpoints: dict[str, Endpoint]  # where each service listens inside the job
     sockets: dict[str, str]
     process: asyncio.subprocess.Process
     stderr: collections.deque = field(default_factory=lambda: collections.deque(maxlen=20))
@@ -111,28 +118,28 @@ class TunnelManager:
             # The personal pool's ssh runs as its "portal" account and makes the sockets.
             os.chown(self.folder, self.folder_owner_uid, -1)
 
-    async def connect(self, target: Target, service: str) -> tuple[Tunnel, int]:
-        """The open tunnel that reaches `service` of the job, and the service's port."""
+    async def connect(self, target: Target, service: str) -> tuple[Tunnel, Endpoint]:
+        """The open tunnel that reaches `service` of the job, and where it listens there."""
         tunnel = self.tunnels.get(target.key)
         if tunnel and tunnel.alive and service in tunnel.sockets:
             tunnel.last_used = time.monotonic()
-            return tunnel, tunnel.ports[service]
+            return tunnel, tunnel.endpoints[service]
         async with self._locks[target.key]:
             tunnel = self.tunnels.get(target.key)
             if tunnel and tunnel.alive and service in tunnel.sockets:
                 tunnel.last_used = time.monotonic()
-                return tunnel, tunnel.ports[service]
+                return tunnel, tunnel.endpoints[service]
             since = time.monotonic() - self._probed_at.get(target.key, -1e9)
             if tunnel and tunnel.alive and since < REPROBE_AFTER_S:
                 raise TunnelError(not_listening(service))
-            ports = await self._probe(target)
-            if service not in ports:
+            endpoints = await self._probe(target)
+            if service not in endpoints:
                 raise TunnelError(not_listening(service))
             if tunnel is not None:
                 await self.close(target.key)
-            tunnel = await self._open(target, ports)
+            tunnel = await self._open(target, endpoints)
             self.tunnels[target.key] = tunnel
-            return tunnel, tunnel.ports[service]
+            return tunnel, tunnel.endpoints[service]
 
     async def _run(self, command: list[str], timeout: float) -> tuple[int, str, str]:
         process = await asyncio.create_subprocess_exec(
@@ -150,7 +157,7 @@ class TunnelManager:
             raise TunnelError("HTCondor did not open a connection to the job in time") from None
         return process.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
 
-    async def _probe(self, target: Target) -> dict[str, int]:
+    async def _probe(self, target: Target) -> dict[str, Endpoint]:
         self._probed_at[target.key] = time.monotonic()
         command = probe_command(
             self.ssh_to_job,
@@ -169,14 +176,14 @@ class TunnelManager:
             log.warning("probing job %s: %s; stderr %s", target.key, exc, err.strip()[-500:])
             raise TunnelError(f"HTCondor could not reach the job: {last_line(err)}") from None
 
-    async def _open(self, target: Target, ports: dict[str, int]) -> Tunnel:
+    async def _open(self, target: Target, endpoints: dict[str, Endpoint]) -> Tunnel:
         self._prepare_folder()
-        sockets = {s: str(self.folder / f"{secrets.token_hex(6)}.sock") for s in ports}
+        sockets = {s: str(self.folder / f"{secrets.token_hex(6)}.sock") for s in endpoints}
         command = forward_command(
             self.ssh_to_job,
             target.cluster_id,
             target.proc_id,
-            {sockets[s]: port for s, port in ports.items()},
+            {sockets[s]: endpoint for s, endpoint in endpoints.items()},
             schedd=target.schedd,
         )
         # Its own process group: a wrapper (the personal pool's chroot, runuser) does not
@@ -188,7 +195,7 @@ class TunnelManager:
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
         )
-        tunnel = Tunnel(target=target, ports=dict(ports), sockets=sockets, process=process)
+        tunnel = Tunnel(target=target, endpoints=dict(endpoints), sockets=sockets, process=process)
         tunnel.reader = asyncio.get_running_loop().create_task(_drain(process, tunnel.stderr))
         deadline = time.monotonic() + self.open_timeout_s
         while time.monotonic() < deadline:
@@ -198,7 +205,7 @@ class TunnelManager:
                 reason = tunnel.stderr[-1] if tunnel.stderr else f"exit {process.returncode}"
                 raise TunnelError(f"HTCondor's tunnel to the job closed: {reason}")
             if all([await _accepts(path) for path in sockets.values()]):
-                log.info("tunnel to job %s open: %s", target.key, ports)
+                log.info("tunnel to job %s open: %s", target.key, endpoints)
                 return tunnel
             await asyncio.sleep(0.1)
         await tunnel.close()
@@ -239,7 +246,8 @@ def not_listening(service: str) -> str:
             ".nightshift/tensorboard.log."
         )
     return (
-        "The job is not listening on its port (yet): it must serve HTTP on "
+        "The job is not listening (yet): it must serve HTTP on the Unix socket "
+        "$NIGHTSHIFT_SERVE_SOCKET (nightshift.serve_socket()), or on "
         "127.0.0.1:$NIGHTSHIFT_SERVE_PORT (nightshift.serve_port())."
     )
 

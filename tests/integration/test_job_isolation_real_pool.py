@@ -6,9 +6,11 @@ shared-memory files.
 
 Jobs whose files HTCondor moves (spool mode) each run as an account of their own (the
 kit's starter shim, nightshift-starter), so a hostile job finds another's sandbox and can
-neither list nor read it. What does not hold yet is in docs/security.md: jobs that write
-the portal's shared folder run as its one account, and live ports on 127.0.0.1 are
-reachable from another job."""
+neither list nor read it, and it finds another's live services on Unix sockets it cannot
+connect to, with nothing of theirs on a port of the loopback that all jobs share. What does
+not hold yet is in docs/security.md: jobs that write the portal's shared folder run as its
+one account, and a served job that binds a port (nightshift.serve_port()) instead of its
+socket is reachable from another job."""
 
 import json
 import uuid
@@ -18,7 +20,7 @@ from django.conf import settings
 
 from condor_bridge import FileMode, JobRequest, JobState
 from condor_bridge.schedd import HTCondorBridge
-from tests.helpers import POOL_ROOT, make_job_dir, wait_for
+from tests.helpers import POOL_ROOT, copy_job_helpers, make_job_dir, wait_for
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(300)]
 
@@ -163,9 +165,9 @@ def spool_bridge():
     yield from bridge_in(FileMode.SPOOL)
 
 
-def spooled(bridge, folder, script: str, student: str):
+def spooled(bridge, folder, script: str, student: str, **fields):
     (folder / "outputs").mkdir(parents=True)
-    (folder / ".nightshift").mkdir()
+    copy_job_helpers(folder)
     (folder / "train.py").write_text(f"SECRET = {SECRET!r}\n{script}")
     request = JobRequest(
         job_id=str(uuid.uuid4()),
@@ -173,34 +175,119 @@ def spooled(bridge, folder, script: str, student: str):
         script_name="train.py",
         memory_mb=128,
         accounting_user=student,
+        **fields,
     )
     return request, bridge.submit(request)
+
+
+def hostile_beside_victim(
+    bridge, folder, victim_script: str, hostile_script: str, *, timeout: float, **victim_fields
+) -> dict:
+    """A victim's spooled job running, then a hostile one of another student's beside it:
+    what the hostile one printed (one JSON line). The victim goes once it is known."""
+    victim, victim_submitted = spooled(
+        bridge, folder / "victim", victim_script, "ada", **victim_fields
+    )
+    try:
+        wait_for(
+            lambda: (job := bridge.find(victim.job_id)) and job.state is JobState.RUNNING,
+            timeout=120,
+            what="the victim's job to run",
+        )
+        hostile, submitted = spooled(bridge, folder / "hostile", hostile_script, "mallory")
+        done = wait_for(
+            lambda: (
+                (job := bridge.find(hostile.job_id)) and job.state is JobState.COMPLETED and job
+            ),
+            timeout=timeout,
+            what="the hostile job to end",
+        )
+        assert done.exit_code == 0
+        assert bridge.find(victim.job_id).state is JobState.RUNNING  # side by side
+        bridge.retrieve(submitted.cluster_id, submitted.proc_id)
+        return json.loads((folder / "hostile" / "stdout.txt").read_text())
+    finally:
+        bridge.act("remove", victim_submitted.cluster_id, victim_submitted.proc_id, reason="done")
 
 
 def test_jobs_whose_files_travel_run_as_accounts_of_their_own_and_cannot_read_each_other(
     spool_bridge, tmp_path
 ):
-    victim, victim_submitted = spooled(spool_bridge, tmp_path / "victim", SPOOLED_VICTIM, "ada")
-    wait_for(
-        lambda: (job := spool_bridge.find(victim.job_id)) and job.state is JobState.RUNNING,
-        timeout=120,
-        what="the victim's job to run",
-    )
-    hostile, submitted = spooled(spool_bridge, tmp_path / "hostile", SNOOP, "mallory")
-    done = wait_for(
-        lambda: (
-            (job := spool_bridge.find(hostile.job_id)) and job.state is JobState.COMPLETED and job
-        ),
-        timeout=120,
-        what="the hostile job to end",
-    )
-    assert done.exit_code == 0
-    assert spool_bridge.find(victim.job_id).state is JobState.RUNNING  # side by side
-    spool_bridge.retrieve(submitted.cluster_id, submitted.proc_id)
-    seen = json.loads((tmp_path / "hostile" / "stdout.txt").read_text())
+    seen = hostile_beside_victim(spool_bridge, tmp_path, SPOOLED_VICTIM, SNOOP, timeout=120)
     # It found the victim's sandbox, and could neither list it nor read what it guessed.
     assert seen["sandboxes"] >= 1, seen
     assert (seen["listed"], seen["read"]) == (0, []), seen
     # An account of the pool's nsjob-<workstation>-<slot> kind, not the portal's.
     assert seen["uid"] != settings.JOB_DIR_UID
-    spool_bridge.act("remove", victim_submitted.cluster_id, victim_submitted.proc_id, reason="done")
+
+
+SERVING_VICTIM = """
+import http.server, os, socketserver
+import nightshift
+
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(SECRET.encode())
+
+class OnSocket(socketserver.UnixStreamServer):
+    def get_request(self):
+        connection, _ = super().get_request()
+        return connection, ("job", 0)
+
+server = OnSocket(nightshift.serve_socket(), Answer)
+print("serving", flush=True)
+server.serve_forever()
+"""
+KNOCK = """
+import json, socket, time
+seen = {"sockets": [], "refused": [], "answered": [], "ports": 0, "secret_on_a_port": []}
+deadline = time.monotonic() + 90
+while not seen["sockets"] and time.monotonic() < deadline:
+    for row in open("/proc/net/unix").read().splitlines()[1:]:
+        fields = row.split()
+        if len(fields) > 7 and fields[7].endswith("/.nightshift-live/serve.sock"):
+            seen["sockets"].append(fields[7])
+    time.sleep(0.5)
+for path in seen["sockets"]:
+    connection = socket.socket(socket.AF_UNIX)
+    try:
+        connection.connect(path)
+        connection.sendall(b"GET / HTTP/1.0\\r\\n\\r\\n")
+        seen["answered"].append(path)
+    except OSError as exc:
+        seen["refused"].append(type(exc).__name__)
+    finally:
+        connection.close()
+listening = set()
+for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for row in open(table).read().splitlines()[1:]:
+        fields = row.split()
+        if fields[3] == "0A":
+            listening.add(int(fields[1].rsplit(":", 1)[1], 16))
+for port in sorted(listening):
+    seen["ports"] += 1
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as connection:
+            connection.sendall(b"GET / HTTP/1.0\\r\\nHost: 127.0.0.1\\r\\n\\r\\n")
+            connection.settimeout(1)
+            if SECRET.encode() in connection.recv(65536):
+                seen["secret_on_a_port"].append(port)
+    except OSError:
+        pass
+print(json.dumps(seen))
+"""
+
+
+def test_a_hostile_job_finds_another_jobs_served_socket_and_cannot_connect_to_it(
+    spool_bridge, tmp_path
+):
+    seen = hostile_beside_victim(
+        spool_bridge, tmp_path, SERVING_VICTIM, KNOCK, timeout=180, live_services=("serve",)
+    )
+    # The victim's socket is there to see, and it lets nobody else in.
+    assert any(path.endswith("/.nightshift-live/serve.sock") for path in seen["sockets"]), seen
+    assert seen["answered"] == [] and set(seen["refused"]) == {"PermissionError"}, seen
+    # Every port of the shared loopback was tried: none gave away what the victim serves.
+    assert seen["ports"] >= 1 and seen["secret_on_a_port"] == [], seen

@@ -19,7 +19,7 @@ from tests.pipeline import wait_for_state
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(300)]
 
 SERVES = """
-import http.server, json, os
+import http.server, json, os, socketserver
 import nightshift
 
 class Answer(http.server.BaseHTTPRequestHandler):
@@ -36,8 +36,14 @@ class Answer(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-print("serving on", nightshift.serve_port(), flush=True)
-http.server.HTTPServer(("127.0.0.1", nightshift.serve_port()), Answer).serve_forever()
+class OnSocket(socketserver.UnixStreamServer):
+    def get_request(self):
+        connection, _ = super().get_request()
+        return connection, ("job", 0)
+
+# The job's own socket, which no other job on the workstation can connect to.
+print("serving on", nightshift.serve_socket(), flush=True)
+OnSocket(nightshift.serve_socket(), Answer).serve_forever()
 """
 
 
@@ -91,9 +97,9 @@ def answered(call):
 
 def tunnels_to(job, proxy) -> list[str]:
     """The ssh processes (condor_ssh_to_job becomes one) forwarding a socket of the proxy's to
-    a port inside this job: the proxy log names the port."""
-    ports = re.findall(
-        rf"tunnel to job {job.public_id} open: {{'serve': (\d+)}}", proxy.log(tail=None)
+    the job's own socket: the proxy log names it."""
+    inside = re.findall(
+        rf"tunnel to job {job.public_id} open: {{'serve': '([^']+)'}}", proxy.log(tail=None)
     )
     listing = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True).stdout
     return [
@@ -101,7 +107,7 @@ def tunnels_to(job, proxy) -> list[str]:
         for line in listing.splitlines()
         if line.startswith("ssh ")
         and "ExitOnForwardFailure=yes" in line
-        and any(f":127.0.0.1:{port} " in line for port in ports)
+        and any(f":{path} " in f"{line} " for path in inside)
     ]
 
 
@@ -116,6 +122,7 @@ def test_a_program_calls_a_served_endpoint_with_a_token_through_htcondors_tunnel
     assert answer.status_code == 200, answer.text
     assert answer.json()["job"] == str(job.public_id)
     assert answer.json()["path"] == "/v1/models?limit=1"
+    assert answer.json()["host"] == "127.0.0.1"  # on its socket, the loopback with no port
     assert tunnels_to(job, live_proxy), "the proxy reaches the job through condor_ssh_to_job's ssh"
     # The job is cancelled: its endpoint closes, and so does the tunnel.
     web.post(reverse("jobs:cancel", args=[job.public_id]))

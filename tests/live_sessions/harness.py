@@ -130,13 +130,15 @@ class StandInTunnels:
         self.tunnels: dict[str, StandInTunnel] = {}
         self.connected: list[Target] = []
         self.failing = ""
+        # Where the service listens inside the job: a port, or its Unix socket's path.
+        self.endpoint: int | str = JOB_PORT
 
     async def connect(self, target: Target, service: str):
         self.connected.append(target)
         if self.failing:
             raise TunnelError(self.failing)
         tunnel = self.tunnels.setdefault(target.key, StandInTunnel(self.job.socket))
-        return tunnel, JOB_PORT
+        return tunnel, self.endpoint
 
     async def close(self, key: str) -> None:
         self.tunnels.pop(key, None)

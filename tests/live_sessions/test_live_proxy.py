@@ -335,6 +335,23 @@ def test_headers_cannot_change_the_upstream_or_carry_the_portals_credentials(
     assert headers["cookie"] == "app=kept"
 
 
+def test_a_service_on_a_unix_socket_in_the_job_sees_the_loopback_as_its_host(
+    proxy, tunnels, lab_with_people, settings
+):
+    _, owner, _, _ = lab_with_people
+    settings.LIVE_URL = proxy.url
+    job = running_job(owner)
+    tunnels.endpoint = "/scratch/dir_1/.nightshift-live/notebook.sock"
+    client = signed_in(proxy, owner, job)
+    answer = client.get(
+        f"/live/{job.public_id}/serve/",
+        headers={"Host": "evil.example:22", "Origin": proxy.url},
+    )
+    headers = seen(answer)["headers"]
+    assert headers["host"] == "127.0.0.1"
+    assert headers["origin"] == "http://127.0.0.1"
+
+
 def test_websockets_go_through_for_the_owner_and_are_refused_to_others(proxy, lab_with_people):
     _, owner, _, stranger = lab_with_people
     job = running_job(owner)

@@ -15,7 +15,7 @@ async def open_tunnel(manager: TunnelManager, key: str, folder) -> Tunnel:
     )
     tunnel = Tunnel(
         target=Target(key, 7, 0),
-        ports={"serve": 4000},
+        endpoints={"serve": 4000},
         sockets={"serve": str(folder / f"{key}.sock")},
         process=process,
     )
