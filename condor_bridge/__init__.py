@@ -16,6 +16,7 @@ from .types import (
     JobRequest,
     JobState,
     JobUsage,
+    LendingTerms,
     PoolMachine,
     SubmitResult,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "JobRequest",
     "JobState",
     "JobUsage",
+    "LendingTerms",
     "MatchSummary",
     "PoolMachine",
     "SubmitResult",

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .observe import Observer, timed
-from .states import STATUS_TO_STATE
+from .states import STATUS_TO_STATE, files_never_arrived
 from .submit import build_cluster_description, build_submit_description
 from .types import (
     JOB_ID_PATTERN,
@@ -141,6 +141,9 @@ class FakeBridge:
                 }
             if state in _FINAL:
                 changes |= {"in_queue": False, "finished_at": now}
+            if state is not JobState.TRANSFERRING:
+                # As HTCondor's ads say: only a job held for its input files awaits them.
+                changes["awaiting_input"] = False
             changes |= fields
             self._jobs[job_id] = dataclasses.replace(job, **changes)
             return self._jobs[job_id]
@@ -211,10 +214,11 @@ class FakeBridge:
         self._check_up("submit")
         if check_existing:
             existing = self.find(request.job_id, submitted_after=submitted_after)
-            if existing is not None and not existing.awaiting_input:
-                return SubmitResult(existing.cluster_id, existing.proc_id, adopted=True)
-            if existing is not None:
+            if existing is not None and files_never_arrived(existing):
                 self._withdraw(existing.cluster_id)
+                existing = None
+            if existing is not None:
+                return SubmitResult(existing.cluster_id, existing.proc_id, adopted=True)
         description = self.description(request)
         with self._lock:
             self.submit_calls += 1
@@ -246,7 +250,7 @@ class FakeBridge:
         self._check_up("submit")
         if check_existing:
             found = self.find_sweep(sweep_id, expected=len(requests))
-            stranded = {run.cluster_id for run in found if run.awaiting_input}
+            stranded = {run.cluster_id for run in found if files_never_arrived(run)}
             for cluster_id in stranded:
                 self._withdraw(cluster_id)
             adopted = adopted_cluster(

@@ -4,10 +4,12 @@ The starter runs sshd over the connection HTCondor has already authenticated (th
 where the workstation is behind NAT), so nothing listens on the workstation's network. Two
 calls, each an argument list that no local shell parses:
 
-- `probe_command`: runs live_probe.py inside the job, which names the ports that this job's
-  own processes listen on (nothing the job wrote is trusted);
+- `probe_command`: runs live_probe.py inside the job, which names the Unix sockets (or, for
+  a served job that binds one, the port of 127.0.0.1) that this job's own processes listen
+  on (nothing the job wrote is trusted);
 - `forward_command`: `ssh -N` forwarding a Unix socket on the portal's side (in a folder
-  only the portal can enter) to 127.0.0.1:PORT inside the job, for each probed service.
+  only the portal can enter) to that socket, or 127.0.0.1:PORT, inside the job, for each
+  probed service.
 
 Pure functions only: the live_sessions app runs them.
 """
@@ -22,6 +24,8 @@ from pathlib import Path
 from .types import LIVE_SERVICES, SCHEDD_NAME_PATTERN
 
 _SOCKET_PATH = re.compile(r"/[A-Za-z0-9_./-]{1,100}")
+# Where a service listens inside the job: its Unix socket's path, or a port of 127.0.0.1.
+Endpoint = int | str
 _PROBE_SOURCE = (Path(__file__).with_name("live_probe.py")).read_bytes()
 
 
@@ -72,27 +76,40 @@ def forward_command(
     ssh_to_job: list[str],
     cluster_id: int,
     proc_id: int,
-    forwards: dict[str, int],
+    forwards: dict[str, Endpoint],
     *,
     schedd: str = "",
 ) -> list[str]:
     """Keeps one Unix socket per service forwarded until killed; each socket path is local
-    (on the portal's side) and each port is inside the job."""
+    (on the portal's side) and each endpoint is inside the job."""
     if not forwards:
         raise ValueError("nothing to forward")
     options = ["ssh", "-N", "-o", "ExitOnForwardFailure=yes", "-o", "StreamLocalBindUnlink=yes"]
-    for socket_path, port in forwards.items():
-        if not _SOCKET_PATH.fullmatch(socket_path) or ".." in socket_path.split("/"):
-            raise ValueError(f"{socket_path!r} is not a plain absolute path")
-        if isinstance(port, bool) or not isinstance(port, int) or not 1024 <= port <= 65535:
-            raise ValueError(f"{port!r} is not a port a job may use")
-        options += ["-L", f"{socket_path}:127.0.0.1:{port}"]
+    for socket_path, endpoint in forwards.items():
+        options += ["-L", f"{_socket_path(socket_path)}:{_remote(endpoint)}"]
     # condor_ssh_to_job splits -ssh at spaces; nothing above has one.
     return [*ssh_to_job, *_schedd(schedd), "-ssh", " ".join(options), _job(cluster_id, proc_id)]
 
 
-def parse_probe(output: str) -> dict[str, int]:
-    """{service: port} from the probe's output, only for services a job may run."""
+def _socket_path(path: str) -> str:
+    if not isinstance(path, str) or not _SOCKET_PATH.fullmatch(path) or ".." in path.split("/"):
+        raise ValueError(f"{path!r} is not a plain absolute path")
+    return path
+
+
+def _remote(endpoint: Endpoint) -> str:
+    if isinstance(endpoint, str):
+        return _socket_path(endpoint)
+    if isinstance(endpoint, bool) or not isinstance(endpoint, int):
+        raise ValueError(f"{endpoint!r} is neither a socket nor a port")
+    if not 1024 <= endpoint <= 65535:
+        raise ValueError(f"{endpoint!r} is not a port a job may use")
+    return f"127.0.0.1:{endpoint}"
+
+
+def parse_probe(output: str) -> dict[str, Endpoint]:
+    """{service: socket path or port} from the probe's output, only for services a job may
+    run and endpoints that can be forwarded."""
     for line in reversed(output.strip().splitlines()):
         try:
             answer = json.loads(line)
@@ -101,12 +118,14 @@ def parse_probe(output: str) -> dict[str, int]:
         services = answer.get("services") if isinstance(answer, dict) else None
         if not isinstance(services, dict):
             break
-        return {
-            name: port
-            for name, port in services.items()
-            if name in LIVE_SERVICES
-            and isinstance(port, int)
-            and not isinstance(port, bool)
-            and 1024 <= port <= 65535
-        }
+        found = {}
+        for name, endpoint in services.items():
+            if name not in LIVE_SERVICES:
+                continue
+            try:
+                _remote(endpoint)
+            except ValueError:
+                continue
+            found[name] = endpoint
+        return found
     raise ProbeError(f"the job's probe gave no answer: {output.strip()[-300:]!r}")

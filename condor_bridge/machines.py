@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .states import workstation_of
-from .types import GpuModel, PoolMachine
+from .types import GpuModel, LendingTerms, PoolMachine
 
 MACHINE_PROJECTION = [
     "Name",
@@ -28,7 +28,33 @@ MACHINE_PROJECTION = [
     "HasContainer",
     "HasDocker",
     "HasSingularity",
+    # The owners' terms, as the kit's cron publishes them (docs/lending.md).
+    "NightshiftLendOpen",
+    "NightshiftLendGpus",
+    "NightshiftLendMemory",
+    "NightshiftLendLabs",
+    "NightshiftReclaimBy",
 ]
+
+
+def _whole(value: Any) -> int | None:
+    # htcondor2 reads `undefined` as classad2.Value.Undefined, an IntEnum (equal to 2): only
+    # a plain int is a number here.
+    return value if type(value) is int else None
+
+
+def terms_from_slot_ad(ad: Any) -> LendingTerms:
+    """The owners' terms a slot ad carries; a value of the wrong type counts as unset."""
+    labs = ad.get("NightshiftLendLabs")
+    return LendingTerms(
+        open=ad.get("NightshiftLendOpen") is not False,
+        gpus=_whole(ad.get("NightshiftLendGpus")),
+        memory_mb=_whole(ad.get("NightshiftLendMemory")),
+        accounting_groups=tuple(g.strip() for g in labs.split(",") if g.strip())
+        if isinstance(labs, str)
+        else None,
+        reclaim_by=_whole(ad.get("NightshiftReclaimBy")),
+    )
 
 
 def _machine_name(slot_ad: Any) -> str:
@@ -92,6 +118,9 @@ def machines_from_slot_ads(ads: Iterable[Any]) -> list[PoolMachine]:
                 free_gpus=free_gpus,
                 gpu=gpu,
                 runs_containers=runs_containers,
+                terms=terms_from_slot_ad(
+                    next((slot for slot in slots if slot.get("PartitionableSlot")), slots[0])
+                ),
             )
         )
     return machines

@@ -25,7 +25,24 @@ class MatchSummary:
 
 
 def machine_fits(request: JobRequest, machine: PoolMachine) -> bool:
-    """Could `machine` run `request` when it is empty?"""
+    """Could `machine` run `request` when it is empty, on its owners' terms?"""
+    return hardware_fits(request, machine) and terms_allow(request, machine)
+
+
+def terms_allow(request: JobRequest, machine: PoolMachine) -> bool:
+    """Do its owners lend what `request` asks for, to its lab (whenever they lend)?"""
+    terms = machine.terms
+    if terms.accounting_groups is not None and (
+        request.accounting_group not in terms.accounting_groups
+    ):
+        return False
+    if terms.gpus is not None and request.gpus > terms.gpus:
+        return False
+    return terms.memory_mb is None or request.memory_mb <= terms.memory_mb
+
+
+def hardware_fits(request: JobRequest, machine: PoolMachine) -> bool:
+    """Has `machine` what `request` asks for, whatever its owners' terms?"""
     if request.cpus > machine.total_cpus or request.memory_mb > machine.total_memory_mb:
         return False
     if request.container_image and not machine.runs_containers:
@@ -42,11 +59,18 @@ def machine_fits(request: JobRequest, machine: PoolMachine) -> bool:
 
 
 def machine_free_for(request: JobRequest, machine: PoolMachine) -> bool:
+    terms = machine.terms
+    # What its owners lend at once counts what is lent already, as the kit's START does.
+    lent_gpus = machine.total_gpus - machine.free_gpus
+    lent_memory = machine.total_memory_mb - machine.free_memory_mb
     return (
         machine_fits(request, machine)
+        and terms.lent_now
         and machine.free_cpus >= request.cpus
         and machine.free_memory_mb >= request.memory_mb
         and machine.free_gpus >= request.gpus
+        and (terms.gpus is None or lent_gpus + request.gpus <= terms.gpus)
+        and (terms.memory_mb is None or lent_memory + request.memory_mb <= terms.memory_mb)
     )
 
 
@@ -91,14 +115,58 @@ def _why_nothing_matches(request: JobRequest, machines: list[PoolMachine]) -> tu
             "cpus",
             f"You asked for {request.cpus} CPUs; no workstation has more than {most_cpus}.",
         )
+    hardware = [m for m in machines if hardware_fits(request, m)]
+    if hardware:
+        return _why_terms_rule_out(request, hardware)
     return (
         "",
         "No single workstation has all of the GPUs, GPU memory, CPUs and memory you asked for.",
     )
 
 
+def _why_terms_rule_out(request: JobRequest, hardware: list[PoolMachine]) -> tuple[str, str]:
+    """Workstations have what it asks for, and their owners' terms rule each of them out."""
+    which = (
+        "The workstation that could run it is"
+        if len(hardware) == 1
+        else (f"The {len(hardware)} workstations that could run it are")
+    )
+    lab_ok = [
+        m
+        for m in hardware
+        if m.terms.accounting_groups is None
+        or request.accounting_group in m.terms.accounting_groups
+    ]
+    if not lab_ok:
+        return "", f"{which} lent by their owners to other labs only."
+    gpus = [m.terms.gpus for m in lab_ok if m.terms.gpus is not None]
+    if request.gpus and len(gpus) == len(lab_ok) and max(gpus) < request.gpus:
+        return "gpus", (
+            f"You asked for {request.gpus} GPUs; the owners of the workstations that have "
+            f"them lend at most {max(gpus)} at once."
+        )
+    memory = [m.terms.memory_mb for m in lab_ok if m.terms.memory_mb is not None]
+    if len(memory) == len(lab_ok) and max(memory) < request.memory_mb:
+        return "memory_mb", (
+            f"You asked for {request.memory_mb} MB of memory; the owners of the workstations "
+            f"that have it lend at most {max(memory)} MB at once."
+        )
+    return "", f"{which} ruled out by their owners' lending terms."
+
+
 def _why_all_busy(fitting: list[PoolMachine]) -> str:
     count = len(fitting)
+    if all(not m.terms.lent_now for m in fitting):
+        which = (
+            "The matching workstation's owners are"
+            if count == 1
+            else f"The owners of all {count} matching workstations are"
+        )
+        it = "it" if count == 1 else "them"
+        return (
+            f"{which} not lending {it} right now (outside their hours, paused, or they asked "
+            f"for {it} back): the job waits for their terms."
+        )
     if all(m.state == "Owner" for m in fitting):
         which = (
             "The matching workstation is"

@@ -20,9 +20,9 @@ from .states import (
     PROJECTION,
     USAGE_PROJECTION,
     JobAdMemo,
+    files_never_arrived,
     map_job_ad,
     map_usage_ad,
-    staging_failed,
 )
 from .submit import (
     INSTANCE_ATTR,
@@ -243,16 +243,11 @@ class HTCondorBridge:
         """
         if check_existing:
             existing = self.find(request.job_id, submitted_after=submitted_after)
-            if existing is not None and staging_failed(existing):
-                # Its submitter stopped while spooling, and the schedd removed it: its files
-                # never arrived. Submitted again, under ids the removed one no longer holds.
-                if existing.in_queue:
-                    self._rename_away(self._schedd(), existing.cluster_id)
+            if existing is not None and files_never_arrived(existing):
+                self._set_aside(self._schedd(), [existing])
                 existing = None
-            if existing is not None and not existing.awaiting_input:
-                return SubmitResult(existing.cluster_id, existing.proc_id, adopted=True)
             if existing is not None:
-                self._withdraw(self._schedd(), existing.cluster_id)
+                return SubmitResult(existing.cluster_id, existing.proc_id, adopted=True)
         result = self._submit_to_schedd(htcondor2.Submit(self.description(request)))
         return SubmitResult(result.cluster(), result.first_proc(), adopted=False)
 
@@ -294,6 +289,18 @@ class HTCondorBridge:
             raise bridge_error("withdraw", exc) from exc
 
     @staticmethod
+    def _set_aside(schedd: htcondor2.Schedd, runs: list[JobObservation]) -> None:
+        """Clusters whose files never arrived, out of the way of the retry that submits them
+        again: one still waiting for them is withdrawn; one the schedd removed for want of
+        them (its submitter stopped mid-spool) is renamed while it is still in the queue."""
+        for cluster_id in sorted({run.cluster_id for run in runs}):
+            of_cluster = [run for run in runs if run.cluster_id == cluster_id]
+            if any(run.awaiting_input for run in of_cluster):
+                HTCondorBridge._withdraw(schedd, cluster_id)
+            elif any(run.in_queue for run in of_cluster):
+                HTCondorBridge._rename_away(schedd, cluster_id)
+
+    @staticmethod
     def _rename_away(schedd: htcondor2.Schedd, cluster_id: int) -> None:
         """A cluster's job and sweep ids renamed, so that no look for the job finds it."""
         try:
@@ -317,9 +324,9 @@ class HTCondorBridge:
         has built them already (to keep them)."""
         if check_existing:
             found = self.find_sweep(sweep_id, expected=len(requests))
-            stranded = {run.cluster_id for run in found if run.awaiting_input}
-            for cluster_id in stranded:
-                self._withdraw(self._schedd(), cluster_id)
+            unarrived = [run for run in found if files_never_arrived(run)]
+            self._set_aside(self._schedd(), unarrived)
+            stranded = {run.cluster_id for run in unarrived}
             adopted = adopted_cluster(
                 requests, [r for r in found if r.cluster_id not in stranded], sweep_id
             )

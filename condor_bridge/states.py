@@ -280,3 +280,9 @@ def staging_failed(job: JobObservation) -> bool:
     """Removed by the schedd because its input files never finished arriving (its submitter
     stopped mid-spool): nothing of it ran, and it may be submitted again."""
     return job.state is JobState.REMOVED and STAGING_FAILED_REASON in job.status_detail
+
+
+def files_never_arrived(job: JobObservation) -> bool:
+    """Its input files never all reached the schedd: still awaited, or given up on by the
+    schedd. Nothing of it ran; a retry submits it again and never adopts it."""
+    return job.awaiting_input or staging_failed(job)

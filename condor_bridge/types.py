@@ -357,6 +357,26 @@ class GpuModel:
 
 
 @dataclass(frozen=True)
+class LendingTerms:
+    """What a workstation's owners lend now, as its kit's cron publishes it in the slot ads
+    (docs/lending.md): None where they set no such term."""
+
+    open: bool = True  # False outside their days and hours, or while paused
+    gpus: int | None = None  # at most this many GPUs lent at once
+    memory_mb: int | None = None  # at most this much memory lent at once
+    accounting_groups: tuple[str, ...] | None = None  # only these labs' jobs
+    reclaim_by: int | None = None  # its owners asked for it back by then (Unix time)
+
+    @property
+    def lent_now(self) -> bool:
+        return self.open and self.reclaim_by is None
+
+    @property
+    def restricted(self) -> bool:
+        return self != LendingTerms()
+
+
+@dataclass(frozen=True)
 class PoolMachine:
     """One execute workstation, summed over its slots."""
 
@@ -370,6 +390,7 @@ class PoolMachine:
     free_gpus: int = 0
     gpu: GpuModel | None = None
     runs_containers: bool = False
+    terms: LendingTerms = LendingTerms()
 
 
 # What a job whose input files never arrived is renamed to, and removed with, before it is

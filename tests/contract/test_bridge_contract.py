@@ -13,6 +13,7 @@ from django.conf import settings
 
 from condor_bridge import FileMode, JobRequest, JobState
 from condor_bridge.fake import FakeBridge
+from condor_bridge.states import STAGING_FAILED_REASON
 from tests.helpers import make_job_dir, wait_for
 
 SLEEPER = "import time\ntime.sleep(120)\n"
@@ -537,6 +538,58 @@ def test_a_job_whose_input_never_arrived_is_withdrawn_and_submitted_again(stoppi
     wait_for(stranded_gone, timeout=60, what="the stranded copy to leave the queue")
     assert [job.job_id for job in bridge.active_jobs()] == [request.job_id]
     assert bridge.finished_jobs([request.job_id]) == []
+
+
+def cut_off(bridge, cluster_id: int, proc_ids: list[int]) -> None:
+    """What the schedd does to a job whose submitter's spool broke off: it removes it, giving
+    this reason (seen when a worker was killed mid-spool)."""
+    for proc_id in proc_ids:
+        bridge.act("remove", cluster_id, proc_id, reason=STAGING_FAILED_REASON)
+
+
+def test_a_job_the_schedd_removed_for_want_of_its_files_is_submitted_again(
+    stopping_spool_bridge,
+):
+    bridge = stopping_spool_bridge
+    request = job_request(bridge, script="print('spooled at last')\n")
+    with pytest.raises(SubmitterStopped):
+        bridge.submit(request, check_existing=False)
+    stranded = bridge.find(request.job_id)
+    cut_off(bridge, stranded.cluster_id, [stranded.proc_id])
+    wait_for(
+        lambda: bridge.find(request.job_id).state is JobState.REMOVED,
+        timeout=60,
+        what="the schedd to remove it",
+    )
+    bridge.resume()
+    again = bridge.submit(request)
+    assert not again.adopted and again.cluster_id != stranded.cluster_id
+    assert bridge.find(request.job_id).cluster_id == again.cluster_id
+
+
+def test_a_sweep_the_schedd_removed_for_want_of_its_files_is_submitted_again(
+    stopping_spool_bridge,
+):
+    bridge = stopping_spool_bridge
+    runs = sweep_runs(bridge, ["1", "2"])
+    sweep_id = str(uuid.uuid4())
+    with pytest.raises(SubmitterStopped):
+        bridge.submit_cluster(runs, sweep_id=sweep_id, check_existing=False)
+    [stranded_cluster] = {run.cluster_id for run in bridge.find_sweep(sweep_id, expected=2)}
+    cut_off(bridge, stranded_cluster, [0, 1])
+    wait_for(
+        lambda: all(
+            run.state is JobState.REMOVED for run in bridge.find_sweep(sweep_id, expected=2)
+        ),
+        timeout=60,
+        what="the schedd to remove the sweep's runs",
+    )
+    bridge.resume()
+    again = bridge.submit_cluster(runs, sweep_id=sweep_id)
+    assert not any(result.adopted for result in again)
+    assert {result.cluster_id for result in again} != {stranded_cluster}
+    for run, result in zip(runs, again, strict=True):
+        assert bridge.find(run.job_id).cluster_id == result.cluster_id
 
 
 def test_a_session_that_outlives_its_limit_is_removed_by_htcondor_itself(bridge):

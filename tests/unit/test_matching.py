@@ -1,6 +1,8 @@
 """The pool-match summary explains, in plain words, why nothing can run a request."""
 
-from condor_bridge import JobRequest, summarize_matches
+import dataclasses
+
+from condor_bridge import JobRequest, LendingTerms, summarize_matches
 from condor_bridge.fake import PERSONAL_POOL
 
 
@@ -83,3 +85,37 @@ def test_a_container_environment_needs_a_workstation_that_runs_containers():
     assert not summary.can_ever_run
     assert summary.blocking_field == "container_image"
     assert "no workstation in the pool runs containers" in summary.reason
+
+
+# -- the owners' lending terms -------------------------------------------------------------
+
+
+def with_terms(**terms):
+    return [dataclasses.replace(m, terms=LendingTerms(**terms)) for m in PERSONAL_POOL]
+
+
+def test_a_lab_its_owners_do_not_lend_to_matches_nothing_and_is_told_why():
+    pool = with_terms(accounting_groups=("group_vision",))
+    theirs = summarize_matches(request(gpus=1, accounting_group="group_nlp"), pool)
+    assert not theirs.can_ever_run
+    assert (
+        theirs.reason
+        == "The 3 workstations that could run it are lent by their owners to other labs only."
+    )
+    assert summarize_matches(request(gpus=1, accounting_group="group_vision"), pool).can_ever_run
+
+
+def test_more_gpus_or_memory_than_the_owners_lend_matches_nothing():
+    summary = summarize_matches(request(gpus=2), with_terms(gpus=1))
+    assert (summary.blocking_field, summary.machines_matching) == ("gpus", 0)
+    assert "lend at most 1 at once" in summary.reason
+    summary = summarize_matches(request(memory_mb=3000), with_terms(memory_mb=2048))
+    assert summary.blocking_field == "memory_mb" and "lend at most 2048 MB" in summary.reason
+
+
+def test_outside_the_owners_hours_it_matches_but_is_not_free_and_the_wait_is_explained():
+    summary = summarize_matches(request(gpus=1), with_terms(open=False))
+    assert summary.machines_matching == 3 and summary.machines_free_now == 0
+    assert summary.busy_reason.startswith("The owners of all 3 matching workstations are not")
+    asked_back = summarize_matches(request(gpus=1), with_terms(reclaim_by=1796374860))
+    assert asked_back.machines_free_now == 0

@@ -1,5 +1,7 @@
 """Slot ads summed into workstations, as the collector reports them."""
 
+import classad2
+
 from condor_bridge.machines import machines_from_slot_ads
 
 
@@ -51,3 +53,36 @@ def test_what_jobs_hold_is_not_free():
     ]
     (machine,) = machines_from_slot_ads(ads)
     assert (machine.state, machine.free_gpus, machine.total_gpus) == ("Claimed", 1, 2)
+
+
+def test_the_owners_terms_are_read_from_the_slot_ad():
+    ad = slot("Unclaimed") | {
+        "NightshiftLendOpen": False,
+        "NightshiftLendGpus": 1,
+        "NightshiftLendMemory": 4096,
+        "NightshiftLendLabs": "group_vision, group_nlp",
+        "NightshiftReclaimBy": 1796374860,
+    }
+    (machine,) = machines_from_slot_ads([ad])
+    terms = machine.terms
+    assert (terms.open, terms.gpus, terms.memory_mb) == (False, 1, 4096)
+    assert terms.accounting_groups == ("group_vision", "group_nlp")
+    assert terms.reclaim_by == 1796374860 and not terms.lent_now
+
+
+def test_terms_the_kit_publishes_as_undefined_restrict_nothing():
+    # As the collector gives them: htcondor2 reads `undefined` as an IntEnum equal to 2.
+    ad = classad2.ClassAd(
+        "[NightshiftLendOpen = undefined; NightshiftLendGpus = undefined;"
+        " NightshiftLendMemory = undefined; NightshiftLendLabs = undefined;"
+        " NightshiftReclaimBy = undefined]"
+    )
+    assert ad.get("NightshiftLendMemory") == 2
+    (machine,) = machines_from_slot_ads([slot("Unclaimed") | dict(ad.items())])
+    assert not machine.terms.restricted and machine.terms.lent_now
+
+
+def test_terms_of_the_wrong_type_restrict_nothing():
+    ad = slot("Unclaimed") | {"NightshiftLendGpus": "1", "NightshiftLendMemory": True}
+    (machine,) = machines_from_slot_ads([ad])
+    assert not machine.terms.restricted
