@@ -66,6 +66,10 @@ LIBEXEC=$(condor_config_val LIBEXEC)
 install -m 0644 "$HERE/nightshift-execute.conf" "$CONFIG_DIR/40-nightshift-execute.conf"
 install -m 0755 "$HERE/owner-gpu-probe" "$LIBEXEC/nightshift-owner-gpu-probe"
 install -m 0755 "$HERE/placement-figures" "$LIBEXEC/nightshift-placement-figures"
+# The owner's "I need it back" on the workstation itself (sudo nightshift-reclaim 10).
+install -m 0755 "$HERE/reclaim" /usr/local/sbin/nightshift-reclaim
+# A one-time code for the owner to claim the workstation in the portal.
+install -m 0755 "$HERE/claim-code" /usr/local/sbin/nightshift-claim-code
 # The starter shim that gives each slot's job an account of its own.
 install -m 0755 "$HERE/nightshift-starter" "$LIBEXEC/nightshift-starter"
 # HTCondor's file-transfer plugin for the jobs' datasets and the delivery module it runs

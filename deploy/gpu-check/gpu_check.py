@@ -8,7 +8,9 @@ passes, fails, or is skipped with the reason:
 2. the owner probe (deploy/execute-node/owner-gpu-probe) against a real CUDA process that is
    not a job: the owner counts as back while it runs, and away once it ends;
 3. the job helper's sampler (jobs/runtime/launch.py) against the same process: the
-   utilisation and memory the portal would show;
+   utilisation and memory the portal would show, and the power draw above the card's idle
+   draw that the portal counts as the job's energy (the idle draw it prints is the figure
+   for the kit's NIGHTSHIFT_GPU_IDLE_WATTS);
 4. with the personal pool started with real GPU discovery (NIGHTSHIFT_POOL_GPUS=real): the
    GPU attributes the portal reads from the collector, against nvidia-smi;
 5. a short PyTorch CUDA training job submitted through the portal's bridge to that pool, and
@@ -164,18 +166,25 @@ def steps_without_pool(report: list[Step], gpus: list[dict]) -> None:
             f"GPU {gpu['index']}: {gpu['name']}, {gpu['memory_mb']:.0f} MB, "
             f"capability {gpu['capability']}, {gpu['uuid']}"
         )
-    probe, sampler = (
+    probe, sampler, power = (
         Step("owner probe sees a CUDA process that is not a job"),
         Step("the job helper samples that process's GPU"),
+        Step("the job helper reads the GPU's power draw above its idle draw"),
     )
-    report += [probe, sampler]
+    report += [probe, sampler, power]
     python = torch_python()
     if python is None:
-        for step in (probe, sampler):
+        for step in (probe, sampler, power):
             step.note("no Python here imports torch with CUDA (set NIGHTSHIFT_GPU_CHECK_PYTHON)")
         return
     prober = REPO / "deploy" / "execute-node" / "owner-gpu-probe"
     before = owner_probe(prober)
+    # The launcher imports the other runtime modules by their bare names, as it does from a
+    # job's helper folder.
+    sys.path.insert(0, str(REPO / "jobs" / "runtime"))
+    launch = load("nightshift_launch_check", REPO / "jobs" / "runtime" / "launch.py")
+    smi = launch.find_nvidia_smi()
+    idle = [launch.gpu_sample(smi, [gpus[0]["uuid"]]) for _ in range(3) if not time.sleep(1)]
     with tempfile.TemporaryDirectory() as scratch:
         script = Path(scratch) / "burn.py"
         script.write_text(BURNER)
@@ -187,14 +196,8 @@ def steps_without_pool(report: list[Step], gpus: list[dict]) -> None:
             burner.stdout.readline()  # "ready": the process holds the GPU
             time.sleep(3)
             during = owner_probe(prober)
-            # The launcher imports the other runtime modules by their bare names, as it
-            # does from a job's helper folder.
-            sys.path.insert(0, str(REPO / "jobs" / "runtime"))
-            launch = load("nightshift_launch_check", REPO / "jobs" / "runtime" / "launch.py")
             samples = [
-                launch.gpu_sample(launch.find_nvidia_smi(), [gpus[0]["uuid"]])
-                for _ in range(5)
-                if not time.sleep(1)
+                launch.gpu_sample(smi, [gpus[0]["uuid"]]) for _ in range(5) if not time.sleep(1)
             ]
         finally:
             burner.terminate()
@@ -220,6 +223,33 @@ def steps_without_pool(report: list[Step], gpus: list[dict]) -> None:
         f"{len(devices)} samples: utilisation up to {busiest:.0%}, memory up to {memory:.0f} MB"
     )
     sampler.outcome = "passed" if busiest > 0.05 and memory > 60 else "failed"
+    check_power(power, idle, samples)
+
+
+def check_power(step: Step, idle: list, busy: list) -> None:
+    """The card's draw at rest and under the burner, and the energy the portal would count
+    for those 5 s above the idle draw measured here (usage.energy, as the portal runs it)."""
+    sys.path.insert(0, str(REPO))
+    from usage.energy import energy_of_run, power_row
+
+    def draws(samples: list) -> list[float]:
+        devices = [device for sample in samples if sample for device in sample["devices"]]
+        return [device["power_w"] for device in devices if "power_w" in device]
+
+    at_rest, working = draws(idle), draws(busy)
+    if not at_rest or not working:
+        step.outcome = "skipped"
+        step.note("nvidia-smi reports no power.draw for this GPU ([N/A]): energy is not measured")
+        return
+    idle_w = min(at_rest)
+    rows = [power_row(sample | {"idle_w": idle_w}) for sample in busy if sample]
+    energy = energy_of_run([row for row in rows if row], lambda moment: None)
+    step.note(
+        f"idle {idle_w:.1f} W (set NIGHTSHIFT_GPU_IDLE_WATTS = {idle_w:.0f} in this "
+        f"workstation's kit); busy up to {max(working):.1f} W; "
+        f"{energy.kwh * 3.6e6 if energy else 0:.0f} J above idle in {len(busy)} s"
+    )
+    step.outcome = "passed" if energy and max(working) > idle_w + 5 else "failed"
 
 
 def steps_with_pool(report: list[Step], gpus: list[dict]) -> None:

@@ -2,8 +2,6 @@
 real portal at every run: the window on now, or else the next; the last windows read through
 an outage; and a lab's name that could break the machine ad, escaped."""
 
-import subprocess
-import sys
 from datetime import timedelta
 
 import pytest
@@ -14,7 +12,7 @@ from forecasts.kit import kit_credential_create
 from forecasts.models import Reservation
 from tests.conftest import client_with_token
 from tests.factories import LabFactory
-from tests.forecasts.test_placement_figures import SCRIPT
+from tests.forecasts.test_placement_figures import run_kit as run_cron
 
 RESERVATION_ATTRIBUTES = [
     "NightshiftReservedFor",
@@ -42,30 +40,11 @@ def hold(lab, *, starts_in: timedelta, hours: float, workstation="ws-volta") -> 
 
 
 def run_kit(tmp_path, portal: str, token: str) -> tuple[list[str], str]:
-    token_file = tmp_path / "kit.token"
-    token_file.write_text(token + "\n")
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(SCRIPT),
-            "--portal",
-            portal,
-            "--token-file",
-            str(token_file),
-            "--name",
-            "ws-volta",
-            "--cache",
-            str(tmp_path / "figures.json"),
-            "--reservations-cache",
-            str(tmp_path / "reservations.json"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
+    """The reservation lines the kit's cron job printed, and its stderr."""
+    printed, errors = run_cron(
+        tmp_path, portal, token, "--reservations-cache", str(tmp_path / "reservations.json")
     )
-    lines = result.stdout.splitlines()
-    return [line for line in lines if line.startswith("NightshiftReserved")], result.stderr
+    return [f"{k} = {v}" for k, v in printed.items() if k.startswith("NightshiftReserved")], errors
 
 
 def published(lines: list[str]) -> dict[str, str]:

@@ -24,7 +24,10 @@ from tests.conftest import client_with_token
 from tests.factories import UserFactory
 
 SCRIPT = Path(__file__).resolve().parents[2] / "deploy" / "execute-node" / "placement-figures"
-ATTRIBUTES = [f"NightshiftStayFree{h}h" for h in (2, 4, 8, 16, 24)]
+ATTRIBUTES = [f"NightshiftStayFree{h}h" for h in (2, 4, 8, 16, 24)] + [
+    "NightshiftMeanFreeS",
+    "NightshiftPossibleReturnAt",
+]
 
 
 def week_of_figures() -> list[list[float]]:
@@ -115,7 +118,9 @@ def test_a_kit_asking_before_the_first_forecast_leaves_the_console_quiet(kit_sec
     assert shown() == ["Not Found: /api/v1/jobs/0000/"]
 
 
-def run_kit(tmp_path, portal: str, token: str, *, refresh_hours: float = 6.0):
+def run_kit(tmp_path, portal: str, token: str, *options: str, refresh_hours: float = 6.0):
+    """The kit's cron job as the startd runs it, for ws-volta: what it printed, as
+    {attribute: value} (in order), and its stderr. `options` are more of its arguments."""
     token_file = tmp_path / "kit.token"
     token_file.write_text(token + "\n")
     result = subprocess.run(
@@ -132,13 +137,14 @@ def run_kit(tmp_path, portal: str, token: str, *, refresh_hours: float = 6.0):
             str(tmp_path / "cache.json"),
             "--refresh-hours",
             str(refresh_hours),
+            *options,
         ],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     )
-    return dict(line.split(" = ") for line in result.stdout.splitlines()), result.stderr
+    return dict(line.split(" = ", 1) for line in result.stdout.splitlines()), result.stderr
 
 
 def quarters_around_now() -> set[str]:
@@ -158,6 +164,20 @@ def test_the_cron_job_prints_the_figures_for_now_from_the_real_portal(
     assert list(printed) == ATTRIBUTES
     assert printed["NightshiftStayFree8h"] in quarters_around_now(), errors
     assert json.loads((tmp_path / "cache.json").read_text())["workstation"] == "ws-volta"
+    assert int(printed["NightshiftMeanFreeS"]) > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_cron_job_publishes_when_the_owner_may_be_back(
+    live_server, forecast, kit_secret, tmp_path
+):
+    # An office: free now, surely for two hours, but likely back within four.
+    forecast.stay_free = [[1.0, 0.2, 0.1, 0.05, 0.02]] * QUARTERS_PER_WEEK
+    forecast.save(update_fields=["stay_free"])
+    printed, errors = run_kit(tmp_path, live_server.url, kit_secret)
+    back_in = int(printed["NightshiftPossibleReturnAt"]) - datetime.now(UTC).timestamp()
+    assert 2 * 3600 < back_in < 2.5 * 3600, errors
+    assert 2 * 3600 < int(printed["NightshiftMeanFreeS"]) < 5 * 3600
 
 
 @pytest.mark.django_db(transaction=True)
