@@ -12,10 +12,12 @@ runs: only argument lists.
 import json
 import os
 import platform
+import re
 import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import nightshift_data
@@ -60,6 +62,67 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+# A Unix socket's path must fit sockaddr_un (108 bytes with its NUL).
+SOCKET_PATH_MAX = 100
+
+
+def live_socket_folder() -> str:
+    """A folder only the job's account may enter, for its live services' Unix sockets.
+
+    Every job on a workstation shares its loopback address, so a port on 127.0.0.1 is open
+    to all of them; a socket in this folder is open to the job's own account alone. It is
+    in the job's scratch folder (HTCondor removes it with the job), or under /tmp where that
+    path is too long for a socket (/tmp is the job's own where the kit mounts it so)."""
+    scratch = os.environ.get("_CONDOR_SCRATCH_DIR") or os.getcwd()
+    folder = os.path.join(scratch, ".nightshift-live")
+    if len(os.path.join(folder, "tensorboard.sock")) > SOCKET_PATH_MAX:
+        return tempfile.mkdtemp(prefix="nightshift-live-")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    os.chmod(folder, 0o700)
+    return folder
+
+
+# TensorBoard serving on a Unix socket: its own server class, since its command line knows
+# only ports (werkzeug binds "unix://PATH" itself). --load_fast=false keeps its Rust data
+# server, which would listen on a loopback port, from starting.
+TENSORBOARD_ON_SOCKET = """
+import sys
+from tensorboard import default, program
+
+class UnixSocketServer(program.WerkzeugServer):
+    def get_url(self):
+        return "http://localhost:0" + (self._flags.path_prefix or "") + "/"
+
+    def print_serving_message(self):
+        print("TensorBoard serves on", self.server_address, flush=True)
+
+board = program.TensorBoard(plugins=default.get_plugins(), server_class=UnixSocketServer)
+board.configure(argv=["tensorboard", *sys.argv[1:]])
+sys.exit(board.main())
+"""
+
+
+FIND_TENSORBOARD = (
+    "import importlib.util, sys; sys.exit(importlib.util.find_spec('tensorboard') is None)"
+)
+
+
+def tensorboard_python(python: str) -> str | None:
+    """The Python whose environment has TensorBoard: the job's, else the workstation's."""
+    candidates = [python, shutil.which("python3")]
+    for candidate in (c for c in candidates if c and os.access(c, os.X_OK)):
+        found = subprocess.run(  # noqa: S603 - an argument list
+            [candidate, "-c", FIND_TENSORBOARD],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
+        if found.returncode == 0:
+            return candidate
+    return None
+
+
 def tensorboard_dir() -> str:
     # The same folder as nightshift.tensorboard_dir(): inside the outputs, so that it is
     # kept, and a finished job's TensorBoard reads it.
@@ -68,40 +131,47 @@ def tensorboard_dir() -> str:
 
 
 def start_live_services(python: str) -> None:
-    """The web services the job asked for, each on a free port of 127.0.0.1, which the
-    portal's probe finds by the NIGHTSHIFT_LIVE_* variables in their environments."""
+    """The web services the job asked for, each on a Unix socket in the job's own folder
+    (a served job may bind a port of 127.0.0.1 instead), which the portal's probe finds by
+    the NIGHTSHIFT_LIVE_* variables in their environments."""
     services = [s for s in os.environ.get("NIGHTSHIFT_LIVE", "").split(",") if s]
+    if not services:
+        return
     path = os.environ.get("NIGHTSHIFT_LIVE_PATH", "/live/job/")
+    sockets = live_socket_folder()
     if "tensorboard" in services:
         folder = tensorboard_dir()
         os.makedirs(folder, exist_ok=True)
-        candidates = [
-            os.path.join(os.path.dirname(python), "tensorboard"),
-            shutil.which("tensorboard"),
-        ]
-        program = next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+        program = tensorboard_python(python)
         if program is None:
             say(
                 "TensorBoard is not installed in the job's environment: add tensorboard to "
                 "it to see the job's event files live"
             )
         else:
-            port = free_port()
+            socket_path = os.path.join(sockets, "tensorboard.sock")
             environment = dict(
-                os.environ, NIGHTSHIFT_LIVE_SERVICE="tensorboard", NIGHTSHIFT_LIVE_PORT=str(port)
+                os.environ,
+                NIGHTSHIFT_LIVE_SERVICE="tensorboard",
+                NIGHTSHIFT_LIVE_SOCKET=socket_path,
             )
+            environment.pop("NIGHTSHIFT_LIVE_PORT", None)
             with open(os.path.join(HELPER_DIR, "tensorboard.log"), "ab") as log:
                 # An argument list, never a shell. It stops with the job: HTCondor ends
                 # every process the job started.
                 subprocess.Popen(  # noqa: S603
                     [
                         program,
+                        "-c",
+                        TENSORBOARD_ON_SOCKET,
                         "--logdir",
                         folder,
                         "--host",
-                        "127.0.0.1",
+                        f"unix://{socket_path}",
                         "--port",
-                        str(port),
+                        "0",
+                        "--load_fast",
+                        "false",
                         "--path_prefix",
                         f"{path}tensorboard",
                         "--reload_interval",
@@ -112,26 +182,33 @@ def start_live_services(python: str) -> None:
                     stdin=subprocess.DEVNULL,
                     env=environment,
                 )
-            say(f"TensorBoard serves {folder} on 127.0.0.1:{port}")
+            say(f"TensorBoard serves {folder} on the job's own socket")
     if "serve" in services:
+        socket_path = os.path.join(sockets, "serve.sock")
         port = free_port()
-        # The job's own endpoint: it binds 127.0.0.1:$NIGHTSHIFT_SERVE_PORT.
+        # The job's own endpoint: it listens on $NIGHTSHIFT_SERVE_SOCKET, which only the
+        # job's account reaches, or binds 127.0.0.1:$NIGHTSHIFT_SERVE_PORT, which every job
+        # on the workstation reaches.
         os.environ.update(
+            NIGHTSHIFT_SERVE_SOCKET=socket_path,
             NIGHTSHIFT_SERVE_PORT=str(port),
             NIGHTSHIFT_LIVE_SERVICE="serve",
+            NIGHTSHIFT_LIVE_SOCKET=socket_path,
             NIGHTSHIFT_LIVE_PORT=str(port),
         )
     elif "notebook" in services:
-        # A session: its script is nightshift.run_notebook(), JupyterLab on this port.
-        port = free_port()
-        os.environ.update(NIGHTSHIFT_LIVE_SERVICE="notebook", NIGHTSHIFT_LIVE_PORT=str(port))
+        # A session: its script is nightshift.run_notebook(), JupyterLab on this socket.
+        os.environ.update(
+            NIGHTSHIFT_LIVE_SERVICE="notebook",
+            NIGHTSHIFT_LIVE_SOCKET=os.path.join(sockets, "notebook.sock"),
+        )
 
 
 # The job's GPUs, sampled with nvidia-smi beside the job, for workstations whose startd does
 # not monitor GPUs (the portal prefers HTCondor's own figures where it has them).
 GPU_SAMPLES = os.path.join(HELPER_DIR, "gpu-usage.jsonl")
 GPU_SAMPLES_MAX_BYTES = 20 * 1024 * 1024
-GPU_QUERY = "--query-gpu=index,uuid,utilization.gpu,memory.used"
+GPU_QUERY = "--query-gpu=index,uuid,utilization.gpu,memory.used,power.draw"
 
 
 def find_nvidia_smi():
@@ -157,8 +234,10 @@ def start_gpu_sampler() -> None:
     )
 
 
-def gpu_sample(smi: str, visible: list):
-    """One line of samples: each of the job's devices, its busy share and memory in use."""
+def gpu_sample(smi: str, visible: list, card: dict | None = None):
+    """One line of samples: each of the job's devices, its busy share, memory in use and
+    power draw; `card` adds what the workstation says of its cards (their idle draw, and
+    whether they are simulated)."""
     try:
         result = subprocess.run(  # noqa: S603
             [smi, GPU_QUERY, "--format=csv,noheader,nounits"],
@@ -172,19 +251,42 @@ def gpu_sample(smi: str, visible: list):
     devices = []
     for line in result.stdout.splitlines():
         fields = [field.strip() for field in line.split(",")]
-        if len(fields) != 4:
+        if len(fields) != 5:
             continue
-        index, uuid, utilization, memory = fields
+        index, uuid, utilization, memory, power = fields
         # CUDA_VISIBLE_DEVICES names devices by index or by (the start of) their UUID.
         if not any(v == index or uuid.startswith(v) for v in visible):
             continue
         try:
-            devices.append(
-                {"uuid": uuid, "utilization": float(utilization) / 100, "memory_mb": float(memory)}
-            )
+            device = {
+                "uuid": uuid,
+                "utilization": float(utilization) / 100,
+                "memory_mb": float(memory),
+            }
         except ValueError:
             continue
-    return {"time": round(time.time(), 3), "devices": devices} if devices else None
+        # "[N/A]" where the card cannot measure its draw: that device's samples carry none.
+        if re.fullmatch(r"\d+(\.\d+)?", power):
+            device["power_w"] = float(power)
+        devices.append(device)
+    if not devices:
+        return None
+    return {"time": round(time.time(), 3), "devices": devices, **(card or {})}
+
+
+def card_facts() -> dict:
+    """What the workstation's kit says of its cards: the idle draw it measured or was told
+    (NIGHTSHIFT_GPU_IDLE_WATTS), and whether they are the personal pool's simulated ones."""
+    facts = {}
+    try:
+        idle = float(machine_attribute("NightshiftGpuIdleWatts") or "")
+        if 0 <= idle < 5000:
+            facts["idle_w"] = idle
+    except (TypeError, ValueError):
+        pass
+    if str(machine_attribute("NightshiftGpusSimulated") or "").lower() == "true":
+        facts["simulated"] = True
+    return facts
 
 
 def sample_gpus(job_pid: int) -> None:
@@ -194,13 +296,14 @@ def sample_gpus(job_pid: int) -> None:
         interval = max(float(machine_attribute("NightshiftGpuSampleSeconds") or 10), 1.0)
     except (TypeError, ValueError):
         interval = 10.0
+    card = card_facts()
     time.sleep(min(interval, 2.0))
     while smi:
         try:
             os.kill(job_pid, 0)
         except OSError:
             return  # the job has ended
-        sample = gpu_sample(smi, visible)
+        sample = gpu_sample(smi, visible, card)
         if sample is not None:
             with open(GPU_SAMPLES, "a", encoding="utf-8") as samples:
                 if samples.tell() > GPU_SAMPLES_MAX_BYTES:

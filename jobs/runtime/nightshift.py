@@ -29,6 +29,7 @@ the folder and starts the script again at once (or, after SIGTERM, on the next w
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -50,6 +51,7 @@ __all__ = [
     "dataset_path",
     "model_path",
     "tensorboard_dir",
+    "serve_socket",
     "serve_port",
     "run_notebook",
 ]
@@ -59,11 +61,18 @@ _next_step = 0
 _checkpoint_dir = os.path.abspath(os.environ.get("NIGHTSHIFT_CHECKPOINT_DIR", "checkpoint"))
 # HTCondor's checkpoint_exit_code: exiting with it means "saved, start me again".
 CHECKPOINT_EXIT_CODE = int(os.environ.get("NIGHTSHIFT_CHECKPOINT_EXIT_CODE", "85"))
-# Checkpoint this often even without SIGTERM (0: only when asked to stop).
+# Checkpoint this often even without SIGTERM (0: only when asked to stop), unless the
+# workstation's machine ad says better (_checkpoint_plan).
 _interval_s = float(os.environ.get("NIGHTSHIFT_CHECKPOINT_INTERVAL_S", "0") or 0)
+# What one save costs, until this job has measured its own.
+_DEFAULT_SAVE_S = float(os.environ.get("NIGHTSHIFT_CHECKPOINT_COST_S", "60") or 60)
 _started = time.monotonic()
+_plan: tuple[float, float | None] | None = None
 _stop_requested = False
 _previous_handler = None
+_notice: float | None = None
+_notice_read_at = 0.0
+_notice_answered: float | None = None
 
 
 def metrics_path() -> str:
@@ -162,12 +171,128 @@ def should_stop() -> bool:
     return os.path.exists(os.path.join(helper, "control", "stop"))
 
 
+def _daly_interval_s(cost_s: float, mean_s: float) -> float:
+    """Daly's first-order optimum, clamped to 5 minutes to 6 hours; the portal's own is
+    forecasts.model.checkpoints.daly_interval_s (this module may import nothing of it)."""
+    interval = mean_s if cost_s >= 2 * mean_s else math.sqrt(2 * cost_s * mean_s) - cost_s
+    return min(6 * 3600.0, max(300.0, interval))
+
+
+def _machine_ad() -> dict[str, str]:
+    """The workstation's machine ad as HTCondor wrote it for the job: each attribute's value
+    as written (strings keep their quotes)."""
+    found: dict[str, str] = {}
+    try:
+        with open(os.environ.get("_CONDOR_MACHINE_AD") or ".machine.ad", encoding="utf-8") as ad:
+            for line in ad:
+                name, _, value = line.partition("=")
+                found[name.strip()] = value.strip()
+    except OSError:
+        pass
+    return found
+
+
+def _machine_string(name: str) -> str | None:
+    """A string attribute of the workstation's machine ad."""
+    value = _machine_ad().get(name, "")
+    return value[1:-1] if len(value) > 1 and value[0] == value[-1] == '"' else None
+
+
+def _reclaim_noticed_at() -> float | None:
+    """When the workstation's owner asked for it back, while they still want it: the notice
+    its kit writes (NightshiftReclaimNotice), read at most every 5 s."""
+    global _notice_read_at, _notice
+    if _notice_read_at and time.monotonic() - _notice_read_at < 5:
+        return _notice
+    _notice_read_at = time.monotonic()
+    _notice = None
+    path = _machine_string("NightshiftReclaimNotice")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as stream:
+                notice = json.load(stream)
+            if float(notice["reclaim_by"]) > time.time():
+                _notice = float(notice["noticed_at"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    return _notice
+
+
+def _last_saved_at() -> float:
+    """When this job last saved a checkpoint (checkpoint_and_exit logs it), or 0."""
+    try:
+        with open(os.path.join(os.path.dirname(_checkpoint_dir), "checkpoints.jsonl")) as log:
+            return float(json.loads(log.read().strip().splitlines()[-1])["time"])
+    except (OSError, IndexError, KeyError, TypeError, ValueError):
+        return 0.0
+
+
+def _machine_figures() -> dict[str, int]:
+    """The workstation's checkpoint figures from its machine ad (the kit publishes them):
+    NightshiftMeanFreeS and NightshiftPossibleReturnAt, where they are numbers."""
+    ad = _machine_ad()
+    found: dict[str, int] = {}
+    for name in ("NightshiftMeanFreeS", "NightshiftPossibleReturnAt"):
+        with contextlib.suppress(ValueError):
+            found[name] = int(ad.get(name, ""))
+    return found
+
+
+def _save_cost_s() -> float:
+    """What this job's last save took (checkpoint_and_exit logs it), else the default."""
+    try:
+        with open(os.path.join(os.path.dirname(_checkpoint_dir), "checkpoints.jsonl")) as log:
+            last = log.read().strip().splitlines()[-1]
+        return max(1.0, float(json.loads(last)["save_s"]))
+    except (OSError, IndexError, KeyError, TypeError, ValueError):
+        return _DEFAULT_SAVE_S
+
+
+def _checkpoint_plan() -> tuple[float, float | None]:
+    """(interval in seconds, or 0; a Unix time to save at, or None), decided once per run.
+
+    On a workstation whose kit publishes its figures: Daly's interval for the mean time until
+    its owner comes back and this job's cost of a save, and one save just before the return
+    its owner may be back by. Elsewhere: NIGHTSHIFT_CHECKPOINT_INTERVAL_S. An interval of 0
+    there (only when asked to stop) is kept."""
+    global _plan
+    if _plan is None:
+        figures = _machine_figures() if _interval_s > 0 else {}
+        cost = _save_cost_s()
+        interval = _interval_s
+        if figures.get("NightshiftMeanFreeS", 0) > 0:
+            interval = _daly_interval_s(cost, figures["NightshiftMeanFreeS"])
+        save_at = None
+        if "NightshiftPossibleReturnAt" in figures:
+            before = figures["NightshiftPossibleReturnAt"] - max(120.0, 2 * cost)
+            save_at = before if before > time.time() + 60 else None
+        _plan = (interval, save_at)
+        helper = os.environ.get("NIGHTSHIFT_HELPER_DIR")
+        if helper and os.path.isdir(helper):
+            with open(os.path.join(helper, "checkpoint-plan.json"), "w", encoding="utf-8") as out:
+                json.dump({"interval_s": round(interval), "save_at": save_at, "cost_s": cost}, out)
+    return _plan
+
+
 def should_checkpoint() -> bool:
-    """True after SIGTERM, or when the checkpoint interval has passed since this run began."""
+    """True after SIGTERM; once when the workstation's owner has asked for it back (before
+    the SIGTERM comes); when the checkpoint interval has passed since this run began (timed
+    by the workstation where its kit publishes figures); or just before the time its owner
+    may be back by."""
+    global _notice_answered
     _install_handler()
     if _stop_requested:
         return True
-    return _interval_s > 0 and time.monotonic() - _started >= _interval_s
+    noticed_at = _reclaim_noticed_at()
+    if noticed_at is not None and noticed_at != _notice_answered:
+        _notice_answered = noticed_at
+        # Once per request: a job restarted from the checkpoint it saved for it goes on.
+        if _last_saved_at() < noticed_at:
+            return True
+    interval, save_at = _checkpoint_plan()
+    if save_at is not None and time.time() >= save_at:
+        return True
+    return interval > 0 and time.monotonic() - _started >= interval
 
 
 def checkpoint_and_exit(save: Callable[[str], object] | None = None) -> None:
@@ -178,6 +303,7 @@ def checkpoint_and_exit(save: Callable[[str], object] | None = None) -> None:
     Without `save`, whatever the job already wrote to checkpoint_dir() is the checkpoint.
     """
     target = checkpoint_dir()
+    began = time.monotonic()
     if save is not None:
         parent = os.path.dirname(target)
         staging = tempfile.mkdtemp(prefix=".checkpoint-", dir=parent)
@@ -193,7 +319,8 @@ def checkpoint_and_exit(save: Callable[[str], object] | None = None) -> None:
         shutil.rmtree(previous, ignore_errors=True)
     # When it was saved, for the portal's accounting of the work an eviction lost.
     with open(os.path.join(os.path.dirname(target), "checkpoints.jsonl"), "a") as log_file:
-        log_file.write(json.dumps({"time": round(time.time(), 3)}) + "\n")
+        record = {"time": round(time.time(), 3), "save_s": round(time.monotonic() - began, 3)}
+        log_file.write(json.dumps(record) + "\n")
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(CHECKPOINT_EXIT_CODE)
@@ -210,9 +337,21 @@ def tensorboard_dir() -> str:
     return folder
 
 
+def serve_socket() -> str:
+    """The Unix socket a job that serves HTTP listens on; the portal gives it an
+    authenticated URL. Only the job's own account reaches it, where a port of 127.0.0.1 is
+    open to every job on the workstation, so prefer it: uvicorn.run(app, uds=...), or
+    gunicorn --bind unix:PATH. Raises RuntimeError in a job submitted without "serve"."""
+    path = os.environ.get("NIGHTSHIFT_SERVE_SOCKET")
+    if not path:
+        raise RuntimeError("this job was not submitted to serve HTTP (turn on Serve)")
+    return path
+
+
 def serve_port() -> int:
-    """The port a job that serves HTTP binds on 127.0.0.1; the portal gives it an
-    authenticated URL. Raises RuntimeError in a job submitted without "serve"."""
+    """The port of 127.0.0.1 a job that serves HTTP may bind instead of serve_socket(), for
+    a server that cannot listen on a Unix socket. Other jobs on the same workstation can
+    reach it. Raises RuntimeError in a job submitted without "serve"."""
     port = os.environ.get("NIGHTSHIFT_SERVE_PORT")
     if not port:
         raise RuntimeError("this job was not submitted to serve HTTP (turn on Serve)")
@@ -224,7 +363,7 @@ SESSION_END_FILE = "session-end.json"
 
 
 def run_notebook() -> None:
-    """A notebook session's script: JupyterLab on the port the launcher chose, under the path
+    """A notebook session's script: JupyterLab on the socket the launcher chose, under the path
     the portal's live proxy serves it at, on the session folder (the job's outputs, which
     are kept). It ends at the session's time limit, after its idle time, or when HTCondor
     stops the job; the reason is left in the helper folder. Needs jupyterlab in the job's
@@ -232,8 +371,8 @@ def run_notebook() -> None:
     import subprocess
 
     helper = os.environ.get("NIGHTSHIFT_HELPER_DIR", ".nightshift")
-    port = os.environ.get("NIGHTSHIFT_LIVE_PORT")
-    if not port:
+    listen = os.environ.get("NIGHTSHIFT_LIVE_SOCKET")
+    if not listen:
         raise RuntimeError("run_notebook() runs in a Nightshift notebook session")
     with open(os.path.join(helper, "live-secret"), encoding="utf-8") as stream:
         secret = stream.read().strip()
@@ -247,9 +386,10 @@ def run_notebook() -> None:
         "-m",
         "jupyterlab",
         "--no-browser",
-        "--ServerApp.ip=127.0.0.1",
-        f"--ServerApp.port={port}",
-        "--ServerApp.port_retries=0",
+        # A Unix socket only the job's account reaches: every job on the workstation
+        # shares 127.0.0.1.
+        f"--ServerApp.sock={listen}",
+        "--ServerApp.sock_mode=0600",
         f"--ServerApp.base_url={base}",
         f"--ServerApp.root_dir={root}",
         "--ServerApp.allow_remote_access=False",
@@ -274,6 +414,11 @@ def run_notebook() -> None:
     for variable, folder in folders:
         environment[variable] = os.path.join(state, folder)
         os.makedirs(environment[variable], mode=0o700, exist_ok=True)
+    # The kernels' connection files hold their signing keys, and kernels listen on ports of
+    # 127.0.0.1 that every job reaches: keep them beside the socket, in the job's private
+    # folder that HTCondor removes with it, never in a home that jobs share.
+    environment["JUPYTER_RUNTIME_DIR"] = os.path.join(os.path.dirname(listen), "jupyter-runtime")
+    os.makedirs(environment["JUPYTER_RUNTIME_DIR"], mode=0o700, exist_ok=True)
     print(
         f"nightshift: JupyterLab on {root}, ends after {limit / 3600:g} h"
         + (f" or {idle // 60} minutes idle" if idle else ""),
