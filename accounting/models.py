@@ -43,6 +43,16 @@ class UsageRecord(models.Model):
     saved_s = models.FloatField(
         default=0, help_text="Of committed, known from the job's checkpoint log, not HTCondor."
     )
+    forgiven_s = models.FloatField(
+        default=0,
+        db_default=0,
+        help_text="Of badput, not charged to the quota: lost when the workstation's owner "
+        "asked for it back.",
+    )
+    # The GPUs' energy above idle in this run, once the job has ended (usage.energy).
+    gpu_energy_kwh = models.FloatField(null=True, blank=True)
+    co2e_kg = models.FloatField(null=True, blank=True)
+    energy_simulated = models.BooleanField(default=False, db_default=False)
     # Waited before this run: since submission for the first, since the last run otherwise.
     wait_s = models.FloatField(null=True, blank=True)
     first_run = models.BooleanField(default=False)

@@ -146,6 +146,9 @@ _OVERLAP = """GREATEST(0, EXTRACT(EPOCH FROM
     LEAST(COALESCE(r.ended_at, %(now)s), %(end)s) - GREATEST(r.started_at, %(start)s)))"""
 # The share of a finished run's committed and lost time that falls inside the period.
 _SHARE = f"CASE WHEN r.wall_s > 0 THEN {_OVERLAP} / r.wall_s ELSE 0 END"
+# What of a run is charged: all of it but the work an owner's reclaim lost (forgiven_s), as
+# accounting.selectors.gpu_seconds_between, the quota's one definition, says.
+_CHARGED = "(1 - LEAST(COALESCE(r.forgiven_s / NULLIF(r.wall_s, 0), 0), 1))"
 _IN_PERIOD = """r.started_at < %(end)s AND (r.ended_at IS NULL OR r.ended_at > %(start)s)"""
 
 
@@ -166,8 +169,10 @@ def usage_by_group(scope: Scope, period: Period, group: str) -> Table:
     rows = fetch_rows(
         f"""
         SELECT {record_group} AS grp,
-               SUM({_OVERLAP} * r.gpus) / 3600 AS gpu_hours,
+               SUM({_OVERLAP} * r.gpus * {_CHARGED}) / 3600 AS gpu_hours,
                SUM({_OVERLAP}) / 3600 AS wall_hours,
+               SUM(LEAST(r.forgiven_s, r.wall_s) * {_SHARE} * r.gpus) / 3600
+                   AS forgiven_gpu_hours,
                SUM(r.committed_s * {_SHARE} * r.gpus) / 3600 AS committed_gpu_hours,
                SUM(r.badput_s * {_SHARE} * r.gpus) / 3600 AS badput_gpu_hours,
                COUNT(*) AS runs, COUNT(DISTINCT r.job_id) AS jobs,
@@ -189,11 +194,14 @@ def usage_by_group(scope: Scope, period: Period, group: str) -> Table:
             ("wall_hours", "Wall hours"),
             ("committed_gpu_hours", "Committed GPU-hours"),
             ("badput_gpu_hours", "Lost GPU-hours"),
+            ("forgiven_gpu_hours", "Of them not charged"),
             ("goodput_percent", "Goodput %"),
             ("runs", "Runs"),
             ("jobs", "Jobs"),
             ("evictions", "Evictions"),
         ],
+        note="GPU-hours as quotas charge them: held, less the work lost when a "
+        "workstation's owner asked for it back (lost, but not charged).",
     )
     for row in rows:
         finished = float(row["committed_gpu_hours"] or 0) + float(row["badput_gpu_hours"] or 0)
@@ -204,6 +212,7 @@ def usage_by_group(scope: Scope, period: Period, group: str) -> Table:
                 "wall_hours": _round(row["wall_hours"]),
                 "committed_gpu_hours": _round(row["committed_gpu_hours"], 3),
                 "badput_gpu_hours": _round(row["badput_gpu_hours"], 3),
+                "forgiven_gpu_hours": _round(row["forgiven_gpu_hours"], 3),
                 "goodput_percent": _percent(row["committed_gpu_hours"], finished),
                 "runs": row["runs"],
                 "jobs": row["jobs"],
@@ -225,7 +234,7 @@ def usage_over_time(scope: Scope, period: Period, group: str) -> Table:
             FROM generate_series(date_trunc(%(unit)s, %(start)s AT TIME ZONE %(tz)s),
                                  %(end)s AT TIME ZONE %(tz)s, %(step)s::interval) AS local_start
         ), runs AS MATERIALIZED (
-            SELECT {record_group} AS grp, r.gpus,
+            SELECT {record_group} AS grp, r.gpus * {_CHARGED} AS gpus,
                    GREATEST(r.started_at, %(start)s) AS run_start,
                    LEAST(COALESCE(r.ended_at, %(now)s), %(end)s) AS run_end
             FROM accounting_usagerecord r

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 from django.core.exceptions import PermissionDenied
 from django.db.models import DurationField, ExpressionWrapper, F, FloatField, QuerySet, Sum, Value
-from django.db.models.functions import Coalesce, Extract, Greatest, Least
+from django.db.models.functions import Coalesce, Extract, Greatest, Least, NullIf
 from django.http import Http404
 from django.utils import timezone
 from django.utils.text import slugify
@@ -27,11 +27,17 @@ def overlapping(records: QuerySet[UsageRecord], since: datetime, until: datetime
 
 
 def gpu_seconds_between(since: datetime, until: datetime) -> ExpressionWrapper:
-    """A record's GPU-seconds inside [since, until); a run still going counts up to `until`."""
+    """A record's GPU-seconds charged inside [since, until); a run still going counts up to
+    `until`. What an owner's reclaim lost (forgiven_s) is not charged, in proportion to the
+    part of the run inside."""
     end = Least(Coalesce("ended_at", Value(until)), Value(until))
     inside = ExpressionWrapper(end - Greatest("started_at", Value(since)), DurationField())
+    # PostgreSQL's LEAST skips a NULL (a run still going has no wall time yet): 0 first.
+    charged = Value(1.0) - Least(
+        Coalesce(F("forgiven_s") / NullIf(F("wall_s"), Value(0.0)), Value(0.0)), Value(1.0)
+    )
     return ExpressionWrapper(
-        Greatest(Extract(inside, "epoch"), Value(0.0)) * F("gpus"), FloatField()
+        Greatest(Extract(inside, "epoch"), Value(0.0)) * F("gpus") * charged, FloatField()
     )
 
 
@@ -43,7 +49,8 @@ class GpuHours:
 
 
 def gpu_hours_used(records: QuerySet[UsageRecord], *, since: datetime, until: datetime) -> GpuHours:
-    """GPU-hours = wall time x GPUs, of these runs inside [since, until].
+    """GPU-hours = wall time x GPUs, of these runs inside [since, until], less the work an
+    owner's reclaim lost (forgiven_s, not charged).
 
     This is the one definition of GPU-hours used: quotas, the account and lab pages, the API
     and the reports (which compute the same expression in SQL) read the same usage records.

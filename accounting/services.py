@@ -256,3 +256,23 @@ def capacity_sample_pool(now: datetime | None = None) -> int:
     return capacity_sample(
         machines, known=known, interval_s=settings.CAPACITY_SAMPLE_INTERVAL_S, now=now
     )
+
+
+def usage_record_energy_set(
+    record: UsageRecord, *, kwh: float | None, co2e_kg: float | None, simulated: bool
+) -> None:
+    """Record a run's GPU energy above idle, measured once its job ended (usage.energy)."""
+    record.gpu_energy_kwh, record.co2e_kg, record.energy_simulated = kwh, co2e_kg, simulated
+    UsageRecord.objects.filter(pk=record.pk).update(
+        gpu_energy_kwh=kwh, co2e_kg=co2e_kg, energy_simulated=simulated
+    )
+
+
+def usage_records_forgive(records: Iterable[UsageRecord]) -> list[UsageRecord]:
+    """Charge none of the work these runs lost (their badput) to their users' quotas: it was
+    lost when a workstation's owner asked for it back. Returns the records it changed."""
+    changed = [record for record in records if record.forgiven_s != record.badput_s]
+    for record in changed:
+        record.forgiven_s = record.badput_s
+        UsageRecord.objects.filter(pk=record.pk).update(forgiven_s=record.badput_s)
+    return changed

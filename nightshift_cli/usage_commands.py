@@ -64,6 +64,7 @@ def usage(obj: Context, job_id: str, show_samples: bool, as_json: bool) -> None:
                 ("GPU idle", f"{_figure(summary['gpu_idle_share'], 100)} % of the time"),
                 ("GPU memory peak", f"{_figure(summary['gpu_memory_peak_mb'])} MB"),
                 ("GPU-hours", f"{summary['gpu_hours']:.2f}, {summary['idle_gpu_hours']:.2f} idle"),
+                ("GPU energy", _energy(summary)),
             ]
         grid = Table.grid(padding=(0, 2))
         grid.add_column(style="bold")
@@ -100,3 +101,16 @@ def usage(obj: Context, job_id: str, show_samples: bool, as_json: bool) -> None:
                     *(_figure(sample[key], scale) for key, _, scale in COLUMNS),
                 )
             out.print(table)
+
+
+def _energy(summary: dict) -> str:
+    """The GPUs' energy above idle, as the job page says it (older servers send none)."""
+    kwh = summary.get("gpu_energy_kwh")
+    if kwh is None:
+        return "not measured"
+    text = f"{kwh:.3g} kWh above idle"
+    if summary.get("co2e_kg") is not None:
+        text += f", {summary['co2e_kg'] * 1000:.3g} g CO2e"
+    if summary.get("energy_simulated"):
+        text += " (simulated GPUs)"
+    return text

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import ipaddress
+import math
 import os
 import re
 import shlex
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
 from pathlib import Path
 from urllib.parse import quote, unquote
 
@@ -212,3 +217,100 @@ def env_rate(name: str, default: str) -> str:
             f"not {value!r}"
         )
     return value
+
+
+@dataclass(frozen=True)
+class GridIntensity:
+    """Grams of CO2e per kWh drawn from the grid: one figure, a typical day by hour, or an
+    hourly series (a grid operator's export). A moment the series lacks takes its hour of
+    the day's figure, then the file's mean."""
+
+    figure: float | None = None
+    by_hour_of_day: dict[int, float] = field(default_factory=dict)
+    by_hour: dict[int, float] = field(default_factory=dict)  # hours since the epoch
+    source: str = ""
+
+    def __bool__(self) -> bool:
+        return self.figure is not None
+
+    def at(self, moment: datetime, zone: tzinfo) -> float | None:
+        hour = int(moment.timestamp() // 3600)
+        if hour in self.by_hour:
+            return self.by_hour[hour]
+        return self.by_hour_of_day.get(moment.astimezone(zone).hour, self.figure)
+
+
+def env_grid_intensity(name: str, zone: tzinfo) -> GridIntensity:
+    """NAME is a figure in g CO2e per kWh (233), or NAME_FILE names a CSV of two columns:
+    an hour and its figure. The hour is 0 to 23 (a typical day, local time) or the ISO time
+    the hour starts (naive times are local); a first line that is not numbers is a header."""
+    value = _raw(name)
+    if value is None or value == "":
+        return GridIntensity()
+    try:
+        figure = float(value)
+    except ValueError:
+        figure = None
+    if figure is not None:
+        return GridIntensity(figure=_grams(name, figure), source=f"{figure:g} g CO2e/kWh")
+    by_hour_of_day: dict[int, float] = {}
+    by_hour: dict[int, float] = {}
+    rows = [row for row in csv.reader(io.StringIO(value)) if any(cell.strip() for cell in row)]
+    for number, row in enumerate(rows, start=1):
+        if len(row) < 2:
+            raise ImproperlyConfigured(f"{name}: line {number} needs an hour and a figure")
+        hour_text, figure_text = row[0].strip(), row[1].strip()
+        try:
+            grams = float(figure_text)
+        except ValueError:
+            if number == 1:
+                continue  # the header
+            raise ImproperlyConfigured(
+                f"{name}: line {number}: {figure_text[:40]!r} is not a figure in g CO2e/kWh"
+            ) from None
+        grams = _grams(f"{name}: line {number}", grams)
+        if hour_text.isdigit() and int(hour_text) < 24:
+            by_hour_of_day[int(hour_text)] = grams
+            continue
+        try:
+            start = datetime.fromisoformat(hour_text)
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: line {number}: {hour_text[:40]!r} is neither an hour of the day "
+                "(0 to 23) nor the ISO time an hour starts (2026-12-01T14:00+01:00)"
+            ) from None
+        if start.tzinfo is None:
+            start = start.replace(tzinfo=zone)
+        by_hour[int(start.timestamp() // 3600)] = grams
+    figures = [*by_hour_of_day.values(), *by_hour.values()]
+    if not figures:
+        raise ImproperlyConfigured(f"{name}: the file has no figures")
+    mean = sum(figures) / len(figures)
+    return GridIntensity(
+        figure=mean,
+        by_hour_of_day=by_hour_of_day,
+        by_hour=by_hour,
+        source=f"by hour, {len(figures)} figures (mean {mean:.0f} g CO2e/kWh)",
+    )
+
+
+def _grams(what: str, grams: float) -> float:
+    if not math.isfinite(grams) or not 0 <= grams <= 5000:
+        raise ImproperlyConfigured(f"{what}: {grams:g} g CO2e/kWh is not between 0 and 5000")
+    return grams
+
+
+def env_month_days(name: str, default: str) -> list[tuple[int, int]]:
+    """Days of the year as MM-DD, comma-separated (01-15,09-01): sorted (month, day) pairs."""
+    days = []
+    for item in env_list(name, default.split(",")):
+        try:
+            moment = datetime.strptime(f"2000-{item}", "%Y-%m-%d")
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name}: {item!r} is not a day of the year written MM-DD (09-01)"
+            ) from None
+        days.append((moment.month, moment.day))
+    if not days:
+        raise ImproperlyConfigured(f"{name} must name at least one day (09-01)")
+    return sorted(set(days))

@@ -25,7 +25,13 @@ class UsageSerializer(serializers.Serializer):
         "gpu_memory_mb; null where not measured.",
     )
     summary = serializers.DictField(
-        allow_null=True, help_text="Once the job has ended: peaks, averages and GPU-hours."
+        allow_null=True,
+        help_text="Once the job has ended: peaks, averages and GPU-hours; "
+        "gpu_energy_kwh (its GPUs' energy above their idle draw, from the job helper's power "
+        "samples; null where none came back), co2e_kg (at the site's grid intensity; null "
+        "where it set none), energy_simulated (the personal pool's simulated GPUs: the "
+        "simulator's figures) and energy_idle_estimated (idle draw taken as the lowest the "
+        "job's samples saw).",
     )
     advice = serializers.ListField(
         child=serializers.DictField(),

@@ -7,6 +7,8 @@ from django.db import models
 
 from condor_bridge.explain import size_text
 
+from .energy import energy_text
+
 
 class UsageSample(models.Model):
     """What one job used at one moment of one of its runs (HTCondor's figures, and the job
@@ -76,6 +78,11 @@ class JobUsageSummary(models.Model):
     # GPU-hours held (wall time x GPUs, from the usage records), and of them those idle.
     gpu_hours = models.FloatField(default=0)
     idle_gpu_hours = models.FloatField(default=0)
+    # The GPUs' energy above their idle draw, from the job helper's power samples (usage.energy).
+    gpu_energy_kwh = models.FloatField(null=True, blank=True)
+    co2e_kg = models.FloatField(null=True, blank=True)
+    energy_simulated = models.BooleanField(default=False, db_default=False)
+    energy_idle_estimated = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["-ended_at"]
@@ -88,6 +95,20 @@ class JobUsageSummary(models.Model):
     @property
     def gpu_measured(self) -> bool:
         return self.gpu_utilization is not None
+
+    @property
+    def energy_text(self) -> str:
+        return energy_text(self.gpu_energy_kwh, self.co2e_kg)
+
+    @property
+    def energy_note(self) -> str:
+        """How far the energy figure can be trusted, in words; "" where fully measured."""
+        notes = []
+        if self.energy_simulated:
+            notes.append("simulated GPUs: the figures are the simulator's, not a meter's")
+        if self.energy_idle_estimated:
+            notes.append("idle draw taken as the lowest the job's samples saw")
+        return "; ".join(notes)
 
     @property
     def memory_text(self) -> str:

@@ -179,6 +179,57 @@ def largest_under_users(scope: Scope, period: Period) -> Table:
     return table
 
 
+def energy_by_group(scope: Scope, period: Period, group: str) -> Table:
+    label = GROUPINGS[group][0]
+    rows = fetch_rows(
+        f"""SELECT {_GROUP_SQL[group]} AS grp, COUNT(*) AS jobs,
+                   COUNT(*) FILTER (WHERE s.gpu_energy_kwh IS NOT NULL) AS measured,
+                   SUM(s.gpu_hours) FILTER (WHERE s.gpu_energy_kwh IS NOT NULL) AS gpu_hours,
+                   SUM(s.gpu_energy_kwh) AS kwh,
+                   SUM(s.co2e_kg) AS co2e_kg,
+                   COUNT(*) FILTER (WHERE s.gpu_energy_kwh IS NOT NULL
+                                     AND s.co2e_kg IS NULL) AS without_co2e,
+                   BOOL_OR(s.energy_simulated) AS simulated
+            {_FROM.format(scope=scope.sql("s.lab_id"))}
+            GROUP BY 1 ORDER BY 5 DESC NULLS LAST, 1""",  # noqa: S608 - fixed fragments
+        _params(scope, period),
+    )
+    table = Table(
+        "energy",
+        f"GPU energy by {label.lower()}",
+        [
+            ("group", label),
+            ("jobs", "GPU jobs"),
+            ("measured_jobs", "Measured"),
+            ("kwh", "kWh above idle"),
+            ("co2e_kg", "kg CO2e"),
+            ("watts_per_gpu", "Mean W per GPU"),
+            ("simulated", "Simulated GPUs"),
+        ],
+        note="The GPUs' energy above their idle draw, from the job helper's power samples; "
+        "CO2e at the site's grid intensity for the hour each was drawn (blank where the site "
+        "set none). 'Simulated': the personal pool's simulated GPUs, whose figures are the "
+        "simulator's.",
+    )
+    for row in rows:
+        hours = float(row["gpu_hours"] or 0)
+        kwh = row["kwh"]
+        table.rows.append(
+            {
+                "group": row["grp"] or "(unknown)",
+                "jobs": row["jobs"],
+                "measured_jobs": row["measured"],
+                "kwh": None if kwh is None else _round(kwh, 4),
+                "co2e_kg": None
+                if row["co2e_kg"] is None or row["without_co2e"]
+                else _round(row["co2e_kg"], 4),
+                "watts_per_gpu": round(1000 * float(kwh) / hours, 1) if kwh and hours else None,
+                "simulated": "yes" if row["simulated"] else "",
+            }
+        )
+    return table
+
+
 @dataclass
 class UtilisationReport:
     scope: Scope
@@ -197,6 +248,11 @@ class UtilisationReport:
             "idle_gpu_hours": round(idle, 2),
             "utilisation_percent": round(100 * (1 - idle / hours), 1) if hours else None,
             "jobs": sum(row["jobs"] for row in bands),
+            "kwh": round(sum(row["kwh"] or 0 for row in self.tables["energy"].rows), 3),
+            "co2e_kg": None
+            if any(row["kwh"] and row["co2e_kg"] is None for row in self.tables["energy"].rows)
+            else round(sum(row["co2e_kg"] or 0 for row in self.tables["energy"].rows), 3),
+            "energy_simulated": any(row["simulated"] for row in self.tables["energy"].rows),
         }
 
 
@@ -204,6 +260,7 @@ TABLES = {
     "bands": lambda scope, period, group: gpu_hours_by_band(scope, period),
     "idle": idle_gpu_hours_by_group,
     "under_users": lambda scope, period, group: largest_under_users(scope, period),
+    "energy": energy_by_group,
 }
 
 

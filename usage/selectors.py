@@ -103,4 +103,8 @@ def _summary_payload(summary: JobUsageSummary | None) -> dict | None:
         "gpu_source": summary.gpu_source,
         "gpu_hours": summary.gpu_hours,
         "idle_gpu_hours": summary.idle_gpu_hours,
+        "gpu_energy_kwh": summary.gpu_energy_kwh,
+        "co2e_kg": summary.co2e_kg,
+        "energy_simulated": summary.energy_simulated,
+        "energy_idle_estimated": summary.energy_idle_estimated,
     }

@@ -13,11 +13,14 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from accounting.models import UsageRecord
+from accounting.services import usage_record_energy_set
 from condor_bridge import JobUsage
 from condor_bridge.submit import HELPER_DIR
 from jobs.bridge import get_bridge
@@ -26,6 +29,7 @@ from jobs.schedulers import raise_unless_one_answered, schedds_ask, schedds_in_u
 from jobs.selectors import open_job_file
 
 from .advice import GPU_ACTIVE
+from .energy import Energy, PowerRow, energy_of_run, power_row
 from .models import JobUsageSummary, UsageSample
 
 logger = logging.getLogger(__name__)
@@ -35,6 +39,10 @@ logger = logging.getLogger(__name__)
 GPU_SAMPLES = f"{HELPER_DIR}/gpu-usage.jsonl"
 # Only the end of it is read at each sampling: what was written since the last sample.
 GPU_SAMPLES_TAIL_BYTES = 64 * 1024
+# Once the job has ended, all of it, for its energy (the helper stops writing at 20 MB).
+GPU_SAMPLES_MOST_BYTES = 21 * 1024 * 1024
+# A run's last samples may be written shortly after HTCondor saw it end.
+RUN_END_SLACK_S = 30.0
 # Jobs that ended longer ago than this, and whose final ad never came, are summarised from
 # their samples alone.
 FINAL_AD_PATIENCE = timedelta(minutes=10)
@@ -202,7 +210,7 @@ def _helper_row(line: bytes) -> dict | None:
             }
             for device in data["devices"][:16]
         ]
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None
     if not (math.isfinite(moment) and 0 < moment < 1e11):
         return None
@@ -262,6 +270,7 @@ def usage_summarise(job: Job, *, ended_at: datetime) -> JobUsageSummary:
     samples = list(job.usage_samples.order_by("taken_at", "id"))
     runs = list(UsageRecord.objects.filter(job=job).order_by("started_at"))
     figures = summarise(samples, runs, gpus=job.gpus, ended_at=ended_at)
+    energy = job_energy(job, runs, ended_at=ended_at) if job.gpus else None
     summary, _ = JobUsageSummary.objects.update_or_create(
         job=job,
         defaults={
@@ -273,9 +282,59 @@ def usage_summarise(job: Job, *, ended_at: datetime) -> JobUsageSummary:
             "disk_requested_mb": job.request.get("disk_mb", 0),
             "gpus_requested": job.gpus,
             **figures,
+            "gpu_energy_kwh": energy.kwh if energy else None,
+            "co2e_kg": energy.co2e_kg if energy else None,
+            "energy_simulated": bool(energy and energy.simulated),
+            "energy_idle_estimated": bool(energy and energy.idle_estimated),
         },
     )
     return summary
+
+
+def job_energy(job: Job, runs: list[UsageRecord], *, ended_at: datetime) -> Energy | None:
+    """The job's GPU energy above idle from the helper's power samples, recorded on each of
+    its runs; None where no run has any."""
+    rows = helper_power_rows(job)
+    if not rows:
+        return None
+    total = None
+    for position, record in enumerate(runs):
+        start = record.started_at.timestamp()
+        end = (record.ended_at or ended_at).timestamp() + RUN_END_SLACK_S
+        if position + 1 < len(runs):
+            end = min(end, runs[position + 1].started_at.timestamp())
+        energy = energy_of_run([row for row in rows if start <= row.time < end], grid_intensity)
+        if energy is None:
+            continue
+        usage_record_energy_set(
+            record, kwh=energy.kwh, co2e_kg=energy.co2e_kg, simulated=energy.simulated
+        )
+        total = energy if total is None else total + energy
+    return total
+
+
+def grid_intensity(moment: datetime) -> float | None:
+    """The site's g CO2e per kWh at that moment, or None where it set none."""
+    intensity = settings.GRID_INTENSITY
+    return intensity.at(moment, ZoneInfo(settings.TIME_ZONE)) if intensity else None
+
+
+def helper_power_rows(job: Job) -> list[PowerRow]:
+    """Every power reading in the helper's file, where the portal sees the job's folder."""
+    raw = open_job_file(job.directory, job.directory / GPU_SAMPLES)
+    if raw is None:
+        return []
+    with raw:
+        lines = raw.read(GPU_SAMPLES_MOST_BYTES).splitlines()
+    rows = []
+    for line in lines:
+        try:
+            row = power_row(json.loads(line))
+        except (ValueError, RecursionError):
+            continue  # a line the job broke, or nested past reading
+        if row is not None:
+            rows.append(row)
+    return rows
 
 
 def summarise(

@@ -71,6 +71,10 @@ def utilisation_page(request: HttpRequest) -> HttpResponse:
                     ],
                     "idle": [row["idle_gpu_hours"] for row in idle.rows],
                 },
+                "energy": {
+                    "labels": [row["group"] for row in report.tables["energy"].rows],
+                    "kwh": [row["kwh"] or 0 for row in report.tables["energy"].rows],
+                },
             },
         }
     return render(request, "usage/utilisation.html", context, status=200 if scope else 400)

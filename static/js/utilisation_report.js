@@ -21,6 +21,13 @@
         { label: "Idle GPU-hours", data: d.idle, backgroundColor: "#c92a2a" }] },
       options: { ...base, scales: { x: { stacked: true }, y: { stacked: true, beginAtZero: true } } },
     }),
+    energy: (d) => ({
+      type: "bar",
+      data: { labels: d.labels, datasets: [{ label: "kWh above idle", data: d.kwh,
+        backgroundColor: "#f08c00" }] },
+      options: { ...base, plugins: { legend: { display: false } },
+        scales: { y: { beginAtZero: true, title: { display: true, text: "kWh" } } } },
+    }),
   };
   for (const canvas of document.querySelectorAll("canvas[data-chart]")) {
     const make = charts[canvas.dataset.chart];

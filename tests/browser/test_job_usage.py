@@ -49,7 +49,7 @@ def test_a_lead_sees_the_utilisation_charts(page, live_server, measured_campus):
         f"{live_server.url}/reports/utilisation/?period=custom&start=2026-11-02&end=2026-11-03"
     )
     page.get_by_role("heading", name="GPU utilisation").wait_for()
-    for name in ("bands", "idle"):
+    for name in ("bands", "idle", "energy"):
         chart = page.locator(f"canvas[data-chart={name}]")
         assert int(chart.get_attribute("data-rendered") or 0) >= 1, name
     assert "ada" in page.locator("table[data-table=under_users]").inner_text()

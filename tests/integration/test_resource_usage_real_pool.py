@@ -1,6 +1,7 @@
 """What jobs really use, measured on the personal pool: memory, the GPUs (HTCondor's GPU
 monitor on ws-ampere, the job helper's nvidia-smi samples on ws-volta, whose startd does not
-monitor its GPUs), the advice that follows, and a hold for exceeding memory explained."""
+monitor its GPUs), their energy (the helper's power samples of the simulated cards), the
+advice that follows, and a hold for exceeding memory explained."""
 
 import re
 
@@ -93,6 +94,11 @@ def test_a_gpu_job_on_a_monitored_workstation_shows_htcondors_gpu_figures(ada, l
     assert summary.gpu_hours > 0
     job.refresh_from_db()
     assert job.workstation == "ws-ampere"
+    # The helper's power samples: the simulated A100 draws 55 W idle (the kit says so) and
+    # 55 + 35 % of the 345 W to its 400 W at this load, for most of the 20 s.
+    joules = summary.gpu_energy_kwh * 3.6e6
+    assert 0.35 * 345 * 10 <= joules <= 0.35 * 345 * 23, joules
+    assert summary.energy_simulated and not summary.energy_idle_estimated
 
 
 def test_two_gpus_with_one_busy_half_the_time_earn_advice_from_the_helpers_samples(
@@ -116,6 +122,11 @@ def test_two_gpus_with_one_busy_half_the_time_earn_advice_from_the_helpers_sampl
     assert summary.gpus_active == 1
     assert summary.gpu_memory_peak_mb == 5000
     assert 0.25 <= summary.gpu_idle_share <= 0.8
+    # One simulated V100 at 80 % of the 215 W between its 35 W idle and 250 W, for 14 s;
+    # no idle draw from the kit here, so the least the samples saw (idle) stands in.
+    joules = summary.gpu_energy_kwh * 3.6e6
+    assert 0.8 * 215 * 8 <= joules <= 0.8 * 215 * 17, joules
+    assert summary.energy_simulated and summary.energy_idle_estimated
     page = client.get(reverse("jobs:detail", args=[job.public_id])).content.decode()
     assert "You asked for 2 GPUs and used 1, at" in page
     assert "The GPU was idle" in page and "is data loading the bottleneck?" in page
