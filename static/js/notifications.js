@@ -75,4 +75,6 @@
       button.disabled = false;
     }
   });
+  // The page renders the button disabled: it does nothing until this script has wired it.
+  button.disabled = false;
 })();
