@@ -20,6 +20,11 @@ class Event(models.TextChoices):
     SESSION_ENDING = "session.ending", "A notebook session has 10 minutes left"
     SWEEP_FINISHED = "sweep.finished", "A sweep or study finishes"
     RESERVATION_STARTING = "reservation.starting", "A reservation you made begins"
+    WORKSTATION_RESERVED = (
+        "workstation.reserved",
+        "A reservation will take a workstation you own",
+    )
+    WORKSTATION_WEEKLY = "workstation.weekly", "What a workstation you own gave last week"
 
 
 GROUPS = {
@@ -27,6 +32,7 @@ GROUPS = {
     "Notebook sessions": (Event.SESSION_READY, Event.SESSION_ENDING),
     "Sweeps": (Event.SWEEP_FINISHED,),
     "Reservations": (Event.RESERVATION_STARTING,),
+    "Workstations you own": (Event.WORKSTATION_RESERVED, Event.WORKSTATION_WEEKLY),
 }
 
 # Unless a person chooses otherwise: the browser and the webhook (each only once set up) for
@@ -35,3 +41,5 @@ GROUPS = {
 DEFAULT_CHANNELS: dict[str, frozenset[str]] = {
     event: frozenset({Channel.PUSH, Channel.WEBHOOK}) for event in Event.values
 }
+# The owners' weekly summary is a letter: e-mail, unless they choose otherwise.
+DEFAULT_CHANNELS[Event.WORKSTATION_WEEKLY] = frozenset({Channel.EMAIL})

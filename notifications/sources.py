@@ -19,6 +19,7 @@ from jobs.models import FINAL_STATES, Job, JobEvent, JobState
 from live_sessions.sessions import WARN_BEFORE_END_S, session_status
 
 from .events import Channel, Event
+from .owners import owner_occasions
 from .services import Occasion, notify
 
 # A waiting job whose earliest likely start is this far off tells its owner when.
@@ -151,9 +152,11 @@ def _sweeps_finished(sweeps: Iterable[Sweep]) -> list[Occasion]:
 
 def scan(now: datetime | None = None) -> int:
     """What time alone brings: sessions near their limit, waits that will be long, studies
-    that stopped, reservations about to begin."""
+    that stopped, reservations about to begin, and what workstation owners hear
+    (notifications.owners)."""
     now = now or timezone.now()
     occasions = _sessions_ending(now) + _long_waits(now) + _reservations_starting(now)
+    occasions += owner_occasions(now)
     studies = Sweep.objects.filter(
         kind=Sweep.Kind.STUDY, finished_at__gte=now - RECENT
     ).select_related("owner")

@@ -1,0 +1,1 @@
+"""Workstation owners: who lends each workstation, on what terms, and asking it back."""
