@@ -4,14 +4,11 @@ waiting job's predicted start; and the labs' reservations (/api/v1/reservations/
 
 from __future__ import annotations
 
-import re
-
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
-from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from jobs.lookups import visible_job_or_404
@@ -21,43 +18,8 @@ from plumbing.api import ApiError, ErrorSerializer
 from plumbing.quiet import expect_answer
 
 from . import reservations, selectors
-from .authentication import KitCredentialAuthentication
-from .models import KitCredential, Reservation
-
-WORKSTATION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
-
-
-def check_kit_request(request: Request, workstation: str, *, what: str) -> None:
-    """What an execute-node kit may ask: a kit credential that names this workstation, or
-    an admin (who may view forecasts); and the name is a workstation's."""
-    if isinstance(request.auth, KitCredential):
-        if not request.auth.covers(workstation):
-            raise ApiError(
-                f"This kit's credential is for {', '.join(request.auth.workstations)}"
-                f", not {workstation}.",
-                code="forbidden",
-                status_code=403,
-            )
-    elif not (
-        request.user.is_staff and request.user.has_perm("forecasts.view_workstationforecast")
-    ):
-        raise ApiError(
-            f"Only the workstation's execute-node kit (its credential, made by "
-            f"manage.py kit_token) and admins read {what}.",
-            code="forbidden",
-            status_code=403,
-        )
-    if not WORKSTATION_NAME.fullmatch(workstation):
-        raise ApiError("That is not a workstation name.", code="invalid", status_code=400)
-
-
-class KitEndpoint(APIView):
-    """Accepts a kit's credential besides the API's usual authentication."""
-
-    authentication_classes = [
-        KitCredentialAuthentication,
-        *api_settings.DEFAULT_AUTHENTICATION_CLASSES,
-    ]
+from .authentication import KitEndpoint, check_kit_request
+from .models import Reservation
 
 
 class PlacementFiguresSerializer(serializers.Serializer):
@@ -74,6 +36,16 @@ class PlacementFiguresSerializer(serializers.Serializer):
         child=serializers.ListField(child=serializers.FloatField()),
         help_text="672 rows, Monday 00:00-00:15 first: for each local quarter hour of the week, "
         "the chance that the workstation, free then, stays free for each duration.",
+    )
+    mean_free_s = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="672 values, one per quarter hour: the expected seconds until the owner "
+        "comes back, for the workstation free then (a job's checkpoint interval follows it).",
+    )
+    possible_return_s = serializers.ListField(
+        child=serializers.IntegerField(allow_null=True),
+        help_text="672 values: seconds until the owner may be back (a chance of 1 in 20), or "
+        "null when not within a day (a job saves just before it).",
     )
 
 

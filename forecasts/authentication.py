@@ -1,15 +1,21 @@
 """`Authorization: Bearer nsk_...`: an execute-node kit's credential, accepted by the kit's
-own endpoints alone (forecasts.api). Everywhere else the API does not know the scheme, so a
-kit's credential is a 401 there, like any unknown token."""
+own endpoints alone (`KitEndpoint`: forecasts.api, lending.api). Everywhere else the API
+does not know the scheme, so a kit's credential is a 401 there, like any unknown token."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_variables
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions
+from rest_framework.request import Request
+from rest_framework.settings import api_settings
+from rest_framework.views import APIView
+
+from plumbing.api import ApiError
 
 from .kit import kit_credential_authenticate
 from .models import KitCredential
@@ -67,3 +73,39 @@ class KitCredentialScheme(OpenApiAuthenticationExtension):
             "description": "An execute-node kit's credential (nsk_...), from manage.py "
             "kit_token: its own workstations' placement figures and reservations only.",
         }
+
+
+WORKSTATION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
+def check_kit_request(request: Request, workstation: str, *, what: str) -> None:
+    """What an execute-node kit may ask: a kit credential that names this workstation, or
+    an admin (who may view forecasts); and the name is a workstation's."""
+    if isinstance(request.auth, KitCredential):
+        if not request.auth.covers(workstation):
+            raise ApiError(
+                f"This kit's credential is for {', '.join(request.auth.workstations)}"
+                f", not {workstation}.",
+                code="forbidden",
+                status_code=403,
+            )
+    elif not (
+        request.user.is_staff and request.user.has_perm("forecasts.view_workstationforecast")
+    ):
+        raise ApiError(
+            f"Only the workstation's execute-node kit (its credential, made by "
+            f"manage.py kit_token) and admins read {what}.",
+            code="forbidden",
+            status_code=403,
+        )
+    if not WORKSTATION_NAME.fullmatch(workstation):
+        raise ApiError("That is not a workstation name.", code="invalid", status_code=400)
+
+
+class KitEndpoint(APIView):
+    """Accepts a kit's credential besides the API's usual authentication."""
+
+    authentication_classes = [
+        KitCredentialAuthentication,
+        *api_settings.DEFAULT_AUTHENTICATION_CLASSES,
+    ]

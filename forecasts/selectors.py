@@ -12,6 +12,7 @@ from jobs.models import JobState
 from jobs.specs import deadline_of
 
 from .model.availability import quarter_of_week
+from .model.checkpoints import figures_for_row
 from .models import StartPrediction, WorkstationForecast
 from .predictions import shown
 from .services import campus_zone
@@ -72,6 +73,7 @@ def placement_figures(workstation: str) -> dict | None:
     forecast = WorkstationForecast.objects.filter(workstation=workstation).first()
     if forecast is None or not forecast.stay_free:
         return None
+    timing = [figures_for_row(STAY_FREE_HOURS, row) for row in forecast.stay_free]
     return {
         "workstation": forecast.workstation,
         "fitted_at": forecast.fitted_at,
@@ -79,6 +81,8 @@ def placement_figures(workstation: str) -> dict | None:
         "time_zone": str(campus_zone()),
         "hours": list(STAY_FREE_HOURS),
         "quarter_hours": forecast.stay_free,
+        "mean_free_s": [mean for mean, _ in timing],
+        "possible_return_s": [possible for _, possible in timing],
     }
 
 

@@ -85,7 +85,8 @@ class TemplatePublishForm(forms.Form):
         required=False,
         max_length=1000,
         help_text="Optional: how a model this template made is served, e.g. python serve.py. "
-        "It must answer HTTP on 127.0.0.1:$NIGHTSHIFT_SERVE_PORT; the model is at models/NAME/.",
+        "It must answer HTTP on the Unix socket $NIGHTSHIFT_SERVE_SOCKET (or 127.0.0.1:"
+        "$NIGHTSHIFT_SERVE_PORT); the model is at models/NAME/.",
     )
     software = forms.CharField(
         label="Software environment",

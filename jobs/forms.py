@@ -152,7 +152,8 @@ class JobSubmitForm(forms.Form):
         choices=LIVE_SERVICE_CHOICES,
         help_text="Reached through the portal, by you alone unless you share it. TensorBoard "
         "needs tensorboard in the job's environment and reads nightshift.tensorboard_dir(); "
-        "a served endpoint binds 127.0.0.1:$NIGHTSHIFT_SERVE_PORT (nightshift.serve_port()).",
+        "a served endpoint listens on its own socket, $NIGHTSHIFT_SERVE_SOCKET "
+        "(nightshift.serve_socket()), or binds 127.0.0.1:$NIGHTSHIFT_SERVE_PORT.",
     )
     notify_by_email = forms.BooleanField(
         label="Email me when it completes, fails or is held",

@@ -19,7 +19,7 @@ from django.utils.timesince import timesince
 
 from condor_bridge import GpuModel, PoolMachine
 from condor_bridge.submit import CHECKPOINT_DIR, HELPER_DIR
-from labs.models import Membership
+from labs.models import Lab, Membership
 from plumbing.files import open_beneath, relative_to_root
 
 from .models import Job, Workstation
@@ -282,9 +282,10 @@ def job_log_chunk(
 @dataclass(frozen=True)
 class WorkstationView:
     machine: PoolMachine
-    status: str  # free, nightshift, busy, owner
+    status: str  # free, nightshift, busy, owner, unlent, offline
     status_label: str
     nightshift_jobs: int
+    terms_text: str = ""  # its owners' terms in words; "" where they set none
 
 
 @dataclass(frozen=True)
@@ -302,7 +303,26 @@ _STATUS_LABELS = {
     "nightshift": "Running Nightshift jobs",
     "busy": "Busy with other work",
     "owner": "Owner is using it",
+    "unlent": "Not lent now (its owners' terms)",
 }
+
+
+def terms_text(terms, lab_names: dict[str, str]) -> str:
+    """A workstation's lending terms as the pool page says them: "to Vision only, at most
+    1 GPU"."""
+    said = []
+    if terms.accounting_groups is not None:
+        labs = [lab_names.get(group, group) for group in terms.accounting_groups]
+        said.append(f"to {', '.join(labs)} only" if labs else "to no lab")
+    if terms.gpus is not None:
+        said.append(f"at most {terms.gpus} GPU{'s' if terms.gpus != 1 else ''}")
+    if terms.memory_mb is not None:
+        said.append(f"at most {terms.memory_mb / 1024:g} GB of memory")
+    if terms.reclaim_by is not None:
+        said.append("asked back by its owners")
+    elif not terms.open:
+        said.append("not now: outside its owners' hours, or paused")
+    return ", ".join(said)
 
 
 def pool_overview() -> PoolOverview:
@@ -328,18 +348,31 @@ def pool_overview() -> PoolOverview:
         )
         for name in running
     }
+    lab_names = (
+        dict(Lab.objects.values_list("accounting_group", "name"))
+        if any(machine.terms.restricted for machine in machines)
+        else {}
+    )
     views = []
     for machine in machines:
-        if machine.state == "Owner":
-            status = "owner"
-        elif running.get(machine.name):
+        if running.get(machine.name) and machine.state != "Owner":
             status = "nightshift"
+        elif not machine.terms.lent_now:
+            status = "unlent"  # the kit shows it as Owner too: its terms, not its owner's use
+        elif machine.state == "Owner":
+            status = "owner"
         elif machine.free_cpus < machine.total_cpus or machine.free_gpus < machine.total_gpus:
             status = "busy"
         else:
             status = "free"
         views.append(
-            WorkstationView(machine, status, _STATUS_LABELS[status], running.get(machine.name, 0))
+            WorkstationView(
+                machine,
+                status,
+                _STATUS_LABELS[status],
+                running.get(machine.name, 0),
+                terms_text(machine.terms, lab_names),
+            )
         )
     current = {m.name for m in machines}
     week_ago = timezone.now() - timedelta(days=7)
@@ -364,7 +397,7 @@ def pool_overview() -> PoolOverview:
         workstations=views,
         total_gpus=sum(m.total_gpus for m in machines),
         offline=len(views) - len(machines),
-        free_gpus=sum(m.free_gpus for m in machines if m.state != "Owner"),
+        free_gpus=sum(m.free_gpus for m in machines if m.state != "Owner" and m.terms.lent_now),
         nightshift_gpus=sum(gpus_in_use.values()),
     )
 

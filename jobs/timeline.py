@@ -4,8 +4,9 @@ changes say there."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.utils import timezone
 
@@ -15,6 +16,29 @@ from .models import Job, JobEvent, JobState
 from .selectors import checkpoint_of
 
 event_log = logging.getLogger("nightshift.jobs")
+
+# Why a job left a workstation, where an app above knows more than "reclaimed by its owner"
+# (lending: its owner asked for it back): (workstation, when) -> words, or None.
+EvictionCause = Callable[[str, datetime], "str | None"]
+_eviction_causes: list[EvictionCause] = []
+
+
+def eviction_cause_register(cause: EvictionCause) -> None:
+    if cause not in _eviction_causes:
+        _eviction_causes.append(cause)
+
+
+def eviction_source(workstation: str, at: datetime) -> str:
+    """Why the job left `workstation` at `at`, as the timeline says it."""
+    for cause in _eviction_causes:
+        said = cause(workstation, at)
+        if said:
+            return said
+    return (
+        f"{workstation} was reclaimed by its owner"
+        if workstation
+        else "The workstation was reclaimed"
+    )
 
 
 def job_event_record(job: Job, kind: str, detail: str = "", *, actor=None) -> JobEvent:
@@ -90,7 +114,7 @@ def _describe(
         return ("resumed" if job.pk in timelines.ran else "started"), f"Running on {where}"
     if state == JobState.IDLE and (previous_state == JobState.RUNNING or observation.evicted):
         where = observation.last_workstation or job.workstation
-        source = f"{where} was reclaimed by its owner" if where else "The workstation was reclaimed"
+        source = eviction_source(where, observation.last_vacated_at or timezone.now())
         if timelines.latest_kind.get(job.pk) == "vacate requested":
             source = f"Moved off {where or 'its workstation'} by an administrator"
         if "notebook" in job.live_services:

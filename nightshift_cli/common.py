@@ -208,7 +208,7 @@ def job_options(command, *, attach_datasets: bool = True):
                 type=click.Choice(["tensorboard", "serve"]),
                 help="Open it while it runs, through the portal: tensorboard (on "
                 "nightshift.tensorboard_dir()) or serve (its HTTP endpoint on "
-                "nightshift.serve_port()); repeat for both.",
+                "nightshift.serve_socket()); repeat for both.",
             ),
             click.option(
                 "--lab", help="The lab to charge, when you are in several (see `whoami`)."

@@ -1,3 +1,4 @@
+import contextlib
 import os
 import shutil
 import subprocess
@@ -187,3 +188,29 @@ def pool_restarts_cleanly() -> None:
         return done.returncode == 0 and len(slots) >= 4
 
     wait_for(all_workstations_back, timeout=180, what="the workstations after a pool restart")
+
+
+KIT_TOKEN_IN_ROOT = "etc/condor/nightshift-kit-test.token"
+
+
+@contextlib.contextmanager
+def kit_cron_reading(portal_url: str, token: str, *, config: str):
+    """Every workstation's startd runs the kit's cron job every 5 s against `portal_url`
+    with `token`, until the block ends. A startd keeps what the job last published after it
+    is turned off: wait, inside the block, for it to publish that nothing holds."""
+    token_file = POOL_ROOT / KIT_TOKEN_IN_ROOT
+    token_file.write_text(token + "\n")
+    token_file.chmod(0o644)  # a test token; the kit's own is readable by the condor account only
+    pool_config(
+        f"NIGHTSHIFT_PORTAL_URL = {portal_url}\n"
+        f"NIGHTSHIFT_PORTAL_TOKEN_FILE = /{KIT_TOKEN_IN_ROOT}\n"
+        "STARTD_CRON_JOBLIST = $(STARTD_CRON_JOBLIST) PLACEMENT\n"
+        "VOLTA.STARTD_CRON_JOBLIST = OWNERGPU PLACEMENT\n"
+        "STARTD_CRON_PLACEMENT_PERIOD = 5s\n",
+        name=config,
+    )
+    try:
+        yield
+    finally:
+        pool_config(None, name=config)
+        token_file.unlink(missing_ok=True)

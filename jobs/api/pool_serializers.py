@@ -26,10 +26,15 @@ class GpuSerializer(serializers.Serializer):
 class WorkstationSerializer(serializers.Serializer):
     name = serializers.CharField(source="machine.name", help_text="The workstation's name.")
     status = serializers.ChoiceField(
-        choices=["free", "nightshift", "busy", "owner", "offline"],
-        help_text="free, nightshift (running our jobs), busy, owner (in use) or offline.",
+        choices=["free", "nightshift", "busy", "owner", "unlent", "offline"],
+        help_text="free, nightshift (running our jobs), busy, owner (in use), unlent (free, "
+        "but its owners' terms lend it to no job now) or offline.",
     )
     status_label = serializers.CharField(help_text="The status, for people.")
+    terms_text = serializers.CharField(
+        help_text='Its owners\' lending terms in words ("to Vision only, at most 1 GPU"); '
+        "empty where they set none."
+    )
     nightshift_jobs = serializers.IntegerField(help_text="Nightshift jobs running there.")
     total_gpus = serializers.IntegerField(source="machine.total_gpus", help_text="GPUs it has.")
     free_gpus = serializers.IntegerField(source="machine.free_gpus", help_text="GPUs free now.")

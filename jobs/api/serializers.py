@@ -143,7 +143,8 @@ class JobRequestSerializer(serializers.Serializer):
         max_length=len(LIVE_SERVICE_CHOICES),
         help_text="Web services to reach through the portal while the job runs: "
         "`tensorboard` (on nightshift.tensorboard_dir()) and `serve` (the job's own HTTP "
-        "endpoint on 127.0.0.1:$NIGHTSHIFT_SERVE_PORT, reached with a live token).",
+        "endpoint on the Unix socket $NIGHTSHIFT_SERVE_SOCKET, or 127.0.0.1:"
+        "$NIGHTSHIFT_SERVE_PORT, reached with a live token).",
     )
 
     def validate_environment(self, pairs: list[tuple[str, str]]) -> dict[str, str]:

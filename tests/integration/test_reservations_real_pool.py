@@ -19,12 +19,11 @@ from forecasts.models import Reservation
 from forecasts.reservations import ReservationRequest, reservation_cancel, reservation_create
 from jobs.models import Workstation
 from tests.factories import LabFactory, MembershipFactory
-from tests.helpers import POOL_ROOT, copy_job_helpers, pool_command, pool_config, wait_for
+from tests.helpers import copy_job_helpers, kit_cron_reading, pool_command, wait_for
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(600)]
 
 CONFIG = "62-reservations-test.conf"
-TOKEN_IN_ROOT = "etc/condor/nightshift-kit-test.token"
 GPU_WORKSTATIONS = ("ws-ampere", "ws-fermi", "ws-volta")
 
 
@@ -43,26 +42,14 @@ def reserved_for() -> dict[str, str]:
 @pytest.fixture
 def kit_reads_the_portal(live_server, transactional_db):
     """Every workstation's startd runs the kit's cron job every 5 s against the live server."""
-    token = POOL_ROOT / TOKEN_IN_ROOT
-    token.write_text(kit_credential_create(label="kit", workstations=["ws-*"])[1] + "\n")
-    token.chmod(0o644)  # a test token; the kit's own is readable by the condor account only
-    pool_config(
-        f"NIGHTSHIFT_PORTAL_URL = {live_server.url}\n"
-        f"NIGHTSHIFT_PORTAL_TOKEN_FILE = /{TOKEN_IN_ROOT}\n"
-        "STARTD_CRON_JOBLIST = $(STARTD_CRON_JOBLIST) PLACEMENT\n"
-        "VOLTA.STARTD_CRON_JOBLIST = OWNERGPU PLACEMENT\n"
-        "STARTD_CRON_PLACEMENT_PERIOD = 5s\n",
-        name=CONFIG,
-    )
-    yield
-    # A startd keeps what a cron job last published after the job is turned off: the windows
-    # must be seen to end first, or the reservation would keep outlasting the test.
-    Reservation.objects.update(cancelled_at=timezone.now())
-    publish_on_every_gpu_workstation(
-        "undefined", timeout=60, what="every workstation to publish that nothing is reserved"
-    )
-    pool_config(None, name=CONFIG)
-    token.unlink(missing_ok=True)
+    token = kit_credential_create(label="kit", workstations=["ws-*"])[1]
+    with kit_cron_reading(live_server.url, token, config=CONFIG):
+        yield
+        # The windows must be seen to end first, or the reservation would outlast the test.
+        Reservation.objects.update(cancelled_at=timezone.now())
+        publish_on_every_gpu_workstation(
+            "undefined", timeout=60, what="every workstation to publish that nothing is reserved"
+        )
 
 
 @pytest.fixture
@@ -71,7 +58,10 @@ def vision_lead(transactional_db):
     vision = LabFactory(name="Vision", accounting_group="group_vision")
     LabFactory(name="NLP", accounting_group="group_nlp")
     for name in GPU_WORKSTATIONS:
-        Workstation.objects.create(name=name, last_seen_at=timezone.now(), total_gpus=1)
+        # The beat's sync may have recorded it already (a worker runs beside these tests).
+        Workstation.objects.update_or_create(
+            name=name, defaults={"last_seen_at": timezone.now(), "total_gpus": 1}
+        )
     return vision, MembershipFactory(lab=vision, role="lead").user
 
 
