@@ -11,7 +11,7 @@ export NIGHTSHIFT_LIVE_TUNNEL_DIR ?= $(CURDIR)/var/live-tunnels
 TEST_DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/test
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
 
-.PHONY: run test lint format venv gpu-check bench-venv pool-start pool-stop pool-status db-start db-stop bench bench-sync bench-api bench-list bench-load bench-reports bench-goodput bench-environments bench-datasets bench-sessions bench-usage bench-placement bench-polls bench-sync-schedds bench-sync-apply bench-sweep bench-gil clean
+.PHONY: run test lint format venv gpu-check bench-venv pool-start pool-stop pool-status db-start db-stop bench bench-sync bench-api bench-list bench-load bench-reports bench-goodput bench-environments bench-datasets bench-sessions bench-usage bench-placement bench-checkpoints bench-polls bench-sync-schedds bench-sync-apply bench-sweep bench-gil clean
 
 venv: $(VENV)/.installed
 
@@ -138,6 +138,10 @@ bench-usage: bench-venv
 # A simulation: no database, no pool. ARGS="--rate 8 --seed 2" changes the load or the draw.
 bench-placement: bench-venv
 	$(BIN)/python bench/placement.py $(ARGS)
+
+# Checkpoints timed by the workstation against hourly, on the placement bench's owners.
+bench-checkpoints: bench-venv
+	$(BIN)/python bench/checkpoints.py $(ARGS)
 
 clean:
 	rm -rf $(VENV) var/staticfiles

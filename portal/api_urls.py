@@ -13,6 +13,7 @@ from experiments.api import views as experiments_api
 from forecasts import api as forecasts_api
 from job_templates.api import views as templates_api
 from jobs.api import views as jobs_api
+from lending import api as lending_api
 from model_registry.api import views as models_api
 from notifications import api as notifications_api
 from plumbing.api import api_not_found
@@ -187,6 +188,27 @@ urlpatterns = [
         "pool/reservations/<str:workstation>/",
         forecasts_api.KitReservationsView.as_view(),
         name="kit-reservations",
+    ),
+    path(
+        "pool/terms/<str:workstation>/",
+        lending_api.KitTermsView.as_view(),
+        name="kit-terms",
+    ),
+    path(
+        "pool/claim-code/<str:workstation>/",
+        lending_api.KitClaimCodeView.as_view(),
+        name="kit-claim-code",
+    ),
+    path("workstations/", lending_api.OwnedListView.as_view(), name="workstation-list"),
+    path(
+        "workstations/<str:workstation>/terms/",
+        lending_api.TermsView.as_view(),
+        name="workstation-terms",
+    ),
+    path(
+        "workstations/<str:workstation>/reclaim/",
+        lending_api.ReclaimView.as_view(),
+        name="workstation-reclaim",
     ),
     path("reservations/", forecasts_api.ReservationListView.as_view(), name="reservation-list"),
     path(

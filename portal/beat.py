@@ -42,6 +42,11 @@ def beat_schedule(
             "task": "notifications.tasks.purge",
             "schedule": crontab(minute=40, hour=3),
         },
+        # Work lost when a workstation's owner asked for it back is not charged to quotas.
+        "relieve-reclaimed-work": {
+            "task": "lending.tasks.relieve_reclaimed_work",
+            "schedule": 300.0,
+        },
         # Dataset imports whose task or worker was lost start again; their leftovers go.
         "recover-dataset-imports": {"task": "datasets.tasks.recover_imports", "schedule": 300.0},
         # Each lab lead's summary of the month that just ended, on the 1st at 07:00.

@@ -4,6 +4,7 @@ import re
 import sys
 from datetime import timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -16,8 +17,10 @@ from portal.env import (
     env_command,
     env_database,
     env_float,
+    env_grid_intensity,
     env_int,
     env_list,
+    env_month_days,
     env_names,
     env_networks,
     env_path,
@@ -104,6 +107,7 @@ INSTALLED_APPS = [
     "live_sessions",
     "usage",
     "forecasts",
+    "lending",
     "job_templates",
     "model_registry",
     "notifications",
@@ -282,6 +286,10 @@ USAGE_SAMPLE_INTERVAL_S = env_int("NIGHTSHIFT_USAGE_SAMPLE_S", 30, minimum=2)
 USAGE_SAMPLE_RETENTION_DAYS = env_int("NIGHTSHIFT_USAGE_RETENTION_DAYS", 90, minimum=1)
 # A job measured for less than this earns no advice: too little evidence.
 USAGE_ADVICE_MIN_S = env_int("NIGHTSHIFT_USAGE_ADVICE_MIN_S", 60, minimum=1)
+# For jobs' CO2e: g/kWh, or a CSV by hour (_FILE); unset, kWh alone (env_grid_intensity).
+GRID_INTENSITY = env_grid_intensity("NIGHTSHIFT_GRID_INTENSITY", ZoneInfo(TIME_ZONE))
+# When the campus's terms start (MM-DD): owners see what their workstation gave per term.
+TERM_STARTS = env_month_days("NIGHTSHIFT_TERM_STARTS", "01-01,05-01,09-01")
 # How far back each night's availability forecasts look (capacity samples, by workstation).
 FORECAST_HISTORY_DAYS = env_int("NIGHTSHIFT_FORECAST_HISTORY_DAYS", 56, minimum=1)
 # How often every waiting job's start is predicted again.

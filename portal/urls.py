@@ -77,6 +77,7 @@ urlpatterns = [
     path("jobs/<uuid:public_id>/", include("forecasts.urls")),
     path("jobs/", include((jobs_urls.urlpatterns + experiments_urls.urlpatterns, "jobs"))),
     path("notifications/", include("notifications.urls")),
+    path("workstations/", include("lending.urls")),
     # From the root, so that the service worker's scope is the whole portal.
     path("service-worker.js", service_worker, name="service-worker"),
     path("pool/", pool, name="pool"),

@@ -58,6 +58,14 @@ def copy_of_the_code(tmp_path):
     return tmp_path
 
 
+def test_every_package_the_contracts_read_is_one_the_install_ships():
+    """A new app missing from setuptools' list imports here, from the checkout, and then
+    fails in every process started from the installed package (a Celery worker)."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    shipped = config["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert sorted(set(PACKAGES) - {name.rstrip("*") for name in shipped}) == []
+
+
 @pytest.mark.parametrize(
     ("module", "line", "complaint"),
     [

@@ -19,6 +19,11 @@ def test_a_lead_sees_the_charts_and_downloads_a_table(page, live_server, campus,
     page.get_by_role("button", name="Show").click()
     page.get_by_text("Vision · 2026-11-02 to 2026-11-03").wait_for()
 
+    # The page's scripts draw the charts after its text is shown.
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('canvas[data-chart]')]"
+        ".every((canvas) => canvas.dataset.rendered)"
+    )
     charts = page.locator("canvas[data-chart]")
     assert charts.count() == 6
     for index in range(charts.count()):

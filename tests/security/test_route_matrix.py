@@ -37,6 +37,7 @@ from forecasts.models import Reservation
 from job_templates.models import JobTemplate, TemplateVersion
 from job_templates.parameters import parameters_parse, parameters_to_json
 from jobs import specs, submission, sync
+from lending.models import WorkstationOwner
 from live_sessions.services import live_token_create
 from model_registry.models import Model, ModelVersion
 from notifications.models import PushSubscription
@@ -106,6 +107,25 @@ TABLE = {
     # the world has no forecast, so the admin hears there is none yet.
     "api:placement-figures": [("get", (401, 403, 403, 403, 403, 404))],
     "api:kit-reservations": [("get", (401, 403, 403, 403, 403, 200))],
+    "api:kit-terms": [("get", (401, 403, 403, 403, 403, 200))],
+    # A workstation's page, terms and "I need it back": its owners (the world's owner owns
+    # ws-volta) and admins; anyone else meets a workstation that does not exist. Empty
+    # forms are refused as invalid.
+    "lending:list": [("get", (LOGIN, 200, 200, 200, 200, 200))],
+    # Anyone signed in may try a code from a workstation; an empty one is invalid.
+    "lending:claim": [("get", (LOGIN, 200, 200, 200, 200, 200)),
+                      ("post", (LOGIN, 400, 400, 400, 400, 400))],
+    "api:kit-claim-code": [("post", (401, 403, 403, 403, 403, 201))],
+    "lending:workstation": [("get", (LOGIN, 404, 404, 200, 404, 200))],
+    "lending:terms": [("post", (LOGIN, 404, 404, 400, 404, 400))],
+    "lending:reclaim": [("post", (LOGIN, 404, 404, 400, 404, 400))],
+    "lending:lend_again": [("post", (LOGIN, 404, 404, 302, 404, 302))],
+    "lending:given_csv": [("get", (LOGIN, 404, 404, 200, 404, 200))],
+    "api:workstation-list": [("get", (401, 200, 200, 200, 200, 200))],
+    "api:workstation-terms": [("get", (401, 404, 404, 200, 404, 200)),
+                              ("put", (401, 404, 404, 400, 404, 400))],
+    "api:workstation-reclaim": [("post", (401, 404, 404, 400, 404, 400)),
+                                ("delete", (401, 404, 404, 204, 404, 204))],
     # Reservations are public to the signed in (the pool page shows them); the lab's leads
     # and admins make and cancel them. An empty one is refused as invalid.
     "api:reservation-list": [("get", (401, 200, 200, 200, 200, 200)),
@@ -319,6 +339,7 @@ def build_world() -> World:
         user=owner, name="owner-data", upload=upload(zip_of(SAMPLE))
     )
     dataset_import = dataset_services.dataset_import_run(started.pk)
+    WorkstationOwner.objects.create(workstation="ws-volta", user=owner)
     applicant = UserFactory(username="applicant")
     registration = Registration.objects.create(user=applicant, lab=vision)
     return World(
@@ -454,6 +475,8 @@ def url_of(key, pattern, name, world):
         return "/" + re.sub(r"\^\(\?P<path>.*\)\$$", "nothing-here/", pattern)
     if name and "reservation" in name:
         values["public_id"] = world.reservation.public_id
+    if name and name.startswith("lending:"):
+        values["name"] = "ws-volta"
     if name and "sweep" in name:
         values["public_id"] = world.sweep.public_id
     if name == "utilisation:export":
