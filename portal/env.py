@@ -196,6 +196,14 @@ def env_database(name: str, default: str) -> dict:
     return config
 
 
+def env_url_prefix(name: str, example: str) -> str:
+    """An internal URL prefix ("/_jobfiles/"), or "" for none."""
+    value = env_str(name, "")
+    if value and not (value.startswith("/") and value.endswith("/")):
+        raise ImproperlyConfigured(f"{name} must start and end with a slash, like {example}")
+    return value
+
+
 def env_url(name: str, default: str, *, schemes: tuple[str, ...]) -> str:
     value = env_str(name, default)
     if not value.startswith(tuple(f"{scheme}://" for scheme in schemes)):

@@ -27,11 +27,16 @@ from portal.env import (
     env_rate,
     env_str,
     env_url,
+    env_url_prefix,
 )
 from portal.logging_config import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = env_path("NIGHTSHIFT_VAR_DIR", BASE_DIR / "var")
+# What every web and worker process must see alike (datasets, model archives, uploads in
+# progress, job folders): with more than one portal host, a shared file system's folder
+# mounted at this same path on each (docs/operations.md, "More than one portal host").
+SHARED_DIR = env_path("NIGHTSHIFT_SHARED_DIR", VAR_DIR)
 
 DEBUG = env_bool("DEBUG", False)
 # The default key only suits a portal on 127.0.0.1; production sets SECRET_KEY (or
@@ -372,7 +377,7 @@ NOTEBOOK_REQUIREMENTS = env_str("NIGHTSHIFT_NOTEBOOK_REQUIREMENTS", "").replace(
 
 # -- Datasets ------------------------------------------------------------------------------
 # Each dataset version is kept once, as one content-addressed archive under this folder.
-DATASETS_DIR = env_path("NIGHTSHIFT_DATASETS_DIR", VAR_DIR / "datasets")
+DATASETS_DIR = env_path("NIGHTSHIFT_DATASETS_DIR", SHARED_DIR / "datasets")
 DATASET_MAX_FILES = env_int("NIGHTSHIFT_DATASET_MAX_FILES", 200_000, minimum=1)
 DATASET_MAX_GB = env_float("NIGHTSHIFT_DATASET_MAX_GB", 200.0, minimum=0.001)
 # Folders on a shared file system that every workstation mounts at the same path; a dataset
@@ -387,14 +392,9 @@ if DATASET_DELIVERY_URL:
     env_url("NIGHTSHIFT_DATASET_DELIVERY_URL", "", schemes=("http", "https"))
 # Behind nginx, dataset archives are sent by nginx from this internal location, which maps
 # to DATASETS_DIR/objects/ (X-Accel-Redirect, as for outputs). Empty: the portal sends them.
-DATASET_ACCEL_REDIRECT_PREFIX = env_str("NIGHTSHIFT_DATASET_ACCEL_REDIRECT_PREFIX", "")
-if DATASET_ACCEL_REDIRECT_PREFIX and not (
-    DATASET_ACCEL_REDIRECT_PREFIX.startswith("/") and DATASET_ACCEL_REDIRECT_PREFIX.endswith("/")
-):
-    raise ImproperlyConfigured(
-        "NIGHTSHIFT_DATASET_ACCEL_REDIRECT_PREFIX must start and end with a slash, like "
-        "/_nightshift_datasets/"
-    )
+DATASET_ACCEL_REDIRECT_PREFIX = env_url_prefix(
+    "NIGHTSHIFT_DATASET_ACCEL_REDIRECT_PREFIX", "/_nightshift_datasets/"
+)
 # What each user's own datasets may keep on the portal, in GB; empty: no limit. A lab's limit
 # for the datasets shared with it is set on the lab, in the admin.
 DATASET_QUOTA_GB = env_float("NIGHTSHIFT_DATASET_QUOTA_GB", None, minimum=0.0)
@@ -417,7 +417,7 @@ for _root in DATASET_ROOTS:
         raise ImproperlyConfigured(f"NIGHTSHIFT_DATASET_ROOTS: {_root} is not an absolute path")
 
 # -- Jobs ----------------------------------------------------------------------------------
-JOBS_DIR = env_path("NIGHTSHIFT_JOBS_DIR", VAR_DIR / "jobs")
+JOBS_DIR = env_path("NIGHTSHIFT_JOBS_DIR", SHARED_DIR / "jobs")
 # In the shared-file-system mode jobs run as the pool's account, which must own job folders.
 JOB_DIR_UID = env_int("NIGHTSHIFT_JOB_DIR_UID", None, minimum=1)
 MAX_SCRIPT_MB = env_int("NIGHTSHIFT_MAX_SCRIPT_MB", 10, minimum=1)
@@ -429,13 +429,7 @@ ARCHIVE_MAX_EXPANDED_MB = env_int("NIGHTSHIFT_ARCHIVE_MAX_EXPANDED_MB", 2048, mi
 # nginx once the portal has checked who may read them: the response names the file under
 # this internal location (X-Accel-Redirect) and nginx sends the bytes, so that a 5 GB
 # checkpoint never passes through a Python worker. Empty: the portal sends them itself.
-ACCEL_REDIRECT_PREFIX = env_str("NIGHTSHIFT_ACCEL_REDIRECT_PREFIX", "")
-if ACCEL_REDIRECT_PREFIX and not (
-    ACCEL_REDIRECT_PREFIX.startswith("/") and ACCEL_REDIRECT_PREFIX.endswith("/")
-):
-    raise ImproperlyConfigured(
-        "NIGHTSHIFT_ACCEL_REDIRECT_PREFIX must start and end with a slash, like /_jobfiles/"
-    )
+ACCEL_REDIRECT_PREFIX = env_url_prefix("NIGHTSHIFT_ACCEL_REDIRECT_PREFIX", "/_jobfiles/")
 DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2_621_440
 # Checkpoints (see jobs/runtime/nightshift.py): the time between SIGTERM and SIGKILL when a

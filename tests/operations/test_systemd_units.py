@@ -96,7 +96,8 @@ def test_each_service_runs_as_the_service_account_with_the_settings_file(name):
         ("ProtectHome", "yes"),
     ]:
         assert service[option] == value, option
-    assert "/srv/nightshift/jobs" in service["ReadWritePaths"]
+    # The shared folder: job folders and datasets (NIGHTSHIFT_SHARED_DIR in the example).
+    assert service["ReadWritePaths"].split() == [example_env()["NIGHTSHIFT_SHARED_DIR"]]
 
 
 def test_the_target_starts_every_part():
@@ -107,6 +108,14 @@ def test_the_target_starts_every_part():
         "nightshift-beat.service",
         "nightshift-live.service",
     ]
+
+
+def example_env() -> dict[str, str]:
+    return dict(
+        line.split("=", 1)
+        for line in (PRODUCTION / "nightshift.env.example").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
 
 
 def nginx_value(name: str) -> str:
@@ -124,17 +133,13 @@ def test_gunicorn_nginx_and_the_settings_agree():
     )
     limit_mb = int(nginx_value("client_max_body_size").removesuffix("m"))
     assert settings.MAX_UPLOAD_MB < limit_mb <= settings.MAX_UPLOAD_MB + 64
-    env = dict(
-        line.split("=", 1)
-        for line in (PRODUCTION / "nightshift.env.example").read_text().splitlines()
-        if line and not line.startswith("#")
-    )
+    env = example_env()
     site = (PRODUCTION / "nginx" / "nightshift.conf").read_text()
     outputs = site.split(f"location {env['NIGHTSHIFT_ACCEL_REDIRECT_PREFIX']} {{", 1)[1]
-    assert re.search(r"alias ([^;]+);", outputs).group(1) == env["NIGHTSHIFT_JOBS_DIR"] + "/"
+    assert re.search(r"alias ([^;]+);", outputs).group(1) == env["NIGHTSHIFT_SHARED_DIR"] + "/jobs/"
     datasets = site.split(f"location {env['NIGHTSHIFT_DATASET_ACCEL_REDIRECT_PREFIX']} {{", 1)[1]
     assert re.search(r"alias ([^;]+);", datasets).group(1) == (
-        env["NIGHTSHIFT_DATASETS_DIR"] + "/objects/"
+        env["NIGHTSHIFT_SHARED_DIR"] + "/datasets/objects/"
     )
     static = site.split("location /static/ {", 1)[1]
     assert re.search(r"alias ([^;]+);", static).group(1) == (

@@ -18,6 +18,7 @@ from portal.env import (
     env_names,
     env_path,
     env_url,
+    env_url_prefix,
 )
 
 
@@ -113,6 +114,52 @@ def test_a_redis_url_must_be_a_redis_url(monkeypatch):
     monkeypatch.setenv("REDIS_URL_X", "http://127.0.0.1")
     with pytest.raises(ImproperlyConfigured, match="REDIS_URL_X must be a URL"):
         env_url("REDIS_URL_X", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss"))
+
+
+def test_an_internal_prefix_must_start_and_end_with_a_slash(monkeypatch):
+    monkeypatch.setenv("PREFIX_X", "_jobfiles")
+    with pytest.raises(ImproperlyConfigured, match="PREFIX_X must start and end with a slash"):
+        env_url_prefix("PREFIX_X", "/_jobfiles/")
+    monkeypatch.setenv("PREFIX_X", "/_jobfiles/")
+    assert env_url_prefix("PREFIX_X", "/_jobfiles/") == "/_jobfiles/"
+
+
+def settings_printed(names: str, **environment: str) -> list[str]:
+    """Settings as a fresh process reads them from this environment."""
+    kept = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("NIGHTSHIFT_JOBS_DIR", "NIGHTSHIFT_DATASETS_DIR", "NIGHTSHIFT_SHARED_DIR")
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from django.conf import settings; import django; django.setup(); "
+            f"print(*[getattr(settings, name) for name in {names.split()!r}])",
+        ],
+        env=kept | environment | {"DJANGO_SETTINGS_MODULE": "portal.settings"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+def test_one_shared_folder_holds_the_job_folders_and_the_datasets():
+    jobs, datasets = settings_printed(
+        "JOBS_DIR DATASETS_DIR", NIGHTSHIFT_SHARED_DIR="/srv/campus-share"
+    )
+    assert (jobs, datasets) == ("/srv/campus-share/jobs", "/srv/campus-share/datasets")
+    jobs, datasets = settings_printed(
+        "JOBS_DIR DATASETS_DIR",
+        NIGHTSHIFT_SHARED_DIR="/srv/campus-share",
+        NIGHTSHIFT_JOBS_DIR="/scratch/jobs",
+    )
+    assert (jobs, datasets) == ("/scratch/jobs", "/srv/campus-share/datasets")
+    [var, shared] = settings_printed("VAR_DIR SHARED_DIR", NIGHTSHIFT_VAR_DIR="/var/lib/x")
+    assert var == shared == "/var/lib/x"  # one host: everything in its var folder
 
 
 @pytest.mark.parametrize("mode, interval", [("shared", "3600"), ("spool", "600")])
