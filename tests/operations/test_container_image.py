@@ -43,8 +43,8 @@ def test_the_image_is_built_in_two_stages_and_runs_as_an_unprivileged_user():
 def test_compose_runs_web_workers_beat_and_migrations_from_that_image_with_its_services():
     compose = yaml.safe_load((CONTAINER / "compose.yaml").read_text())
     services = compose["services"]
-    assert set(services) == {"db", "redis", "migrate", "web", "worker", "beat"}
-    for name in ("migrate", "web", "worker", "beat"):
+    assert set(services) == {"db", "redis", "migrate", "web", "worker", "beat", "live"}
+    for name in ("migrate", "web", "worker", "beat", "live"):
         build = services[name]["build"]
         assert (CONTAINER / build["context"] / build["dockerfile"]).resolve() == DOCKERFILE
         assert services[name]["image"] == "nightshift:latest"
@@ -52,6 +52,11 @@ def test_compose_runs_web_workers_beat_and_migrations_from_that_image_with_its_s
     assert services["redis"]["image"].startswith("redis:")
     assert services["web"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     assert services["web"]["ports"] == ["127.0.0.1:8000:8000"]
+    kubernetes_live = yaml.safe_load(
+        (CONTAINER.parent / "kubernetes" / "live.yaml").read_text().split("\n---\n")[0]
+    )
+    [container] = kubernetes_live["spec"]["template"]["spec"]["containers"]
+    assert services["live"]["command"] == container["command"]
 
 
 @pytest.fixture(scope="module")

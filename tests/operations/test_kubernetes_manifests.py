@@ -82,6 +82,65 @@ def test_web_worker_and_beat_run_what_the_compose_file_runs():
     )
 
 
+def test_every_pod_shares_one_read_write_many_folder_where_the_settings_put_it():
+    """Datasets, uploads in progress and job folders live on one claim that every web, worker
+    and live pod mounts at NIGHTSHIFT_SHARED_DIR: nothing the portal keeps is per pod."""
+    settings = next(doc for doc in documents() if doc["kind"] == "ConfigMap")["data"]
+    [claim] = [doc for doc in documents() if doc["kind"] == "PersistentVolumeClaim"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert "NIGHTSHIFT_JOBS_DIR" not in settings and "NIGHTSHIFT_DATASETS_DIR" not in settings
+    for name in deployments():
+        pod = pod_of(name)
+        volumes = {volume["name"]: volume for volume in pod["volumes"]}
+        assert volumes["shared"]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+        for container in pod["containers"]:
+            mounted = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+            assert mounted["shared"] == settings["NIGHTSHIFT_SHARED_DIR"], name
+
+
+def test_web_and_live_run_twice_with_probes_requests_and_a_disruption_budget():
+    budgets = {
+        doc["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"]: doc["spec"]
+        for doc in documents()
+        if doc["kind"] == "PodDisruptionBudget"
+    }
+    for name in ("nightshift-web", "nightshift-live"):
+        assert deployments()[name]["spec"]["replicas"] >= 2
+        assert budgets[name] == {
+            "minAvailable": 1,
+            "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
+        }
+        [container] = pod_of(name)["containers"]
+        assert container["readinessProbe"] and container["livenessProbe"], name
+    for name in deployments():
+        for container in pod_of(name)["containers"]:
+            assert {"cpu", "memory"} <= set(container["resources"]["requests"]), name
+
+
+def test_the_live_proxy_runs_as_systemd_runs_it_and_reaches_jobs_with_condor_ssh_to_job():
+    unit = (ROOT / "deploy/production/systemd/nightshift-live.service").read_text()
+    exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+    [container] = pod_of("nightshift-live")["containers"]
+    assert container["command"][:2] == ["uvicorn", "portal.asgi_live:application"]
+    for option in ("--ws websockets-sansio", "--lifespan on", "--no-server-header"):
+        assert option in exec_start and option.replace(" ", "=") in container["command"]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    assert env["NIGHTSHIFT_LIVE_SSH_TO_JOB"].startswith("condor_ssh_to_job -name ")
+    dockerfile = (ROOT / "deploy/production/container/Dockerfile").read_text()
+    final = dockerfile.split("\nFROM ")[-1]
+    assert "condor openssh-client" in final  # condor_ssh_to_job, and the ssh it runs
+    ingress = next(
+        doc
+        for doc in documents()
+        if doc["kind"] == "Ingress" and doc["metadata"]["name"] == "nightshift-live"
+    )
+    [rule] = ingress["spec"]["rules"]
+    settings = next(doc for doc in documents() if doc["kind"] == "ConfigMap")["data"]
+    live_host = settings["NIGHTSHIFT_LIVE_URL"].removeprefix("https://").replace("{job}", "*")
+    assert rule["host"] == live_host
+    assert ingress["metadata"]["annotations"]["nginx.ingress.kubernetes.io/upstream-hash-by"]
+
+
 def test_only_one_beat_runs_even_while_it_is_replaced():
     beat = deployments()["nightshift-beat"]["spec"]
     assert beat["replicas"] == 1
