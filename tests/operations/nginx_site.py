@@ -63,12 +63,8 @@ class Nginx:
         return (self.run / "error.log").read_text(errors="replace")
 
 
-@contextmanager
-def nginx_site(
-    run: Path, upstreams: list[str], *, static_dir: Path, jobs_dir: Path, datasets_dir: Path
-) -> Iterator[Nginx]:
-    """The production site in nginx, its upstream `upstreams` ("127.0.0.1:PORT"), its files
-    from these folders."""
+def self_signed(run: Path) -> tuple[Path, Path]:
+    """A certificate and its key for the test's nginx, in `run`."""
     run.mkdir(parents=True, exist_ok=True)
     subprocess.run(
         [
@@ -91,28 +87,18 @@ def nginx_site(
         capture_output=True,
         timeout=60,
     )
-    https_port, http_port = free_port(), free_port()
-    servers = "\n    ".join(f"server {upstream};" for upstream in upstreams)
-    site = SITE.read_text()
-    for old, new in [
-        ("server 127.0.0.1:8000;", servers),
-        ("listen 80;", f"listen 127.0.0.1:{http_port};"),
-        ("listen [::]:80;", ""),
-        ("listen 443 ssl http2;", f"listen 127.0.0.1:{https_port} ssl http2;"),
-        ("listen [::]:443 ssl http2;", ""),
-        ("/etc/ssl/nightshift/fullchain.pem", str(run / "cert.pem")),
-        ("/etc/ssl/nightshift/privkey.pem", str(run / "key.pem")),
-        ("/var/lib/nightshift/staticfiles/", f"{static_dir}/"),
-        ("/srv/nightshift/jobs/", f"{jobs_dir.resolve()}/"),
-        ("/srv/nightshift/datasets/", f"{datasets_dir.resolve()}/"),
-    ]:
-        site = replace_once(site, old, new)
-    site = site.replace("/etc/nginx/snippets/nightshift-headers.conf", str(HEADERS))
-    (run / "site.conf").write_text(site)
+    return run / "cert.pem", run / "key.pem"
+
+
+@contextmanager
+def running_nginx(run: Path, site: str, port: int) -> Iterator[None]:
+    """nginx with `site` in its http block, its files in `run`, until it takes connections
+    on `port`; its access log names the upstream that answered each request."""
     temp_paths = "\n".join(
         f"{kind}_temp_path {run}/{kind};"
         for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
     )
+    (run / "site.conf").write_text(site)
     (run / "nginx.conf").write_text(f"""
 {"user root;" if os.geteuid() == 0 else ""}
 pid {run}/nginx.pid;
@@ -131,12 +117,40 @@ http {{
     assert checked.returncode == 0, checked.stderr
     process = subprocess.Popen([*command, "-g", "daemon off;"])
     try:
-        for _ in range(50):
+        for _ in range(100):
             with socket.socket() as probe:
-                if probe.connect_ex(("127.0.0.1", https_port)) == 0:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
                     break
             time.sleep(0.1)
-        yield Nginx(https_port, http_port, run)
+        yield
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@contextmanager
+def nginx_site(
+    run: Path, upstreams: list[str], *, static_dir: Path, jobs_dir: Path, datasets_dir: Path
+) -> Iterator[Nginx]:
+    """The production site in nginx, its upstream `upstreams` ("127.0.0.1:PORT"), its files
+    from these folders."""
+    certificate, key = self_signed(run)
+    https_port, http_port = free_port(), free_port()
+    servers = "\n    ".join(f"server {upstream};" for upstream in upstreams)
+    site = SITE.read_text()
+    for old, new in [
+        ("server 127.0.0.1:8000;", servers),
+        ("listen 80;", f"listen 127.0.0.1:{http_port};"),
+        ("listen [::]:80;", ""),
+        ("listen 443 ssl http2;", f"listen 127.0.0.1:{https_port} ssl http2;"),
+        ("listen [::]:443 ssl http2;", ""),
+        ("/etc/ssl/nightshift/fullchain.pem", str(certificate)),
+        ("/etc/ssl/nightshift/privkey.pem", str(key)),
+        ("/var/lib/nightshift/staticfiles/", f"{static_dir}/"),
+        ("/srv/nightshift/jobs/", f"{jobs_dir.resolve()}/"),
+        ("/srv/nightshift/datasets/", f"{datasets_dir.resolve()}/"),
+    ]:
+        site = replace_once(site, old, new)
+    site = site.replace("/etc/nginx/snippets/nightshift-headers.conf", str(HEADERS))
+    with running_nginx(run, site, https_port):
+        yield Nginx(https_port, http_port, run)

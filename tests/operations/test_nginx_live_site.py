@@ -2,10 +2,7 @@
 proxy (and a stand-in job): HTTP and a notebook's WebSocket go through, and nothing but
 /live/ is served."""
 
-import os
 import ssl
-import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +22,7 @@ from tests.live_sessions.harness import (
     run_async,
     seen,
 )
-from tests.operations.nginx_site import replace_once
+from tests.operations.nginx_site import replace_once, running_nginx, self_signed
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "deploy" / "production" / "nginx" / "nightshift-live.conf"
@@ -36,28 +33,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @contextmanager
 def live_site(run: Path, ports: list[int]) -> Iterator[str]:
     """nightshift-live.conf in a real nginx, its upstream these proxies' ports."""
-    run.mkdir()
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=live.test",
-            "-keyout",
-            run / "key.pem",
-            "-out",
-            run / "cert.pem",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    certificate, key = self_signed(run)
     port = free_port()
     site = SITE.read_text()
     servers = "\n    ".join(f"server 127.0.0.1:{upstream};" for upstream in ports)
@@ -65,40 +41,12 @@ def live_site(run: Path, ports: list[int]) -> Iterator[str]:
         ("server 127.0.0.1:8001;", servers),
         ("listen 443 ssl http2;", f"listen 127.0.0.1:{port} ssl http2;"),
         ("listen [::]:443 ssl http2;", ""),
-        ("/etc/ssl/nightshift/live-fullchain.pem", str(run / "cert.pem")),
-        ("/etc/ssl/nightshift/live-privkey.pem", str(run / "key.pem")),
+        ("/etc/ssl/nightshift/live-fullchain.pem", str(certificate)),
+        ("/etc/ssl/nightshift/live-privkey.pem", str(key)),
     ]:
         site = replace_once(site, old, new)
-    kinds = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    temp_paths = "\n".join(f"{kind}_temp_path {run}/{kind};" for kind in kinds)
-    (run / "nginx.conf").write_text(f"""
-{"user root;" if os.geteuid() == 0 else ""}
-pid {run}/nginx.pid;
-error_log {run}/error.log info;
-events {{ worker_connections 64; }}
-http {{
-    log_format upstream '$request_method $uri $status $upstream_addr';
-    access_log {run}/access.log upstream;
-    {temp_paths}
-    {site}
-}}
-""")
-    command = ["nginx", "-p", str(run), "-c", str(run / "nginx.conf")]
-    checked = subprocess.run([*command, "-t"], capture_output=True, text=True, timeout=30)
-    assert checked.returncode == 0, checked.stderr
-    process = subprocess.Popen([*command, "-g", "daemon off;"])
-    url = f"https://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                httpx.get(url, verify=False, timeout=1)
-                break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with running_nginx(run, site, port):
+        yield f"https://127.0.0.1:{port}"
 
 
 @pytest.fixture
