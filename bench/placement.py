@@ -497,7 +497,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workstations", type=int, default=50)
     parser.add_argument("--rate", type=float, default=6.0, help="jobs per hour, on average")
+    parser.add_argument(
+        "--quick", action="store_true", help="10 workstations, 1.5 jobs per hour (make test)"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.workstations, args.rate = 10, 1.5
     started = time.perf_counter()
     rng = np.random.default_rng(args.seed)
     owners = [make_owner(rng) for _ in range(args.workstations)]

@@ -11,6 +11,7 @@ The sync itself does none of this: sampling is its own beat task.
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -31,8 +32,10 @@ from jobs.models import Job, JobState  # noqa: E402
 from usage import services  # noqa: E402
 from usage.models import UsageSample  # noqa: E402
 
-JOBS = 10_000
-ENDED = 1_000
+# --quick: a few hundred jobs, for make test (tests/bench), which checks it still runs.
+QUICK = "--quick" in sys.argv[1:]
+JOBS = 300 if QUICK else 10_000
+ENDED = 50 if QUICK else 1_000
 T0 = datetime(2026, 12, 1, 20, 0, tzinfo=UTC)
 
 

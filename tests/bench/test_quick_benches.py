@@ -1,0 +1,62 @@
+"""Each benchmark that needs no pool, run in its quick mode (small sizes, seconds) as
+`make bench-*` runs it: it still starts from a clean checkout and prints its figures, so
+that the numbers in docs/benchmarks.md cannot rot unseen. (bench-checkpoints has its own
+test in tests/forecasts.) The benchmarks that need the personal pool are run by hand."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+
+# script, arguments, a line its output must hold (its headline figure)
+QUICK = [
+    (
+        "placement.py",
+        ["--quick"],
+        r"^interruptions vs default: [-+]\d+ %; start inside range: \d+ %$",
+    ),
+    (
+        "sync_apply.py",
+        ["--jobs", "300", "--repeat", "1"],
+        r"^apply 0k changes, 2 threads / 1 thread: \d+\.\d\d x$",
+    ),
+    (
+        "usage_sampling.py",
+        ["--quick"],
+        r"^\s+summarising 50 ended jobs \(batches of \d+\)\s+\d+\.\d\d s\s+\d+$",
+    ),
+    ("api_list.py", ["--quick"], r"^\| `nightshift list` end to end .* \| \d+\.\d \|$"),
+    ("job_list_scale.py", ["--quick"], r"^\| GET /api/v1/jobs/\?state=held \| [\d.]+ \| [\d.]+ \|"),
+]
+
+
+def bench_database_url() -> str:
+    """A database name of the bench's own: each bench makes and drops `test_<name>`, which
+    must not be the test run's own test database."""
+    db = settings.DATABASES["default"]
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    host, port = db.get("HOST") or "127.0.0.1", db.get("PORT") or 5432
+    return f"postgres://{db.get('USER') or 'postgres'}{password}@{host}:{port}/bench{os.getpid()}"
+
+
+@pytest.mark.parametrize("script, arguments, headline", QUICK, ids=[q[0] for q in QUICK])
+def test_the_quick_bench_runs_and_prints_its_figures(script, arguments, headline):
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=os.environ
+        | {"DATABASE_URL": bench_database_url(), "REDIS_URL": "redis://127.0.0.1:6379/14"},
+        cwd=BENCH.parent,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(headline, done.stdout, re.MULTILINE), done.stdout[-3000:]
