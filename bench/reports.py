@@ -22,6 +22,7 @@ import io
 import json
 import os
 import random
+import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -41,14 +42,16 @@ from accounting.selectors import gpu_hours_used  # noqa: E402
 from jobs.models import Job  # noqa: E402
 from labs.models import Lab  # noqa: E402
 
-RECORDS = 1_000_000
-JOBS = 400_000
-USERS = 600
-LABS = 20
-WORKSTATIONS = 60
+# --quick: a few thousand rows, for make test (tests/bench), which checks it still runs.
+QUICK = "--quick" in sys.argv[1:]
+RECORDS = 5_000 if QUICK else 1_000_000
+JOBS = 2_000 if QUICK else 400_000
+USERS = 60 if QUICK else 600
+LABS = 5 if QUICK else 20
+WORKSTATIONS = 10 if QUICK else 60
 SAMPLE_DAYS = 45
-SAMPLE_S = 300
-REPEATS = 5
+SAMPLE_S = 3600 if QUICK else 300
+REPEATS = 1 if QUICK else 5
 MODELS = [
     "Tesla V100-PCIE-16GB",
     "A100-SXM4-40GB",
@@ -75,8 +78,13 @@ def _text(value) -> str:
 
 
 def copy_rows(model: type[models.Model], rows, batch: int = 100_000) -> None:
-    """COPY rows (dicts of field attnames) into the model's table; defaults for the rest."""
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    """COPY rows (dicts of field attnames) into the model's table; defaults for the rest
+    (a column with a database default is left to the database)."""
+    fields = [
+        f
+        for f in model._meta.concrete_fields
+        if not f.primary_key and f.db_default is models.NOT_PROVIDED
+    ]
     columns = ", ".join(f'"{f.column}"' for f in fields)
     defaults = {f.attname: f.get_default() for f in fields}
     for name in ("created_at", "recorded_at"):

@@ -29,6 +29,7 @@ import os
 import random
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from contextlib import closing
@@ -49,15 +50,18 @@ from django.test.utils import setup_test_environment  # noqa: E402
 
 from jobs.models import Job, JobEvent, JobState  # noqa: E402
 
-STUDENTS = 1000
+# --quick: a small class for a few seconds, for make test (tests/bench), which checks it
+# still runs.
+QUICK = "--quick" in sys.argv[1:]
+STUDENTS = 40 if QUICK else 1000
 PORT = 8767
 POLL_INTERVAL_S = 2.0
 MAX_POLL_INTERVAL_S = 10.0
 # A class arrives: each student opens their page at a moment of the first OPEN_SECONDS (a
 # page's first poll is the whole document), and every page stays open until WATCH_SECONDS.
-OPEN_SECONDS = 20
-WATCH_SECONDS = 80
-CPU_POLLS = 2000
+OPEN_SECONDS = 2 if QUICK else 20
+WATCH_SECONDS = 6 if QUICK else 80
+CPU_POLLS = 100 if QUICK else 2000
 LOG_LINE = "epoch 3 step 1200 loss 0.4182 lr 0.00030 throughput 412.5 samples/s\n"
 REQUEST = {
     "script_name": "train.py",

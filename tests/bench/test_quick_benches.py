@@ -16,7 +16,7 @@ from django.conf import settings
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 
-# script, arguments, a line its output must hold (its headline figure)
+# script, arguments (and settings), a line its output must hold (its headline figure)
 QUICK = [
     (
         "placement.py",
@@ -35,6 +35,17 @@ QUICK = [
     ),
     ("api_list.py", ["--quick"], r"^\| `nightshift list` end to end .* \| \d+\.\d \|$"),
     ("job_list_scale.py", ["--quick"], r"^\| GET /api/v1/jobs/\?state=held \| [\d.]+ \| [\d.]+ \|"),
+    ("reports.py", ["--quick"], r"^quota check: one heavy user's 7-day GPU-hours\s+\d+\.\d ms$"),
+    (
+        "status_polls.py",
+        ["--quick"],
+        r"^poll unchanged: [\d.]+ ms CPU .*; p95 with 40 students watching: \d+ ms$",
+    ),
+    (
+        "datasets.py",
+        ["NIGHTSHIFT_BENCH_DATASET_GB=0.01", "NIGHTSHIFT_BENCH_DATASET_JOBS=4"],
+        r"^warm start overhead: -?\d+\.\d\d s; bytes moved for 4 jobs: \d+$",
+    ),
 ]
 
 
@@ -49,13 +60,15 @@ def bench_database_url() -> str:
 
 @pytest.mark.parametrize("script, arguments, headline", QUICK, ids=[q[0] for q in QUICK])
 def test_the_quick_bench_runs_and_prints_its_figures(script, arguments, headline):
+    given = dict(argument.split("=", 1) for argument in arguments if "=" in argument)
     done = subprocess.run(
-        [sys.executable, str(BENCH / script), *arguments],
+        [sys.executable, str(BENCH / script), *(a for a in arguments if "=" not in a)],
         capture_output=True,
         text=True,
         timeout=600,
         env=os.environ
-        | {"DATABASE_URL": bench_database_url(), "REDIS_URL": "redis://127.0.0.1:6379/14"},
+        | {"DATABASE_URL": bench_database_url(), "REDIS_URL": "redis://127.0.0.1:6379/14"}
+        | given,
         cwd=BENCH.parent,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
