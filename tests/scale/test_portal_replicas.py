@@ -7,7 +7,9 @@ only if it is in the shared folder.
 A resumable upload's PATCHes alternate between the two web processes; one of them is
 killed with a chunk half received, and the upload resumes through the other; the file is imported by
 whichever worker takes it, and a job fetches the dataset from the web process that had
-no part in the import, and later from the one started again with an empty folder."""
+no part in the import, and later from the one started again with an empty folder. A worker
+killed while it packs an import leaves no archive a reader could take, and the other
+worker finishes the import once beat's recovery finds it stalled."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
@@ -205,11 +208,16 @@ def front(campus, tmp_path):
         yield nginx
 
 
-def uploader(front, token: str, source: Path, **options) -> tus.Uploader:
+def uploader(front, token: str, source: Path, chunk: int = CHUNK, **options) -> tus.Uploader:
     client = tus.TusClient(
         f"{front.https}/api/v1/dataset-uploads/", headers={"Authorization": f"Bearer {token}"}
     )
-    return client.uploader(str(source), chunk_size=CHUNK, verify_tls_cert=False, **options)
+    return client.uploader(str(source), chunk_size=chunk, verify_tls_cert=False, **options)
+
+
+def archives(folder: Path) -> list[Path]:
+    """The archives a reader may take: a partial one (.partial-*) is no archive."""
+    return [path for path in folder.glob("*.tar") if not path.name.startswith(".")]
 
 
 def test_an_upload_survives_losing_a_web_process_and_any_process_serves_what_another_made(
@@ -299,3 +307,57 @@ def test_an_upload_survives_losing_a_web_process_and_any_process_serves_what_ano
     assert ran.returncode == 0, ran.stdout + ran.stderr + campus.logs()
     [record] = delivered(job)
     assert (record["how"], record["reference"]) == ("fetched", "frames@1")
+
+
+def test_a_worker_killed_mid_import_leaves_nothing_half_made_and_the_other_finishes_it(
+    campus, front, student, tmp_path
+):
+    token = account_services.token_create(user=student, name="replicas").secret
+    source = tmp_path / "scans.bin"
+    with open(source, "wb") as out:  # large enough that packing it takes a while
+        for block in range(64):
+            out.write(hashlib.sha256(str(block).encode()).digest() * (4 * 2**20 // 32))
+    metadata = {"name": "scans", "filename": "scans.bin"}
+    uploader(front, token, source, chunk=32 * 2**20, metadata=metadata).upload()
+
+    objects = campus.shared / "datasets" / "objects"
+
+    def packing() -> bool:  # a worker has begun writing the archive
+        return bool(list(objects.glob(".partial-*.tar")))
+
+    wait_for(packing, timeout=120, interval=0.02, what="a worker to start packing the import")
+    [worker] = [
+        each
+        for each in campus.workers.values()
+        if re.search(r"import_dataset\[[^]]+\] received", each.log())
+    ]
+    worker.kill()
+    imported = DatasetImport.objects.get()
+    assert imported.state == DatasetImport.State.RUNNING  # killed mid-way, not after
+    assert not archives(objects), "a half-made archive is visible"
+
+    # Beat's recovery, half an hour on: the import's heartbeat has stopped, so it starts
+    # again, on the worker that is left.
+    DatasetImport.objects.update(heartbeat_at=imported.heartbeat_at - timedelta(minutes=31))
+    subprocess.run(
+        [str(Path(sys.executable).with_name("celery")), "-A", "portal", "call"]
+        + ["datasets.tasks.recover_imports"],
+        env=campus.env | {"NIGHTSHIFT_VAR_DIR": str(tmp_path / "beat-var")},
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+    def done() -> bool:
+        return DatasetImport.objects.filter(state=DatasetImport.State.DONE).exists()
+
+    wait_for(done, timeout=240, what="the import, finished by the other worker")
+    imported.refresh_from_db()
+    assert imported.attempts == 2
+    [archive] = archives(objects)
+    assert hashlib.sha256(archive.read_bytes()).hexdigest() == archive.stem
+    with tarfile.open(archive) as tar:
+        [member] = [m for m in tar.getmembers() if m.isfile()]
+        packed = hashlib.sha256(tar.extractfile(member).read()).hexdigest()
+    assert packed == hashlib.sha256(source.read_bytes()).hexdigest()
