@@ -5,11 +5,11 @@ if it ran on its own host, so that whatever the portal keeps outside PostgreSQL 
 only if it is in the shared folder.
 
 A resumable upload's PATCHes alternate between the two web processes; one of them is
-killed with a chunk half received, and the upload resumes through the other; the file is imported by
-whichever worker takes it, and a job fetches the dataset from the web process that had
-no part in the import, and later from the one started again with an empty folder. A worker
-killed while it packs an import leaves no archive a reader could take, and the other
-worker finishes the import once beat's recovery finds it stalled."""
+killed with a chunk half received, and the upload resumes through the other; the file is
+imported by whichever worker takes it, and a job fetches the dataset from the web process
+started again with an empty folder, which had no part in the import. A worker killed while
+it packs an import leaves no archive a reader could take, and the other worker finishes the
+import once beat's recovery finds it stalled."""
 
 from __future__ import annotations
 
