@@ -10,7 +10,13 @@ from rest_framework.test import APIClient
 from accounts import services as account_services
 from portal.celery import app
 from tests.factories import UserFactory
-from tests.helpers import pool_command, pool_restarts_cleanly, schedd_answers, wait_for
+from tests.helpers import (
+    POOL_ROOT,
+    pool_command,
+    pool_restarts_cleanly,
+    schedd_answers,
+    wait_for,
+)
 
 # Real Celery worker and beat processes for the integration and browser tests.
 pytest_plugins = ["tests.pipeline", "tests.campus", "tests.notifications.receivers"]
@@ -148,6 +154,17 @@ def admin_client(client, django_user_model):
     return client
 
 
+def forget_stale_submitters() -> None:
+    """The stopped schedd's submitter ads (an earlier test's user, say) stay in the collector
+    until they expire, 15 minutes on. The new schedd process aborts any negotiation for a
+    submitter it never advertised, and HTCondor 23.9's negotiator then drops this schedd's
+    real submitters too, every cycle (seen in CI: 50 jobs idle for 7 minutes). So they are
+    invalidated; the schedd advertises its own again within SCHEDD_INTERVAL (30 s here)."""
+    ad = POOL_ROOT / "tmp" / "nightshift-invalidate-submitters.ad"
+    ad.write_text('MyType = "Query"\nTargetType = "Submitter"\nRequirements = true\n')
+    pool_command("condor_advertise", "INVALIDATE_SUBMITTOR_ADS", f"/tmp/{ad.name}")
+
+
 @pytest.fixture
 def schedd_stopped():
     """Stops the pool's schedd (condor_off), and makes sure it is back afterwards."""
@@ -159,6 +176,7 @@ def schedd_stopped():
     def start() -> None:
         pool_command("condor_on", "-daemon", "schedd")
         wait_for(schedd_answers, timeout=120, what="the schedd to answer again")
+        forget_stale_submitters()
 
     yield stop, start
     if not schedd_answers():
