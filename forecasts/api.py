@@ -18,7 +18,7 @@ from plumbing.api import ApiError, ErrorSerializer
 from plumbing.quiet import expect_answer
 
 from . import reservations, selectors
-from .authentication import KitEndpoint, check_kit_request
+from .authentication import KitEndpoint, check_kit_request, kit_refusals
 from .models import Reservation
 
 
@@ -56,9 +56,7 @@ class PlacementFiguresView(KitEndpoint):
         "kit_token for the workstations it names) or an admin's token.",
         responses={
             200: PlacementFiguresSerializer,
-            400: OpenApiResponse(ErrorSerializer, description="Not a workstation's name."),
-            401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
-            403: OpenApiResponse(ErrorSerializer, description="Not allowed to read forecasts."),
+            **kit_refusals("Not allowed to read forecasts."),
             404: OpenApiResponse(ErrorSerializer, description="No forecast for it yet."),
         },
     )
@@ -149,9 +147,7 @@ class KitReservationsView(KitEndpoint):
         "has reserved gets an empty list.",
         responses={
             200: KitReservationsSerializer,
-            400: OpenApiResponse(ErrorSerializer, description="Not a workstation's name."),
-            401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
-            403: OpenApiResponse(ErrorSerializer, description="Not allowed to read forecasts."),
+            **kit_refusals("Not allowed to read forecasts."),
         },
     )
     def get(self, request: Request, workstation: str) -> Response:

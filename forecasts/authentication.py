@@ -10,12 +10,13 @@ from dataclasses import dataclass
 from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_variables
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from drf_spectacular.utils import OpenApiResponse
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
-from plumbing.api import ApiError
+from plumbing.api import ApiError, ErrorSerializer
 
 from .kit import kit_credential_authenticate
 from .models import KitCredential
@@ -100,6 +101,16 @@ def check_kit_request(request: Request, workstation: str, *, what: str) -> None:
         )
     if not WORKSTATION_NAME.fullmatch(workstation):
         raise ApiError("That is not a workstation name.", code="invalid", status_code=400)
+
+
+def kit_refusals(forbidden: str) -> dict[int, OpenApiResponse]:
+    """What a kit endpoint answers besides its success, for its OpenAPI schema; `forbidden`
+    says why a token that is not this workstation's gets 403."""
+    return {
+        400: OpenApiResponse(ErrorSerializer, description="Not a workstation's name."),
+        401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
+        403: OpenApiResponse(ErrorSerializer, description=forbidden),
+    }
 
 
 class KitEndpoint(APIView):

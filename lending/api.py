@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from forecasts.authentication import KitEndpoint, check_kit_request
+from forecasts.authentication import KitEndpoint, check_kit_request, kit_refusals
 from labs.models import Lab
 from plumbing.api import ApiError, ErrorSerializer
 
@@ -53,9 +53,7 @@ class KitTermsView(KitEndpoint):
         "ad, where START and PREEMPT honour it.",
         responses={
             200: KitLendingSerializer,
-            400: OpenApiResponse(ErrorSerializer, description="Not a workstation's name."),
-            401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
-            403: OpenApiResponse(ErrorSerializer, description="Not this workstation's kit."),
+            **kit_refusals("Not this workstation's kit."),
         },
     )
     def get(self, request: Request, workstation: str) -> Response:
@@ -85,9 +83,7 @@ class KitClaimCodeView(KitEndpoint):
         request=None,
         responses={
             201: KitClaimCodeSerializer,
-            400: OpenApiResponse(ErrorSerializer, description="Not a workstation's name."),
-            401: OpenApiResponse(ErrorSerializer, description="No valid token or session."),
-            403: OpenApiResponse(ErrorSerializer, description="Not this workstation's kit."),
+            **kit_refusals("Not this workstation's kit."),
         },
     )
     def post(self, request: Request, workstation: str) -> Response:
