@@ -23,13 +23,15 @@ REPO = Path(__file__).resolve().parents[2]
 CELERY = str(Path(sys.executable).with_name("celery"))
 
 
-def database_url() -> str:
+def database_url(name: str | None = None) -> str:
+    """The test database's URL, for processes the test starts; or, with `name`, the URL of
+    that database on the same server."""
     db = settings.DATABASES["default"]
     assert "postgresql" in db["ENGINE"], "integration tests run against PostgreSQL"
     user = db.get("USER") or "postgres"
     password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
     host, port = db.get("HOST") or "127.0.0.1", db.get("PORT") or 5432
-    return f"postgres://{user}{password}@{host}:{port}/{db['NAME']}"
+    return f"postgres://{user}{password}@{host}:{port}/{name or db['NAME']}"
 
 
 class CeleryProcesses:

@@ -12,9 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from django.conf import settings
+
+from tests.pipeline import database_url
 
 BENCH = Path(__file__).resolve().parents[2] / "bench"
+REDIS_URL = "redis://127.0.0.1:6379/14"  # the benchmarks' own, as make bench-* gives them
 
 # script, arguments (and settings), a line its output must hold (its headline figure)
 QUICK = [
@@ -49,15 +51,6 @@ QUICK = [
 ]
 
 
-def bench_database_url() -> str:
-    """A database name of the bench's own: each bench makes and drops `test_<name>`, which
-    must not be the test run's own test database."""
-    db = settings.DATABASES["default"]
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    host, port = db.get("HOST") or "127.0.0.1", db.get("PORT") or 5432
-    return f"postgres://{db.get('USER') or 'postgres'}{password}@{host}:{port}/bench{os.getpid()}"
-
-
 @pytest.mark.parametrize("script, arguments, headline", QUICK, ids=[q[0] for q in QUICK])
 def test_the_quick_bench_runs_and_prints_its_figures(script, arguments, headline):
     given = dict(argument.split("=", 1) for argument in arguments if "=" in argument)
@@ -67,7 +60,9 @@ def test_the_quick_bench_runs_and_prints_its_figures(script, arguments, headline
         text=True,
         timeout=600,
         env=os.environ
-        | {"DATABASE_URL": bench_database_url(), "REDIS_URL": "redis://127.0.0.1:6379/14"}
+        # A database name of the bench's own: each bench makes and drops `test_<name>`,
+        # which must not be the test run's own test database.
+        | {"DATABASE_URL": database_url(f"bench{os.getpid()}"), "REDIS_URL": REDIS_URL}
         | given,
         cwd=BENCH.parent,
     )
