@@ -144,3 +144,28 @@ class MonthlyReport(models.Model):
 
     def __str__(self) -> str:
         return f"{self.lab} {self.month:%Y-%m}"
+
+
+class QuotaHold(models.Model):
+    """Runs accepted but not yet written as jobs: a large sweep that the worker is still
+    preparing. Until its runs' rows exist, the quota counts them from here as waiting jobs,
+    so that a submission racing the worker cannot take what the sweep was granted."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="quota_holds"
+    )
+    lab = models.ForeignKey(
+        "labs.Lab", null=True, blank=True, on_delete=models.CASCADE, related_name="quota_holds"
+    )
+    gpus = models.PositiveSmallIntegerField(default=0, help_text="GPUs each run asks for.")
+    runtime_s = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Each run's runtime limit, if it has one."
+    )
+    runs = models.PositiveIntegerField(help_text="Runs accepted whose rows are not written yet.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.runs} runs held for {self.owner}"

@@ -22,7 +22,7 @@ from jobs.admission import QuotaExceeded
 from jobs.models import FINAL_STATES, Job, JobState
 from labs.models import Lab, Membership, QuotaLimits
 
-from .models import UsageRecord
+from .models import QuotaHold, UsageRecord
 from .selectors import GpuHours, gpu_hours_used
 
 WAITING_STATES = (JobState.QUEUED, JobState.IDLE, JobState.HELD, JobState.SUSPENDED)
@@ -81,6 +81,28 @@ def _counted(user, limits: Limits, name: str, *, owner: str) -> dict:
 def counted_jobs(user, limits: Limits, name: str) -> QuerySet[Job]:
     """The jobs whose usage a limit counts: the lab's, or the user's own (in that lab)."""
     return Job.objects.filter(**_counted(user, limits, name, owner="owner"))
+
+
+def counted_holds(user, limits: Limits, name: str) -> QuerySet[QuotaHold]:
+    """Runs accepted but not yet written (QuotaHold), chosen exactly as counted_jobs chooses."""
+    return QuotaHold.objects.filter(**_counted(user, limits, name, owner="owner"))
+
+
+def held_runs(holds: QuerySet[QuotaHold]) -> int:
+    return holds.aggregate(total=Sum("runs"))["total"] or 0
+
+
+def held_gpus(holds: QuerySet[QuotaHold]) -> int:
+    return sum(gpus * runs for gpus, runs in holds.values_list("gpus", "runs"))
+
+
+def held_hours(holds: QuerySet[QuotaHold]) -> float:
+    return sum(
+        reservation_hours(gpus, runtime_s) * runs
+        for gpus, runtime_s, runs in holds.filter(gpus__gt=0).values_list(
+            "gpus", "runtime_s", "runs"
+        )
+    )
 
 
 def counted_usage(user, limits: Limits, name: str) -> QuerySet[UsageRecord]:
@@ -158,7 +180,7 @@ def quota_check(
         )
     if limits.max_queued_jobs is not None:
         waiting = counted_jobs(user, limits, "max_queued_jobs").filter(state__in=WAITING_STATES)
-        count = waiting.count()
+        count = waiting.count() + held_runs(counted_holds(user, limits, "max_queued_jobs"))
         if count + runs > limits.max_queued_jobs:
             if runs == 1:
                 text = (
@@ -176,6 +198,7 @@ def quota_check(
     if gpus and limits.max_concurrent_gpus is not None:
         active = counted_jobs(user, limits, "max_concurrent_gpus").exclude(state__in=FINAL_STATES)
         in_use = active.aggregate(total=Sum("gpus"))["total"] or 0
+        in_use += held_gpus(counted_holds(user, limits, "max_concurrent_gpus"))
         if in_use + gpus * runs > limits.max_concurrent_gpus:
             raise QuotaExceeded(
                 "gpus",
@@ -200,7 +223,7 @@ def _check_gpu_hours(
     jobs = counted_jobs(user, limits, "gpu_hours")
     since = now - timedelta(days=limits.period_days)
     used = gpu_hours_used(counted_usage(user, limits, "gpu_hours"), since=since, until=now)
-    reserved = reserved_hours(jobs)
+    reserved = reserved_hours(jobs) + held_hours(counted_holds(user, limits, "gpu_hours"))
     needed = reservation_hours(gpus, runtime_s) * runs
     # To the GPU-second: what a running job adds while the check runs does not decide it.
     if round(used.total + reserved + needed, 3) <= limits.gpu_hours:
@@ -247,6 +270,7 @@ def quota_standings(user, now: datetime | None = None) -> list[QuotaStanding]:
         limits = limits_for(user, lab)
         since = now - timedelta(days=limits.period_days)
         hours_jobs = counted_jobs(user, limits, "gpu_hours")
+        hours_held = held_hours(counted_holds(user, limits, "gpu_hours"))
         standings.append(
             QuotaStanding(
                 lab=lab,
@@ -254,14 +278,18 @@ def quota_standings(user, now: datetime | None = None) -> list[QuotaStanding]:
                 gpu_hours_used=gpu_hours_used(
                     counted_usage(user, limits, "gpu_hours"), since=since, until=now
                 ).total,
-                gpu_hours_reserved=reserved_hours(hours_jobs),
-                gpus_in_use=counted_jobs(user, limits, "max_concurrent_gpus")
-                .exclude(state__in=FINAL_STATES)
-                .aggregate(total=Sum("gpus"))["total"]
-                or 0,
+                gpu_hours_reserved=reserved_hours(hours_jobs) + hours_held,
+                gpus_in_use=(
+                    counted_jobs(user, limits, "max_concurrent_gpus")
+                    .exclude(state__in=FINAL_STATES)
+                    .aggregate(total=Sum("gpus"))["total"]
+                    or 0
+                )
+                + held_gpus(counted_holds(user, limits, "max_concurrent_gpus")),
                 jobs_waiting=counted_jobs(user, limits, "max_queued_jobs")
                 .filter(state__in=WAITING_STATES)
-                .count(),
+                .count()
+                + held_runs(counted_holds(user, limits, "max_queued_jobs")),
             )
         )
     return standings
@@ -273,3 +301,24 @@ def lock_quota(user, lab: Lab | None) -> None:
         Lab.objects.select_for_update().filter(pk=lab.pk).first()
     else:
         get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+
+
+def quota_hold(*, user, lab: Lab | None, gpus: int, runtime_s: int | None, runs: int) -> QuotaHold:
+    """Hold the quota for `runs` runs accepted now and written later (call it in the
+    transaction that checked the quota with it locked)."""
+    return QuotaHold.objects.create(owner=user, lab=lab, gpus=gpus, runtime_s=runtime_s, runs=runs)
+
+
+def quota_hold_release(hold_pk: int | None, runs: int) -> None:
+    """`runs` of a hold's runs are written as jobs now (or will never be): the quota counts
+    them as jobs from now on, or not at all. Call it in the transaction that writes them."""
+    if hold_pk is None:
+        return
+    hold = QuotaHold.objects.select_for_update().filter(pk=hold_pk).first()
+    if hold is None:
+        return
+    if hold.runs <= runs:
+        hold.delete()
+    else:
+        hold.runs -= runs
+        hold.save(update_fields=["runs"])

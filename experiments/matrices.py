@@ -32,7 +32,8 @@ from jobs.submission import check_may_submit, job_validate_request
 from .models import Sweep
 from .plans import check_placeholders, run_spec
 from .run_folders import copy_inputs, staged_tree
-from .sweeps import check_runs, fill_run, new_folder, record_sweep
+from .runs import check_runs, fill_run, new_folder
+from .sweeps import record_sweep
 
 DATASET_FOLDER = "dataset"
 

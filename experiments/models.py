@@ -34,6 +34,15 @@ class Sweep(models.Model):
     submit_attempts = models.PositiveIntegerField(default=0)
     submit_requested_at = models.DateTimeField(null=True, blank=True)
     last_error = models.TextField(blank=True)
+    # A large sweep is accepted at once and its runs written by the worker, in chunks
+    # (experiments.preparation): how many it will have, how many are written, what the worker
+    # makes them from, and the quota held for those not written yet.
+    planned_runs = models.PositiveIntegerField(default=0)
+    prepared_runs = models.PositiveIntegerField(default=0)
+    preparation = models.JSONField(default=dict, blank=True)
+    quota_hold = models.ForeignKey(
+        "accounting.QuotaHold", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     # A study: when it stopped asking for trials and why (trials, budget, deadline, cancel).
     finished_at = models.DateTimeField(null=True, blank=True)
     stop_reason = models.CharField(max_length=200, blank=True)
@@ -53,3 +62,12 @@ class Sweep(models.Model):
     @property
     def is_submitted(self) -> bool:
         return self.cluster_id is not None
+
+    @property
+    def is_preparing(self) -> bool:
+        """Accepted, with runs the worker has not written yet."""
+        return self.prepared_runs < self.planned_runs
+
+    @property
+    def prepared_percent(self) -> int:
+        return self.prepared_runs * 100 // self.planned_runs if self.planned_runs else 100

@@ -9,7 +9,7 @@ from django.db.models import Count, F, QuerySet, Sum
 
 from accounting.models import UsageRecord
 from condor_bridge.submit import METRICS_FILE
-from jobs.models import Job
+from jobs.models import FINAL_STATES, Job
 from jobs.selectors import job_metrics, visible_to
 
 from .models import Sweep
@@ -23,6 +23,18 @@ def sweep_list_visible_to(user) -> QuerySet[Sweep]:
 def sweep_get_visible(user, public_id) -> Sweep:
     """A sweep the user may read; Sweep.DoesNotExist for any other."""
     return sweep_list_visible_to(user).get(public_id=public_id)
+
+
+def sweep_stage(sweep: Sweep) -> str:
+    """Where a sweep is on its way to HTCondor: "writing" its runs, "submitting" them (or
+    "retrying" after an error), "submitted", or "stopped" short of it (cancelled or failed)."""
+    if sweep.is_submitted:
+        return "submitted"
+    if sweep.is_preparing:
+        return "writing"
+    if not sweep.runs.exclude(state__in=FINAL_STATES).exists():
+        return "stopped"
+    return "retrying" if sweep.last_error else "submitting"
 
 
 def sweep_runs(sweep: Sweep) -> QuerySet[Job]:

@@ -49,7 +49,7 @@ from .models import Sweep
 from .parameters import NAME, Distribution, ParameterError
 from .plans import check_placeholders
 from .run_folders import copy_inputs, staged_tree
-from .sweeps import check_runs, fill_run
+from .runs import check_runs, fill_run
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

@@ -8,38 +8,28 @@ differs: one HTCondor cluster with itemdata, exactly once, instead of one per jo
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
 import shutil
-from collections import Counter
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
+from accounting.quotas import quota_hold, quota_hold_release
 from audit.services import audit_record
 from condor_bridge import BridgeError, InvalidJobRequest
 from condor_bridge.submit import description_text
-from jobs.admission import QuotaExceeded, quota_check, quota_lock
+from jobs.admission import quota_lock
 from jobs.bridge import get_bridge
 from jobs.models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState
 from jobs.schedulers import schedd_choose
 from jobs.specs import (
-    PARAMETERS_VARIABLE,
     JobActionError,
     JobSpec,
-    JobSubmissionError,
-    QuotaRefusal,
     job_request_of,
-    new_seed,
-    parse_entry_command,
-    request_fields,
 )
 from jobs.staging import (
     content_hashes,
@@ -50,9 +40,6 @@ from jobs.submission import (
     BatchSubmitter,
     check_may_submit,
     job_validate_request,
-    job_validate_runs,
-    lab_for_submission,
-    request_match_summary,
 )
 from plumbing import metrics
 from plumbing.collector import collector_paused
@@ -61,39 +48,16 @@ from plumbing.db import (
     copy_insert,
     copy_update,
     instances_of,
-    new_instances,
 )
 from plumbing.tasks import enqueue
 
 from .models import Sweep
 from .plans import SweepPlan, check_placeholders, run_spec
-from .run_folders import FOLDER_CHUNK, FOLDER_THREADS, copy_run_folders, staged_tree
+from .preparation import Preparation, run_folder, sweep_prepare
+from .run_folders import staged_tree
+from .runs import check_runs, check_sweep_quota, log_sweep_events, run_entry_arguments
 
 event_log = logging.getLogger("nightshift.jobs")
-
-
-def log_sweep_events(sweep: Sweep, events: Iterable[JobEvent]) -> None:
-    """The same events for a sweep's runs, one line per kind with the sweep's id: a
-    thousand runs make one line, not a thousand; each run's timeline has them all."""
-    kinds = Counter(event.kind for event in events)
-    for kind, count in kinds.items():
-        event_log.info(
-            "%s: %s run%s of sweep %s",
-            kind,
-            count,
-            "s" if count != 1 else "",
-            sweep.public_id,
-            extra={"sweep_id": str(sweep.public_id)},
-        )
-
-
-def check_sweep_quota(user, lab, spec: JobSpec, runs: int) -> int | None:
-    try:
-        return quota_check(
-            user=user, lab=lab, gpus=spec.gpus, max_runtime_s=spec.max_runtime_s, runs=runs
-        )
-    except QuotaExceeded as exc:
-        raise QuotaRefusal(exc.field or "quota", exc.message) from None
 
 
 @collector_paused()
@@ -107,8 +71,10 @@ def sweep_submit(
     requirements=None,
     check_pool: bool = True,
 ) -> Sweep:
-    """Accept a sweep: check every run and the quota for all of them, store the runs' files,
-    record them, and queue the sweep's submission to HTCondor as one cluster."""
+    """Accept a sweep: check every run and the quota for all of them, stage the shared files
+    once, record the sweep with the quota held for its runs, and have its runs written
+    (experiments.preparation): here for a small sweep, by the worker for a large one, which
+    then submits it to HTCondor as one cluster."""
     check_may_submit(user, script=script, copy_from=copy_from)
     job_validate_request(user=user, spec=spec)
     runs = plan.runs(limit=settings.MAX_SWEEP_RUNS)
@@ -116,24 +82,16 @@ def sweep_submit(
     run_specs = [run_spec(spec, index, values) for index, values in enumerate(runs)]
     lab, remove_after_s = check_runs(user, spec, run_specs, check_pool=check_pool)
     sweep = Sweep(
-        owner=user, lab=lab, name=spec.name.strip(), kind=plan.kind, definition=plan.definition
-    )
-    # One cluster, so one schedd for every run.
-    schedd = schedd_choose(lab=lab)
-    jobs = new_instances(
-        Job,
-        (
-            {"name": run.name.strip(), "sweep_index": index, "parameters": runs[index]}
-            for index, run in enumerate(run_specs)
-        ),
         owner=user,
         lab=lab,
-        gpus=spec.gpus,
-        schedd=schedd,
+        name=spec.name.strip(),
+        kind=plan.kind,
+        definition=plan.definition,
+        planned_runs=len(runs),
     )
-    made: list[Path] = []
+    first = run_folder(sweep.public_id, 0)
+    first.mkdir(parents=True)
     try:
-        first = new_folder(jobs[0], made)
         staged = stage_files(
             first,
             spec=run_specs[0],
@@ -142,112 +100,49 @@ def sweep_submit(
             requirements=requirements,
             user=user,
         )
+        for run in run_specs:
+            run_entry_arguments(run, staged)
         tree, hashes = staged_tree(first), content_hashes(first, staged)
         install_helper(first, software=staged.software, datasets=staged.datasets)
-        others = [new_folder(job, made, create=False) for job in jobs[1:]]
-        # The other runs' folders are copies of the first, made by threads while the runs
-        # are filled in and their rows written (file system calls let them run beside that
-        # work and the database's), and finished before those rows commit.
-        with ThreadPoolExecutor(max_workers=FOLDER_THREADS) as folders:
-            copies = [
-                folders.submit(copy_run_folders, first, others[n : n + FOLDER_CHUNK], tree)
-                for n in range(0, len(others), FOLDER_CHUNK)
-            ]
-            try:
-                for job, run in zip(jobs, run_specs, strict=True):
-                    fill_run(
-                        job, run, staged, hashes, user=user, lab=lab, remove_after_s=remove_after_s
-                    )
-                record_sweep(
-                    user,
-                    lab,
-                    spec,
-                    sweep,
-                    jobs,
-                    origin=staged.origin,
-                    before_commit=lambda: [copy.result() for copy in copies],
-                )
-            except BaseException:
-                folders.shutdown(cancel_futures=True)
-                raise
+        sweep.preparation = Preparation(
+            spec=spec,
+            staged=staged,
+            hashes=hashes,
+            tree=tree,
+            runs=runs,
+            remove_after_s=remove_after_s,
+            # One cluster, so one schedd for every run.
+            schedd=schedd_choose(lab=lab),
+        ).to_json()
+        with transaction.atomic():
+            # Checked again with the quota locked: a racing submission may have used it.
+            quota_lock(user, lab)
+            check_sweep_quota(user, lab, spec, len(runs))
+            sweep.quota_hold = quota_hold(
+                user=user,
+                lab=lab,
+                gpus=spec.gpus,
+                runtime_s=spec.max_runtime_s or remove_after_s,
+                runs=len(runs),
+            )
+            sweep.save()
+            audit_record(
+                action="sweep.submit",
+                actor=user,
+                target=sweep,
+                detail=f"{len(runs)} runs ({sweep.kind}); {staged.origin}; "
+                f"lab {lab.name if lab else 'none'}",
+            )
     except BaseException:
-        for directory in made:
-            shutil.rmtree(directory, ignore_errors=True)
+        shutil.rmtree(first, ignore_errors=True)
         raise
+    if len(runs) > settings.SWEEP_RUNS_IN_REQUEST:
+        transaction.on_commit(lambda: sweep_enqueue_submit(sweep.pk))
+        return sweep
+    sweep = sweep_prepare(sweep.pk)
+    if not sweep.is_preparing:
+        transaction.on_commit(lambda: sweep_enqueue_submit(sweep.pk))
     return sweep
-
-
-def check_runs(user, spec: JobSpec, run_specs: list[JobSpec], *, check_pool: bool):
-    """Every run checked as a job would be, the quota for all of them, and the pool.
-    Returns the lab charged and the runtime limit its quota sets."""
-    requests = job_validate_runs(user=user, specs=run_specs)
-    lab = lab_for_submission(user=user, lab_id=spec.lab_id)
-    remove_after_s = check_sweep_quota(user, lab, spec, len(run_specs))
-    if check_pool:
-        summary = request_match_summary(requests[0])
-        if summary is not None and not summary.can_ever_run:
-            raise JobSubmissionError(
-                summary.blocking_field or "gpus",
-                f"{summary.reason} Change the request so that a workstation can run it.",
-            )
-    return lab, remove_after_s
-
-
-def new_folder(job: Job, made: list[Path], *, create: bool = True) -> Path:
-    """The run's own folder, noted so that a refused sweep leaves none behind."""
-    job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
-    if create:
-        job.directory.mkdir(parents=True, exist_ok=False)
-    made.append(job.directory)
-    return job.directory
-
-
-def fill_run(
-    job: Job,
-    run: JobSpec,
-    staged,
-    hashes: dict[str, str],
-    *,
-    user,
-    lab,
-    remove_after_s: int | None,
-    extra_inputs: tuple[str, ...] = (),
-) -> None:
-    """The run's request and source, from its (substituted) spec and the staged files."""
-    entry_arguments = staged.entry_arguments
-    if run.entry_command:
-        script_name, entry_arguments = parse_entry_command(run.entry_command)
-        if script_name != staged.script_name:
-            raise JobSubmissionError(
-                "entry_command",
-                "Parameters may change the arguments of the entry "
-                "command, not the script it starts.",
-            )
-    environment = {**run.environment, PARAMETERS_VARIABLE: json.dumps(job.parameters)}
-    job.source = {**staged.source, "sha256": hashes}
-    if "entry_command" in staged.source:
-        job.source["entry_command"] = run.entry_command
-    inputs = list(staged.input_files)
-    if extra_inputs:
-        inputs = [*(inputs or [staged.script_name]), *extra_inputs]
-    job.request = request_fields(
-        dataclasses.replace(
-            run, arguments=[*entry_arguments, *run.arguments], environment=environment
-        ),
-        script_name=staged.script_name,
-        user=user,
-        input_files=inputs,
-        install_requirements=staged.install_requirements,
-        lab=lab,
-        remove_after_s=remove_after_s,
-        seed=new_seed(),
-        software=staged.software,
-        datasets=staged.datasets,
-    )
-    try:
-        job_request_of(job)
-    except InvalidJobRequest as exc:
-        raise JobSubmissionError(exc.field, exc.message) from exc
 
 
 def record_sweep(
@@ -300,12 +195,14 @@ def sweep_enqueue_submit(sweep_pk: int) -> None:
 
 
 def sweeps_resend_silent(silent: Q, now: datetime) -> int:
-    """Send again, whole, each sweep with runs waiting whose submission task was lost."""
+    """Send again, whole, each sweep with runs waiting (or runs still to write) whose
+    submission task was lost."""
     with transaction.atomic():
         waiting = Job.objects.filter(sweep=OuterRef("pk"), state=JobState.QUEUED)
+        unwritten = Q(planned_runs__gt=F("prepared_runs"))
         stale = list(
             Sweep.objects.select_for_update(skip_locked=True)
-            .filter(silent, Exists(waiting), cluster_id__isnull=True)
+            .filter(silent, Exists(waiting) | unwritten, cluster_id__isnull=True)
             .exclude(kind=Sweep.Kind.STUDY)
             .values_list("pk", flat=True)[:100]
         )
@@ -352,6 +249,9 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
     attempt skips the lookup, and a later one finds the cluster by the sweep's id and
     adopts it, since the schedd creates a cluster whole or not at all.
     """
+    if sweep_prepare(sweep_pk).is_preparing:
+        # Another process is writing its runs, and submits them once it has.
+        return Sweep.objects.get(pk=sweep_pk)
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update().get(pk=sweep_pk)
         if sweep.is_submitted or sweep.is_study:  # a study's trials go one by one
@@ -469,10 +369,16 @@ def sweep_cancel(*, sweep: Sweep, user) -> int:
         raise JobActionError("Only the sweep's owner can cancel it; a lab lead can only read it.")
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
+        # Runs not written yet never will be (a worker writing them stops at its next chunk).
+        unwritten = sweep.planned_runs - sweep.prepared_runs
+        if unwritten:
+            quota_hold_release(sweep.quota_hold_id, unwritten)
+            sweep.planned_runs = sweep.prepared_runs
+            sweep.save(update_fields=["planned_runs"])
         runs = list(
             sweep.runs.select_for_update(no_key=True).exclude(state__in=FINAL_STATES).order_by("pk")
         )
-        if not runs:
+        if not runs and not unwritten:
             raise JobActionError("Every run of this sweep has already ended.")
         submitted = [run for run in runs if run.is_submitted]
         waiting = [run for run in runs if not run.is_submitted]
@@ -524,9 +430,10 @@ def sweep_cancel(*, sweep: Sweep, user) -> int:
             action="sweep.cancel",
             actor=user,
             target=sweep,
-            detail=f"{len(runs)} runs ({len(submitted)} in HTCondor)",
+            detail=f"{len(runs)} runs ({len(submitted)} in HTCondor)"
+            + (f"; {unwritten} runs not yet written dropped" if unwritten else ""),
         )
-    return len(runs)
+    return len(runs) + unwritten
 
 
 # -- evaluation matrices: systems by datasets ------------------------------------------------

@@ -37,8 +37,9 @@ def submit_job_or_sweep(request: HttpRequest, form: JobOrSweepForm, **files) -> 
     sweep = sweeps.sweep_submit(
         user=request.user, spec=form.to_spec(), plan=sweeps.SweepPlan.from_json(plan), **files
     )
-    runs = sweep.runs.count()
-    messages.success(request, f"“{sweep.name}”: {runs} runs are on their way to the pool.")
+    messages.success(
+        request, f"“{sweep.name}”: {sweep.planned_runs:,} runs are on their way to the pool."
+    )
     return redirect("jobs:sweep", public_id=sweep.public_id)
 
 
@@ -71,6 +72,7 @@ def sweep_detail(request: HttpRequest, public_id) -> HttpResponse:
     can_cancel = (sweep.owner_id == request.user.pk or request.user.is_staff) and (
         any(not row.run.is_final for row in results.results)
         or (sweep.is_study and not sweep.stop_reason)
+        or sweep.is_preparing
     )
     numeric = [
         n
@@ -120,6 +122,7 @@ def sweep_detail(request: HttpRequest, public_id) -> HttpResponse:
             "matrix": matrix,
             "study": studies.plan_of(sweep) if sweep.is_study else None,
             "sweep": sweep,
+            "stage": selectors.sweep_stage(sweep),
             "rows": rows,
             "runs_total": len(results.results),
             "parameter_names": names,
@@ -132,6 +135,18 @@ def sweep_detail(request: HttpRequest, public_id) -> HttpResponse:
             "states": JobState.choices,
             "state_filter": request.GET.get("state", ""),
         },
+    )
+
+
+@login_required
+@require_GET
+def sweep_progress(request: HttpRequest, public_id) -> HttpResponse:
+    """How far a sweep's way to HTCondor has got: the sweep page's self-refreshing part."""
+    sweep = visible_sweep_or_404(request.user, public_id)
+    return render(
+        request,
+        "experiments/_sweep_progress.html",
+        {"sweep": sweep, "stage": selectors.sweep_stage(sweep)},
     )
 
 

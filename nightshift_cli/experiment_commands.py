@@ -86,8 +86,10 @@ def sweep(
     if as_json:
         print_json(created)
         return
+    # A large sweep's runs are written after it is accepted: it says how many it will have.
+    runs = created.get("planned_runs") or created["run_count"]
     err.print(
-        f"Submitted sweep “{created['name']}” with {created['run_count']} runs as "
+        f"Submitted sweep “{created['name']}” with {runs:,} runs as "
         f"{created['id']}  ({created['links']['web']})"
     )
 

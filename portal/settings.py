@@ -457,6 +457,8 @@ RESUBMIT_AFTER_S = env_int("NIGHTSHIFT_RESUBMIT_AFTER_S", 120, minimum=5)
 POOL_STALL_AFTER_S = env_int("NIGHTSHIFT_POOL_STALL_AFTER_S", 600, minimum=5)
 # The most runs one sweep may have; all are submitted as one HTCondor cluster.
 MAX_SWEEP_RUNS = env_int("NIGHTSHIFT_MAX_SWEEP_RUNS", 1000, minimum=1)
+# A sweep of more runs answers at once and the worker writes its runs, showing progress.
+SWEEP_RUNS_IN_REQUEST = env_int("NIGHTSHIFT_SWEEP_RUNS_IN_REQUEST", 250, minimum=1)
 # Test-only fault injection: the worker pauses after the schedd accepted a job and
 # before the portal records it, so that a test can kill the worker in that window.
 FAULT_PAUSE_AFTER_SUBMIT_S = env_float("NIGHTSHIFT_FAULT_PAUSE_AFTER_SUBMIT_S", 0.0)

@@ -10,6 +10,7 @@ from jobs.api.serializers import JobRequestSerializer, JobSubmitSerializer
 from jobs.models import Job, JobState
 
 from ..models import Sweep
+from ..selectors import sweep_stage
 
 
 class SweepSubmitSerializer(JobSubmitSerializer):
@@ -147,6 +148,11 @@ class SweepSummarySerializer(serializers.ModelSerializer):
         source="lab.name", allow_null=True, default=None, help_text="The lab it is charged to."
     )
     run_count = serializers.IntegerField(help_text="How many runs it has.")
+    stage = serializers.SerializerMethodField(
+        help_text="Where it is on its way to HTCondor: writing (its runs are being written; "
+        "see prepared_runs of planned_runs), submitting, retrying (after an error), submitted, "
+        "or stopped (cancelled or failed before HTCondor took it)."
+    )
     links = serializers.SerializerMethodField(help_text="Where to read more about it.")
 
     class Meta:
@@ -165,6 +171,9 @@ class SweepSummarySerializer(serializers.ModelSerializer):
             "stop_reason",
             "finished_at",
             "run_count",
+            "planned_runs",
+            "prepared_runs",
+            "stage",
             "links",
         ]
         extra_kwargs = {
@@ -177,7 +186,20 @@ class SweepSummarySerializer(serializers.ModelSerializer):
             "last_error": {"help_text": "The latest error submitting it, if any."},
             "stop_reason": {"help_text": "A study: why it stopped asking for trials."},
             "finished_at": {"help_text": "A study: when its last trial ended."},
+            "planned_runs": {
+                "help_text": "A grid, list or random sweep: how many runs it has once all are "
+                "written (0 for a matrix or study)."
+            },
+            "prepared_runs": {"help_text": "How many of its planned runs are written so far."},
         }
+
+    @extend_schema_field(
+        serializers.ChoiceField(
+            choices=["writing", "submitting", "retrying", "submitted", "stopped"]
+        )
+    )
+    def get_stage(self, sweep: Sweep) -> str:
+        return sweep_stage(sweep)
 
     @extend_schema_field(serializers.DictField(child=serializers.URLField()))
     def get_links(self, sweep: Sweep) -> dict[str, str]:

@@ -26,3 +26,11 @@ def percent(value: float | None) -> str:
     if value is None:
         return ""
     return f"{value * 100:.0f} %"
+
+
+@register.filter
+def thousands(value: int | None) -> str:
+    """10000 -> 10,000."""
+    if value is None:
+        return ""
+    return f"{value:,}"

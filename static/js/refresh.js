@@ -11,8 +11,10 @@
       } catch (error) {
         console.warn("refresh failed", error);
       }
-      // Regions whose content is all final (data-all-final) stop polling.
+      // Regions whose content is all final (data-all-final) stop polling; one that asks to
+      // (data-reload-when-final) then reloads its page, whose other parts it has outdated.
       if (!region.querySelector('[data-all-final="true"]')) setTimeout(refresh, every);
+      else if ("reloadWhenFinal" in region.dataset) window.location.reload();
     };
     if (!region.querySelector('[data-all-final="true"]')) setTimeout(refresh, every);
   }

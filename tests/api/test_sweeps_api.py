@@ -7,6 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from experiments import preparation
 from experiments.models import Sweep
 from jobs.models import Job, JobState
 from tests.conftest import script_upload
@@ -43,6 +44,18 @@ def test_a_grid_sweep_is_accepted_with_all_its_runs(api, fake_bridge):
     first = Job.objects.get(public_id=body["runs"][0]["id"])
     assert first.request["arguments"] == ["--lr", "0.1"]
     assert body["links"]["web"].endswith(f"/jobs/sweeps/{body['id']}/")
+
+
+def test_a_large_sweep_is_accepted_at_once_and_says_how_far_its_runs_are_written(
+    api, fake_bridge, settings
+):
+    settings.SWEEP_RUNS_IN_REQUEST = 4
+    body = submit(api, {"grid": {"lr": [0.1, 0.01, 0.001], "seed": [1, 2]}}).json()
+    assert (body["stage"], body["planned_runs"], body["prepared_runs"]) == ("writing", 6, 0)
+    assert (body["run_count"], body["runs"]) == (0, [])
+    preparation.sweep_prepare(Sweep.objects.get(public_id=body["id"]).pk)
+    detail = api.get(reverse("api:sweep-detail", args=[body["id"]])).json()
+    assert (detail["stage"], detail["prepared_runs"], detail["run_count"]) == ("submitting", 6, 6)
 
 
 def test_a_sweep_and_its_runs_can_be_read_back_and_listed(api, fake_bridge):

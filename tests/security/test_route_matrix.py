@@ -174,6 +174,7 @@ TABLE = {
     "sessions:new": [("get", (LOGIN, 200, 200, 200, 200, 200))],
     # The owner's sweep: read like its runs.
     "jobs:sweep": [("get", (LOGIN, 404, 404, 200, 200, 200))],
+    "jobs:sweep_progress": [("get", (LOGIN, 404, 404, 200, 200, 200))],
     "api:sweep-detail": [("get", (401, 404, 404, 200, 200, 200))],
     "api:sweep-results": [("get", (401, 404, 404, 200, 200, 200))],
     "api:sweep-results-csv": [("get", (401, 404, 404, 200, 200, 200))],

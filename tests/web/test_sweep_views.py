@@ -7,8 +7,9 @@ import json
 import pytest
 from django.urls import reverse
 
-from experiments import sweeps
+from experiments import preparation, sweeps
 from experiments.models import Sweep
+from jobs import specs
 from jobs.models import Job
 from tests.conftest import script_upload
 
@@ -70,7 +71,7 @@ def test_a_run_page_links_back_to_its_sweep(student_client, fake_bridge):
 def test_another_students_sweep_page_is_a_404(client, other_student, student, fake_bridge):
     sweep = sweeps.sweep_submit(
         user=student,
-        spec=sweeps.JobSpec(name="mine", arguments=["{x}"]),
+        spec=specs.JobSpec(name="mine", arguments=["{x}"]),
         plan=sweeps.SweepPlan.from_json({"grid": {"x": [1]}}),
         script=script_upload(),
     )
@@ -303,3 +304,37 @@ def test_a_sweep_described_two_ways_or_without_a_count_is_explained(student_clie
     uncounted = post_form(student_client, sweep_grid="", sweep_random="lr = uniform 0 1")
     assert "Say how many random samples to run." in uncounted.content.decode()
     assert not Sweep.objects.exists()
+
+
+def test_a_large_sweep_answers_at_once_and_its_page_shows_the_runs_being_written(
+    student_client, fake_bridge, settings
+):
+    settings.SWEEP_RUNS_IN_REQUEST = 4
+    response = post_form(student_client)
+    sweep = Sweep.objects.get()
+    assert response.status_code == 302 and not sweep.runs.exists()
+    page = student_client.get(response["Location"]).content.decode()
+    assert "“lr sweep”: 6 runs are on their way to the pool." in page
+    assert "Writing its runs: <strong>0</strong> of 6" in page
+    progress = reverse("jobs:sweep_progress", args=[sweep.public_id])
+    assert f'data-fragment-url="{progress}"' in page
+    assert "Cancel all runs" in page
+
+    preparation.sweep_prepare(sweep.pk)
+    fragment = student_client.get(progress).content.decode()
+    assert "Its runs are written; handing them to HTCondor" in fragment
+    sweeps.sweep_submit_to_pool(sweep.pk)
+    fragment = student_client.get(progress).content.decode()
+    assert 'data-all-final="true"' in fragment and "as cluster 1" in fragment
+    assert "data-fragment-url" not in student_client.get(response["Location"]).content.decode()
+
+
+def test_another_students_sweep_progress_is_a_404(client, other_student, student, fake_bridge):
+    sweep = sweeps.sweep_submit(
+        user=student,
+        spec=specs.JobSpec(name="s", arguments=["{lr}"]),
+        plan=sweeps.SweepPlan.from_json({"grid": {"lr": [1, 2]}}),
+        script=script_upload(),
+    )
+    client.force_login(other_student)
+    assert client.get(reverse("jobs:sweep_progress", args=[sweep.public_id])).status_code == 404
