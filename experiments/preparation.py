@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -138,91 +138,112 @@ def sweep_prepare(sweep_pk: int) -> Sweep:
         if not alone or not sweep.is_preparing:
             return sweep
         preparation = Preparation.from_json(sweep.preparation)
-        values = preparation.runs
-        first = run_folder(sweep.public_id, 0)
-        detail = f"{preparation.staged.origin}; run {{}} of sweep “{sweep.name}”"
         while sweep.is_preparing:
             indexes = range(
                 sweep.prepared_runs, min(sweep.prepared_runs + PREPARE_CHUNK, sweep.planned_runs)
             )
-            jobs = new_instances(
-                Job,
-                (
-                    {
-                        "public_id": run_public_id(sweep.public_id, index),
-                        "sweep_index": index,
-                        "parameters": values[index],
-                    }
-                    for index in indexes
-                ),
-                owner=sweep.owner,
-                lab=sweep.lab,
-                gpus=preparation.spec.gpus,
-                schedd=preparation.schedd,
-                sweep=sweep,
-            )
-            try:
-                for job in jobs:
-                    run = run_spec(preparation.spec, job.sweep_index, job.parameters)
-                    job.name = run.name.strip()
-                    job.output_dir = str(settings.JOBS_DIR / str(job.public_id))
-                    fill_run(
-                        job,
-                        run,
-                        preparation.staged,
-                        preparation.hashes,
-                        user=sweep.owner,
-                        lab=sweep.lab,
-                        remove_after_s=preparation.remove_after_s,
-                    )
-            except JobSubmissionError as exc:
-                # Every run was checked when the sweep was accepted; this is a defect, and
-                # the sweep stops where it is rather than retrying for ever.
-                return sweep_stop_preparing(sweep.pk, f"Run {job.sweep_index}: {exc.message}")
-            make_folders(
-                first, [job.directory for job in jobs if job.sweep_index], preparation.tree
-            )
-            with transaction.atomic():
-                locked = Sweep.objects.select_for_update().get(pk=sweep.pk)
-                if locked.prepared_runs != indexes.start or locked.planned_runs < indexes.stop:
-                    # Cancelled meanwhile: what this chunk made is no run's.
-                    for job in jobs:
-                        if job.sweep_index:
-                            shutil.rmtree(job.directory, ignore_errors=True)
-                    return locked
-                copy_insert(Job, jobs)
-                events = [
-                    JobEvent(
-                        job=job,
-                        kind="created",
-                        state=job.state,
-                        actor=sweep.owner,
-                        detail=detail.format(job.sweep_index),
-                    )
-                    for job in jobs
-                ]
-                copy_insert(JobEvent, events)
-                log_sweep_events(locked, events)
-                quota_hold_release(locked.quota_hold_id, len(jobs))
-                locked.prepared_runs = indexes.stop
-                locked.save(update_fields=["prepared_runs"])
-            sweep.prepared_runs = locked.prepared_runs
+            written = write_chunk(sweep, preparation, indexes)
+            if written.prepared_runs != indexes.stop:
+                return written  # stopped: cancelled, or a run that cannot be written
+            sweep.prepared_runs = written.prepared_runs
         return sweep
+
+
+def write_chunk(sweep: Sweep, preparation: Preparation, indexes: range) -> Sweep:
+    """Some of a sweep's runs, written and committed together: their folders, then their
+    rows, with as much of the quota hold released. Returns the sweep as the chunk left it."""
+    jobs = new_instances(
+        Job,
+        (
+            {
+                "public_id": run_public_id(sweep.public_id, index),
+                "sweep_index": index,
+                "parameters": preparation.runs[index],
+                "output_dir": str(run_folder(sweep.public_id, index)),
+            }
+            for index in indexes
+        ),
+        owner=sweep.owner,
+        lab=sweep.lab,
+        gpus=preparation.spec.gpus,
+        schedd=preparation.schedd,
+        sweep=sweep,
+    )
+    # Made before the rows are filled in, not beside it: on two cores, threads making the
+    # folders while the rows were written gained nothing (docs/benchmarks.md).
+    targets = [job.directory for job in jobs if job.sweep_index]
+    make_folders(run_folder(sweep.public_id, 0), targets, preparation.tree)
+    try:
+        for job in jobs:
+            run = run_spec(preparation.spec, job.sweep_index, job.parameters)
+            job.name = run.name.strip()
+            fill_run(
+                job,
+                run,
+                preparation.staged,
+                preparation.hashes,
+                user=sweep.owner,
+                lab=sweep.lab,
+                remove_after_s=preparation.remove_after_s,
+            )
+    except JobSubmissionError as exc:
+        # Every run was checked when the sweep was accepted, so this is a defect: the sweep
+        # stops where it is rather than failing the same way at every retry.
+        remove_folders(targets)
+        return sweep_stop_preparing(sweep.pk, f"Run {job.sweep_index}: {exc.message}")
+    with transaction.atomic():
+        locked = Sweep.objects.select_for_update().get(pk=sweep.pk)
+        if locked.prepared_runs != indexes.start or locked.planned_runs < indexes.stop:
+            # Cancelled meanwhile: what this chunk made is no run's.
+            remove_folders(targets)
+            return locked
+        copy_insert(Job, jobs)
+        detail = f"{preparation.staged.origin}; run {{}} of sweep “{sweep.name}”"
+        events = [
+            JobEvent(
+                job=job,
+                kind="created",
+                state=job.state,
+                actor=sweep.owner,
+                detail=detail.format(job.sweep_index),
+            )
+            for job in jobs
+        ]
+        copy_insert(JobEvent, events)
+        log_sweep_events(locked, events)
+        quota_hold_release(locked.quota_hold_id, len(jobs))
+        locked.prepared_runs = indexes.stop
+        locked.save(update_fields=["prepared_runs"])
+    return locked
 
 
 def make_folders(first: Path, targets: list[Path], tree: StagedTree) -> None:
     """The runs' folders, copies of the first run's, made by threads (file system calls let
-    them run beside each other). A folder an earlier, killed attempt left is made again."""
+    them run beside each other)."""
+    with ThreadPoolExecutor(max_workers=FOLDER_THREADS) as threads:
+        wait_for(
+            [
+                threads.submit(remake_run_folders, first, targets[n : n + FOLDER_CHUNK], tree)
+                for n in range(0, len(targets), FOLDER_CHUNK)
+            ]
+        )
+
+
+def remake_run_folders(first: Path, targets: list[Path], tree: StagedTree) -> None:
+    """A folder an earlier, killed attempt left is made again, whole."""
+    remove_folders(targets)
+    copy_run_folders(first, targets, tree)
+
+
+def remove_folders(targets: list[Path]) -> None:
     for target in targets:
         if target.exists():
             shutil.rmtree(target)
-    with ThreadPoolExecutor(max_workers=FOLDER_THREADS) as folders:
-        copies = [
-            folders.submit(copy_run_folders, first, targets[n : n + FOLDER_CHUNK], tree)
-            for n in range(0, len(targets), FOLDER_CHUNK)
-        ]
-        for copy in copies:
-            copy.result()
+
+
+def wait_for(futures: list[Future]) -> None:
+    for future in futures:
+        future.result()
 
 
 def sweep_stop_preparing(sweep_pk: int, reason: str, *, actor=None) -> Sweep:
