@@ -26,8 +26,10 @@ def chart_points(page, role: str) -> list[int]:
     )
 
 
-def test_a_student_sweeps_a_grid_and_compares_the_runs(logged_in, screenshot, tmp_path):
+def test_a_student_sweeps_a_grid_and_compares_the_runs(logged_in, screenshot, tmp_path, settings):
     page = logged_in
+    # Written by the worker, as a large sweep is: the page answers at once and follows.
+    settings.SWEEP_RUNS_IN_REQUEST = 4
     grid = "lr = 0.1, 0.01, 0.001\nbatch = 32, 64"
     submit_job(
         page,
@@ -40,6 +42,10 @@ def test_a_student_sweeps_a_grid_and_compares_the_runs(logged_in, screenshot, tm
     page.get_by_role("button", name="Submit job").click()
     page.get_by_role("heading", name="lr grid").wait_for()
     page.get_by_text("6 runs are on their way to the pool").wait_for()
+    # The progress part follows the worker and reloads the page once HTCondor has them all.
+    page.get_by_text("HTCondor cluster").wait_for(timeout=60_000)
+    assert page.locator("[data-role=sweep-progress]").count() == 0
+    assert page.locator("[data-role=runs] tbody tr[data-job]").count() == 6
     for _ in range(60):  # reloaded until every run has completed
         if page.locator("[data-role=runs] [data-role=state]", has_text="Completed").count() == 6:
             break
