@@ -2,7 +2,7 @@ from django.contrib import admin
 
 from audit.admin import ReadOnlyAdmin
 
-from .models import CapacitySample, MonthlyReport, UsageRecord
+from .models import CapacitySample, MonthlyReport, QuotaHold, UsageRecord
 
 
 @admin.register(UsageRecord)
@@ -45,3 +45,13 @@ class CapacitySampleAdmin(ReadOnlyAdmin):
 class MonthlyReportAdmin(ReadOnlyAdmin):
     list_display = ("month", "lab", "sent_at", "recipients")
     list_select_related = ("lab",)
+
+
+@admin.register(QuotaHold)
+class QuotaHoldAdmin(ReadOnlyAdmin):
+    """Runs of a sweep being written, which the quota counts until their rows exist."""
+
+    list_display = ("created_at", "owner", "lab", "runs", "gpus", "runtime_s")
+    list_filter = ("lab",)
+    search_fields = ("owner__username",)
+    list_select_related = ("owner", "lab")

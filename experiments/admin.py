@@ -8,11 +8,22 @@ from .models import Sweep
 class SweepAdmin(admin.ModelAdmin):
     """Sweeps are read here; their runs are jobs, acted on one by one or from the portal."""
 
-    list_display = ("name", "owner", "lab", "kind", "cluster_id", "created_at")
+    list_display = (
+        "name",
+        "owner",
+        "lab",
+        "kind",
+        "planned_runs",
+        "prepared_runs",
+        "cluster_id",
+        "created_at",
+    )
     list_filter = ("kind", "lab", "created_at")
     list_select_related = ("owner", "lab")
     search_fields = ("name", "owner__username")
-    readonly_fields = [f.name for f in Sweep._meta.fields]
+    # What the worker writes the runs from (every run's parameters) is its, not a page's.
+    exclude = ("preparation",)
+    readonly_fields = [f.name for f in Sweep._meta.fields if f.name != "preparation"]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

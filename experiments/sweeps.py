@@ -1,9 +1,11 @@
 """Sweeps: many runs of one job with different parameters, submitted as one cluster.
 
 A sweep is accepted whole or refused whole: every run is checked as a single job would be,
-and the quota for all of them together, before anything is written. Its runs are ordinary
-jobs (the sync, the job pages and the API treat them as such); only their submission
-differs: one HTCondor cluster with itemdata, exactly once, instead of one per job.
+and the quota for all of them together, before anything is written. Its runs are then
+written (experiments.preparation): in the request for a small sweep, by the worker for a
+large one. They are ordinary jobs (the sync, the job pages and the API treat them as such);
+only their submission differs: one HTCondor cluster with itemdata, exactly once, instead of
+one per job.
 """
 
 from __future__ import annotations
