@@ -1,7 +1,7 @@
 """Each benchmark that needs no pool, run in its quick mode (small sizes, seconds) as
 `make bench-*` runs it: it still starts from a clean checkout and prints its figures, so
 that the numbers in docs/benchmarks.md cannot rot unseen. (bench-checkpoints has its own
-test in tests/forecasts.) The benchmarks that need the personal pool are run by hand."""
+test in tests/forecasts.) Those that need the personal pool are in test_quick_pool_benches."""
 
 from __future__ import annotations
 

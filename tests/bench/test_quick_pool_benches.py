@@ -1,0 +1,47 @@
+"""The benchmarks that need the personal pool, run in a quick mode as `make bench-*` runs
+them: each starts from a clean checkout, submits to the real pool and prints its headline
+figure, so that the figures docs/benchmarks.md records for them cannot rot unseen."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.pipeline import database_url
+
+pytestmark = [pytest.mark.condor, pytest.mark.timeout(900)]
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+# A Redis database no other lane uses: the sweep bench empties its own before it starts.
+REDIS_URL = "redis://127.0.0.1:6379/8"
+
+# script, arguments, a line its output must hold (its headline figure)
+QUICK = [
+    (
+        # More runs than a request writes (250): the worker writes them, as at 10,000.
+        "sweep_scale.py",
+        ["--runs", "500"],
+        r"^sweep 0k / raw: \d+\.\d\d x \(target: within 2 x\)$",
+    ),
+]
+
+
+@pytest.mark.parametrize("script, arguments, headline", QUICK, ids=[q[0] for q in QUICK])
+def test_the_quick_pool_bench_runs_and_prints_its_figures(script, arguments, headline):
+    done = subprocess.run(
+        [sys.executable, str(BENCH / script), *arguments],
+        capture_output=True,
+        text=True,
+        timeout=800,
+        env=os.environ
+        | {"DATABASE_URL": database_url(f"poolbench{os.getpid()}"), "REDIS_URL": REDIS_URL},
+        cwd=BENCH.parent,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert re.search(headline, done.stdout, re.MULTILINE), done.stdout[-3000:]
+    assert re.search(r"runs written, as the sweep's page showed them\s+[\d,]+ at", done.stdout)
