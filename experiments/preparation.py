@@ -15,6 +15,7 @@ nothing is left behind.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import shutil
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -37,6 +38,8 @@ from .models import Sweep
 from .plans import run_spec
 from .run_folders import FOLDER_CHUNK, FOLDER_THREADS, StagedTree, copy_run_folders
 from .runs import fill_run, log_sweep_events
+
+logger = logging.getLogger(__name__)
 
 # Rows written and committed together: the page's progress moves by this much.
 PREPARE_CHUNK = 1000
@@ -138,14 +141,24 @@ def sweep_prepare(sweep_pk: int) -> Sweep:
         if not alone or not sweep.is_preparing:
             return sweep
         preparation = Preparation.from_json(sweep.preparation)
-        while sweep.is_preparing:
-            indexes = range(
-                sweep.prepared_runs, min(sweep.prepared_runs + PREPARE_CHUNK, sweep.planned_runs)
+        try:
+            while sweep.is_preparing:
+                indexes = range(
+                    sweep.prepared_runs,
+                    min(sweep.prepared_runs + PREPARE_CHUNK, sweep.planned_runs),
+                )
+                written = write_chunk(sweep, preparation, indexes)
+                if written.prepared_runs != indexes.stop:
+                    return written  # stopped: cancelled, or a run that cannot be written
+                sweep.prepared_runs, sweep.last_error = written.prepared_runs, ""
+        except Exception as exc:
+            # Said on the sweep's page; the task (or the sync's reconciler) tries again.
+            logger.exception("writing the runs of sweep %s failed", sweep.public_id)
+            Sweep.objects.filter(pk=sweep.pk).update(
+                last_error=f"Writing its runs stopped at {sweep.prepared_runs:,} of "
+                f"{sweep.planned_runs:,} ({type(exc).__name__}); Nightshift tries again."
             )
-            written = write_chunk(sweep, preparation, indexes)
-            if written.prepared_runs != indexes.stop:
-                return written  # stopped: cancelled, or a run that cannot be written
-            sweep.prepared_runs = written.prepared_runs
+            raise
         return sweep
 
 
@@ -212,8 +225,8 @@ def write_chunk(sweep: Sweep, preparation: Preparation, indexes: range) -> Sweep
         copy_insert(JobEvent, events)
         log_sweep_events(locked, events)
         quota_hold_release(locked.quota_hold_id, len(jobs))
-        locked.prepared_runs = indexes.stop
-        locked.save(update_fields=["prepared_runs"])
+        locked.prepared_runs, locked.last_error = indexes.stop, ""
+        locked.save(update_fields=["prepared_runs", "last_error"])
     return locked
 
 

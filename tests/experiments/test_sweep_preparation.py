@@ -109,12 +109,16 @@ def test_an_attempt_killed_mid_chunk_is_taken_up_where_it_stopped(
         preparation.sweep_prepare(sweep.pk)
     sweep.refresh_from_db()
     assert (sweep.prepared_runs, sweep.runs.count()) == (5, 5)
+    assert sweep.last_error == (
+        "Writing its runs stopped at 5 of 12 (OSError); Nightshift tries again."
+    )
     assert QuotaHold.objects.get().runs == 7
     monkeypatch.setattr(preparation, "copy_run_folders", copy_run_folders)
 
     sweep = preparation.sweep_prepare(sweep.pk)
     runs = list(sweep.runs.order_by("sweep_index"))
     assert [run.sweep_index for run in runs] == list(range(12))
+    assert sweep.last_error == ""
     # The folders the killed attempt made are the same runs' again, whole: nothing else.
     assert folders(settings) == {str(run.public_id) for run in runs}
     for run in runs:

@@ -338,3 +338,18 @@ def test_another_students_sweep_progress_is_a_404(client, other_student, student
     )
     client.force_login(other_student)
     assert client.get(reverse("jobs:sweep_progress", args=[sweep.public_id])).status_code == 404
+
+
+def test_a_sweep_whose_runs_could_not_all_be_written_says_so_while_it_tries_again(
+    student_client, fake_bridge, settings
+):
+    settings.SWEEP_RUNS_IN_REQUEST = 4
+    post_form(student_client)
+    sweep = Sweep.objects.get()
+    Sweep.objects.filter(pk=sweep.pk).update(
+        last_error="Writing its runs stopped at 0 of 6 (OSError); Nightshift tries again."
+    )
+    fragment = student_client.get(reverse("jobs:sweep_progress", args=[sweep.public_id]))
+    assert "Writing its runs stopped at 0 of 6 (OSError)" in fragment.content.decode()
+    page = student_client.get(reverse("jobs:sweep", args=[sweep.public_id])).content.decode()
+    assert page.count("Writing its runs stopped") == 1
