@@ -50,6 +50,34 @@ def test_every_manifest_is_valid_for_the_kubernetes_api(version):
         kubernetes_validate.validate(doc, version, strict=True)
 
 
+def rendered() -> list[dict]:
+    """The kit as `kubectl apply -k` sends it to a cluster: kustomize's rendering."""
+    done = subprocess.run(
+        ["kubectl", "kustomize", str(KIT)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_kit_as_kustomize_renders_it_is_valid_in_its_namespace_with_its_image(version):
+    found = rendered()
+    assert sorted((doc["kind"], doc["metadata"]["name"]) for doc in found) == sorted(
+        (doc["kind"], doc["metadata"]["name"]) for doc in documents()
+    )
+    for doc in found:
+        assert doc["metadata"]["namespace"] == "nightshift"
+        assert doc["metadata"]["labels"]["app.kubernetes.io/part-of"] == "nightshift"
+        kubernetes_validate.validate(doc, version, strict=True)
+    pods = [doc["spec"]["template"]["spec"] for doc in found if doc["kind"] == "Deployment"]
+    images = {
+        container["image"]
+        for pod in pods
+        for container in pod["containers"] + pod.get("initContainers", [])
+    }
+    assert images == {"nightshift:latest"}
+
+
 def test_the_validation_would_catch_a_misspelt_field():
     broken = copy.deepcopy(deployments()["nightshift-web"])
     broken["spec"]["template"]["spec"]["containers"][0]["comand"] = ["gunicorn"]
