@@ -26,6 +26,14 @@ with open("outputs/args.txt", "w") as f:
 """
 
 
+def completed_as_one_cluster(sweep: Sweep, runs: list) -> None:
+    for run in runs:
+        wait_for_state(run, {JobState.COMPLETED, JobState.FAILED}, timeout=240)
+        assert run.state == JobState.COMPLETED, list(run.events.values_list("kind", "detail"))
+    sweep.refresh_from_db()
+    assert {run.cluster_id for run in runs} == {sweep.cluster_id}
+
+
 def test_a_3_by_2_grid_runs_as_six_jobs_of_one_cluster(client, transactional_db, live_pipeline):
     client.force_login(get_user_model().objects.create_user("ada", password="a-long-password-1"))
     response = client.post(
@@ -43,11 +51,7 @@ def test_a_3_by_2_grid_runs_as_six_jobs_of_one_cluster(client, transactional_db,
     assert response.status_code == 302, response.content[-2000:]
     sweep = Sweep.objects.get()
     runs = list(sweep.runs.order_by("sweep_index"))
-    for run in runs:
-        wait_for_state(run, {JobState.COMPLETED, JobState.FAILED}, timeout=240)
-        assert run.state == JobState.COMPLETED, list(run.events.values_list("kind", "detail"))
-    sweep.refresh_from_db()
-    assert {run.cluster_id for run in runs} == {sweep.cluster_id}
+    completed_as_one_cluster(sweep, runs)
     expected = [
         f"--lr {lr} --batch={batch}" for lr in ("0.1", "0.01", "0.001") for batch in (32, 64)
     ]
@@ -89,11 +93,7 @@ def test_a_large_sweep_is_written_and_submitted_by_the_worker(
         time.sleep(0.5)
         sweep.refresh_from_db()
     runs = list(sweep.runs.order_by("sweep_index"))
-    for run in runs:
-        wait_for_state(run, {JobState.COMPLETED, JobState.FAILED}, timeout=240)
-        assert run.state == JobState.COMPLETED, list(run.events.values_list("kind", "detail"))
-    sweep.refresh_from_db()
-    assert {run.cluster_id for run in runs} == {sweep.cluster_id}
+    completed_as_one_cluster(sweep, runs)
     assert [(run.directory / "outputs" / "args.txt").read_text() for run in runs] == [
         f"--lr {n}" for n in range(1, 9)
     ]
