@@ -37,9 +37,9 @@ class Sweep(models.Model):
     # A large sweep is accepted at once and its runs written by the worker, in chunks
     # (experiments.preparation): how many it will have, how many are written, what the worker
     # makes them from, and the quota held for those not written yet.
-    planned_runs = models.PositiveIntegerField(default=0)
-    prepared_runs = models.PositiveIntegerField(default=0)
-    preparation = models.JSONField(default=dict, blank=True)
+    planned_runs = models.PositiveIntegerField(default=0, db_default=0)
+    prepared_runs = models.PositiveIntegerField(default=0, db_default=0)
+    preparation = models.JSONField(null=True, blank=True)
     quota_hold = models.ForeignKey(
         "accounting.QuotaHold", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
