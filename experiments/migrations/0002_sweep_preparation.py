@@ -5,31 +5,36 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounting', '0007_quotahold'),
-        ('experiments', '0001_initial'),
+        ("accounting", "0007_quotahold"),
+        ("experiments", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='sweep',
-            name='planned_runs',
+            model_name="sweep",
+            name="planned_runs",
             field=models.PositiveIntegerField(db_default=0, default=0),
         ),
         migrations.AddField(
-            model_name='sweep',
-            name='preparation',
+            model_name="sweep",
+            name="preparation",
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='sweep',
-            name='prepared_runs',
+            model_name="sweep",
+            name="prepared_runs",
             field=models.PositiveIntegerField(db_default=0, default=0),
         ),
         migrations.AddField(
-            model_name='sweep',
-            name='quota_hold',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='accounting.quotahold'),
+            model_name="sweep",
+            name="quota_hold",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="accounting.quotahold",
+            ),
         ),
     ]
