@@ -18,7 +18,7 @@ import dataclasses
 import logging
 import shutil
 import uuid
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -234,12 +234,12 @@ def make_folders(first: Path, targets: list[Path], tree: StagedTree) -> None:
     """The runs' folders, copies of the first run's, made by threads (file system calls let
     them run beside each other)."""
     with ThreadPoolExecutor(max_workers=FOLDER_THREADS) as threads:
-        wait_for(
-            [
-                threads.submit(remake_run_folders, first, targets[n : n + FOLDER_CHUNK], tree)
-                for n in range(0, len(targets), FOLDER_CHUNK)
-            ]
-        )
+        copies = [
+            threads.submit(remake_run_folders, first, targets[n : n + FOLDER_CHUNK], tree)
+            for n in range(0, len(targets), FOLDER_CHUNK)
+        ]
+        for copy in copies:
+            copy.result()
 
 
 def remake_run_folders(first: Path, targets: list[Path], tree: StagedTree) -> None:
@@ -254,26 +254,28 @@ def remove_folders(targets: list[Path]) -> None:
             shutil.rmtree(target)
 
 
-def wait_for(futures: list[Future]) -> None:
-    for future in futures:
-        future.result()
-
-
-def sweep_stop_preparing(sweep_pk: int, reason: str, *, actor=None) -> Sweep:
-    """No more runs will be written: the sweep keeps those it has, and the quota held for the
-    others is let go."""
-    with transaction.atomic():
-        sweep = Sweep.objects.select_for_update().get(pk=sweep_pk)
-        if not sweep.is_preparing:
-            return sweep
-        left = sweep.planned_runs - sweep.prepared_runs
+def drop_unwritten(sweep: Sweep) -> int:
+    """No more runs of a sweep (locked by the caller's transaction) will be written: it keeps
+    those it has, and the quota held for the others is let go. Returns how many it drops."""
+    left = sweep.planned_runs - sweep.prepared_runs
+    if left:
         quota_hold_release(sweep.quota_hold_id, left)
         sweep.planned_runs = sweep.prepared_runs
+        sweep.save(update_fields=["planned_runs"])
+    return left
+
+
+def sweep_stop_preparing(sweep_pk: int, reason: str) -> Sweep:
+    """The sweep's remaining runs cannot be written: it stops where it is, saying why."""
+    with transaction.atomic():
+        sweep = Sweep.objects.select_for_update().get(pk=sweep_pk)
+        left = drop_unwritten(sweep)
+        if not left:
+            return sweep
         sweep.last_error = reason
-        sweep.save(update_fields=["planned_runs", "last_error"])
+        sweep.save(update_fields=["last_error"])
         audit_record(
             action="sweep.prepare_stop",
-            actor=actor,
             target=sweep,
             detail=f"{left} runs not written: {reason}",
         )

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
-from accounting.quotas import quota_hold, quota_hold_release
+from accounting.quotas import quota_hold
 from audit.services import audit_record
 from condor_bridge import BridgeError, InvalidJobRequest
 from condor_bridge.submit import description_text
@@ -55,7 +55,7 @@ from plumbing.tasks import enqueue
 
 from .models import Sweep
 from .plans import SweepPlan, check_placeholders, run_spec
-from .preparation import Preparation, run_folder, sweep_prepare
+from .preparation import Preparation, drop_unwritten, run_folder, sweep_prepare
 from .run_folders import staged_tree
 from .runs import check_runs, check_sweep_quota, log_sweep_events, run_entry_arguments
 
@@ -372,11 +372,7 @@ def sweep_cancel(*, sweep: Sweep, user) -> int:
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
         # Runs not written yet never will be (a worker writing them stops at its next chunk).
-        unwritten = sweep.planned_runs - sweep.prepared_runs
-        if unwritten:
-            quota_hold_release(sweep.quota_hold_id, unwritten)
-            sweep.planned_runs = sweep.prepared_runs
-            sweep.save(update_fields=["planned_runs"])
+        unwritten = drop_unwritten(sweep)
         runs = list(
             sweep.runs.select_for_update(no_key=True).exclude(state__in=FINAL_STATES).order_by("pk")
         )
