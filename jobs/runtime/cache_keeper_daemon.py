@@ -16,6 +16,7 @@ Standard library only: it runs with whatever Python the workstation has.
 
 import argparse
 import contextlib
+import fcntl
 import grp
 import json
 import os
@@ -28,8 +29,10 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
+import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -220,6 +223,77 @@ def dataset(request, send, held):
 
 OPERATIONS = {"environment": environment, "dataset": dataset}
 
+# How often a hold taken over after a restart checks whether its job is still there.
+HOLDER_CHECK_S = 2.0
+
+
+def process_start(pid):
+    """When process `pid` started (clock ticks since boot), or None where there is none: with
+    the pid, it names one process, not a later one that was given the same number."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def holds_folder():
+    return os.path.join(SETTINGS["env_cache"], "locks", "holds")
+
+
+def hold_record(pid, held):
+    """A note of what a job holds, in the keeper's own folder: if the keeper dies (a crash;
+    condor_master starts it again), the next one holds the same entries for as long as that
+    job lives, so that making room never removes what a running job uses. Returns its path."""
+    record = os.path.join(holds_folder(), f"{uuid.uuid4().hex}.json")
+    note_of = {"pid": pid, "start": process_start(pid), "locks": [h.name for h in held]}
+    with open(record + ".part", "w", encoding="utf-8") as out:
+        json.dump(note_of, out)
+    os.replace(record + ".part", record)
+    return record
+
+
+def holds_take_over():
+    """The holds a keeper before this one noted, for jobs still running: each entry's lock is
+    held again, and let go (with its note) once the job has gone."""
+    taken = []
+    for name in sorted(os.listdir(holds_folder())):
+        record = os.path.join(holds_folder(), name)
+        try:
+            with open(record, encoding="utf-8") as noted:
+                hold = json.load(noted)
+        except (OSError, ValueError):
+            with contextlib.suppress(OSError):
+                os.remove(record)
+            continue
+        if hold.get("start") is None or process_start(hold.get("pid")) != hold["start"]:
+            os.remove(record)
+            continue
+        handles = []
+        for lock in hold.get("locks", []):
+            with contextlib.suppress(OSError):
+                handle = open(lock, "a")  # noqa: SIM115 - held until the job goes
+                fcntl.flock(handle, fcntl.LOCK_SH)
+                handles.append(handle)
+        note(f"holding {len(handles)} entries again for pid {hold['pid']}, still running")
+        taken.append((record, hold, handles))
+    if taken:
+        threading.Thread(target=holds_let_go, args=(taken,), daemon=True).start()
+    return len(taken)
+
+
+def holds_let_go(taken):
+    while taken:
+        time.sleep(HOLDER_CHECK_S)
+        for record, hold, handles in list(taken):
+            if process_start(hold["pid"]) != hold["start"]:
+                for handle in handles:
+                    handle.close()
+                with contextlib.suppress(OSError):
+                    os.remove(record)
+                note(f"pid {hold['pid']} has gone: its entries are no longer held")
+                taken.remove((record, hold, handles))
+
 
 class Handler(socketserver.StreamRequestHandler):
     def handle(self):
@@ -248,9 +322,11 @@ class Handler(socketserver.StreamRequestHandler):
                 raise cache_keeper.KeeperRefused("the keeper builds environments and datasets")
             note(f"uid {peer[1]} (pid {peer[0]}) asks for {request['op']}")
             make_folders()
-            held = []
+            held, record = [], None
             try:
-                send({"ok": OPERATIONS[request["op"]](request, send, held)})
+                answer = OPERATIONS[request["op"]](request, send, held)
+                record = hold_record(peer[0], held)
+                send({"ok": answer})
                 # The entry stays held (never removed to make room) until the job that
                 # asked closes the connection: when it exits, however it ends.
                 while not gone and self.request.recv(4096):
@@ -258,6 +334,9 @@ class Handler(socketserver.StreamRequestHandler):
             finally:
                 for handle in held:
                     handle.close()
+                if record:
+                    with contextlib.suppress(OSError):
+                        os.remove(record)
         except cache_keeper.KeeperRefused as exc:
             note(f"uid {peer[1]}: refused: {exc}")
             send({"error": str(exc)})
@@ -308,6 +387,7 @@ def network_settings():
 FOLDER_MODES = {
     ("env_cache", "envs"): 0o711,
     ("env_cache", "locks"): 0o700,
+    ("env_cache", "locks/holds"): 0o700,
     ("env_cache", "uv"): 0o700,
     ("env_cache", "requests"): 0o700,
     ("data_cache", "objects"): 0o711,
@@ -367,6 +447,7 @@ def main(arguments=None):
         os.setgid(account.pw_gid)
         os.setuid(account.pw_uid)
     make_folders()
+    holds_take_over()
     who = grp.getgrgid(os.getgid()).gr_name
     note(f"keeping {options.env_cache} and {options.data_cache} as uid {os.getuid()} ({who})")
     server.serve_forever()

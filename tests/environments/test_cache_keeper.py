@@ -77,6 +77,14 @@ def keeper(tmp_path, settings):
     caches = tmp_path / "caches"
     caches.mkdir()
     sock = caches / "keeper.sock"
+    process = start_keeper(tmp_path, caches, sock, settings)
+    yield caches, str(sock)
+    process[0].terminate()
+    process[0].wait(timeout=10)
+
+
+def start_keeper(tmp_path, caches, sock, settings) -> list:
+    """The keeper as the kit starts it (in a list, so that a test can start another)."""
     process = subprocess.Popen(
         [
             sys.executable,
@@ -98,9 +106,7 @@ def keeper(tmp_path, settings):
         ]
     )
     wait_for(lambda: sock.exists() and answers(sock), timeout=30, what="the keeper to listen")
-    yield caches, str(sock)
-    process.terminate()
-    process.wait(timeout=10)
+    return [process]
 
 
 def answers(sock: Path) -> bool:
@@ -147,6 +153,63 @@ def test_a_dataset_is_fetched_for_the_job_and_held_while_it_stays_connected(keep
     )
 
 
+# A job as the launcher leaves it: connected to the keeper for as long as it runs.
+HOLDING_JOB = """
+import sys
+sys.path.insert(0, "jobs/runtime")
+import cache_keeper
+held = []
+cache_keeper.ask(sys.argv[1], __import__("json").loads(sys.argv[2]), lambda line: None, held)
+print("holding", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_keeper_started_again_holds_what_running_jobs_hold_until_they_go(
+    tmp_path, portal, settings
+):
+    caches = tmp_path / "caches"
+    caches.mkdir()
+    sock = caches / "keeper.sock"
+    keeper = start_keeper(tmp_path, caches, sock, settings)
+    dataset, _ = portal
+    request = {"op": "dataset", "dataset": dataset, "credential": CREDENTIAL}
+    job = subprocess.Popen(
+        [sys.executable, "-c", HOLDING_JOB, str(sock), json.dumps(request)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert job.stdout.readline() == "holding\n"
+        keeper[0].kill()  # a crash: condor_master starts it again
+        keeper[0].wait(timeout=10)
+        sock.unlink()
+        keeper[0] = start_keeper(tmp_path, caches, sock, settings)[0]
+
+        entry = caches / "data" / "objects" / dataset["sha256"]
+        said = []
+        nightshift_data.make_room(str(caches / "data"), set(), 0, said.append)
+        assert entry.is_dir(), "removed to make room while a job used it"
+        assert "still running" in (tmp_path / "keeper.log").read_text()
+
+        job.stdin.close()  # the job exits
+        job.wait(timeout=10)
+        wait_for(
+            lambda: (
+                nightshift_data.make_room(str(caches / "data"), set(), 0, said.append)
+                or not entry.exists()
+            ),
+            timeout=20,
+            what="the keeper started again to let go once the job went",
+        )
+        assert not list((caches / "env" / "locks" / "holds").iterdir())
+    finally:
+        job.kill()
+        keeper[0].terminate()
+        keeper[0].wait(timeout=10)
+
+
 def test_jobs_may_reach_an_entry_they_were_given_and_list_nothing(keeper, portal):
     caches, sock = keeper
     dataset, _ = portal
@@ -154,13 +217,21 @@ def test_jobs_may_reach_an_entry_they_were_given_and_list_nothing(keeper, portal
     cache_keeper.ask(sock, request, lambda line: None, [])
     modes = {
         path: stat.S_IMODE(os.stat(caches / path).st_mode)
-        for path in ("data/objects", "data/locks", "env/envs", "env/locks", "env/uv")
+        for path in (
+            "data/objects",
+            "data/locks",
+            "env/envs",
+            "env/locks",
+            "env/locks/holds",
+            "env/uv",
+        )
     }
     assert modes == {
         "data/objects": 0o711,
         "data/locks": 0o700,
         "env/envs": 0o711,
         "env/locks": 0o700,
+        "env/locks/holds": 0o700,
         "env/uv": 0o700,
     }
     # Which jobs used which dataset is the keeper's to know.
