@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from audit.admin import ReadOnlyAdmin
+from plumbing.admin import ReadOnlyAdmin
 
 from .models import CapacitySample, MonthlyReport, QuotaHold, UsageRecord
 

@@ -6,8 +6,7 @@ class AccountingConfig(AppConfig):
     verbose_name = "Usage accounting and reports"
 
     def ready(self) -> None:
-        from jobs.admission import admission_register
-        from jobs.sync import run_ledger_register
+        from jobs.services import admission_register, run_ledger_register
 
         from . import quotas, tasks  # noqa: F401 - tasks registers the Celery tasks by name
         from .services import UsageLedger

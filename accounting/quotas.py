@@ -18,8 +18,8 @@ from django.db.models import QuerySet, Sum
 from django.utils import timezone
 from django.utils.formats import date_format
 
-from jobs.admission import QuotaExceeded
 from jobs.models import FINAL_STATES, Job, JobState
+from jobs.services import QuotaExceeded
 from labs.models import Lab, Membership, QuotaLimits
 
 from .models import QuotaHold, UsageRecord

@@ -19,6 +19,10 @@ from . import reports
 from .forms import ReportForm
 from .models import UsageRecord
 from .periods import Period
+from .reports import GROUPINGS as GROUPINGS
+from .reports import Scope as Scope
+from .reports import Table as Table
+from .reports import fetch_rows as fetch_rows
 
 
 def overlapping(records: QuerySet[UsageRecord], since: datetime, until: datetime) -> QuerySet:

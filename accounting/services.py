@@ -15,12 +15,15 @@ from django.utils import timezone
 
 from condor_bridge import JobObservation, PoolMachine
 from condor_bridge.submit import CHECKPOINT_LOG
-from jobs.bridge import get_bridge
 from jobs.models import Job, Workstation
 from jobs.selectors import open_job_file
+from jobs.services import get_bridge
 from plumbing.db import bulk_update_rows
 
 from .models import CapacitySample, UsageRecord
+from .quotas import quota_hold as quota_hold
+from .quotas import quota_hold_release as quota_hold_release
+from .quotas import quota_standings as quota_standings
 from .segments import TOLERANCE_S, Segment, reconcile
 
 logger = logging.getLogger(__name__)

@@ -16,7 +16,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounting.quotas import quota_standings
+from accounting.services import quota_standings
 from jobs.selectors import job_list_for_user
 from plumbing.api import ApiError, ErrorSerializer, TokenThrottle, error_responses
 

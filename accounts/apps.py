@@ -6,7 +6,7 @@ class AccountsConfig(AppConfig):
     verbose_name = "Accounts and access tokens"
 
     def ready(self) -> None:
-        from jobs.admission import admission_register
+        from jobs.services import admission_register
 
         from . import ldap, schema  # noqa: F401 - LDAP group sync; the token scheme for the docs
         from .registration import user_may_submit

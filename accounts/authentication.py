@@ -4,7 +4,7 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.debug import sensitive_variables
 from rest_framework import authentication, exceptions
 
-from audit.context import note_token
+from audit.services import note_token
 
 from .services import token_authenticate
 

@@ -7,7 +7,7 @@ from django.template.defaultfilters import pluralize
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from accounting.quotas import quota_standings
+from accounting.services import quota_standings
 from plumbing.panels import panels_for
 
 from . import registration as registrations

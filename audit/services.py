@@ -3,6 +3,8 @@ from __future__ import annotations
 from django.db import models
 
 from .context import current_origin
+from .context import note_token as note_token
+from .middleware import client_ip as client_ip
 from .models import AuditEntry
 
 

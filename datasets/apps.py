@@ -8,7 +8,7 @@ class DatasetsConfig(AppConfig):
     verbose_name = "Datasets"
 
     def ready(self) -> None:
-        from jobs.inputs import data_catalogue_register
+        from jobs.services import data_catalogue_register
         from plumbing.panels import panel_register
 
         from . import quotas, tasks  # noqa: F401 - tasks: registers the tasks services queue by name

@@ -10,9 +10,8 @@ from django.conf import settings
 from django.http import FileResponse, HttpResponse
 from django.urls import reverse
 
-from jobs.inputs import DataChoice, job_for_data_credential, job_inputs
 from jobs.models import Job
-from jobs.specs import JobSubmissionError
+from jobs.services import DataChoice, JobSubmissionError, job_for_data_credential, job_inputs
 from plumbing.names import AmbiguousName, needs_qualifying, qualified_name
 
 from . import storage

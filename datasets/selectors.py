@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from django.db.models import Count, QuerySet, Sum
 
-from jobs.inputs import jobs_using_versions
 from jobs.models import Job
 from jobs.selectors import job_list_visible_to
+from jobs.services import jobs_using_versions
 from labs.selectors import shared_with
 from plumbing.names import pick_named, split_qualified
 

@@ -17,14 +17,32 @@ from django.db.models import Max
 from django.utils import timezone
 
 from audit.services import audit_record
-from jobs.archives import ArchiveError, ArchiveLimits, extract_archive, is_archive
-from jobs.inputs import jobs_using_versions
+from jobs.services import (
+    ArchiveError,
+    ArchiveLimits,
+    extract_archive,
+    is_archive,
+    jobs_using_versions,
+)
 from labs.selectors import lab_by_name
 from plumbing.tasks import enqueue
 
 from . import content, fetching, storage
+from .content import NAME_PART as NAME_PART
+from .content import DatasetContentError as DatasetContentError
+from .content import DatasetFile as DatasetFile
+from .content import Digest as Digest
+from .content import pack as pack
+from .delivery import delivery_url as delivery_url
+from .delivery import size_text as size_text
 from .models import Dataset, DatasetImport, DatasetUpload, DatasetVersion
 from .quotas import StorageQuotaExceeded, storage_quota_check
+from .quotas import storage_kept_register as storage_kept_register
+from .storage import archive_download as archive_download
+from .storage import archive_holder_register as archive_holder_register
+from .storage import archive_path as archive_path
+from .storage import archive_store as archive_store
+from .storage import partial_archive_path as partial_archive_path
 
 logger = logging.getLogger(__name__)
 

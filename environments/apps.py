@@ -8,7 +8,7 @@ class EnvironmentsConfig(AppConfig):
     verbose_name = "Software environments"
 
     def ready(self) -> None:
-        from jobs.software import software_catalogue_register
+        from jobs.services import software_catalogue_register
 
         from .services import CATALOGUE
 

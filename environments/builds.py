@@ -12,9 +12,7 @@ from django.db import transaction
 from audit.services import audit_record
 from jobs.models import FINAL_STATES, JobState
 from jobs.selectors import open_job_file
-from jobs.specs import JobSpec
-from jobs.staging import job_logs_for
-from jobs.submission import job_submit
+from jobs.services import JobSpec, job_logs_for, job_submit
 
 from .locking import explain_failure
 from .models import EnvironmentBuild, EnvironmentVersion

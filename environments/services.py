@@ -12,8 +12,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from audit.services import audit_record
-from jobs.software import PreparedSoftware, SoftwareChoice, SoftwareNotFound
-from jobs.specs import JobSubmissionError
+from jobs.services import JobSubmissionError, PreparedSoftware, SoftwareChoice, SoftwareNotFound
 from plumbing.names import AmbiguousName, needs_qualifying, qualified_name
 
 from .locking import Lock, LockError, lock_resolve, pinned_names

@@ -6,7 +6,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from jobs.specs import JobSubmissionError
+from jobs.services import JobSubmissionError
 
 from . import builds, services
 from .forms import EnvironmentForm, VersionForm

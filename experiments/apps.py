@@ -8,8 +8,8 @@ class ExperimentsConfig(AppConfig):
     verbose_name = "Experiments"
 
     def ready(self) -> None:
-        from jobs.submission import batch_submitter_register
-        from jobs.views import job_form_register
+        from jobs.services import batch_submitter_register
+        from jobs.web import job_form_register
 
         from . import sweeps, tasks  # noqa: F401 - tasks registers the Celery tasks by name
         from .views import JOB_OR_SWEEP_FORM

@@ -5,7 +5,7 @@ import io
 
 from django import forms
 
-from jobs.forms import JobSubmitForm
+from jobs.web import JobSubmitForm
 
 
 def parse_space(text: str) -> dict:

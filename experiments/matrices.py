@@ -15,19 +15,25 @@ from django.conf import settings
 
 from condor_bridge import InvalidJobRequest
 from condor_bridge.types import check_text
-from jobs.archives import ArchiveError, check_archive, extract_archive, is_archive
-from jobs.inputs import MODELS_FOLDER, model_prepare
 from jobs.models import Job
-from jobs.specs import JobSpec, JobSubmissionError
-from jobs.staging import (
+from jobs.services import (
+    MODELS_FOLDER,
+    ArchiveError,
+    JobSpec,
+    JobSubmissionError,
     archive_limits,
+    check_archive,
+    check_may_submit,
     content_hashes,
+    extract_archive,
     install_helper,
+    is_archive,
+    job_validate_request,
+    model_prepare,
     safe_archive_name,
     save_upload,
     stage_files,
 )
-from jobs.submission import check_may_submit, job_validate_request
 
 from .models import Sweep
 from .plans import check_placeholders, run_spec

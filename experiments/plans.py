@@ -5,10 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from jobs.specs import (
-    JobSpec,
-    JobSubmissionError,
-)
+from jobs.services import JobSpec, JobSubmissionError
 
 from . import parameters
 from .models import Sweep

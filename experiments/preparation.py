@@ -26,11 +26,10 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection, transaction
 
-from accounting.quotas import quota_hold_release
+from accounting.services import quota_hold_release
 from audit.services import audit_record
 from jobs.models import Job, JobEvent
-from jobs.specs import JobSpec, JobSubmissionError
-from jobs.staging import StagedFiles
+from jobs.services import JobSpec, JobSubmissionError, StagedFiles
 from plumbing.collector import collector_paused
 from plumbing.db import copy_insert, new_instances
 

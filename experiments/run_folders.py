@@ -11,11 +11,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from jobs.staging import (
-    SOURCE_DIR,
-    install_helpers_linked,
-    link_or_copy,
-)
+from jobs.services import SOURCE_DIR, install_helpers_linked, link_or_copy
 
 
 @dataclass(frozen=True)

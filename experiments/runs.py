@@ -13,19 +13,22 @@ from pathlib import Path
 from django.conf import settings
 
 from condor_bridge import InvalidJobRequest
-from jobs.admission import QuotaExceeded, quota_check
 from jobs.models import Job, JobEvent
-from jobs.specs import (
+from jobs.services import (
     PARAMETERS_VARIABLE,
     JobSpec,
     JobSubmissionError,
+    QuotaExceeded,
     QuotaRefusal,
     job_request_of,
+    job_validate_runs,
+    lab_for_submission,
     new_seed,
     parse_entry_command,
+    quota_check,
     request_fields,
+    request_match_summary,
 )
-from jobs.submission import job_validate_runs, lab_for_submission, request_match_summary
 
 from .models import Sweep
 

@@ -34,14 +34,25 @@ from accounting.models import UsageRecord
 from audit.services import audit_record
 from condor_bridge import BridgeError
 from condor_bridge.submit import HELPER_DIR, METRICS_FILE
-from jobs.admission import QuotaExceeded, quota_check
-from jobs.bridge import get_bridge
 from jobs.models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState
-from jobs.schedulers import schedd_choose
 from jobs.selectors import job_metrics
-from jobs.specs import JobActionError, JobSpec, JobSubmissionError
-from jobs.staging import CONTROL_DIR, StagedFiles, content_hashes, install_helper, stage_files
-from jobs.submission import check_may_submit, job_enqueue_submit, job_validate_request
+from jobs.services import (
+    CONTROL_DIR,
+    JobActionError,
+    JobSpec,
+    JobSubmissionError,
+    QuotaExceeded,
+    StagedFiles,
+    check_may_submit,
+    content_hashes,
+    get_bridge,
+    install_helper,
+    job_enqueue_submit,
+    job_validate_request,
+    quota_check,
+    schedd_choose,
+    stage_files,
+)
 from plumbing.tasks import enqueue
 
 from . import parameters

@@ -20,28 +20,24 @@ from django.db import transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
-from accounting.quotas import quota_hold
+from accounting.services import quota_hold
 from audit.services import audit_record
 from condor_bridge import BridgeError, InvalidJobRequest
 from condor_bridge.submit import description_text
-from jobs.admission import quota_lock
-from jobs.bridge import get_bridge
 from jobs.models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState
-from jobs.schedulers import schedd_choose
-from jobs.specs import (
+from jobs.services import (
+    BatchSubmitter,
     JobActionError,
     JobSpec,
-    job_request_of,
-)
-from jobs.staging import (
-    content_hashes,
-    install_helper,
-    stage_files,
-)
-from jobs.submission import (
-    BatchSubmitter,
     check_may_submit,
+    content_hashes,
+    get_bridge,
+    install_helper,
+    job_request_of,
     job_validate_request,
+    quota_lock,
+    schedd_choose,
+    stage_files,
 )
 from plumbing import metrics
 from plumbing.collector import collector_paused

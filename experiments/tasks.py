@@ -10,7 +10,7 @@ import logging
 
 from celery import shared_task
 
-from jobs.tasks import SUBMISSION_RETRIES
+from jobs.services import SUBMISSION_RETRIES
 
 from . import studies, sweeps
 from .models import Sweep

@@ -10,9 +10,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from jobs import specs
 from jobs.models import JobState
-from jobs.views import FORM_FIELD_FOR, JobForm, show_refusal, submit_job
+from jobs.services import JobActionError, JobSubmissionError
+from jobs.web import FORM_FIELD_FOR, JobForm, show_refusal, submit_job
 
 from . import matrices, readouts, selectors, studies, sweeps
 from .forms import JobOrSweepForm, MatrixForm, StudyForm
@@ -179,7 +179,7 @@ def sweep_cancel(request: HttpRequest, public_id) -> HttpResponse:
                 request,
                 f"Cancelling {cancelled} run{'s' if cancelled != 1 else ''} of “{sweep.name}”.",
             )
-    except specs.JobActionError as exc:
+    except JobActionError as exc:
         messages.error(request, str(exc))
     return redirect("jobs:sweep", public_id=sweep.public_id)
 
@@ -196,7 +196,7 @@ def matrix_new(request: HttpRequest) -> HttpResponse:
                 systems=[matrices.MatrixSystem(*row) for row in data["systems"]],
                 datasets=[matrices.MatrixDataset(*row) for row in data["datasets"]],
             )
-        except specs.JobSubmissionError as exc:
+        except JobSubmissionError as exc:
             show_refusal(form, exc, SWEEP_FORM_FIELD_FOR)
         else:
             messages.success(
@@ -221,7 +221,7 @@ def study_new(request: HttpRequest) -> HttpResponse:
                 plan=studies.StudyPlan.from_json(form.plan()),
                 requirements=data.get("requirements"),
             )
-        except specs.JobSubmissionError as exc:
+        except JobSubmissionError as exc:
             show_refusal(form, exc, SWEEP_FORM_FIELD_FOR)
         else:
             messages.success(

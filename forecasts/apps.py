@@ -7,7 +7,7 @@ class ForecastsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from jobs.submission import match_extra_register
+        from jobs.services import match_extra_register
         from plumbing.panels import panel_register
 
         from . import reservations, tasks  # noqa: F401 - tasks: registers the Celery tasks by name

@@ -35,9 +35,8 @@ from django.utils import timezone
 
 from accounting.models import UsageRecord
 from condor_bridge import JobRequest, PoolMachine, machine_fits
-from jobs.bridge import get_bridge
 from jobs.models import Job, JobState
-from jobs.specs import request_from_json
+from jobs.services import get_bridge, request_from_json
 
 from .model.availability import HOURS_PER_WEEK, SLOT_S, PoolModel
 from .model.starts import (

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from condor_bridge.placement import STAY_FREE_HOURS
 from jobs.models import JobState
-from jobs.specs import deadline_of
+from jobs.services import deadline_of
 
 from .model.availability import quarter_of_week
 from .model.checkpoints import figures_for_row

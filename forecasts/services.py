@@ -22,6 +22,13 @@ from accounting.models import CapacitySample
 from condor_bridge.placement import STAY_FREE_HOURS
 from jobs.models import Workstation
 
+from .authentication import WORKSTATION_NAME as WORKSTATION_NAME
+from .authentication import KitEndpoint as KitEndpoint
+from .authentication import check_kit_request as check_kit_request
+from .authentication import kit_refusals as kit_refusals
+from .kit import KitCredentialError as KitCredentialError
+from .kit import kit_credential_authenticate as kit_credential_authenticate
+from .kit import kit_credential_create as kit_credential_create
 from .model.availability import (
     FREE,
     QUARTERS_PER_WEEK,

@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
-from jobs.lookups import visible_job_or_404
+from jobs.web import visible_job_or_404
 from labs.selectors import lab_managed_or_404
 
 from . import reservations, selectors

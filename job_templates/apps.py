@@ -8,7 +8,7 @@ class JobTemplatesConfig(AppConfig):
     verbose_name = "Job templates"
 
     def ready(self) -> None:
-        from datasets.storage import archive_holder_register
+        from datasets.services import archive_holder_register
         from plumbing.panels import panel_register
 
         from .selectors import projects_held

@@ -5,8 +5,7 @@ import json
 from django import forms
 
 from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS, MAX_RUNTIME_S
-from jobs.inputs import data_choices, model_choices
-from jobs.software import software_choices
+from jobs.services import data_choices, model_choices, software_choices
 from labs.models import Lab, Membership, Visibility
 from model_registry.services import MAX_CARD_CHARACTERS
 

@@ -16,15 +16,25 @@ from django.db import transaction
 from django.db.models import Max
 
 from audit.services import audit_record
-from datasets import storage
-from datasets.content import Digest
-from jobs.archives import ArchiveError, check_archive, is_archive
-from jobs.errors import JobSubmissionError
-from jobs.inputs import MODELS_FOLDER, data_choices, data_prepare, model_prepare
+from datasets.services import Digest, archive_path, archive_store, partial_archive_path
 from jobs.models import Job
-from jobs.specs import JobSpec, parse_entry_command
-from jobs.staging import archive_limits, safe_archive_name, safe_script_name
-from jobs.submission import job_submit, job_validate_request
+from jobs.services import (
+    MODELS_FOLDER,
+    ArchiveError,
+    JobSpec,
+    JobSubmissionError,
+    archive_limits,
+    check_archive,
+    data_choices,
+    data_prepare,
+    is_archive,
+    job_submit,
+    job_validate_request,
+    model_prepare,
+    parse_entry_command,
+    safe_archive_name,
+    safe_script_name,
+)
 from labs.models import Lab, Membership, Visibility
 from model_registry.models import ModelVersion
 from model_registry.selectors import model_versions_visible_to
@@ -266,9 +276,7 @@ def template_publish(
         model_prepare(user=user, references=models)
     except JobSubmissionError as exc:
         raise TemplateError(exc.field, exc.message) from None
-    digest = storage.archive_store(
-        storage.partial_archive_path(), lambda out: _copy_and_hash(project, out)
-    )
+    digest = archive_store(partial_archive_path(), lambda out: _copy_and_hash(project, out))
     with transaction.atomic():
         template, _ = JobTemplate.objects.select_for_update().get_or_create(
             lab=lab, name=name, defaults={"created_by": user}
@@ -308,7 +316,7 @@ def _check_visible(user, version: TemplateVersion) -> None:
 
 def _project_file(version: TemplateVersion) -> File:
     try:
-        handle = open(storage.archive_path(version.project_sha256), "rb")  # noqa: SIM115
+        handle = open(archive_path(version.project_sha256), "rb")  # noqa: SIM115
     except FileNotFoundError:
         raise TemplateError(
             "template", f"{version.reference}'s project is no longer stored; ask its lab's leads."

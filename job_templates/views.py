@@ -7,11 +7,10 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from jobs.errors import JobSubmissionError
-from model_registry.cards import card_html, card_summary
+from jobs.services import JobSubmissionError
 from model_registry.models import ModelVersion, lab_slug
-from model_registry.selectors import model_versions_visible_to
-from model_registry.views import catalogue_filters
+from model_registry.selectors import card_html, card_summary, model_versions_visible_to
+from model_registry.web import catalogue_filters
 from plumbing.panels import Panel
 
 from .forms import ModelServeForm, TemplatePublishForm, TemplateRunForm, labs_led_by

@@ -63,6 +63,18 @@ from .timeline import job_event_record
 
 logger = logging.getLogger(__name__)
 
+# The Celery options of a task that submits (jobs.tasks, experiments.tasks): a submission
+# waits out a scheduler that is down for as long as it takes.
+SUBMISSION_RETRIES = {
+    "bind": True,
+    "acks_late": True,
+    "autoretry_for": (BridgeError,),
+    "retry_backoff": 2,
+    "retry_backoff_max": 60,
+    "retry_jitter": True,
+    "max_retries": None,
+}
+
 
 def lab_for_submission(*, user, lab_id: int | None) -> Lab | None:
     """The lab a job is charged to: the one asked for, which must be the user's, or their

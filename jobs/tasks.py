@@ -10,19 +10,9 @@ from condor_bridge import BridgeError
 
 from . import submission, sync
 from .models import Job
+from .submission import SUBMISSION_RETRIES
 
 logger = logging.getLogger(__name__)
-
-# A submission waits out a scheduler that is down for as long as it takes.
-SUBMISSION_RETRIES = {
-    "bind": True,
-    "acks_late": True,
-    "autoretry_for": (BridgeError,),
-    "retry_backoff": 2,
-    "retry_backoff_max": 60,
-    "retry_jitter": True,
-    "max_retries": None,
-}
 
 
 @shared_task(**SUBMISSION_RETRIES)

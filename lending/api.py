@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from forecasts.authentication import KitEndpoint, check_kit_request, kit_refusals
+from forecasts.services import KitEndpoint, check_kit_request, kit_refusals
 from labs.models import Lab
 from plumbing.api import ApiError, ErrorSerializer
 

@@ -7,7 +7,7 @@ class LendingConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from jobs.timeline import eviction_cause_register
+        from jobs.services import eviction_cause_register
 
         from .selectors import reclaim_cause
 

@@ -10,7 +10,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from accounting.models import UsageRecord
-from forecasts.authentication import WORKSTATION_NAME
+from forecasts.services import WORKSTATION_NAME
 from jobs.models import Job, JobState
 
 from .models import EVICTION_SEEN_WITHIN, LendingTerms, Reclaim, WorkstationOwner

@@ -16,7 +16,7 @@ from django.utils import timezone
 from accounting.models import UsageRecord
 from accounting.services import usage_records_forgive
 from audit.services import audit_record
-from jobs.timeline import job_event_record
+from jobs.services import job_event_record
 from labs.models import Lab
 
 from .models import EVICTION_SEEN_WITHIN, ClaimCode, LendingTerms, Reclaim, WorkstationOwner

@@ -16,7 +16,7 @@ from forecasts.selectors import forecast_now
 from jobs.models import Workstation
 from jobs.selectors import pool_overview
 from plumbing.spreadsheets import stream_csv
-from usage.energy import energy_text
+from usage.selectors import energy_text
 
 from . import selectors, services
 from .forms import ClaimForm, ReclaimForm, TermsForm

@@ -2,9 +2,7 @@ from django import forms
 from django.conf import settings
 
 from condor_bridge.types import MAX_CPUS, MAX_GPU_MEMORY_GB, MAX_GPUS
-from jobs.inputs import data_choices
-from jobs.software import software_choices
-from jobs.specs import JobSpec
+from jobs.services import JobSpec, data_choices, software_choices
 from labs.models import Lab
 
 from .sessions import NOTEBOOK_PACKAGE, notebook_problem

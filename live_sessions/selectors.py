@@ -8,6 +8,8 @@ from jobs.models import Job, JobState
 from jobs.selectors import job_list_visible_to
 
 from .models import LiveShare, LiveToken, token_digest
+from .sessions import WARN_BEFORE_END_S as WARN_BEFORE_END_S
+from .sessions import session_status as session_status
 
 
 def live_job_or_none(public_id: str) -> Job | None:

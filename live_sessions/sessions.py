@@ -10,9 +10,14 @@ from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from jobs.models import FINAL_STATES, Job, JobOutcome, JobState
-from jobs.software import SoftwareChoice, SoftwareNotFound, software_lookup
-from jobs.specs import JobSpec, JobSubmissionError
-from jobs.submission import job_submit
+from jobs.services import (
+    JobSpec,
+    JobSubmissionError,
+    SoftwareChoice,
+    SoftwareNotFound,
+    job_submit,
+    software_lookup,
+)
 
 NOTEBOOK_SCRIPT = b'''"""A Nightshift notebook session: JupyterLab, reached through the portal.
 

@@ -14,7 +14,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from jobs.models import Job
-from jobs.specs import JobSubmissionError
+from jobs.services import JobSubmissionError
 
 from .access import service_name
 from .forms import SessionForm

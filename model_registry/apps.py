@@ -8,9 +8,8 @@ class ModelRegistryConfig(AppConfig):
     verbose_name = "Models"
 
     def ready(self) -> None:
-        from datasets.quotas import storage_kept_register
-        from datasets.storage import archive_holder_register
-        from jobs.inputs import model_catalogue_register
+        from datasets.services import archive_holder_register, storage_kept_register
+        from jobs.services import model_catalogue_register
 
         from .delivery import CATALOGUE, archives_held, storage_kept_by_lab, storage_kept_by_user
 

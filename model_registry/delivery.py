@@ -4,10 +4,8 @@ endpoint checked against the job's own credential, and the workstations' cache."
 
 from __future__ import annotations
 
-from datasets import storage
-from datasets.delivery import delivery_url, size_text
-from jobs.inputs import MODELS_FOLDER, DataChoice
-from jobs.specs import JobSubmissionError
+from datasets.services import archive_path, delivery_url, size_text
+from jobs.services import MODELS_FOLDER, DataChoice, JobSubmissionError
 
 from .models import ModelVersion
 from .selectors import REFERENCE, model_list_visible_to, model_version_get_visible
@@ -69,7 +67,7 @@ class ModelCatalogue:
                     f"Two models are called {version.model.name}: each would be "
                     f"models/{version.model.name}/ in the job. Give one.",
                 )
-            if not storage.archive_path(version.sha256).is_file():
+            if not archive_path(version.sha256).is_file():
                 raise JobSubmissionError("models", f"{version.reference} is no longer stored.")
             records[version.model.name] = version_record(version)
         return list(records.values())

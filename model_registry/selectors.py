@@ -10,6 +10,8 @@ from django.db.models import Count, Q, QuerySet
 from labs.models import Lab, Visibility
 from labs.selectors import shared_with
 
+from .cards import card_html as card_html
+from .cards import card_summary as card_summary
 from .models import Model, ModelVersion
 
 # LAB/NAME or LAB/NAME@VERSION, LAB as lab_slug() writes it.

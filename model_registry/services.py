@@ -11,13 +11,20 @@ from django.db import transaction
 from django.db.models import Max
 
 from audit.services import audit_record
-from datasets import content, storage
-from datasets.quotas import StorageQuotaExceeded, storage_quota_check
+from datasets.services import (
+    NAME_PART,
+    DatasetContentError,
+    DatasetFile,
+    StorageQuotaExceeded,
+    archive_store,
+    pack,
+    partial_archive_path,
+    storage_quota_check,
+)
 from experiments.selectors import default_goal, final_and_best, metric_series
-from jobs.inputs import job_datasets, job_models
 from jobs.models import Job
 from jobs.selectors import job_metrics, job_output_path, kept_paths
-from jobs.staging import job_metrics_path
+from jobs.services import job_datasets, job_metrics_path, job_models
 from labs.models import Lab, Membership, Visibility
 
 from .models import MODEL_NAME_HELP, MODEL_NAME_PATTERN, Model, ModelVersion
@@ -97,14 +104,14 @@ def model_publish(
         )
     except StorageQuotaExceeded as exc:
         raise ModelError("files", str(exc)) from None
-    listed = [content.DatasetFile(file.path, file.size) for file in chosen]
+    listed = [DatasetFile(file.path, file.size) for file in chosen]
     sources = {file.path: file.origin for file in chosen}
     try:
-        digest = storage.archive_store(
-            storage.partial_archive_path(),
-            lambda out: content.pack(job.directory, listed, out, sources=sources),
+        digest = archive_store(
+            partial_archive_path(),
+            lambda out: pack(job.directory, listed, out, sources=sources),
         )
-    except content.DatasetContentError as exc:
+    except DatasetContentError as exc:
         raise ModelError("files", str(exc)) from None
     with transaction.atomic():
         model, _ = Model.objects.select_for_update().get_or_create(
@@ -176,7 +183,7 @@ def model_files(job: Job, paths: list[str]) -> list[ModelFile]:
             )
         parts = PurePosixPath(origin).parts
         inside = "/".join(parts[1:]) if parts[0] in folders and len(parts) > 1 else origin
-        if any(not content.NAME_PART.fullmatch(part) for part in inside.split("/")):
+        if any(not NAME_PART.fullmatch(part) for part in inside.split("/")):
             raise ModelError("files", f"{origin[:200]!r}: this name cannot be used in a model.")
         if inside in chosen:
             raise ModelError(

@@ -6,7 +6,7 @@ from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 
-from datasets import storage
+from datasets.services import archive_download
 from jobs.models import Job
 from jobs.selectors import job_get_visible, job_output_files
 from labs.models import Membership, Visibility
@@ -94,7 +94,7 @@ def model_version_detail(request: HttpRequest, pk: int) -> HttpResponse:
 def model_version_archive(request: HttpRequest, pk: int) -> FileResponse:
     version = _version_or_404(request, pk)
     try:
-        return storage.archive_download(version.sha256, archive_name(version))
+        return archive_download(version.sha256, archive_name(version))
     except FileNotFoundError:
         raise Http404(f"{version.reference} is no longer stored.") from None
 

@@ -14,9 +14,9 @@ from django.utils import timezone
 
 from experiments.models import Sweep
 from forecasts.models import Reservation, StartPrediction
-from forecasts.predictions import shown
+from forecasts.selectors import shown
 from jobs.models import FINAL_STATES, Job, JobEvent, JobState
-from live_sessions.sessions import WARN_BEFORE_END_S, session_status
+from live_sessions.selectors import WARN_BEFORE_END_S, session_status
 
 from .events import Channel, Event
 from .owners import owner_occasions

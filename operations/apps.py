@@ -9,7 +9,7 @@ class OperationsConfig(AppConfig):
     verbose_name = "Operations"
 
     def ready(self) -> None:
-        from jobs.admission import admission_register
+        from jobs.services import admission_register
 
         from .drain import submissions_paused
 

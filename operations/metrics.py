@@ -51,7 +51,7 @@ def _jobs_by_state() -> Metric:
 
 def _jobs_stalled() -> Metric:
     from jobs.models import Job, JobState
-    from jobs.sync import POOL_STALLED_REASON
+    from jobs.services import POOL_STALLED_REASON
 
     return _gauge(
         "nightshift_jobs_stalled",

@@ -14,7 +14,7 @@ from django.utils import timezone
 from audit.services import audit_record
 from jobs.models import FINAL_STATES, Job
 from jobs.selectors import OutputFile, job_output_files, job_output_path
-from jobs.timeline import job_event_record
+from jobs.services import job_event_record
 from labs.models import Lab
 
 NO_LAB = "(no lab)"

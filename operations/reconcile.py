@@ -21,15 +21,21 @@ from audit.services import audit_record
 from condor_bridge import BridgeError, JobObservation
 from condor_bridge import JobState as CondorState
 from experiments.models import Sweep
-from experiments.sweeps import sweep_enqueue_submit
-from jobs.bridge import get_bridge
+from experiments.services import sweep_enqueue_submit
 from jobs.models import FINAL_STATES, Job, JobOutcome, JobState, is_public_id
-from jobs.schedulers import schedd_label, schedd_names
-from jobs.second_copies import is_second_copy
-from jobs.submission import job_enqueue_submit
-from jobs.sync import jobs_apply_observations
-from jobs.sync_compare import SYNC_FIELDS, observed_changes, portal_state, sync_row
-from jobs.timeline import job_event_record
+from jobs.services import (
+    SYNC_FIELDS,
+    get_bridge,
+    is_second_copy,
+    job_enqueue_submit,
+    job_event_record,
+    jobs_apply_observations,
+    observed_changes,
+    portal_state,
+    schedd_label,
+    schedd_names,
+    sync_row,
+)
 
 # How each kind of drift is repaired.
 REPAIRS = {

@@ -9,7 +9,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from audit.middleware import client_ip
+from audit.services import client_ip
 
 from .metrics import PortalCollector
 

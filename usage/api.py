@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs.lookups import visible_job_or_404
+from jobs.web import visible_job_or_404
 from plumbing.api import ErrorSerializer
 
 from . import selectors

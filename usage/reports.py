@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from accounting.periods import Period
-from accounting.reports import GROUPINGS, Scope, Table, fetch_rows
+from accounting.selectors import GROUPINGS, Period, Scope, Table, fetch_rows
 
 # (label, lower bound, upper bound) of a job's average GPU utilisation, in percent.
 BANDS = (("0–10 %", 0, 10), ("10–30 %", 10, 30), ("30–60 %", 30, 60), ("60–100 %", 60, 101))

@@ -10,6 +10,7 @@ from django.urls import reverse
 from jobs.models import Job
 
 from .advice import advise, clone_adjustments, gpus_used
+from .energy import energy_text as energy_text
 from .models import JobUsageSummary, UsageSample
 
 SAMPLE_FIELDS = (

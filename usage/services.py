@@ -23,10 +23,9 @@ from accounting.models import UsageRecord
 from accounting.services import usage_record_energy_set
 from condor_bridge import JobUsage
 from condor_bridge.submit import HELPER_DIR
-from jobs.bridge import get_bridge
 from jobs.models import FINAL_STATES, Job
-from jobs.schedulers import raise_unless_one_answered, schedds_ask, schedds_in_use
 from jobs.selectors import open_job_file
+from jobs.services import get_bridge, raise_unless_one_answered, schedds_ask, schedds_in_use
 
 from .advice import GPU_ACTIVE
 from .energy import Energy, PowerRow, energy_of_run, power_row

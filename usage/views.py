@@ -15,7 +15,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from accounting.selectors import export_filename, report_request
-from jobs.lookups import visible_job_or_404
+from jobs.web import visible_job_or_404
 from plumbing.spreadsheets import invalid_parameters, stream_csv
 
 from . import reports, selectors

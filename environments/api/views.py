@@ -9,8 +9,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs import specs
-from jobs.api.views import submission_refused
+from jobs.services import JobSubmissionError
+from jobs.web import submission_refused
 from labs.selectors import lab_by_name
 from plumbing.api import ApiError, ErrorSerializer, VisibleListView, error_responses
 from plumbing.names import named_in_address
@@ -175,6 +175,6 @@ class EnvironmentBuildView(APIView):
         version = self.version(request, name, number)
         try:
             build = builds.environment_test_build(user=request.user, version=version)
-        except specs.JobSubmissionError as exc:
+        except JobSubmissionError as exc:
             raise submission_refused(exc) from None
         return Response(BuildReportSerializer(builds.build_report(build)).data, status=202)

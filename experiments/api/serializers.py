@@ -6,8 +6,8 @@ from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from jobs.api.serializers import JobRequestSerializer, JobSubmitSerializer
 from jobs.models import Job, JobState
+from jobs.web import JobRequestSerializer, JobSubmitSerializer
 
 from ..models import Sweep
 from ..selectors import sweep_stage

@@ -12,8 +12,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs import specs
-from jobs.api.views import source_job_of, submission_refused, submitted_name
+from jobs.services import JobActionError, JobSubmissionError
+from jobs.web import source_job_of, submission_refused, submitted_name
 from plumbing.api import (
     ApiError,
     ErrorSerializer,
@@ -89,7 +89,7 @@ class SweepListView(VisibleListView):
                 copy_from=copy_from,
                 requirements=data.get("requirements"),
             )
-        except specs.JobSubmissionError as exc:
+        except JobSubmissionError as exc:
             raise submission_refused(exc) from None
         return sweep_response(request, sweep, status.HTTP_201_CREATED)
 
@@ -125,7 +125,7 @@ class MatrixSubmitView(APIView):
                     for d in data["datasets"]
                 ],
             )
-        except specs.JobSubmissionError as exc:
+        except JobSubmissionError as exc:
             raise submission_refused(exc) from None
         return sweep_response(request, sweep, status.HTTP_201_CREATED)
 
@@ -154,7 +154,7 @@ class StudySubmitView(APIView):
                 script=data.get("script"),
                 requirements=data.get("requirements"),
             )
-        except specs.JobSubmissionError as exc:
+        except JobSubmissionError as exc:
             raise submission_refused(exc) from None
         return sweep_response(request, sweep, status.HTTP_201_CREATED)
 
@@ -245,6 +245,6 @@ class SweepCancelView(APIView):
                 studies.study_cancel(sweep=sweep, user=request.user)
             else:
                 sweeps.sweep_cancel(sweep=sweep, user=request.user)
-        except specs.JobActionError as exc:
+        except JobActionError as exc:
             raise ApiError(str(exc), code="conflict", status_code=409) from None
         return sweep_response(request, sweep)

@@ -5,7 +5,7 @@ import json
 from rest_framework import serializers
 
 from labs.models import Visibility
-from model_registry.cards import card_html
+from model_registry.selectors import card_html
 from model_registry.services import MAX_CARD_CHARACTERS
 
 from ..models import TEMPLATE_NAME_HELP, TEMPLATE_NAME_PATTERN, TemplateVersion

@@ -10,13 +10,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs.api.serializers import JobSerializer
-from jobs.api.views import job_response
-from jobs.errors import JobSubmissionError
+from jobs.services import JobSubmissionError
+from jobs.web import JobSerializer, job_response
 from labs.models import Lab
 from labs.selectors import lab_by_name
-from model_registry.api.views import catalogue_params
-from model_registry.api.views import version_or_404 as model_version_or_404
+from model_registry.web import catalogue_params
+from model_registry.web import version_or_404 as model_version_or_404
 from plumbing.api import ApiError, ErrorSerializer, Pagination, error_responses
 
 from ..models import TemplateVersion

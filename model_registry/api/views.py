@@ -11,7 +11,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from datasets import storage
+from datasets.services import archive_download
 from jobs.models import Job
 from jobs.selectors import AmbiguousJobId, job_get_visible
 from labs.selectors import lab_by_name
@@ -134,7 +134,7 @@ class ModelArchiveView(APIView):
     def get(self, request: Request, lab: str, name: str, number: int) -> FileResponse:
         version = version_or_404(request, lab, name, number)
         try:
-            return storage.archive_download(version.sha256, archive_name(version))
+            return archive_download(version.sha256, archive_name(version))
         except FileNotFoundError:
             raise ApiError(
                 f"{version.reference} is no longer stored.", code="not_found", status_code=404

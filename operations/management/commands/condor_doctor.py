@@ -6,7 +6,7 @@ from django.db import DatabaseError
 
 from condor_bridge.doctor import RESTART_NEGOTIATOR, Check, diagnose
 from jobs.models import Job, JobState
-from jobs.sync import POOL_STALLED_REASON
+from jobs.services import POOL_STALLED_REASON
 
 
 class Command(BaseCommand):

@@ -11,7 +11,11 @@ from django.core.management.base import BaseCommand, CommandError
 
 from accounts.models import AccessToken
 from accounts.services import token_revoke
-from forecasts.kit import KitCredentialError, kit_credential_authenticate, kit_credential_create
+from forecasts.services import (
+    KitCredentialError,
+    kit_credential_authenticate,
+    kit_credential_create,
+)
 
 KIT_LABEL = "execute-node kit"  # the label the kit's credentials are given
 # Before kit credentials, kits held a personal token of this account: a full user's.
