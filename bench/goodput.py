@@ -10,11 +10,13 @@ For each variant it prints, from HTCondor's own accounting (the job's history ad
 - goodput = useful compute (STEPS x STEP_S) / total compute (RemoteWallClockTime);
 - time to finish (CompletionDate - QDate) and the number of runs (NumJobStarts).
 
-Run with `make bench-goodput` (as root: it starts the pool and plays the owners).
+Run with `make bench-goodput` (as root: it starts the pool and plays the owners). `--quick`
+(16 steps, one eviction after 2 s) is the mode make test runs; its figures mean nothing.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import threading
@@ -24,17 +26,23 @@ from pathlib import Path
 
 from portal_setup import setup_django
 
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--quick", action="store_true", help="a short workload, one eviction")
+QUICK = parser.parse_args().quick
+
 # Django only for the portal's own list of what a job's helper folder holds.
 REPO = setup_django(fake_bridge=False)
+
+from django.conf import settings  # noqa: E402
 
 from condor_bridge import FileMode, JobRequest, JobState  # noqa: E402
 from condor_bridge.schedd import HTCondorBridge  # noqa: E402
 from jobs.staging import HELPER_FILES  # noqa: E402
 
-STEPS = 120
+STEPS = 16 if QUICK else 120
 STEP_S = 0.25
-EVICTIONS = 3
-RUN_BEFORE_OWNER_S = 12
+EVICTIONS = 1 if QUICK else 3
+RUN_BEFORE_OWNER_S = 2 if QUICK else 12
 OWNER_STAYS_S = 5
 JOBS_DIR = Path(os.environ.get("NIGHTSHIFT_JOBS_DIR", REPO / "var" / "jobs"))
 TOKEN_DIR = os.environ.get("CONDOR_TOKEN_DIR", str(REPO / "var" / "condor-tokens"))
@@ -146,7 +154,10 @@ def run(bridge: HTCondorBridge, name: str, script: str) -> dict:
 def main() -> None:
     OWNER_DIR.mkdir(parents=True, exist_ok=True)
     bridge = HTCondorBridge(
-        token_dir=TOKEN_DIR, mode=FileMode.SHARED, instance=f"bench-goodput-{uuid.uuid4().hex[:8]}"
+        collector=settings.CONDOR_COLLECTOR,
+        token_dir=TOKEN_DIR,
+        mode=FileMode.SHARED,
+        instance=f"bench-goodput-{uuid.uuid4().hex[:8]}",
     )
     print(
         f"workload: {STEPS} steps x {STEP_S} s = {STEPS * STEP_S:.0f} s of compute; "

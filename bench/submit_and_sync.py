@@ -1,6 +1,7 @@
 """Submit overhead: the portal's web and API against the personal pool, beside raw htcondor2.
 
-Run with `make bench` (the pool, PostgreSQL and Redis must be up). It creates its own
+Run with `make bench` (the pool, PostgreSQL and Redis must be up; `--singles 2 --batch 50` is
+the quick mode make test runs, whose figures mean nothing). It creates its own
 throw-away database, starts a real Celery worker, and prints its figures: one job from
 POST to ClusterId (web and API), and a batch of 1,000 jobs through the API, each beside
 raw htcondor2 submits of the same description. The numbers
@@ -9,6 +10,7 @@ are a measurement, not a test: compare them with the raw-htcondor2 floor of the 
 
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import statistics
@@ -17,6 +19,11 @@ import uuid
 from pathlib import Path
 
 from portal_setup import setup_django
+
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--singles", type=int, default=5, help="single jobs timed each way")
+parser.add_argument("--batch", type=int, default=1000, help="jobs in the batch and the sweep")
+ARGS = parser.parse_args()
 
 REPO = setup_django(fake_bridge=False)
 
@@ -38,7 +45,8 @@ from accounts.services import token_create  # noqa: E402
 from jobs.models import Job  # noqa: E402
 
 SLEEPER = "import time\ntime.sleep(600)\n"
-BATCH = 1000
+BATCH = ARGS.batch
+SINGLES = ARGS.singles
 
 
 def post_job(client: Client, name: str) -> None:
@@ -79,14 +87,14 @@ def main() -> None:
 
         # 1. One job: web POST until the worker has recorded its ClusterId.
         singles = []
-        for i in range(5):
+        for i in range(SINGLES):
             started = time.perf_counter()
             post_job(client, f"single {i}")
             wait_until_assigned(i + 1)
             singles.append(time.perf_counter() - started)
         figures.append(
             (
-                "web POST -> ClusterId, 1 job (median of 5)",
+                f"web POST -> ClusterId, 1 job (median of {SINGLES})",
                 f"{statistics.median(singles) * 1000:.0f} ms",
             )
         )
@@ -96,7 +104,7 @@ def main() -> None:
         api.credentials(HTTP_AUTHORIZATION=f"Bearer {token_create(user=user, name='b').secret}")
         api_singles, raw_singles = [], []
         schedd = raw_schedd()
-        for i in range(5):
+        for i in range(SINGLES):
             started = time.perf_counter()
             response = api.post(
                 "/api/v1/jobs/",
@@ -116,8 +124,10 @@ def main() -> None:
             raw_singles.append(time.perf_counter() - started)
         api_ms = statistics.median(api_singles) * 1000
         raw_ms = statistics.median(raw_singles) * 1000
-        figures.append(("API POST -> ClusterId, 1 job (median of 5)", f"{api_ms:.0f} ms"))
-        figures.append(("raw htcondor2 Schedd.submit, 1 job (median of 5)", f"{raw_ms:.0f} ms"))
+        figures.append((f"API POST -> ClusterId, 1 job (median of {SINGLES})", f"{api_ms:.0f} ms"))
+        figures.append(
+            (f"raw htcondor2 Schedd.submit, 1 job (median of {SINGLES})", f"{raw_ms:.0f} ms")
+        )
         figures.append(("single job: API minus raw", f"+{api_ms - raw_ms:.0f} ms"))
 
         # 2. A batch of 1,000 jobs through the API: POSTs in a row from one client, one

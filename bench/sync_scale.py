@@ -1,7 +1,8 @@
 """One sync cycle with 10,000 active jobs in the real queue, beside raw htcondor2.
 
 Run with `make bench-sync` (the pool and PostgreSQL must be up; `ARGS=--profile` adds a
-pyinstrument profile of each cycle). It creates its own throw-away database, submits
+pyinstrument profile of each cycle; `--jobs 500` is the quick mode make test runs, whose
+figures mean nothing). It creates its own throw-away database, submits
 10,000 held jobs to the personal pool in one raw itemdata submit, gives the portal a row
 for each, and times sync cycles: when every job changed, when a tenth did (some of them
 having left the queue), and when none did. Each cycle's schedd and collector calls and
@@ -12,6 +13,7 @@ jobs with the same projection.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import threading
 import time
@@ -21,6 +23,12 @@ from collections.abc import Callable
 from contextlib import contextmanager
 
 from portal_setup import setup_django
+
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--jobs", type=int, default=10_000)
+parser.add_argument("--profile", action="store_true", help="a pyinstrument profile of each cycle")
+# Run as a script only: sync_schedds and bindings_gil import its helpers, with their own.
+ARGS = parser.parse_args() if __name__ == "__main__" else parser.parse_args([])
 
 setup_django(fake_bridge=False)
 
@@ -39,10 +47,10 @@ from jobs import sync  # noqa: E402
 from jobs.bridge import get_bridge  # noqa: E402
 from jobs.models import Job, JobState  # noqa: E402
 
-JOBS = 10_000
-CHANGED = 1_000
-LEFT_QUEUE = 100
-# `--profile` prints a pyinstrument profile of each cycle.
+JOBS = ARGS.jobs
+CHANGED = JOBS // 10
+LEFT_QUEUE = max(JOBS // 100, 1)
+# sync_schedds, which imports this module's cycles, takes `--profile` too.
 PROFILE = "--profile" in sys.argv
 
 

@@ -20,12 +20,13 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 # A Redis database no other lane uses: the sweep bench empties its own before it starts.
 REDIS_URL = "redis://127.0.0.1:6379/8"
 
-# script, arguments, lines its output must hold (its headline figures)
+# script, arguments, the environment it adds, lines its output must hold (its headlines)
 QUICK = [
     (
         # More runs than a request writes (250): the worker writes them, as at 10,000.
         "sweep_scale.py",
         ["--runs", "500"],
+        {},
         [
             r"^sweep 0k / raw: \d+\.\d\d x \(target: within 2 x\)$",
             r"^\s+runs written, as the sweep's page showed them\s+[\d,]+ at",
@@ -34,20 +35,63 @@ QUICK = [
     (
         "bindings_gil.py",
         ["--jobs", "500"],
+        {},
         [r"^thread beside a query: \d+ %, beside a submit: \d+ %$"],
+    ),
+    (
+        "submit_and_sync.py",
+        ["--singles", "2", "--batch", "50"],
+        {},
+        [
+            r"^\s+API POST -> ClusterId, 1 job \(median of 2\)\s+\d+ ms$",
+            r"^\s+batch ratio portal / raw one cluster\s+\d+\.\d x$",
+            r"^\s+sweep ratio portal / raw one cluster with folders\s+\d+\.\d x$",
+        ],
+    ),
+    (
+        "sync_scale.py",
+        ["--jobs", "300"],
+        {},
+        [
+            r"^\s+sync, 300 active, all changed\s",
+            r"^\s+raw htcondor2 Schedd.query of the same 297 jobs",
+        ],
+    ),
+    (
+        "sessions.py",
+        [],
+        {"NIGHTSHIFT_BENCH_REQUESTS": "20"},
+        [r"^proxy overhead p95: -?\d+\.\d\d ms$"],
+    ),
+    (
+        "goodput.py",
+        ["--quick"],
+        {},
+        [r"^with checkpoints\s+\d+\.\d%", r"^without\s+\d+\.\d%"],
+    ),
+    (
+        "environments.py",
+        ["--quick"],
+        {},
+        [r"^warm start overhead: -?\d+\.\d\d s; downloaded: \d+ bytes$"],
     ),
 ]
 
 
-@pytest.mark.parametrize("script, arguments, headlines", QUICK, ids=[q[0] for q in QUICK])
-def test_the_quick_pool_bench_runs_and_prints_its_figures(script, arguments, headlines):
+@pytest.mark.parametrize(
+    "script, arguments, environment, headlines", QUICK, ids=[q[0] for q in QUICK]
+)
+def test_the_quick_pool_bench_runs_and_prints_its_figures(
+    script, arguments, environment, headlines
+):
     done = subprocess.run(
         [sys.executable, str(BENCH / script), *arguments],
         capture_output=True,
         text=True,
         timeout=800,
         env=os.environ
-        | {"DATABASE_URL": database_url(f"poolbench{os.getpid()}"), "REDIS_URL": REDIS_URL},
+        | {"DATABASE_URL": database_url(f"poolbench{os.getpid()}"), "REDIS_URL": REDIS_URL}
+        | environment,
         cwd=BENCH.parent,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
