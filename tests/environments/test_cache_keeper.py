@@ -125,6 +125,18 @@ def raw(sock: str, line: bytes) -> dict:
         return json.loads(connection.makefile("rb").readline())
 
 
+def wait_until_room_is_made_without(entry: Path, caches: Path, what: str) -> None:
+    """Making room (a cap of 0) removes `entry` once nothing holds it any more."""
+    wait_for(
+        lambda: (
+            nightshift_data.make_room(str(caches / "data"), set(), 0, lambda line: None)
+            or not entry.exists()
+        ),
+        timeout=20,
+        what=what,
+    )
+
+
 def test_a_dataset_is_fetched_for_the_job_and_held_while_it_stays_connected(keeper, portal):
     caches, sock = keeper
     dataset, asked = portal
@@ -143,14 +155,7 @@ def test_a_dataset_is_fetched_for_the_job_and_held_while_it_stays_connected(keep
     assert entry.is_dir(), "removed to make room while a job used it"
 
     held[0].close()  # the job exits
-    wait_for(
-        lambda: (
-            nightshift_data.make_room(str(caches / "data"), set(), 0, said.append)
-            or not entry.exists()
-        ),
-        timeout=10,
-        what="the keeper to let go once the job went",
-    )
+    wait_until_room_is_made_without(entry, caches, "the keeper to let go once the job went")
 
 
 # A job as the launcher leaves it: connected to the keeper for as long as it runs.
@@ -195,13 +200,8 @@ def test_a_keeper_started_again_holds_what_running_jobs_hold_until_they_go(
 
         job.stdin.close()  # the job exits
         job.wait(timeout=10)
-        wait_for(
-            lambda: (
-                nightshift_data.make_room(str(caches / "data"), set(), 0, said.append)
-                or not entry.exists()
-            ),
-            timeout=20,
-            what="the keeper started again to let go once the job went",
+        wait_until_room_is_made_without(
+            entry, caches, "the keeper started again to let go once the job went"
         )
         assert not list((caches / "env" / "locks" / "holds").iterdir())
     finally:
