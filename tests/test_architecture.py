@@ -66,6 +66,16 @@ def test_every_package_the_contracts_read_is_one_the_install_ships():
     assert sorted(set(PACKAGES) - {name.rstrip("*") for name in shipped}) == []
 
 
+def test_every_app_offers_only_its_interface_to_the_others():
+    """A new app left out of the interfaces contract could be reached into unseen."""
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"][
+        "contracts"
+    ]
+    (interfaces,) = [contract for contract in contracts if contract["type"] == "interfaces"]
+    libraries = {"portal", "plumbing", "condor_bridge", "nightshift_cli"}
+    assert sorted(interfaces["apps"]) == sorted(set(PACKAGES) - libraries)
+
+
 @pytest.mark.parametrize(
     ("module", "line", "complaint"),
     [
