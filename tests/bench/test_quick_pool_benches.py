@@ -58,6 +58,13 @@ QUICK = [
         ],
     ),
     (
+        # It turns the pool's second schedd on, and off again at the end.
+        "sync_schedds.py",
+        ["--jobs", "300"],
+        {},
+        [r"^sync 2 schedds, nothing changed / raw parallel query: \d+\.\d\d x$"],
+    ),
+    (
         "sessions.py",
         [],
         {"NIGHTSHIFT_BENCH_REQUESTS": "20"},
