@@ -95,7 +95,7 @@ bench-list: bench-venv
 
 bench-load: bench-venv
 	DATABASE_URL=$(TEST_DATABASE_URL) REDIS_URL=redis://127.0.0.1:6379/14 \
-	$(BIN)/python bench/web_load.py
+	$(BIN)/python bench/web_load.py $(ARGS)
 
 bench-reports: bench-venv
 	DATABASE_URL=$(TEST_DATABASE_URL) $(BIN)/python bench/reports.py

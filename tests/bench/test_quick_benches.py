@@ -48,6 +48,8 @@ QUICK = [
         ["NIGHTSHIFT_BENCH_DATASET_GB=0.01", "NIGHTSHIFT_BENCH_DATASET_JOBS=4"],
         r"^warm start overhead: -?\d+\.\d\d s; bytes moved for 4 jobs: \d+$",
     ),
+    # Four students at once (Locust against gunicorn): requests answered, none failed.
+    ("web_load.py", ["--quick"], r"^\| 4 \| [\d.]+ \| \d+ \| \d+ \| 0 of [1-9][\d,]* \|"),
 ]
 
 
