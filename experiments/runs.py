@@ -12,7 +12,6 @@ from pathlib import Path
 
 from django.conf import settings
 
-from condor_bridge import InvalidJobRequest
 from jobs.models import Job, JobEvent
 from jobs.services import (
     PARAMETERS_VARIABLE,
@@ -20,14 +19,13 @@ from jobs.services import (
     JobSubmissionError,
     QuotaExceeded,
     QuotaRefusal,
-    job_request_of,
+    check_pool_can_run,
+    job_request_fill,
     job_validate_runs,
     lab_for_submission,
     new_seed,
     parse_entry_command,
     quota_check,
-    request_fields,
-    request_match_summary,
 )
 
 from .models import Sweep
@@ -66,12 +64,7 @@ def check_runs(user, spec: JobSpec, run_specs: list[JobSpec], *, check_pool: boo
     lab = lab_for_submission(user=user, lab_id=spec.lab_id)
     remove_after_s = check_sweep_quota(user, lab, spec, len(run_specs))
     if check_pool:
-        summary = request_match_summary(requests[0])
-        if summary is not None and not summary.can_ever_run:
-            raise JobSubmissionError(
-                summary.blocking_field or "gpus",
-                f"{summary.reason} Change the request so that a workstation can run it.",
-            )
+        check_pool_can_run(requests[0])
     return lab, remove_after_s
 
 
@@ -117,21 +110,14 @@ def fill_run(
     inputs = list(staged.input_files)
     if extra_inputs:
         inputs = [*(inputs or [staged.script_name]), *extra_inputs]
-    job.request = request_fields(
-        dataclasses.replace(
-            run, arguments=[*entry_arguments, *run.arguments], environment=environment
-        ),
-        script_name=staged.script_name,
-        user=user,
+    job_request_fill(
+        job,
+        dataclasses.replace(run, environment=environment),
+        staged,
+        entry_arguments=entry_arguments,
         input_files=inputs,
-        install_requirements=staged.install_requirements,
+        user=user,
         lab=lab,
         remove_after_s=remove_after_s,
         seed=new_seed(),
-        software=staged.software,
-        datasets=staged.datasets,
     )
-    try:
-        job_request_of(job)
-    except InvalidJobRequest as exc:
-        raise JobSubmissionError(exc.field, exc.message) from exc

@@ -68,7 +68,9 @@ from .submission import SUBMISSION_RETRIES as SUBMISSION_RETRIES
 from .submission import BatchSubmitter as BatchSubmitter
 from .submission import batch_submitter_register as batch_submitter_register
 from .submission import check_may_submit as check_may_submit
+from .submission import check_pool_can_run as check_pool_can_run
 from .submission import job_enqueue_submit as job_enqueue_submit
+from .submission import job_request_fill as job_request_fill
 from .submission import job_submit as job_submit
 from .submission import job_validate_request as job_validate_request
 from .submission import job_validate_runs as job_validate_runs

@@ -53,6 +53,7 @@ from .specs import (
     request_from_json,
 )
 from .staging import (
+    StagedFiles,
     content_hashes,
     install_helper,
     live_secret_install,
@@ -210,6 +211,50 @@ def request_match_summary(request: JobRequest) -> MatchSummary | None:
     return summarize_matches(request, machines)
 
 
+def check_pool_can_run(request: JobRequest) -> None:
+    """Refuse a request that no workstation in the pool could ever run, saying why. When
+    the pool cannot be asked it passes: the job waits, and its page explains once it answers."""
+    summary = request_match_summary(request)
+    if summary is not None and not summary.can_ever_run:
+        raise JobSubmissionError(
+            summary.blocking_field or "gpus",
+            f"{summary.reason} Change the request so that a workstation can run it.",
+        )
+
+
+def job_request_fill(
+    job: Job,
+    spec: JobSpec,
+    staged: StagedFiles,
+    *,
+    entry_arguments: list[str],
+    input_files: list[str],
+    user,
+    lab: Lab | None,
+    remove_after_s: int | None,
+    seed: int,
+) -> None:
+    """What HTCondor is asked for a job (or one run of a sweep, a matrix or a study), from
+    its spec and its staged files: the entry command's arguments before the spec's own.
+    Checked here as the bridge will read it, so that a refusal names the field."""
+    job.request = request_fields(
+        dataclasses.replace(spec, arguments=[*entry_arguments, *spec.arguments]),
+        script_name=staged.script_name,
+        user=user,
+        input_files=input_files,
+        install_requirements=staged.install_requirements,
+        lab=lab,
+        remove_after_s=remove_after_s,
+        seed=seed,
+        software=staged.software,
+        datasets=staged.datasets,
+    )
+    try:
+        job_request_of(job)
+    except InvalidJobRequest as exc:
+        raise JobSubmissionError(exc.field, exc.message) from exc
+
+
 def check_may_submit(user, *, script, copy_from: Job | None) -> None:
     """An approved account, and files to run: an upload, or a job of the user's to copy; and
     a portal that is not drained for maintenance."""
@@ -253,12 +298,7 @@ def job_submit(
     lab = lab_for_submission(user=user, lab_id=spec.lab_id)
     _check_quota(user, lab, spec)
     if check_pool:
-        summary = request_match_summary(request)
-        if summary is not None and not summary.can_ever_run:
-            raise JobSubmissionError(
-                summary.blocking_field or "gpus",
-                f"{summary.reason} Change the request so that a workstation can run it.",
-            )
+        check_pool_can_run(request)
 
     job = Job(
         owner=user,
@@ -286,24 +326,17 @@ def job_submit(
         environment = dict(spec.environment)
         if parameters:
             environment[PARAMETERS_VARIABLE] = json.dumps(parameters)
-        job.request = request_fields(
-            dataclasses.replace(
-                spec, arguments=[*staged.entry_arguments, *spec.arguments], environment=environment
-            ),
-            script_name=staged.script_name,
-            user=user,
+        job_request_fill(
+            job,
+            dataclasses.replace(spec, environment=environment),
+            staged,
+            entry_arguments=staged.entry_arguments,
             input_files=staged.input_files,
-            install_requirements=staged.install_requirements,
+            user=user,
             lab=lab,
             remove_after_s=_check_quota(user, lab, spec),
             seed=new_seed() if seed is None else seed,
-            software=staged.software,
-            datasets=staged.datasets,
         )
-        try:
-            job_request_of(job)
-        except InvalidJobRequest as exc:
-            raise JobSubmissionError(exc.field, exc.message) from exc
         install_helper(directory, software=staged.software, datasets=staged.datasets)
         if "notebook" in spec.live_services:
             job.live_secret = live_secret_install(directory)
