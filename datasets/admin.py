@@ -1,17 +1,15 @@
 from django.contrib import admin
-from django.urls import reverse
-from django.utils.html import format_html
+
+from plumbing.admin import VersionsInline, page_link
 
 from .models import Dataset, DatasetDelivery, DatasetImport, DatasetUpload, DatasetVersion
 
 
-class DatasetVersionInline(admin.TabularInline):
+class DatasetVersionInline(VersionsInline):
     """Versions never change; new ones come from imports on the datasets page or the API,
     where their files are checked and checksummed."""
 
     model = DatasetVersion
-    extra = 0
-    can_delete = False
     fields = (
         "number",
         "sha256",
@@ -22,10 +20,6 @@ class DatasetVersionInline(admin.TabularInline):
         "created_by",
         "created_at",
     )
-    readonly_fields = fields
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(Dataset)
@@ -43,7 +37,7 @@ class DatasetAdmin(admin.ModelAdmin):
 
     @admin.display(description="Preview")
     def page(self, dataset: Dataset) -> str:
-        return format_html('<a href="{}">open</a>', reverse("datasets:detail", args=[dataset.pk]))
+        return page_link("datasets:detail", dataset.pk)
 
 
 @admin.register(DatasetImport)

@@ -1,17 +1,15 @@
 from django.contrib import admin
-from django.urls import reverse
-from django.utils.html import format_html
+
+from plumbing.admin import VersionsInline, page_link
 
 from .models import Environment, EnvironmentVersion
 
 
-class EnvironmentVersionInline(admin.TabularInline):
+class EnvironmentVersionInline(VersionsInline):
     """Versions never change; new ones are locked on the environment's page (or by the API),
     where their requirements are resolved."""
 
     model = EnvironmentVersion
-    extra = 0
-    can_delete = False
     fields = (
         "number",
         "python_version",
@@ -21,10 +19,6 @@ class EnvironmentVersionInline(admin.TabularInline):
         "created_by",
         "created_at",
     )
-    readonly_fields = fields
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(Environment)
@@ -52,6 +46,4 @@ class EnvironmentAdmin(admin.ModelAdmin):
 
     @admin.display(description="Versions and test builds")
     def page(self, environment: Environment) -> str:
-        return format_html(
-            '<a href="{}">open</a>', reverse("environments:detail", args=[environment.pk])
-        )
+        return page_link("environments:detail", environment.pk)

@@ -1,17 +1,15 @@
 from django.contrib import admin
-from django.urls import reverse
-from django.utils.html import format_html
+
+from plumbing.admin import VersionsInline, page_link
 
 from .models import JobTemplate, TemplateVersion
 
 
-class TemplateVersionInline(admin.TabularInline):
+class TemplateVersionInline(VersionsInline):
     """Versions never change; leads publish them on the template pages, the API or the CLI,
     where the project and the parameter form are checked."""
 
     model = TemplateVersion
-    extra = 0
-    can_delete = False
     fields = (
         "number",
         "title",
@@ -22,16 +20,10 @@ class TemplateVersionInline(admin.TabularInline):
         "created_at",
         "page",
     )
-    readonly_fields = fields
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="Page")
     def page(self, version: TemplateVersion) -> str:
-        return format_html(
-            '<a href="{}">open</a>', reverse("job_templates:detail", args=[version.pk])
-        )
+        return page_link("job_templates:detail", version.pk)
 
 
 @admin.register(JobTemplate)

@@ -1,16 +1,14 @@
 from django.contrib import admin
-from django.urls import reverse
-from django.utils.html import format_html
+
+from plumbing.admin import VersionsInline, page_link
 
 from .models import Model, ModelVersion
 
 
-class ModelVersionInline(admin.TabularInline):
+class ModelVersionInline(VersionsInline):
     """Versions never change; they are published from finished jobs (page, API, CLI)."""
 
     model = ModelVersion
-    extra = 0
-    can_delete = False
     fields = (
         "number",
         "visibility",
@@ -21,14 +19,10 @@ class ModelVersionInline(admin.TabularInline):
         "created_at",
         "page",
     )
-    readonly_fields = fields
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="Page")
     def page(self, version: ModelVersion) -> str:
-        return format_html('<a href="{}">open</a>', reverse("models:version", args=[version.pk]))
+        return page_link("models:version", version.pk)
 
 
 @admin.register(Model)

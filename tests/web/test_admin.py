@@ -1,5 +1,7 @@
 """The Django admin: labs and quotas, jobs with filters, service-backed actions, the HTCondor ad."""
 
+import re
+
 import pytest
 from django.urls import reverse
 from django.utils import timezone
@@ -199,3 +201,71 @@ def test_admins_see_each_dataset_delivery_and_cannot_edit_one(admin_client):
     assert admin_client.get(reverse("admin:datasets_datasetdelivery_add")).status_code == 403
     uploads = admin_client.get(reverse("admin:datasets_datasetupload_changelist"))
     assert uploads.status_code == 200
+
+
+def test_a_catalogues_versions_are_listed_read_only_each_with_a_link_to_its_page(admin_client):
+    from datasets.models import Dataset, DatasetVersion
+    from environments.models import Environment, EnvironmentVersion
+    from job_templates.models import JobTemplate, TemplateVersion
+    from model_registry.models import Model, ModelVersion
+
+    lab, owner = LabFactory(name="vision"), UserFactory(username="ada")
+    dataset = Dataset.objects.create(name="cats", owner=owner)
+    DatasetVersion.objects.create(
+        dataset=dataset, number=1, sha256="ab" * 32, size_bytes=2048, file_count=2
+    )
+    environment = Environment.objects.create(name="torch", owner=owner)
+    EnvironmentVersion.objects.create(
+        environment=environment, number=1, python="/usr/bin/python3", lock_sha256="ef" * 32
+    )
+    model = Model.objects.create(lab=lab, name="resnet", created_by=owner)
+    model_version = ModelVersion.objects.create(
+        model=model,
+        number=1,
+        visibility="lab",
+        sha256="cd" * 32,
+        size_bytes=1,
+        file_count=1,
+        lineage={},
+        published_by=owner,
+    )
+    template = JobTemplate.objects.create(lab=lab, name="mnist", created_by=owner)
+    template_version = TemplateVersion.objects.create(
+        template=template,
+        number=1,
+        title="MNIST digits",
+        visibility="lab",
+        project_name="train.py",
+        project_sha256="01" * 32,
+        project_size=1,
+        entry_command="python train.py",
+        resources={"gpus": 0},
+        parameters=[],
+    )
+    for change, shown, link in [
+        ("admin:datasets_dataset_change", "ab" * 32, None),
+        ("admin:environments_environment_change", "ef" * 32, None),
+        (
+            "admin:model_registry_model_change",
+            "cd" * 32,
+            reverse("models:version", args=[model_version.pk]),
+        ),
+        (
+            "admin:job_templates_jobtemplate_change",
+            "MNIST digits",
+            reverse("job_templates:detail", args=[template_version.pk]),
+        ),
+    ]:
+        catalogue = {"datasets": dataset, "environments": environment, "model_registry": model}
+        entry = catalogue.get(change.split(":")[1].split("_")[0], template)
+        response = admin_client.get(reverse(change, args=[entry.pk]))
+        page = response.content.decode()
+        assert shown in page, change
+        # Shown as text: no field of the version's can be edited; none added or deleted.
+        assert not re.search(r'name="[^"]*-0-number"', page), change
+        (versions,) = response.context["inline_admin_formsets"]
+        assert not versions.has_add_permission and not versions.formset.can_delete, change
+        if link:
+            assert f'href="{link}">open</a>' in page, change
+    datasets = admin_client.get(reverse("admin:datasets_dataset_changelist")).content.decode()
+    assert f'href="{reverse("datasets:detail", args=[dataset.pk])}">open</a>' in datasets
