@@ -168,6 +168,16 @@ def error_responses(*codes: int) -> dict:
     return {code: ERRORS.get(code) or OpenApiResponse(ErrorSerializer) for code in codes}
 
 
+def page_responses(serializer: type[serializers.Serializer], *codes: int) -> dict:
+    """The OpenAPI description of a paged list's answers: a page of `serializer`, the errors
+    in `codes`, and 404 for a page past the end."""
+    return {
+        200: serializer(many=True),
+        **error_responses(*codes),
+        404: OpenApiResponse(ErrorSerializer, description="A page past the end."),
+    }
+
+
 class Pagination(PageNumberPagination):
     """Pages of 25 (page_size up to 200), each field described for the API's document."""
 

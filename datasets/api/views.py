@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.http import FileResponse
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from labs.selectors import lab_by_name
-from plumbing.api import ApiError, ErrorSerializer, VisibleListView, error_responses
+from plumbing.api import ApiError, VisibleListView, error_responses, page_responses
 from plumbing.names import named_in_address
 
 from .. import delivery, services, storage
@@ -46,11 +46,7 @@ class DatasetListView(VisibleListView):
 
     @extend_schema(
         summary="List the datasets you may use: yours, your labs' and the site's",
-        responses={
-            200: DatasetSummarySerializer(many=True),
-            **error_responses(401),
-            404: OpenApiResponse(ErrorSerializer, description="A page past the end."),
-        },
+        responses=page_responses(DatasetSummarySerializer, 401),
     )
     def get(self, request: Request) -> Response:
         return self.page()

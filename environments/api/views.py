@@ -12,7 +12,7 @@ from rest_framework.views import APIView
 from jobs.services import JobSubmissionError
 from jobs.web import submission_refused
 from labs.selectors import lab_by_name
-from plumbing.api import ApiError, ErrorSerializer, VisibleListView, error_responses
+from plumbing.api import ApiError, VisibleListView, error_responses, page_responses
 from plumbing.names import named_in_address
 
 from .. import builds, services
@@ -62,11 +62,7 @@ class EnvironmentListView(VisibleListView):
 
     @extend_schema(
         summary="List the environments you may use: yours, your labs' and the site's",
-        responses={
-            200: EnvironmentSummarySerializer(many=True),
-            **error_responses(401),
-            404: OpenApiResponse(ErrorSerializer, description="A page past the end."),
-        },
+        responses=page_responses(EnvironmentSummarySerializer, 401),
     )
     def get(self, request: Request) -> Response:
         return self.page()

@@ -21,6 +21,7 @@ from plumbing.api import (
     SubmissionThrottle,
     VisibleListView,
     error_responses,
+    page_responses,
 )
 
 from .. import matrices, readouts, selectors, studies, sweeps
@@ -55,11 +56,7 @@ class SweepListView(VisibleListView):
 
     @extend_schema(
         summary="List your sweeps",
-        responses={
-            200: SweepSummarySerializer(many=True),
-            **error_responses(401),
-            404: OpenApiResponse(ErrorSerializer, description="A page past the end."),
-        },
+        responses=page_responses(SweepSummarySerializer, 401),
     )
     def get(self, request: Request) -> Response:
         return self.page()

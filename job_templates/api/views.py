@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
 from rest_framework.parsers import JSONParser, MultiPartParser
@@ -16,7 +16,7 @@ from labs.models import Lab
 from labs.selectors import lab_by_name
 from model_registry.web import catalogue_params
 from model_registry.web import version_or_404 as model_version_or_404
-from plumbing.api import ApiError, ErrorSerializer, Pagination, error_responses
+from plumbing.api import ApiError, Pagination, error_responses, page_responses
 
 from ..models import TemplateVersion
 from ..selectors import (
@@ -72,11 +72,7 @@ class TemplateListView(GenericAPIView):
             OpenApiParameter("lab", str, description="One lab's, as references name it."),
             OpenApiParameter("visibility", str, description="private, lab or site."),
         ],
-        responses={
-            200: TemplateVersionSummarySerializer(many=True),
-            **error_responses(401),
-            404: OpenApiResponse(ErrorSerializer, description="A page past the end."),
-        },
+        responses=page_responses(TemplateVersionSummarySerializer, 401),
     )
     def get(self, request: Request) -> Response:
         listings = template_list_visible_to(request.user, **catalogue_params(request))

@@ -27,6 +27,7 @@ from plumbing.api import (
     SubmissionThrottle,
     VisibleListView,
     error_responses,
+    page_responses,
 )
 
 from .pool_serializers import MatchSummarySerializer, PoolSerializer
@@ -125,11 +126,7 @@ class JobListView(VisibleListView):
 
     @extend_schema(
         summary="List your jobs",
-        responses={
-            200: JobSerializer(many=True),
-            **error_responses(400, 401),
-            404: OpenApiResponse(ErrorSerializer, description="A page past the end."),
-        },
+        responses=page_responses(JobSerializer, 400, 401),
     )
     def get(self, request: Request) -> Response:
         return self.page()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.http import FileResponse
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.generics import GenericAPIView
 from rest_framework.request import Request
@@ -15,7 +15,7 @@ from datasets.services import archive_download
 from jobs.models import Job
 from jobs.selectors import AmbiguousJobId, job_get_visible
 from labs.selectors import lab_by_name
-from plumbing.api import ApiError, ErrorSerializer, Pagination, error_responses
+from plumbing.api import ApiError, Pagination, error_responses, page_responses
 
 from ..delivery import archive_name
 from ..models import ModelVersion
@@ -64,11 +64,7 @@ class ModelListView(GenericAPIView):
             OpenApiParameter("lab", str, description="One lab's, as references name it."),
             OpenApiParameter("visibility", str, description="private, lab or site."),
         ],
-        responses={
-            200: ModelVersionSummarySerializer(many=True),
-            **error_responses(401),
-            404: OpenApiResponse(ErrorSerializer, description="A page past the end."),
-        },
+        responses=page_responses(ModelVersionSummarySerializer, 401),
     )
     def get(self, request: Request) -> Response:
         listings = model_list_visible_to(request.user, **catalogue_params(request))
