@@ -1,7 +1,7 @@
 """An in-memory bridge with the real bridge's API, for fast unit tests.
 
-The contract tests in tests/contract/ run the same assertions against this fake
-and against the personal pool, so that the two cannot drift apart.
+The contract tests (tests/condor_bridge/test_bridge_contract.py) run the same assertions
+against this fake and against the personal pool, so that the two cannot drift apart.
 """
 
 from __future__ import annotations

@@ -18,8 +18,15 @@ from tests.helpers import (
     wait_for,
 )
 
-# Real Celery worker and beat processes for the integration and browser tests.
-pytest_plugins = ["tests.pipeline", "tests.campus", "tests.notifications.receivers"]
+# Real Celery worker and beat processes for the integration and browser tests; the browser's
+# page and sign-in, and the pool tests' web client, for whichever app's folder holds them.
+pytest_plugins = [
+    "tests.pipeline",
+    "tests.campus",
+    "tests.notifications.receivers",
+    "tests.kits.browser",
+    "tests.kits.integration",
+]
 
 
 @pytest.hookimpl(trylast=True)
@@ -119,7 +126,7 @@ def fast_password_hashing(settings):
 
 @pytest.fixture(autouse=True)
 def generous_rate_limits(settings):
-    """Rate limits are tested on their own (tests/api/test_throttling.py), not hit by chance."""
+    """Rate limits are tested on their own (tests/plumbing/test_throttling.py), not by chance."""
     settings.API_THROTTLE_RATES = {"submissions": "10000/minute", "tokens": "10000/minute"}
 
 

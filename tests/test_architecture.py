@@ -39,6 +39,20 @@ def python_files(*roots: str, migrations: bool = False):
                 yield path
 
 
+# Suites of the whole portal, not of one package (docs/architecture.md), and what tests share.
+WHOLE_PORTAL_SUITES = {"security", "faults", "scale", "bench"}
+SHARED = {"kits", "fixtures", "workloads"}
+
+
+def test_the_tests_mirror_the_packages_with_whole_portal_suites_beside_them():
+    folders = {path.name for path in (REPO / "tests").iterdir() if path.is_dir()} - {"__pycache__"}
+    assert folders - WHOLE_PORTAL_SUITES - SHARED == set(PACKAGES), (
+        "a test folder that is no package's (or a package without tests)"
+    )
+    loose = sorted(path.name for path in (REPO / "tests").glob("test_*.py"))
+    assert loose == ["test_architecture.py"], loose
+
+
 def test_the_import_contracts_hold():
     result = lint_imports(REPO)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -4,7 +4,7 @@ import csv
 
 import pytest
 
-from tests.browser.conftest import sign_in
+from tests.kits.browser import sign_in
 
 pytestmark = pytest.mark.browser
 

@@ -4,8 +4,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from labs.models import Lab
-from tests.browser.conftest import sign_in
 from tests.factories import MembershipFactory
+from tests.kits.browser import sign_in
 
 pytestmark = pytest.mark.browser
 

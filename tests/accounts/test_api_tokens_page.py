@@ -4,7 +4,7 @@ import httpx
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.browser.conftest import sign_in
+from tests.kits.browser import sign_in
 
 pytestmark = pytest.mark.browser
 

@@ -3,7 +3,7 @@ comparison page with its best run, its table and its charts."""
 
 import pytest
 
-from tests.browser.conftest import submit_job
+from tests.kits.browser import submit_job
 
 pytestmark = [pytest.mark.condor, pytest.mark.browser, pytest.mark.timeout(300)]
 

@@ -7,8 +7,8 @@ from django.urls import reverse
 
 from experiments import plans, preparation, sweeps
 from jobs import specs
-from tests.browser.conftest import sign_in
 from tests.conftest import script_upload
+from tests.kits.browser import sign_in
 
 pytestmark = pytest.mark.browser
 

@@ -15,7 +15,7 @@ from forecasts.model.availability import QUARTERS_PER_WEEK
 from forecasts.model.checkpoints import daly_interval_s, figures_for_row
 from forecasts.models import WorkstationForecast
 from tests.helpers import POOL_ROOT, make_job_dir, pool_command, wait_for
-from tests.integration.test_lending_real_pool import kit_reads_the_portal, published  # noqa: F401
+from tests.lending.test_lending_real_pool import kit_reads_the_portal, published  # noqa: F401
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(300)]
 

@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from jobs.models import Workstation
-from tests.browser.conftest import sign_in
 from tests.factories import LabFactory, MembershipFactory
+from tests.kits.browser import sign_in
 
 pytestmark = pytest.mark.browser
 

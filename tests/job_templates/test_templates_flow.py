@@ -8,9 +8,9 @@ import json
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.browser.conftest import sign_in
-from tests.browser.test_models_flow import run_script, switch_to
 from tests.factories import LabFactory, MembershipFactory
+from tests.kits.browser import sign_in
+from tests.model_registry.test_models_flow import run_script, switch_to
 
 pytestmark = [pytest.mark.condor, pytest.mark.browser, pytest.mark.timeout(480)]
 

@@ -25,7 +25,7 @@ from condor_bridge import BridgeError
 from jobs.bridge import get_bridge
 from jobs.models import FINAL_STATES, Job, JobState
 from tests.helpers import CLEAN_ENV, POOL_ROOT, owners_present, wait_for
-from tests.integration.conftest import upload
+from tests.kits.integration import upload
 from tests.pipeline import wait_for_state
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(600)]

@@ -12,7 +12,7 @@ from jobs.bridge import get_bridge
 from jobs.models import Job, JobState
 from tests.conftest import script_upload
 from tests.helpers import htcondor_copies, wait_for
-from tests.integration.conftest import upload
+from tests.kits.integration import upload
 from tests.pipeline import wait_for_state
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(300)]

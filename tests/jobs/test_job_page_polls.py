@@ -7,8 +7,8 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from jobs import specs, submission
-from tests.browser.conftest import sign_in
 from tests.conftest import script_upload
+from tests.kits.browser import sign_in
 
 pytestmark = pytest.mark.browser
 

@@ -9,9 +9,9 @@ from django.urls import reverse
 
 from jobs.models import Job, JobState
 from jobs.sync import POOL_STALLED_REASON
+from tests.condor_bridge.test_condor_doctor import doctor
 from tests.conftest import script_upload
 from tests.helpers import pool_command, wait_for
-from tests.integration.test_condor_doctor import doctor
 from tests.pipeline import wait_for_state
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(420)]

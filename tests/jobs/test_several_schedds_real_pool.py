@@ -8,7 +8,7 @@ from django.urls import reverse
 from jobs.bridge import get_bridge
 from jobs.models import Job, JobState
 from tests.helpers import htcondor_copies, pool_command, pool_schedds, wait_for
-from tests.integration.conftest import upload
+from tests.kits.integration import upload
 from tests.pipeline import wait_for_state
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(600)]

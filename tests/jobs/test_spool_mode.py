@@ -54,7 +54,7 @@ def test_a_spooled_job_evicted_by_its_owner_resumes_from_the_checkpoint_htcondor
     tmp_path, pool_is_up
 ):
     from tests.helpers import OwnerAtDesk, copy_job_helpers
-    from tests.integration.test_owner_returns import CHECKPOINTING, STEPS
+    from tests.lending.test_owner_returns import CHECKPOINTING, STEPS
 
     (tmp_path / "outputs").mkdir()
     # The helpers the portal stages: a GPU job runs under the launcher.

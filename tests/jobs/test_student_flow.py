@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.browser.conftest import submit_job
+from tests.kits.browser import submit_job
 
 pytestmark = [pytest.mark.condor, pytest.mark.browser, pytest.mark.timeout(300)]
 

@@ -1,10 +1,13 @@
+"""The browser tests' kit, whichever app's folder holds them: Chromium, a tab that fails the
+test on a page breaking the Content Security Policy or WCAG 2.1 AA, sign-in, job submission."""
+
 import os
 from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.browser.accessibility import AccessibilityWatch, from_the_page
+from tests.kits.accessibility import AccessibilityWatch, from_the_page
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

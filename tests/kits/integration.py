@@ -1,3 +1,6 @@
+"""The pool tests' kit, whichever app's folder holds them: a signed-in web client, an
+upload through the form, and owners at their desks."""
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse

@@ -26,9 +26,9 @@ from jobs.selectors import pool_overview
 from lending.models import LendingTerms, Reclaim, WorkstationOwner
 from lending.services import TermsChange, terms_set
 from tests.factories import LabFactory
+from tests.forecasts import test_reservations_real_pool as reservations
+from tests.forecasts.test_reservations_real_pool import GPU_WORKSTATIONS
 from tests.helpers import kit_cron_reading, pool_command, wait_for
-from tests.integration import test_reservations_real_pool as reservations
-from tests.integration.test_reservations_real_pool import GPU_WORKSTATIONS
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(600)]
 

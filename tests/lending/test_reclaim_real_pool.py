@@ -12,16 +12,16 @@ from django.urls import reverse
 from condor_bridge.submit import CHECKPOINT_LOG
 from jobs import selectors
 from jobs.models import Job, JobState
-from tests.browser.conftest import sign_in
 from tests.factories import LabFactory, MembershipFactory
+from tests.forecasts.test_reservations_real_pool import GPU_WORKSTATIONS
 from tests.helpers import wait_for
-from tests.integration.test_lending_real_pool import (  # noqa: F401 - fixtures
+from tests.kits.browser import sign_in
+from tests.lending.test_lending_real_pool import (  # noqa: F401 - fixtures
     kit_reads_the_portal,
     prof,
     published,
 )
-from tests.integration.test_owner_returns import CHECKPOINTING, submit, trains_a_few_steps
-from tests.integration.test_reservations_real_pool import GPU_WORKSTATIONS
+from tests.lending.test_owner_returns import CHECKPOINTING, submit, trains_a_few_steps
 from tests.pipeline import wait_for_state
 
 pytestmark = [pytest.mark.condor, pytest.mark.browser, pytest.mark.timeout(600)]

@@ -11,8 +11,8 @@ from django.utils import timezone
 from accounting.models import UsageRecord
 from jobs.models import Job, JobState, Workstation
 from lending.models import WorkstationOwner
-from tests.browser.conftest import sign_in
 from tests.factories import LabFactory
+from tests.kits.browser import sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -92,7 +92,7 @@ def test_an_owner_sets_terms_asks_it_back_and_lends_it_again(
 def test_on_a_phone_the_owners_page_and_the_claim_page_fit_the_screen(
     transactional_db, fake_bridge, page, live_server, screenshot
 ):
-    from tests.browser.test_phone_layout import PAGE_WIDTH, PHONE
+    from tests.portal.test_phone_layout import PAGE_WIDTH, PHONE
 
     prof = get_user_model().objects.create_user("prof", password="a-long-test-password")
     WorkstationOwner.objects.create(workstation="ws-volta", user=prof)

@@ -8,8 +8,8 @@ from django.core.management import call_command
 from environments.services import environment_create
 from jobs.actions import job_cancel
 from jobs.models import Job
-from tests.browser.conftest import sign_in
 from tests.helpers import OwnerAtDesk, owners_present, wait_for
+from tests.kits.browser import sign_in
 
 pytestmark = [pytest.mark.condor, pytest.mark.browser, pytest.mark.timeout(600)]
 

@@ -14,7 +14,7 @@ from jobs.models import Job, JobState
 from tests.conftest import client_with_token, script_upload
 from tests.factories import LabFactory, MembershipFactory
 from tests.helpers import wait_for
-from tests.integration.test_live_sessions_real_pool import answered, token_for
+from tests.live_sessions.test_live_sessions_real_pool import answered, token_for
 from tests.pipeline import wait_for_state
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(420)]

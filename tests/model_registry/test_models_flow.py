@@ -5,8 +5,8 @@ that job reads the model's file on a workstation; a member of another lab sees n
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.browser.conftest import sign_in
 from tests.factories import LabFactory, MembershipFactory
+from tests.kits.browser import sign_in
 
 pytestmark = [pytest.mark.condor, pytest.mark.browser, pytest.mark.timeout(420)]
 

@@ -54,7 +54,7 @@ def test_a_push_stopped_halfway_continues_where_it_stopped_when_run_again(
     import time
 
     from datasets.models import Dataset, DatasetUpload
-    from tests.cli.conftest import NIGHTSHIFT
+    from tests.nightshift_cli.conftest import NIGHTSHIFT
 
     size = 48 * 2**20
     (tmp_path / "frames").mkdir()

@@ -13,7 +13,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from notifications.models import PushSubscription
-from tests.browser.conftest import sign_in
+from tests.kits.browser import sign_in
 
 pytestmark = pytest.mark.browser
 

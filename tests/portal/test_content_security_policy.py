@@ -3,7 +3,7 @@ script still work (the `page` fixture fails a test on any CSP violation or scrip
 
 import pytest
 
-from tests.browser.conftest import sign_in
+from tests.kits.browser import sign_in
 
 pytestmark = pytest.mark.browser
 

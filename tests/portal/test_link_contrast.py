@@ -5,7 +5,7 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
-# The page's own check (tests/browser/accessibility.py) may still be running when this one
+# The page's own check (tests/kits/accessibility.py) may still be running when this one
 # starts, and axe refuses a second run meanwhile: wait for it, as that check does.
 CONTRAST_OF = """async (element) => {
   for (let attempt = 0; attempt < 100; attempt++) {

@@ -27,8 +27,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from labs.models import accounting_group_for
-from tests.browser.accessibility import AccessibilityWatch, from_the_page
 from tests.helpers import pool_command, wait_for
+from tests.kits.accessibility import AccessibilityWatch, from_the_page
 
 pytestmark = [pytest.mark.condor, pytest.mark.browser, pytest.mark.timeout(900)]
 

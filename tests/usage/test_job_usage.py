@@ -3,8 +3,8 @@ clone button fills the new-job form with the advice; a lead reads the utilisatio
 
 import pytest
 
-from tests.browser.conftest import sign_in
 from tests.campus import campus  # noqa: F401 - a fixture
+from tests.kits.browser import sign_in
 from tests.usage.helpers import finished_job
 from tests.usage.test_utilisation_report import measured_campus  # noqa: F401 - a fixture
 
