@@ -24,6 +24,7 @@ from rich.progress import (
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
+from rich.table import Table
 from rich.text import Text
 
 from . import config
@@ -486,6 +487,14 @@ def asked_for(request: dict) -> str:
     if request.get("max_runtime_s"):
         text += f", at most {request['max_runtime_s'] // 60} min"
     return text
+
+
+def new_table(*columns: str) -> Table:
+    """A table as every listing prints it: no borders, bold headings, flush left."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in columns:
+        table.add_column(column)
+    return table
 
 
 def print_json(value: Any) -> None:

@@ -13,7 +13,6 @@ from pathlib import Path
 from urllib.parse import quote
 
 import click
-from rich.table import Table
 
 from . import config
 from .common import (
@@ -21,6 +20,7 @@ from .common import (
     SKIPPED_DIRS,
     Context,
     err,
+    new_table,
     out,
     pass_context,
     print_json,
@@ -63,9 +63,7 @@ def data_list(obj: Context, as_json: bool) -> None:
     if as_json:
         print_json(datasets)
         return
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("NAME", "LATEST", "FILES", "SIZE", "FOR", "OWNER", "DESCRIPTION"):
-        table.add_column(column)
+    table = new_table("NAME", "LATEST", "FILES", "SIZE", "FOR", "OWNER", "DESCRIPTION")
     for d in datasets:
         latest = d["latest_version"] or {}
         table.add_row(

@@ -6,9 +6,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import click
-from rich.table import Table
 
-from .common import EPILOG, Context, err, out, pass_context, print_json, wait_until_final
+from .common import EPILOG, Context, err, new_table, out, pass_context, print_json, wait_until_final
 
 
 def _path(name: str, *rest: str) -> str:
@@ -67,9 +66,7 @@ def env_list(obj: Context, as_json: bool) -> None:
     if as_json:
         print_json(environments)
         return
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("NAME", "LATEST", "FOR", "KIND", "DESCRIPTION"):
-        table.add_column(column)
+    table = new_table("NAME", "LATEST", "FOR", "KIND", "DESCRIPTION")
     for e in environments:
         table.add_row(
             e["name"] + (" (default)" if e["is_default"] else ""),

@@ -20,6 +20,7 @@ from .common import (
     default_entry,
     err,
     job_options,
+    new_table,
     out,
     pass_context,
     print_json,
@@ -402,9 +403,7 @@ def sweeps(
         if as_json:
             print_json(listed)
             return
-        table = Table(box=None, header_style="bold", pad_edge=False)
-        for column in ("ID", "NAME", "KIND", "RUNS", "CLUSTER"):
-            table.add_column(column)
+        table = new_table("ID", "NAME", "KIND", "RUNS", "CLUSTER")
         for item in listed:
             table.add_row(
                 item["id"][:8],
@@ -422,9 +421,7 @@ def sweeps(
     names = list(found["runs"][0]["parameters"]) if found["runs"] else []
     states = ", ".join(f"{n} {state}" for state, n in sorted(found["states"].items()))
     out.print(f"{found['name']}: {found['run_count']} runs ({states})")
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("#", *names, "STATE", "WORKSTATION", "EXIT"):
-        table.add_column(column)
+    table = new_table("#", *names, "STATE", "WORKSTATION", "EXIT")
     for run in found["runs"]:
         exit_code = "" if run["exit_code"] is None else str(run["exit_code"])
         table.add_row(

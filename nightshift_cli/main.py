@@ -31,6 +31,7 @@ from .common import (
     gpus_text,
     job_options,
     job_resolve,
+    new_table,
     out,
     pass_context,
     print_json,
@@ -236,9 +237,7 @@ def list_jobs(obj: Context, state: str | None, name: str | None, limit: int, as_
     if as_json:
         print_json(page["results"])
         return
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("ID", "NAME", "STATE", "GPUS", "WORKSTATION", "SUBMITTED"):
-        table.add_column(column)
+    table = new_table("ID", "NAME", "STATE", "GPUS", "WORKSTATION", "SUBMITTED")
     for job in page["results"]:
         table.add_row(
             job["id"][:8],
@@ -405,9 +404,7 @@ def pool(obj: Context, as_json: bool) -> None:
         return
     if overview["error"]:
         err.print(Text.assemble(("The pool did not answer: ", "yellow"), overview["error"]))
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("WORKSTATION", "STATUS", "GPUS FREE", "GPU", "GPU MEMORY", "CPUS FREE"):
-        table.add_column(column)
+    table = new_table("WORKSTATION", "STATUS", "GPUS FREE", "GPU", "GPU MEMORY", "CPUS FREE")
     for station in overview["workstations"]:
         gpu = station["gpu"] or {}
         table.add_row(

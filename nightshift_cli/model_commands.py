@@ -7,9 +7,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import click
-from rich.table import Table
 
-from .common import EPILOG, Context, out, pass_context, print_json
+from .common import EPILOG, Context, new_table, out, pass_context, print_json
 from .data_commands import pull_archive
 
 REFERENCE = re.compile(
@@ -50,9 +49,7 @@ def model_list(obj: Context, query: str | None, lab: str | None, as_json: bool) 
     if as_json:
         print_json(versions)
         return
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("REFERENCE", "FOR", "FILES", "PUBLISHED BY", "METRICS"):
-        table.add_column(column)
+    table = new_table("REFERENCE", "FOR", "FILES", "PUBLISHED BY", "METRICS")
     for version in versions:
         final = version["metrics"].get("final") or {}
         metrics = ", ".join(f"{name}={value:.4g}" for name, value in list(final.items())[:3])

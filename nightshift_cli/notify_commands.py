@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from .common import Context, out, pass_context, print_json
+from .common import Context, new_table, out, pass_context, print_json
 
 CHANNELS = ("push", "email", "webhook")
 
@@ -25,9 +25,7 @@ def notify(ctx: click.Context, as_json: bool) -> None:
     if not told:
         out.print("Nothing yet. Choose how you are told with `nightshift notify choices`.")
         return
-    table = Table(box=None, header_style="bold")
-    for column in ("WHEN", "WHAT", "SENT BY"):
-        table.add_column(column)
+    table = new_table("WHEN", "WHAT", "SENT BY")
     for notification in told:
         sent = ", ".join(
             f"{delivery['channel']} {delivery['state']}" for delivery in notification["deliveries"]

@@ -10,13 +10,13 @@ from typing import Any
 from urllib.parse import quote
 
 import click
-from rich.table import Table
 
 from .common import (
     EPILOG,
     Context,
     archive_folder,
     counted,
+    new_table,
     out,
     pass_context,
     print_json,
@@ -73,9 +73,7 @@ def template_list(obj: Context, query: str | None, lab: str | None, as_json: boo
     if as_json:
         print_json(versions)
         return
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("REFERENCE", "TITLE", "FOR", "PARAMETERS"):
-        table.add_column(column)
+    table = new_table("REFERENCE", "TITLE", "FOR", "PARAMETERS")
     for version in versions:
         names = ", ".join(parameter["name"] for parameter in version["parameters"])
         table.add_row(version["reference"], version["title"], version["visibility"], names or "-")
