@@ -18,6 +18,7 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import exceptions, serializers, status
 from rest_framework.generics import GenericAPIView
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.throttling import UserRateThrottle
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -216,3 +217,12 @@ class VisibleListView(GenericAPIView):
         """One page of it (filtered where the view has filters), serialised."""
         items = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         return self.get_paginated_response(self.get_serializer(items, many=True).data)
+
+
+# A list that also takes submissions (jobs, sweeps): a script or project as a multipart upload,
+# or JSON; only the submissions count against the user's submission rate.
+class SubmittingListView(VisibleListView):
+    parser_classes = [MultiPartParser, JSONParser]
+
+    def get_throttles(self):
+        return [SubmissionThrottle()] if self.request.method == "POST" else []

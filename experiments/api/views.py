@@ -19,7 +19,7 @@ from plumbing.api import (
     ErrorSerializer,
     Pagination,
     SubmissionThrottle,
-    VisibleListView,
+    SubmittingListView,
     error_responses,
     page_responses,
 )
@@ -42,17 +42,13 @@ class SweepPagination(Pagination):
     order = ", newest first"
 
 
-class SweepListView(VisibleListView):
-    parser_classes = [MultiPartParser, JSONParser]
+class SweepListView(SubmittingListView):
     serializer_class = SweepSummarySerializer
     pagination_class = SweepPagination
     queryset = Sweep.objects.none()
 
     def visible(self, user):
         return selectors.sweep_list_visible_to(user).annotate(run_count=Count("runs"))
-
-    def get_throttles(self):
-        return [SubmissionThrottle()] if self.request.method == "POST" else []
 
     @extend_schema(
         summary="List your sweeps",

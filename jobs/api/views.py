@@ -25,7 +25,7 @@ from plumbing.api import (
     ErrorSerializer,
     Pagination,
     SubmissionThrottle,
-    VisibleListView,
+    SubmittingListView,
     error_responses,
     page_responses,
 )
@@ -111,8 +111,7 @@ class ApiJobFilter(JobListFilter):
         return queryset.filter(public_id__startswith=cleaned)
 
 
-class JobListView(VisibleListView):
-    parser_classes = [MultiPartParser, JSONParser]
+class JobListView(SubmittingListView):
     serializer_class = JobSerializer
     pagination_class = JobPagination
     filterset_class = ApiJobFilter
@@ -120,9 +119,6 @@ class JobListView(VisibleListView):
 
     def visible(self, user):
         return selectors.job_list_visible_to(user)
-
-    def get_throttles(self):
-        return [SubmissionThrottle()] if self.request.method == "POST" else []
 
     @extend_schema(
         summary="List your jobs",
