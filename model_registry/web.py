@@ -1,6 +1,7 @@
-"""What other apps' pages and API build on: the catalogue's filters and a model version
-looked up for its viewer."""
+"""What other apps' pages and API build on: the catalogue's list and filters, and a model
+version looked up for its viewer."""
 
-from .api.views import catalogue_params as catalogue_params
+from .api.views import CatalogueListView as CatalogueListView
+from .api.views import catalogue_parameters as catalogue_parameters
 from .api.views import version_or_404 as version_or_404
 from .views import catalogue_filters as catalogue_filters

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import status
-from rest_framework.generics import GenericAPIView
 from rest_framework.parsers import JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,9 +13,9 @@ from jobs.services import JobSubmissionError
 from jobs.web import JobSerializer, job_response
 from labs.models import Lab
 from labs.selectors import lab_by_name
-from model_registry.web import catalogue_params
+from model_registry.web import CatalogueListView, catalogue_parameters
 from model_registry.web import version_or_404 as model_version_or_404
-from plumbing.api import ApiError, Pagination, error_responses, page_responses
+from plumbing.api import ApiError, error_responses, page_responses
 
 from ..models import TemplateVersion
 from ..selectors import (
@@ -59,25 +58,21 @@ def _lab_named(name: str) -> Lab | None:
     return lab
 
 
-class TemplateListView(GenericAPIView):
+class TemplateListView(CatalogueListView):
     serializer_class = TemplateVersionSummarySerializer
-    pagination_class = Pagination
     parser_classes = [MultiPartParser, JSONParser]
     queryset = TemplateVersion.objects.none()
 
+    def listings(self, user, **filters) -> list:
+        return template_list_visible_to(user, **filters)
+
     @extend_schema(
         summary="The templates you may run, each by its newest version you may see",
-        parameters=[
-            OpenApiParameter("q", str, description="Words in the name, title or card."),
-            OpenApiParameter("lab", str, description="One lab's, as references name it."),
-            OpenApiParameter("visibility", str, description="private, lab or site."),
-        ],
+        parameters=catalogue_parameters("Words in the name, title or card."),
         responses=page_responses(TemplateVersionSummarySerializer, 401),
     )
     def get(self, request: Request) -> Response:
-        listings = template_list_visible_to(request.user, **catalogue_params(request))
-        page = self.paginate_queryset([listing.latest for listing in listings])
-        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+        return self.page()
 
     @extend_schema(
         summary="Publish a job template (a lab's leads and admins)",

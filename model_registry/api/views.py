@@ -52,24 +52,45 @@ def catalogue_params(request: Request) -> dict:
     }
 
 
-class ModelListView(GenericAPIView):
-    serializer_class = ModelVersionSummarySerializer
+def catalogue_parameters(words: str) -> list[OpenApiParameter]:
+    """The catalogue's filters as the API's document describes them; `words` says what q
+    searches."""
+    return [
+        OpenApiParameter("q", str, description=words),
+        OpenApiParameter("lab", str, description="One lab's, as references name it."),
+        OpenApiParameter("visibility", str, description="private, lab or site."),
+    ]
+
+
+# A catalogue (models, templates): a page of each entry's newest version the user may see,
+# filtered by catalogue_params; `listings(user, **filters)` says whose. (A comment, not a
+# docstring: the API's document would show a docstring as every subclass's description.)
+class CatalogueListView(GenericAPIView):
     pagination_class = Pagination
+
+    def listings(self, user, **filters) -> list:
+        raise NotImplementedError
+
+    def page(self) -> Response:
+        listings = self.listings(self.request.user, **catalogue_params(self.request))
+        page = self.paginate_queryset([listing.latest for listing in listings])
+        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+
+
+class ModelListView(CatalogueListView):
+    serializer_class = ModelVersionSummarySerializer
     queryset = ModelVersion.objects.none()
+
+    def listings(self, user, **filters) -> list:
+        return model_list_visible_to(user, **filters)
 
     @extend_schema(
         summary="The models you may use, each by its newest version you may see",
-        parameters=[
-            OpenApiParameter("q", str, description="Words in the name or the card."),
-            OpenApiParameter("lab", str, description="One lab's, as references name it."),
-            OpenApiParameter("visibility", str, description="private, lab or site."),
-        ],
+        parameters=catalogue_parameters("Words in the name or the card."),
         responses=page_responses(ModelVersionSummarySerializer, 401),
     )
     def get(self, request: Request) -> Response:
-        listings = model_list_visible_to(request.user, **catalogue_params(request))
-        page = self.paginate_queryset([listing.latest for listing in listings])
-        return self.get_paginated_response(self.get_serializer(page, many=True).data)
+        return self.page()
 
     @extend_schema(
         summary="Publish a finished job's output files as a new model version",
