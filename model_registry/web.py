@@ -1,6 +1,7 @@
-"""What other apps' pages and API build on: the catalogue's list and filters, and a model
-version looked up for its viewer."""
+"""What other apps' pages and API build on: the catalogue's list, filters and version
+fields, and a model version looked up for its viewer."""
 
+from .api.serializers import PublishedVersionSerializer as PublishedVersionSerializer
 from .api.views import CatalogueListView as CatalogueListView
 from .api.views import catalogue_parameters as catalogue_parameters
 from .api.views import version_or_404 as version_or_404

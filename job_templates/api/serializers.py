@@ -7,22 +7,17 @@ from rest_framework import serializers
 from labs.models import Visibility
 from model_registry.selectors import card_html
 from model_registry.services import MAX_CARD_CHARACTERS
+from model_registry.web import PublishedVersionSerializer
 
 from ..models import TEMPLATE_NAME_HELP, TEMPLATE_NAME_PATTERN, TemplateVersion
 
 
 # A version as the catalogue lists it (a comment, not a docstring: drf-spectacular would
 # copy a docstring into each schema component).
-class TemplateVersionSummarySerializer(serializers.ModelSerializer):
+class TemplateVersionSummarySerializer(PublishedVersionSerializer):
     reference = serializers.CharField(help_text="LAB/NAME@VERSION, as the CLI names it.")
     name = serializers.CharField(source="template.name", help_text="The template's name.")
     lab = serializers.CharField(source="template.lab.name", help_text="Its lab.")
-    published_by = serializers.CharField(
-        source="published_by.get_username",
-        allow_null=True,
-        default=None,
-        help_text="Who published it.",
-    )
 
     class Meta:
         model = TemplateVersion
@@ -38,7 +33,7 @@ class TemplateVersionSummarySerializer(serializers.ModelSerializer):
             "created_at",
         ]
         extra_kwargs = {
-            "number": {"help_text": "Counts up from 1; a version never changes."},
+            **PublishedVersionSerializer.Meta.extra_kwargs,
             "title": {"help_text": "What students see."},
             "visibility": {"help_text": "Who may see and run it: private, lab or site."},
             "parameters": {
@@ -46,7 +41,6 @@ class TemplateVersionSummarySerializer(serializers.ModelSerializer):
                 "default, min, max, choices, max_length, required, and how it "
                 "reaches the job (argument or environment)."
             },
-            "created_at": {"help_text": "When it was published."},
         }
 
 

@@ -14,18 +14,29 @@ class ModelFileSerializer(serializers.Serializer):
     size = serializers.IntegerField(help_text="Bytes.")
 
 
-# A version as the catalogue lists it (a comment, not a docstring: drf-spectacular would
-# copy a docstring into each schema component).
-class ModelVersionSummarySerializer(serializers.ModelSerializer):
-    reference = serializers.CharField(help_text="LAB/NAME@VERSION, as jobs and the CLI name it.")
-    name = serializers.CharField(source="model.name", help_text="The model's name.")
-    lab = serializers.CharField(source="model.lab.name", help_text="The lab it is published in.")
+# What a catalogue's versions (models, templates) all show: who published it, its number and
+# when. (Comments, not docstrings: drf-spectacular would copy a docstring into each schema
+# component.)
+class PublishedVersionSerializer(serializers.ModelSerializer):
     published_by = serializers.CharField(
         source="published_by.get_username",
         allow_null=True,
         default=None,
         help_text="Who published it.",
     )
+
+    class Meta:
+        extra_kwargs = {
+            "number": {"help_text": "Counts up from 1; a version never changes."},
+            "created_at": {"help_text": "When it was published."},
+        }
+
+
+# A version as the catalogue lists it.
+class ModelVersionSummarySerializer(PublishedVersionSerializer):
+    reference = serializers.CharField(help_text="LAB/NAME@VERSION, as jobs and the CLI name it.")
+    name = serializers.CharField(source="model.name", help_text="The model's name.")
+    lab = serializers.CharField(source="model.lab.name", help_text="The lab it is published in.")
 
     class Meta:
         model = ModelVersion
@@ -43,7 +54,7 @@ class ModelVersionSummarySerializer(serializers.ModelSerializer):
             "created_at",
         ]
         extra_kwargs = {
-            "number": {"help_text": "Counts up from 1; a version never changes."},
+            **PublishedVersionSerializer.Meta.extra_kwargs,
             "visibility": {"help_text": "Who may see and use it: private, lab or site."},
             "sha256": {"help_text": "SHA-256 of the canonical archive of its files."},
             "size_bytes": {"help_text": "The files' bytes, added up."},
@@ -52,7 +63,6 @@ class ModelVersionSummarySerializer(serializers.ModelSerializer):
                 "help_text": "final: each metric at the job's last step; best: each "
                 "metric's best value, its step and goal (min or max)."
             },
-            "created_at": {"help_text": "When it was published."},
         }
 
 
