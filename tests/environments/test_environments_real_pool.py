@@ -130,16 +130,21 @@ def test_four_jobs_starting_together_on_one_workstation_build_once(web, desks):
 
 
 def uv_installing_into(workstation: str) -> int | None:
-    """The process id of a uv installing into the workstation's cache, if one runs now."""
+    """The process id of a uv installing into the workstation's cache in this test run's
+    pool, if one runs now. The other pool (make test's other lane) has workstations of the
+    same names, whose caches have the same paths inside its own root: a notebook there once
+    had its build killed by this test instead."""
     target = f"/var/lib/condor/env-cache-{workstation}/envs/".encode()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 command = (entry / "cmdline").read_bytes().split(b"\0")
+                if b"sync" not in command or not any(target in part for part in command):
+                    continue
+                if Path(os.readlink(entry / "root")) == POOL_ROOT.resolve():
+                    return int(entry.name)
             except OSError:
                 continue
-            if b"sync" in command and any(target in part for part in command):
-                return int(entry.name)
     return None
 
 
