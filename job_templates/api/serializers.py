@@ -6,8 +6,7 @@ from rest_framework import serializers
 
 from labs.models import Visibility
 from model_registry.selectors import card_html
-from model_registry.services import MAX_CARD_CHARACTERS
-from model_registry.web import PublishedVersionSerializer
+from model_registry.web import PublishedVersionSerializer, card_field
 
 from ..models import TEMPLATE_NAME_HELP, TEMPLATE_NAME_PATTERN, TemplateVersion
 
@@ -150,14 +149,7 @@ class TemplatePublishSerializer(serializers.Serializer):
         default=list,
         help_text="The parameter form: a list of objects (docs/job-templates.md).",
     )
-    card = serializers.CharField(
-        required=False,
-        allow_blank=True,
-        default="",
-        max_length=MAX_CARD_CHARACTERS,
-        trim_whitespace=False,
-        help_text="Markdown; raw HTML is shown as text.",
-    )
+    card = card_field()
     visibility = serializers.ChoiceField(
         choices=Visibility.choices,
         default=Visibility.LAB,

@@ -14,6 +14,18 @@ class ModelFileSerializer(serializers.Serializer):
     size = serializers.IntegerField(help_text="Bytes.")
 
 
+def card_field() -> serializers.CharField:
+    """A catalogue entry's card as its author writes it (models, templates)."""
+    return serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=MAX_CARD_CHARACTERS,
+        trim_whitespace=False,
+        help_text="Markdown; raw HTML is shown as text.",
+    )
+
+
 # What a catalogue's versions (models, templates) all show: who published it, its number and
 # when. (Comments, not docstrings: drf-spectacular would copy a docstring into each schema
 # component.)
@@ -118,14 +130,7 @@ class ModelPublishSerializer(serializers.Serializer):
         help_text="Output files of the job, as its outputs list names them "
         "(outputs/model.pt); in the model, without the kept folder (model.pt).",
     )
-    card = serializers.CharField(
-        required=False,
-        allow_blank=True,
-        default="",
-        max_length=MAX_CARD_CHARACTERS,
-        trim_whitespace=False,
-        help_text="Markdown; raw HTML is shown as text.",
-    )
+    card = card_field()
     visibility = serializers.ChoiceField(
         choices=Visibility.choices,
         default=Visibility.LAB,
