@@ -242,23 +242,24 @@ def test_a_catalogues_versions_are_listed_read_only_each_with_a_link_to_its_page
         resources={"gpus": 0},
         parameters=[],
     )
-    for change, shown, link in [
-        ("admin:datasets_dataset_change", "ab" * 32, None),
-        ("admin:environments_environment_change", "ef" * 32, None),
+    for change, entry, shown, link in [
+        ("admin:datasets_dataset_change", dataset, "ab" * 32, None),
+        ("admin:environments_environment_change", environment, "ef" * 32, None),
         (
             "admin:model_registry_model_change",
+            model,
             "cd" * 32,
             reverse("models:version", args=[model_version.pk]),
         ),
         (
             "admin:job_templates_jobtemplate_change",
+            template,
             "MNIST digits",
             reverse("job_templates:detail", args=[template_version.pk]),
         ),
     ]:
-        catalogue = {"datasets": dataset, "environments": environment, "model_registry": model}
-        entry = catalogue.get(change.split(":")[1].split("_")[0], template)
         response = admin_client.get(reverse(change, args=[entry.pk]))
+        assert response.status_code == 200, change
         page = response.content.decode()
         assert shown in page, change
         # Shown as text: no field of the version's can be edited; none added or deleted.
