@@ -10,7 +10,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 import click
-from rich.table import Table
 
 from .common import (
     ARCHIVE_SUFFIXES,
@@ -449,17 +448,10 @@ def _sweep_results(
         return
     if found["metric"] is None:
         out.print("No run has logged a metric yet.")
-    table = Table(box=None, header_style="bold", pad_edge=False)
     metric_name = found["metric"] or "metric"
-    for column in (
-        "#",
-        *found["parameters"],
-        "STATE",
-        f"FINAL {metric_name}",
-        f"BEST {metric_name}",
-        "GPU-H",
-    ):
-        table.add_column(column)
+    table = new_table(
+        "#", *found["parameters"], "STATE", f"FINAL {metric_name}", f"BEST {metric_name}", "GPU-H"
+    )
     best = found["best"]["index"] if found["best"] else None
     for run in found["runs"]:
         mark = " *" if run["index"] == best else ""

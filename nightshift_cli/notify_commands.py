@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
 from .common import Context, new_table, out, pass_context, print_json
 
@@ -45,11 +44,7 @@ def choices(obj: Context, as_json: bool) -> None:
     if as_json:
         print_json(rows)
         return
-    table = Table(box=None, header_style="bold")
-    table.add_column("EVENT")
-    table.add_column("WHEN")
-    for channel in CHANNELS:
-        table.add_column(channel.upper())
+    table = new_table("EVENT", "WHEN", *(channel.upper() for channel in CHANNELS))
     for row in rows:
         marks = ["yes" if channel in row["channels"] else "-" for channel in CHANNELS]
         table.add_row(row["event"], row["label"], *marks)
