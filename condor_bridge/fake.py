@@ -15,7 +15,7 @@ from typing import Any
 
 from .observe import Observer, timed
 from .states import STATUS_TO_STATE, files_never_arrived
-from .submit import build_cluster_description, build_submit_description
+from .submit import FOLDER_READY_ATTR, build_cluster_description, build_submit_description
 from .types import (
     JOB_ID_PATTERN,
     WITHDRAWN_ID,
@@ -246,6 +246,7 @@ class FakeBridge:
         sweep_id: str,
         check_existing: bool = True,
         descriptions: list[dict[str, str]] | None = None,
+        folders_ready: bool = True,
     ) -> list[SubmitResult]:
         self._check_up("submit")
         if check_existing:
@@ -264,6 +265,7 @@ class FakeBridge:
             sweep_id=sweep_id,
             instance=self.instance,
             descriptions=descriptions,
+            folders_ready=folders_ready,
         )
         with self._lock:
             self.submit_calls += 1
@@ -358,6 +360,8 @@ class FakeBridge:
             ad["AcctGroupUser"] = description["accounting_group_user"]
         if "request_gpus" in description:
             ad["RequestGPUs"] = int(description["request_gpus"])
+        if f"My.{FOLDER_READY_ATTR}" in description:
+            ad[FOLDER_READY_ATTR] = description[f"My.{FOLDER_READY_ATTR}"] == "true"
         return dict(sorted(ad.items()))
 
     def active_jobs(self) -> list[JobObservation]:
@@ -427,6 +431,19 @@ class FakeBridge:
             )
         elif action == "vacate" and job.state is JobState.RUNNING:
             self.set_state(job.job_id, JobState.IDLE)
+
+    def release_runs(self, cluster_id: int, below_proc: int) -> None:
+        self._check_up("edit")
+        with self._lock:
+            for job in self._jobs.values():
+                description = self.submitted.get(job.job_id, {})
+                if (
+                    job.in_queue
+                    and job.cluster_id == cluster_id
+                    and job.proc_id < below_proc
+                    and description.get(f"My.{FOLDER_READY_ATTR}") == "false"
+                ):
+                    description[f"My.{FOLDER_READY_ATTR}"] = "true"
 
     def remove_sweep(self, sweep_id: str, reason: str) -> None:
         self._check_up("remove")

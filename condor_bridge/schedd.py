@@ -25,6 +25,7 @@ from .states import (
     map_usage_ad,
 )
 from .submit import (
+    FOLDER_READY_ATTR,
     INSTANCE_ATTR,
     JOB_ID_ATTR,
     SWEEP_ID_ATTR,
@@ -316,12 +317,14 @@ class HTCondorBridge:
         sweep_id: str,
         check_existing: bool = True,
         descriptions: list[dict[str, str]] | None = None,
+        folders_ready: bool = True,
     ) -> list[SubmitResult]:
         """Submit many runs as one cluster with itemdata, exactly once: a cluster that an
         earlier attempt submitted (the schedd creates a cluster whole or not at all) is
         found by its sweep id and adopted. Results come in the order of `requests`.
         `descriptions`: each run's own, as `description(request)` gives it, where the caller
-        has built them already (to keep them)."""
+        has built them already (to keep them). `folders_ready=False`: the runs' folders
+        exist but are still empty, and no run starts before release_runs says it may."""
         if check_existing:
             found = self.find_sweep(sweep_id, expected=len(requests))
             unarrived = [run for run in found if files_never_arrived(run)]
@@ -338,6 +341,7 @@ class HTCondorBridge:
             sweep_id=sweep_id,
             instance=self.instance,
             descriptions=descriptions,
+            folders_ready=folders_ready,
         )
         result = self._submit_to_schedd(
             htcondor2.Submit(template), None if len(requests) == 1 else items
@@ -346,6 +350,28 @@ class HTCondorBridge:
         return [
             SubmitResult(result.cluster(), first + n, adopted=False) for n in range(len(requests))
         ]
+
+    @_observed("edit")
+    def release_runs(self, cluster_id: int, below_proc: int) -> None:
+        """The runs of a cluster submitted with folders_ready=False whose ProcId is below
+        `below_proc` have their folders: HTCondor may start them. Those released before, or
+        gone from the queue, are left as they are."""
+        constraint = (
+            f"ClusterId == {int(cluster_id)} && ProcId < {int(below_proc)}"
+            f" && MY.{FOLDER_READY_ATTR} =!= true"
+        )
+        schedd = self._schedd()
+        try:
+            schedd.edit(constraint, FOLDER_READY_ATTR, "true")
+        except (HTCondorException, OSError, RuntimeError) as exc:
+            # The schedd answers a constraint that matches no job with the same error as a
+            # failed edit: only a run still waiting makes it one.
+            try:
+                waiting = schedd.query(constraint, projection=["ProcId"], limit=1)
+            except (HTCondorException, OSError, RuntimeError):
+                waiting = [None]
+            if waiting:
+                raise bridge_error("release runs", exc) from exc
 
     def find_sweep(self, sweep_id: str, *, expected: int) -> list[JobObservation]:
         """The runs of a sweep's cluster, from the queue and, for those that left it, the

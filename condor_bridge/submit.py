@@ -316,6 +316,10 @@ def session_grace_s(limit_s: int) -> int:
 
 
 SWEEP_ID_ATTR = "NightshiftSweepId"
+# False while a run's folder is still being made: HTCondor queues the run but starts it only
+# once the portal says its folder is ready (the schedd refuses a run whose folder does not
+# exist, but an empty one will do until it starts).
+FOLDER_READY_ATTR = "NightshiftFolderReady"
 
 
 def build_cluster_description(
@@ -325,6 +329,7 @@ def build_cluster_description(
     sweep_id: str,
     instance: str = "default",
     descriptions: list[dict[str, str]] | None = None,
+    folders_ready: bool = True,
 ) -> tuple[dict[str, str], list[dict[str, str]]]:
     """One submit description and its itemdata for many runs of the same job: one cluster.
 
@@ -333,12 +338,17 @@ def build_cluster_description(
     them too); the commands whose values differ between runs (job id, folder, arguments,
     environment for a sweep) become `$(nsvN)` macros whose values come from the itemdata,
     already quoted and escaped exactly as a single job's would be. All runs must use the
-    same commands.
+    same commands. `folders_ready=False`: the runs wait in the queue until their folders are
+    made (release_runs); each run's own description is unchanged.
     """
     if not requests:
         raise ValueError("a cluster needs at least one run")
     if not JOB_ID_PATTERN.fullmatch(sweep_id):
         raise ValueError(f"not a Nightshift sweep id: {sweep_id!r}")
+    if not folders_ready and mode is FileMode.SPOOL:
+        raise ValueError(
+            "spooled runs take their files when submitted: their folders must be ready"
+        )
     if descriptions is None:
         descriptions = [build_submit_description(r, mode=mode, instance=instance) for r in requests]
     elif len(descriptions) != len(requests):
@@ -355,6 +365,11 @@ def build_cluster_description(
     for key, macro in macros.items():
         template[key] = f"$({macro})"
     template[f"My.{SWEEP_ID_ATTR}"] = classad_string(sweep_id)
+    if not folders_ready:
+        template[f"My.{FOLDER_READY_ATTR}"] = "false"
+        template["requirements"] = (
+            f"({template['requirements']}) && (MY.{FOLDER_READY_ATTR} =?= true)"
+        )
     items = [{macro: d[key] for key, macro in macros.items()} for d in descriptions]
     return template, items
 

@@ -275,10 +275,10 @@ def test_a_hold_keeps_the_subcode_it_was_given(bridge):
 # -- sweeps: many runs in one cluster ---------------------------------------------------
 
 
-def sweep_runs(bridge, values: list[str]) -> list[JobRequest]:
+def sweep_runs(bridge, values: list[str], script: str = SLEEPER) -> list[JobRequest]:
     runs = []
     for value in values:
-        job_id, directory = make_job_dir(settings.JOBS_DIR, SLEEPER, uid=settings.JOB_DIR_UID)
+        job_id, directory = make_job_dir(settings.JOBS_DIR, script, uid=settings.JOB_DIR_UID)
         runs.append(
             JobRequest(
                 job_id=job_id,
@@ -320,6 +320,25 @@ def test_a_sweep_of_one_run_is_a_cluster_of_one(bridge):
     [run] = sweep_runs(bridge, ["1"])
     [result] = bridge.submit_cluster([run], sweep_id=str(uuid.uuid4()))
     assert bridge.find(run.job_id).cluster_id == result.cluster_id
+
+
+def test_a_sweep_whose_folders_are_not_ready_waits_until_each_run_is_released(bridge):
+    runs = sweep_runs(bridge, ["1", "2"], script="import time\ntime.sleep(5)\n")
+    results = bridge.submit_cluster(runs, sweep_id=str(uuid.uuid4()), folders_ready=False)
+    assert [bridge.job_ad(run.job_id)["NightshiftFolderReady"] for run in runs] == [False, False]
+    cluster = results[0].cluster_id
+    bridge.release_runs(cluster, below_proc=1)
+    assert [bridge.job_ad(run.job_id)["NightshiftFolderReady"] for run in runs] == [True, False]
+    _move(bridge, runs[0].job_id, JobState.RUNNING)
+    _move(bridge, runs[0].job_id, JobState.COMPLETED)
+    # The pool matched and ran the released run; the other, asking for the same, waited.
+    waiting = bridge.find(runs[1].job_id)
+    assert (waiting.state, waiting.num_starts) == (JobState.IDLE, 0)
+    bridge.release_runs(cluster, below_proc=2)
+    bridge.release_runs(cluster, below_proc=2)  # again: nothing is left to release
+    _move(bridge, runs[1].job_id, JobState.RUNNING)
+    _move(bridge, runs[1].job_id, JobState.COMPLETED)
+    bridge.release_runs(cluster, below_proc=2)  # the cluster has left the queue
 
 
 def test_a_hostile_sweep_id_is_refused_before_any_query(bridge):

@@ -325,6 +325,23 @@ def test_a_cluster_made_from_the_runs_own_descriptions_is_the_same_cluster():
         build_cluster_description(runs, mode=FileMode.SPOOL, sweep_id="s", descriptions=own[:1])
 
 
+def test_a_cluster_whose_folders_are_not_ready_asks_htcondor_to_wait_for_them():
+    runs = [_run("run-0", "0.1"), _run("run-1", "0.01")]
+    ready, _ = build_cluster_description(runs, mode=FileMode.SHARED, sweep_id="s")
+    waiting, items = build_cluster_description(
+        runs, mode=FileMode.SHARED, sweep_id="s", folders_ready=False
+    )
+    assert waiting["My.NightshiftFolderReady"] == "false"
+    assert waiting["requirements"] == (
+        f"({ready['requirements']}) && (MY.NightshiftFolderReady =?= true)"
+    )
+    unchanged = {key: value for key, value in waiting.items() if "FolderReady" not in key + value}
+    assert unchanged == {key: value for key, value in ready.items() if key != "requirements"}
+    # Spooled runs take their files with them when they are submitted.
+    with pytest.raises(ValueError, match="folders must be ready"):
+        build_cluster_description(runs, mode=FileMode.SPOOL, sweep_id="s", folders_ready=False)
+
+
 def test_runs_that_differ_in_anything_but_their_text_cannot_share_a_cluster():
     with pytest.raises(ValueError, match="same submit commands"):
         build_cluster_description(
