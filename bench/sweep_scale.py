@@ -74,23 +74,27 @@ def wait_until_assigned(count: int, timeout: float = 1800) -> None:
         time.sleep(0.02)
 
 
-def wait_until_submitted(sweep_pk: int, timeout: float = 1800) -> list[tuple[float, int]]:
+def wait_until_submitted(sweep_pk: int, timeout: float = 1800):
     """Waits until the sweep has its cluster, which the portal records in the transaction
     that gives every run its ClusterId (reading the one row keeps the wait off the work it
-    times). Returns what the sweep's page showed meanwhile: (seconds since the wait began,
-    runs written) at each change."""
+    times), then until every run's folder is made, so HTCondor may start it. Returns what
+    the sweep's page showed meanwhile, (seconds since the wait began, runs written) at each
+    change, and the seconds to the cluster and to the last folder."""
     started = time.monotonic()
     seen: list[tuple[float, int]] = []
+    submitted_s = None
     while True:
-        cluster_id, written = Sweep.objects.values_list("cluster_id", "prepared_runs").get(
-            pk=sweep_pk
-        )
+        cluster_id, written, ready = Sweep.objects.values_list(
+            "cluster_id", "prepared_runs", "ready_runs"
+        ).get(pk=sweep_pk)
         if not seen or seen[-1][1] != written:
             seen.append((time.monotonic() - started, written))
-        if cluster_id is not None:
-            return seen
+        if cluster_id is not None and submitted_s is None:
+            submitted_s = time.monotonic() - started
+        if submitted_s is not None and ready >= written:
+            return seen, submitted_s, time.monotonic() - started
         if time.monotonic() > started + timeout:
-            raise SystemExit(f"the sweep had no cluster {timeout} s after it was accepted")
+            raise SystemExit(f"the sweep was not ready {timeout} s after it was accepted")
         time.sleep(0.02)
 
 
@@ -226,6 +230,7 @@ def main() -> None:
     scratch = Path(settings.JOBS_DIR) / f"bench-raw-{uuid.uuid4().hex[:8]}"
     figures: list[tuple[str, str]] = []
     post_notes: list[tuple[str, str]] = []
+    ready = None  # in the profile, the worker's half makes the folders too
     try:
         if not ARGS.profile:
             celery.start_worker()
@@ -266,8 +271,10 @@ def main() -> None:
                     f"{collector.seconds:.2f} s, {collector.full} full",
                 )
             )
-            progress = wait_until_submitted(Sweep.objects.order_by("-pk").first().pk)
-            portal = time.perf_counter() - started
+            progress, submitted_s, ready_s = wait_until_submitted(
+                Sweep.objects.order_by("-pk").first().pk
+            )
+            portal, ready = posted + submitted_s, posted + ready_s
             assert assigned() == warm + runs - runs % 10
             post_notes.append(
                 (
@@ -291,6 +298,11 @@ def main() -> None:
             *post_notes,
             (f"{runs:,}-run sweep: API POST -> all ClusterIds", f"{portal:.2f} s"),
             ("  of which after the answer (the worker)", f"{portal - posted:.2f} s"),
+            *(
+                [(f"{runs:,}-run sweep: API POST -> every run's folder made", f"{ready:.2f} s")]
+                if ready is not None
+                else []
+            ),
             (
                 f"raw: one {runs:,}-job itemdata cluster (before, after)",
                 f"{floor_before:.2f} s, {floor_after:.2f} s",

@@ -130,6 +130,9 @@ class FakeBridge:
                 if state in (JobState.IDLE, JobState.HELD, JobState.REMOVED):
                     changes["last_vacated_at"] = now
             if state is JobState.RUNNING and job.run_started_at is None:
+                if self.submitted.get(job_id, {}).get(f"My.{FOLDER_READY_ATTR}") == "false":
+                    # HTCondor matches no run whose folder the portal has not said is ready.
+                    raise AssertionError(f"job {job_id} started before its folder was ready")
                 gpus = int(self.submitted.get(job_id, {}).get("request_gpus", 0))
                 changes |= {
                     "num_starts": job.num_starts + 1,

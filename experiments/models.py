@@ -39,6 +39,10 @@ class Sweep(models.Model):
     # makes them from, and the quota held for those not written yet.
     planned_runs = models.PositiveIntegerField(default=0, db_default=0)
     prepared_runs = models.PositiveIntegerField(default=0, db_default=0)
+    # Of those, how many (from the first) have their folders whole: where the schedd sees
+    # the portal's folders, a sweep's runs are submitted with their folders empty, waiting
+    # in HTCondor's queue until they are filled (experiments.preparation).
+    ready_runs = models.PositiveIntegerField(default=0, db_default=0)
     preparation = models.JSONField(null=True, blank=True)
     quota_hold = models.ForeignKey(
         "accounting.QuotaHold", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -67,6 +71,15 @@ class Sweep(models.Model):
     def is_preparing(self) -> bool:
         """Accepted, with runs the worker has not written yet."""
         return self.prepared_runs < self.planned_runs
+
+    @property
+    def is_filling_folders(self) -> bool:
+        """Written, with runs whose folders are still being filled."""
+        return self.ready_runs < self.prepared_runs
+
+    @property
+    def ready_percent(self) -> int:
+        return self.ready_runs * 100 // self.prepared_runs if self.prepared_runs else 100
 
     @property
     def prepared_percent(self) -> int:

@@ -10,12 +10,19 @@ which submits it when every run is written.
 A run's id is derived from the sweep's and its index, so an attempt killed mid-chunk is
 followed by one that writes the same folders again: no half-made run is ever visible, and
 nothing is left behind.
+
+Where the schedd reads the portal's folders (not spooled), a large sweep's runs get empty
+folders before the submit and are filled after it, a chunk at a time, each chunk's runs
+waiting in HTCondor's queue until then (sweep_fill_folders): ten thousand folders made
+whole would hold the submit back by seconds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import os
 import shutil
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -25,17 +32,24 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Max
 
 from accounting.services import quota_hold_release
 from audit.services import audit_record
-from jobs.models import Job, JobEvent
-from jobs.services import JobSpec, JobSubmissionError, StagedFiles
+from jobs.models import FINAL_STATES, Job, JobEvent
+from jobs.services import JobSpec, JobSubmissionError, StagedFiles, get_bridge
 from plumbing.collector import collector_paused
 from plumbing.db import copy_insert, new_instances
 
 from .models import Sweep
 from .plans import run_spec
-from .run_folders import FOLDER_CHUNK, FOLDER_THREADS, StagedTree, copy_run_folders
+from .run_folders import (
+    FOLDER_CHUNK,
+    FOLDER_THREADS,
+    StagedTree,
+    copy_run_folders,
+    fill_run_folders,
+)
 from .runs import fill_run, log_sweep_events
 
 logger = logging.getLogger(__name__)
@@ -83,6 +97,10 @@ class Preparation:
     # Each run's parameters, in order, as the plan gave them when the sweep was accepted
     # (PostgreSQL keeps a definition's keys in its own order, which could reorder a grid).
     runs: list[dict]
+    # The runs' folders are made empty before the submit and filled after it, the runs
+    # waiting in HTCondor's queue meanwhile (sweep_fill_folders). Where the schedd sees the
+    # portal's folders only: spooled runs send their files when they are submitted.
+    folders_later: bool = False
 
     def to_json(self) -> dict:
         return {
@@ -96,6 +114,7 @@ class Preparation:
             "remove_after_s": self.remove_after_s,
             "schedd": self.schedd,
             "runs": self.runs,
+            "folders_later": self.folders_later,
         }
 
     @classmethod
@@ -107,6 +126,7 @@ class Preparation:
             remove_after_s=data["remove_after_s"],
             schedd=data["schedd"],
             runs=data["runs"],
+            folders_later=data.get("folders_later", False),
             tree=StagedTree(
                 folders=[Path(path) for path in data["tree"]["folders"]],
                 files=[Path(path) for path in data["tree"]["files"]],
@@ -149,7 +169,8 @@ def sweep_prepare(sweep_pk: int) -> Sweep:
                 written = write_chunk(sweep, preparation, indexes)
                 if written.prepared_runs != indexes.stop:
                     return written  # stopped: cancelled, or a run that cannot be written
-                sweep.prepared_runs, sweep.last_error = written.prepared_runs, ""
+                sweep.prepared_runs, sweep.ready_runs = written.prepared_runs, written.ready_runs
+                sweep.last_error = ""
         except Exception as exc:
             # Said on the sweep's page; the task (or the sync's reconciler) tries again.
             logger.exception("writing the runs of sweep %s failed", sweep.public_id)
@@ -159,6 +180,68 @@ def sweep_prepare(sweep_pk: int) -> Sweep:
             )
             raise
         return sweep
+
+
+@collector_paused()
+def sweep_fill_folders(sweep_pk: int) -> Sweep:
+    """Fill the folders of a submitted sweep's runs that were made empty for its submit, a
+    chunk at a time from where the last attempt stopped, and let HTCondor start each
+    chunk's runs once their folders are whole. Returns the sweep as it is then."""
+    with preparing_alone(sweep_pk) as alone:
+        sweep = Sweep.objects.get(pk=sweep_pk)
+        if not alone or not sweep.is_submitted or not sweep.is_filling_folders:
+            return sweep
+        preparation = Preparation.from_json(sweep.preparation)
+        bridge = get_bridge(preparation.schedd)
+        first = run_folder(sweep.public_id, 0)
+        try:
+            # An attempt killed between recording a chunk and releasing its runs.
+            release_runs_before(bridge, sweep, sweep.ready_runs)
+            again = True
+            while sweep.is_filling_folders:
+                indexes = range(
+                    sweep.ready_runs, min(sweep.ready_runs + PREPARE_CHUNK, sweep.prepared_runs)
+                )
+                waiting = (
+                    sweep.runs.filter(
+                        sweep_index__gte=max(indexes.start, 1),
+                        sweep_index__lt=indexes.stop,
+                        cluster_id__isnull=False,
+                    )
+                    .exclude(state__in=FINAL_STATES)
+                    .values_list("sweep_index", flat=True)
+                )
+                targets = [run_folder(sweep.public_id, index) for index in waiting]
+                make_folders(
+                    first,
+                    targets,
+                    preparation.tree,
+                    fill=lambda some, again=again: fill_run_folders(
+                        first, some, preparation.tree, again=again
+                    ),
+                )
+                Sweep.objects.filter(pk=sweep.pk).update(ready_runs=indexes.stop, last_error="")
+                sweep.ready_runs, sweep.last_error = indexes.stop, ""
+                release_runs_before(bridge, sweep, indexes.stop)
+                again = False
+        except Exception as exc:
+            # Said on the sweep's page; the task (or the sync's reconciler) tries again.
+            logger.exception("filling the folders of sweep %s failed", sweep.public_id)
+            Sweep.objects.filter(pk=sweep.pk).update(
+                last_error=f"Making its runs' folders stopped at {sweep.ready_runs:,} of "
+                f"{sweep.prepared_runs:,} ({type(exc).__name__}); Nightshift tries again."
+            )
+            raise
+        return sweep
+
+
+def release_runs_before(bridge, sweep: Sweep, index: int) -> None:
+    """HTCondor may start the sweep's runs before `index`: their folders are whole."""
+    last_proc = sweep.runs.filter(sweep_index__lt=index, cluster_id=sweep.cluster_id).aggregate(
+        last=Max("proc_id")
+    )["last"]
+    if last_proc is not None:
+        bridge.release_runs(sweep.cluster_id, below_proc=last_proc + 1)
 
 
 def write_chunk(sweep: Sweep, preparation: Preparation, indexes: range) -> Sweep:
@@ -184,7 +267,10 @@ def write_chunk(sweep: Sweep, preparation: Preparation, indexes: range) -> Sweep
     # Made before the rows are filled in, not beside it: on two cores, threads making the
     # folders while the rows were written gained nothing (docs/benchmarks.md).
     targets = [job.directory for job in jobs if job.sweep_index]
-    make_folders(run_folder(sweep.public_id, 0), targets, preparation.tree)
+    if preparation.folders_later:
+        make_empty_folders(targets)
+    else:
+        make_folders(run_folder(sweep.public_id, 0), targets, preparation.tree)
     try:
         for job in jobs:
             run = run_spec(preparation.spec, job.sweep_index, job.parameters)
@@ -225,16 +311,28 @@ def write_chunk(sweep: Sweep, preparation: Preparation, indexes: range) -> Sweep
         log_sweep_events(locked, events)
         quota_hold_release(locked.quota_hold_id, len(jobs))
         locked.prepared_runs, locked.last_error = indexes.stop, ""
-        locked.save(update_fields=["prepared_runs", "last_error"])
+        if not preparation.folders_later:
+            locked.ready_runs = indexes.stop
+        locked.save(update_fields=["prepared_runs", "ready_runs", "last_error"])
     return locked
 
 
-def make_folders(first: Path, targets: list[Path], tree: StagedTree) -> None:
+def make_empty_folders(targets: list[Path]) -> None:
+    """The runs' folders, empty: the schedd refuses a run whose folder does not exist. One
+    an earlier, killed attempt made is taken as it is (nothing has been put in it)."""
+    for target in targets:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(target)
+
+
+def make_folders(first: Path, targets: list[Path], tree: StagedTree, fill=None) -> None:
     """The runs' folders, copies of the first run's, made by threads (file system calls let
-    them run beside each other)."""
+    them run beside each other). `fill(targets)` instead of making them whole: what is put
+    in folders that exist."""
+    make = fill or (lambda some: remake_run_folders(first, some, tree))
     with ThreadPoolExecutor(max_workers=FOLDER_THREADS) as threads:
         copies = [
-            threads.submit(remake_run_folders, first, targets[n : n + FOLDER_CHUNK], tree)
+            threads.submit(make, targets[n : n + FOLDER_CHUNK])
             for n in range(0, len(targets), FOLDER_CHUNK)
         ]
         for copy in copies:

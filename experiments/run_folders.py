@@ -11,6 +11,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from condor_bridge.submit import DEFAULT_OUTPUT_DIR as OUTPUTS
+from condor_bridge.submit import HELPER_DIR
 from jobs.services import SOURCE_DIR, install_helpers_linked, link_or_copy
 
 
@@ -74,11 +76,37 @@ def copy_run_folders(first: Path, targets: list[Path], tree: StagedTree) -> None
     install_helpers_linked(first, targets)
 
 
-def copy_inputs(source: Path, target: Path, tree: StagedTree) -> None:
+def fill_run_folders(first: Path, targets: list[Path], tree: StagedTree, *, again: bool) -> None:
+    """The files of runs whose folders were made empty for their submit (see
+    experiments.preparation), as copy_run_folders makes them. `again`: an earlier attempt
+    may have been killed while filling them; what it left is made again, and anything else
+    there (HTCondor's log of the run) is kept."""
+    if again:
+        names = {path.parts[0] for path in (*tree.folders, *tree.files)} | {OUTPUTS, HELPER_DIR}
+        for target in targets:
+            for name in names:
+                remove_entry(target / name)
+    for target in targets:
+        copy_inputs(first, target, tree, folder_made=True)
+    install_helpers_linked(first, targets)
+
+
+def remove_entry(path: Path) -> None:
+    """A file, link or folder (with what it holds) gone; nothing done if there is none."""
+    try:
+        os.unlink(path)
+    except IsADirectoryError:
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        pass
+
+
+def copy_inputs(source: Path, target: Path, tree: StagedTree, *, folder_made: bool = False) -> None:
     """A run's folder from the first run's staged files. What no job can write is linked,
     not copied (the kept project archive, which can be large; a script the portal owns):
     each file system call counts, at 10,000 runs, and more on a network file system."""
-    os.mkdir(target)
+    if not folder_made:
+        os.mkdir(target)
     for folder in tree.folders:
         os.mkdir(target / folder)
     for file in tree.files:

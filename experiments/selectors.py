@@ -27,9 +27,10 @@ def sweep_get_visible(user, public_id) -> Sweep:
 
 def sweep_stage(sweep: Sweep) -> str:
     """Where a sweep is on its way to HTCondor: "writing" its runs, "submitting" them (or
-    "retrying" after an error), "submitted", or "stopped" short of it (cancelled or failed)."""
+    "retrying" after an error), "filling" the folders of runs HTCondor holds until they are
+    ready, "submitted", or "stopped" short of it (cancelled or failed)."""
     if sweep.is_submitted:
-        return "submitted"
+        return "filling" if sweep.is_filling_folders else "submitted"
     if sweep.is_preparing:
         return "writing"
     if not sweep.runs.exclude(state__in=FINAL_STATES).exists():

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from accounting.services import quota_hold
 from audit.services import audit_record
-from condor_bridge import BridgeError, InvalidJobRequest
+from condor_bridge import BridgeError, FileMode, InvalidJobRequest
 from condor_bridge.submit import description_text
 from jobs.models import FINAL_STATES, Job, JobEvent, JobOutcome, JobState
 from jobs.services import (
@@ -51,7 +51,13 @@ from plumbing.tasks import enqueue
 
 from .models import Sweep
 from .plans import SweepPlan, check_placeholders, run_spec
-from .preparation import Preparation, drop_unwritten, run_folder, sweep_prepare
+from .preparation import (
+    Preparation,
+    drop_unwritten,
+    run_folder,
+    sweep_fill_folders,
+    sweep_prepare,
+)
 from .run_folders import staged_tree
 from .runs import check_runs, check_sweep_quota, log_sweep_events, run_entry_arguments
 
@@ -102,6 +108,8 @@ def sweep_submit(
             run_entry_arguments(run, staged)
         tree, hashes = staged_tree(first), content_hashes(first, staged)
         install_helper(first, software=staged.software, datasets=staged.datasets)
+        # One cluster, so one schedd for every run.
+        schedd = schedd_choose(lab=lab)
         sweep.preparation = Preparation(
             spec=spec,
             staged=staged,
@@ -109,8 +117,11 @@ def sweep_submit(
             tree=tree,
             runs=runs,
             remove_after_s=remove_after_s,
-            # One cluster, so one schedd for every run.
-            schedd=schedd_choose(lab=lab),
+            schedd=schedd,
+            # A large sweep's folders would delay its submit by seconds (docs/benchmarks.md);
+            # a small one's cost less than the page's answer.
+            folders_later=len(runs) > settings.SWEEP_RUNS_IN_REQUEST
+            and get_bridge(schedd).mode is FileMode.SHARED,
         ).to_json()
         with transaction.atomic():
             # Checked again with the quota locked: a racing submission may have used it.
@@ -193,14 +204,15 @@ def sweep_enqueue_submit(sweep_pk: int) -> None:
 
 
 def sweeps_resend_silent(silent: Q, now: datetime) -> int:
-    """Send again, whole, each sweep with runs waiting (or runs still to write) whose
-    submission task was lost."""
+    """Send again, whole, each sweep with runs waiting (or runs still to write, or folders
+    still to fill) whose submission task was lost."""
     with transaction.atomic():
         waiting = Job.objects.filter(sweep=OuterRef("pk"), state=JobState.QUEUED)
         unwritten = Q(planned_runs__gt=F("prepared_runs"))
+        unfilled = Q(cluster_id__isnull=False, prepared_runs__gt=F("ready_runs"))
         stale = list(
             Sweep.objects.select_for_update(skip_locked=True)
-            .filter(silent, Exists(waiting) | unwritten, cluster_id__isnull=True)
+            .filter(silent, (Q(cluster_id__isnull=True) & (Exists(waiting) | unwritten)) | unfilled)
             .exclude(kind=Sweep.Kind.STUDY)
             .values_list("pk", flat=True)[:100]
         )
@@ -240,7 +252,8 @@ SUBMIT_FIELDS = (
 
 @collector_paused()
 def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
-    """Hand a sweep's runs to HTCondor as one cluster, exactly once. Transient failures
+    """Hand a sweep's runs to HTCondor as one cluster, exactly once, then fill the folders
+    of those submitted with empty ones (experiments.preparation). Transient failures
     re-raise for retry.
 
     As for single jobs, the attempt is committed before the schedd is contacted: a first
@@ -250,6 +263,13 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
     if sweep_prepare(sweep_pk).is_preparing:
         # Another process is writing its runs, and submits them once it has.
         return Sweep.objects.get(pk=sweep_pk)
+    sweep = submit_cluster(sweep_pk)
+    if sweep.is_submitted and sweep.is_filling_folders:
+        sweep = sweep_fill_folders(sweep_pk)
+    return sweep
+
+
+def submit_cluster(sweep_pk: int) -> Sweep:
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update().get(pk=sweep_pk)
         if sweep.is_submitted or sweep.is_study:  # a study's trials go one by one
@@ -289,6 +309,7 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
                 sweep_id=str(sweep.public_id),
                 check_existing=not first_attempt,
                 descriptions=descriptions,
+                folders_ready=not sweep.is_filling_folders,
             )
         except BridgeError as exc:
             sweep.last_error = str(exc)

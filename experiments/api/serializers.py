@@ -150,8 +150,9 @@ class SweepSummarySerializer(serializers.ModelSerializer):
     run_count = serializers.IntegerField(help_text="How many runs it has.")
     stage = serializers.SerializerMethodField(
         help_text="Where it is on its way to HTCondor: writing (its runs are being written; "
-        "see prepared_runs of planned_runs), submitting, retrying (after an error), submitted, "
-        "or stopped (cancelled or failed before HTCondor took it)."
+        "see prepared_runs of planned_runs), submitting, retrying (after an error), filling "
+        "(HTCondor has its runs and starts each once its folder is made; see ready_runs), "
+        "submitted, or stopped (cancelled or failed before HTCondor took it)."
     )
     links = serializers.SerializerMethodField(help_text="Where to read more about it.")
 
@@ -173,6 +174,7 @@ class SweepSummarySerializer(serializers.ModelSerializer):
             "run_count",
             "planned_runs",
             "prepared_runs",
+            "ready_runs",
             "stage",
             "links",
         ]
@@ -191,11 +193,15 @@ class SweepSummarySerializer(serializers.ModelSerializer):
                 "written (0 for a matrix or study)."
             },
             "prepared_runs": {"help_text": "How many of its planned runs are written so far."},
+            "ready_runs": {
+                "help_text": "How many of its written runs have their folders made, so that "
+                "HTCondor may start them."
+            },
         }
 
     @extend_schema_field(
         serializers.ChoiceField(
-            choices=["writing", "submitting", "retrying", "submitted", "stopped"]
+            choices=["writing", "submitting", "retrying", "filling", "submitted", "stopped"]
         )
     )
     def get_stage(self, sweep: Sweep) -> str:

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from accounting.models import QuotaHold
+from condor_bridge import JobState as Condor
 from experiments import preparation, sweeps
 from experiments.models import Sweep
 from experiments.selectors import sweep_stage
@@ -26,6 +27,18 @@ def large(settings, monkeypatch):
     """Sweeps of more than 5 runs are large; runs are written 5 at a time."""
     settings.SWEEP_RUNS_IN_REQUEST = 5
     monkeypatch.setattr(preparation, "PREPARE_CHUNK", 5)
+
+
+@pytest.fixture
+def spooled(settings):
+    """The schedd takes the runs' files when they are submitted: their folders are made
+    whole before the submit."""
+    from jobs.bridge import get_bridge
+
+    settings.CONDOR_FILE_MODE = "spool"
+    get_bridge.cache_clear()
+    yield get_bridge()
+    get_bridge.cache_clear()
 
 
 def folders(settings) -> set[str]:
@@ -60,12 +73,81 @@ def test_the_worker_writes_every_run_as_a_small_sweep_would_have_them(
     assert runs[11].parameters == {"lr": 0.0001, "batch": 128}
     assert {run.state for run in runs} == {JobState.QUEUED}
     assert all(run.events.filter(kind="created").count() == 1 for run in runs)
+    assert folders(settings) == {str(run.public_id) for run in runs}
+    # The schedd sees these folders: each run's is made empty, and filled once HTCondor has
+    # the runs (they wait in its queue meanwhile).
+    assert all(not os.listdir(run.directory) for run in runs[1:])
+    assert (sweep.prepared_runs, sweep.ready_runs, sweep_stage(sweep)) == (12, 0, "submitting")
+    assert not QuotaHold.objects.exists()
+
+    sweep = sweeps.sweep_submit_to_pool(sweep.pk)
+    assert sweep.ready_runs == 12
     for run in runs:
         assert (run.directory / "train.py").read_text() == "print('hello')\n"
         assert (run.directory / ".nightshift" / "nightshift.py").is_file()
-    assert folders(settings) == {str(run.public_id) for run in runs}
-    assert (sweep.prepared_runs, sweep_stage(sweep)) == (12, "submitting")
-    assert not QuotaHold.objects.exists()
+        assert fake_bridge.job_ad(str(run.public_id))["NightshiftFolderReady"] is True
+
+
+def test_spooled_runs_have_their_folders_whole_before_their_submit(
+    student, fake_bridge, large, spooled
+):
+    sweep = preparation.sweep_prepare(submit_sweep(student, parameters=GRID).pk)
+    assert (sweep.prepared_runs, sweep.ready_runs) == (12, 12)
+    for run in sweep.runs.all():
+        assert sorted(os.listdir(run.directory)) == [".nightshift", "outputs", "train.py"]
+    sweep = sweeps.sweep_submit_to_pool(sweep.pk)
+    run = sweep.runs.get(sweep_index=7)
+    assert "NightshiftFolderReady" not in spooled.job_ad(str(run.public_id))
+
+
+def test_runs_wait_in_htcondors_queue_until_their_folders_are_filled(
+    student, fake_bridge, large, settings, monkeypatch
+):
+    sweep = preparation.sweep_prepare(submit_sweep(student, parameters=GRID).pk)
+    fill_run_folders = preparation.fill_run_folders
+    chunks = []
+
+    def killed_in_the_second_chunk(first, targets, tree, *, again):
+        chunks.append(targets)
+        if len(chunks) == 2:
+            fill_run_folders(first, targets[:2], tree, again=again)  # part done, then gone
+            (targets[2] / "outputs").mkdir()
+            raise OSError("worker killed")
+        fill_run_folders(first, targets, tree, again=again)
+
+    monkeypatch.setattr(preparation, "fill_run_folders", killed_in_the_second_chunk)
+    with pytest.raises(OSError, match="worker killed"):
+        sweeps.sweep_submit_to_pool(sweep.pk)
+    sweep.refresh_from_db()
+    assert sweep.is_submitted and sweep.ready_runs == 5
+    assert sweep.last_error == (
+        "Making its runs' folders stopped at 5 of 12 (OSError); Nightshift tries again."
+    )
+    runs = list(sweep.runs.order_by("sweep_index"))
+    ready = [fake_bridge.job_ad(str(run.public_id))["NightshiftFolderReady"] for run in runs]
+    assert ready == [True] * 5 + [False] * 7
+    fake_bridge.set_state(str(runs[4].public_id), Condor.RUNNING)
+    with pytest.raises(AssertionError, match="before its folder was ready"):
+        fake_bridge.set_state(str(runs[5].public_id), Condor.RUNNING)
+    # What HTCondor wrote in a waiting run's folder stays; what the killed attempt half
+    # made is made again.
+    (runs[6].directory / "condor.log").write_text("000 (1.6.000) Job submitted\n")
+
+    sent = []
+    monkeypatch.setattr("experiments.tasks.submit_sweep.delay", sent.append)
+    settings.RESUBMIT_AFTER_S = 0
+    sync.jobs_sync()
+    assert sent == [sweep.pk]
+    monkeypatch.setattr(preparation, "fill_run_folders", fill_run_folders)
+    sweep = sweeps.sweep_submit_to_pool(sweep.pk)
+    assert (sweep.ready_runs, sweep.last_error, fake_bridge.submit_calls) == (12, "", 1)
+    for run in runs[1:]:
+        expected = [".nightshift", "outputs", "train.py"] + ["condor.log"] * (run.sweep_index == 6)
+        assert sorted(os.listdir(run.directory)) == sorted(expected)
+        assert fake_bridge.job_ad(str(run.public_id))["NightshiftFolderReady"] is True
+    sent.clear()
+    sync.jobs_sync()
+    assert sent == []
 
 
 def test_submitting_a_sweep_being_written_writes_its_runs_first(student, fake_bridge, large):
@@ -91,7 +173,7 @@ def test_the_quota_counts_runs_accepted_but_not_yet_written(student, fake_bridge
 
 
 def test_an_attempt_killed_mid_chunk_is_taken_up_where_it_stopped(
-    student, fake_bridge, large, settings, monkeypatch
+    student, fake_bridge, large, spooled, settings, monkeypatch
 ):
     sweep = submit_sweep(student, parameters=GRID)
     copy_run_folders = preparation.copy_run_folders
@@ -145,7 +227,7 @@ def test_only_one_process_writes_a_sweep_at_a_time(student, fake_bridge, large):
 
 
 def test_cancelling_a_sweep_being_written_stops_it_and_lets_its_quota_go(
-    student, fake_bridge, large, monkeypatch
+    student, fake_bridge, large, spooled, monkeypatch
 ):
     sweep = submit_sweep(student, parameters=GRID)
     monkeypatch.setattr(preparation, "PREPARE_CHUNK", 5)

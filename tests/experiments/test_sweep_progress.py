@@ -1,11 +1,13 @@
 """A large sweep's page, opened while the worker writes its runs: it shows how far the
-worker has got without being reloaded, and reloads itself once HTCondor has every run."""
+worker has got without being reloaded (writing the runs, then filling their folders), and
+reloads itself once HTCondor may start every run."""
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from experiments import plans, preparation, sweeps
+from experiments.models import Sweep
 from jobs import specs
 from tests.conftest import script_upload
 from tests.kits.browser import sign_in
@@ -40,7 +42,12 @@ def test_the_sweep_page_follows_the_worker_and_reloads_when_htcondor_has_the_run
     assert page.locator("progress").get_attribute("value") == "6"
     preparation.sweep_prepare(sweep.pk)
     page.get_by_text("Its runs are written; handing them to HTCondor").wait_for()
+    # HTCondor takes the runs with their folders empty; they wait there until filled.
+    monkeypatch.setattr(sweeps, "sweep_fill_folders", lambda pk: Sweep.objects.get(pk=pk))
     sweeps.sweep_submit_to_pool(sweep.pk)
+    page.get_by_text("Making their folders: 0 of 12").wait_for()
+    assert page.locator("progress").get_attribute("max") == "12"
+    preparation.sweep_fill_folders(sweep.pk)
     # The page reloads itself: the runs table and the cluster come with it.
     page.get_by_text("HTCondor cluster 1").wait_for()
     assert page.locator("[data-role=sweep-progress]").count() == 0

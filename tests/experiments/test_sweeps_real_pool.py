@@ -98,3 +98,8 @@ def test_a_large_sweep_is_written_and_submitted_by_the_worker(
         f"--lr {n}" for n in range(1, 9)
     ]
     assert not QuotaHold.objects.exists()
+    # HTCondor took the runs with their folders empty, and started each once it was filled.
+    sweep.refresh_from_db()
+    assert (sweep.ready_runs, sweep.last_error) == (8, "")
+    done = pool_command("condor_history", str(sweep.cluster_id), "-af", "NightshiftFolderReady")
+    assert done.stdout.split() == ["true"] * 8
