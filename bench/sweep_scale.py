@@ -5,6 +5,10 @@ pyinstrument profile of both halves run in this process). It needs the pool, Pos
 Redis as `make test` does, makes and drops its own database, starts one real Celery worker
 (unless --profile), and removes every job it submitted.
 
+Where the schedd reads the portal's folders, a large sweep's runs are submitted with their
+folders empty and wait in the queue until the worker fills them: the benchmark also times
+the POST to the last run's folder made (when HTCondor may start every run).
+
 The floor is one raw `Schedd.submit` of a cluster of the same description with itemdata,
 measured before and after the portal's sweep in the same run (the better of the two: the
 queue is emptied before each). Beside it, the same with what each portal run also has: a

@@ -270,6 +270,8 @@ def sweep_submit_to_pool(sweep_pk: int) -> Sweep:
 
 
 def submit_cluster(sweep_pk: int) -> Sweep:
+    """The written runs of a sweep not yet in HTCondor, submitted as its one cluster; they
+    wait in its queue while their folders are empty (ready_runs short of prepared_runs)."""
     with transaction.atomic():
         sweep = Sweep.objects.select_for_update().get(pk=sweep_pk)
         if sweep.is_submitted or sweep.is_study:  # a study's trials go one by one
