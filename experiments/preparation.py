@@ -25,6 +25,7 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import datetime
@@ -325,7 +326,12 @@ def make_empty_folders(targets: list[Path]) -> None:
             os.mkdir(target)
 
 
-def make_folders(first: Path, targets: list[Path], tree: StagedTree, fill=None) -> None:
+def make_folders(
+    first: Path,
+    targets: list[Path],
+    tree: StagedTree,
+    fill: Callable[[list[Path]], None] | None = None,
+) -> None:
     """The runs' folders, copies of the first run's, made by threads (file system calls let
     them run beside each other). `fill(targets)` instead of making them whole: what is put
     in folders that exist."""
