@@ -173,12 +173,7 @@ def sweep_prepare(sweep_pk: int) -> Sweep:
                 sweep.prepared_runs, sweep.ready_runs = written.prepared_runs, written.ready_runs
                 sweep.last_error = ""
         except Exception as exc:
-            # Said on the sweep's page; the task (or the sync's reconciler) tries again.
-            logger.exception("writing the runs of sweep %s failed", sweep.public_id)
-            Sweep.objects.filter(pk=sweep.pk).update(
-                last_error=f"Writing its runs stopped at {sweep.prepared_runs:,} of "
-                f"{sweep.planned_runs:,} ({type(exc).__name__}); Nightshift tries again."
-            )
+            record_stop(sweep, "Writing its runs", sweep.prepared_runs, sweep.planned_runs, exc)
             raise
         return sweep
 
@@ -226,14 +221,21 @@ def sweep_fill_folders(sweep_pk: int) -> Sweep:
                 release_runs_before(bridge, sweep, indexes.stop)
                 again = False
         except Exception as exc:
-            # Said on the sweep's page; the task (or the sync's reconciler) tries again.
-            logger.exception("filling the folders of sweep %s failed", sweep.public_id)
-            Sweep.objects.filter(pk=sweep.pk).update(
-                last_error=f"Making its runs' folders stopped at {sweep.ready_runs:,} of "
-                f"{sweep.prepared_runs:,} ({type(exc).__name__}); Nightshift tries again."
+            record_stop(
+                sweep, "Making its runs' folders", sweep.ready_runs, sweep.prepared_runs, exc
             )
             raise
         return sweep
+
+
+def record_stop(sweep: Sweep, what: str, done: int, of: int, exc: Exception) -> None:
+    """Where the worker's `what` stopped and why, said on the sweep's page; the task (or the
+    sync's reconciler) tries again."""
+    logger.exception("sweep %s: %s stopped", sweep.public_id, what.lower())
+    Sweep.objects.filter(pk=sweep.pk).update(
+        last_error=f"{what} stopped at {done:,} of {of:,} ({type(exc).__name__}); "
+        "Nightshift tries again."
+    )
 
 
 def release_runs_before(bridge, sweep: Sweep, index: int) -> None:
