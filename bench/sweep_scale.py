@@ -113,10 +113,16 @@ def empty_queue(schedd: htcondor2.Schedd) -> None:
         time.sleep(0.5)
 
 
-def raw_cluster(schedd: htcondor2.Schedd, directory: Path, runs: int) -> float:
+def raw_item_description(directory: Path) -> dict[str, str]:
+    """The raw description, its job id and arguments taken from each item (jid, index, lr)."""
     description = raw_description(directory)
     description["My.NightshiftJobId"] = '"$(jid)"'
     description["arguments"] = "--lr $(lr) --seed $(index)"
+    return description
+
+
+def raw_cluster(schedd: htcondor2.Schedd, directory: Path, runs: int) -> float:
+    description = raw_item_description(directory)
     items = [{"jid": str(uuid.uuid4()), "index": str(n), "lr": "0.001"} for n in range(runs)]
     started = time.perf_counter()
     schedd.submit(htcondor2.Submit(description), itemdata=iter(items))
@@ -130,9 +136,7 @@ def raw_cluster_late(schedd: htcondor2.Schedd, directory: Path, runs: int) -> fl
     """The same cluster materialized late: the schedd keeps the items and makes at most
     LATE_MATERIALIZE jobs of it at a time, more as those leave. Not what the portal submits
     today; printed as what that choice would start from."""
-    description = raw_description(directory)
-    description["My.NightshiftJobId"] = '"$(jid)"'
-    description["arguments"] = "--lr $(lr) --seed $(index)"
+    description = raw_item_description(directory)
     description["max_materialize"] = str(LATE_MATERIALIZE)
     items = [{"jid": str(uuid.uuid4()), "index": str(n), "lr": "0.001"} for n in range(runs)]
     started = time.perf_counter()
@@ -147,9 +151,7 @@ def raw_cluster_from_file(
 ) -> float:
     """The same cluster with its items in a file HTCondor reads (`queue ... from FILE`), as
     the portal's bridge sends them."""
-    description = raw_description(directory)
-    description["My.NightshiftJobId"] = '"$(jid)"'
-    description["arguments"] = "--lr $(lr) --seed $(index)"
+    description = raw_item_description(directory)
     items = scratch.with_name(scratch.name + ".items")
     started = time.perf_counter()
     items.write_text("".join(f"{uuid.uuid4()}\x1f{n}\x1f0.001\n" for n in range(runs)))
@@ -197,9 +199,7 @@ def rows_alone(user, runs: int) -> float:
 def raw_cluster_with_folders(
     schedd: htcondor2.Schedd, directory: Path, scratch: Path, runs: int
 ) -> float:
-    description = raw_description(directory)
-    description["My.NightshiftJobId"] = '"$(jid)"'
-    description["arguments"] = "--lr $(lr) --seed $(index)"
+    description = raw_item_description(directory)
     description["initialdir"] = "$(dir)"
     started = time.perf_counter()
     items = []
