@@ -1,7 +1,7 @@
 """Nightshift's adapter to HTCondor. Pure Python: it imports no Django.
 
-Only `condor_bridge.schedd` imports htcondor2; everything else here is pure and
-unit-tested on its own.
+Only `condor_bridge.schedd` and `.calls` (its failures and retries) import htcondor2;
+everything else here is pure and unit-tested on its own.
 """
 
 from .matching import MatchSummary, machine_fits, summarize_matches
@@ -19,6 +19,7 @@ from .types import (
     LendingTerms,
     PoolMachine,
     SubmitResult,
+    made,
 )
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "SubmitResult",
     "build_submit_description",
     "machine_fits",
+    "made",
     "map_job_ad",
     "summarize_matches",
     "workstation_of",

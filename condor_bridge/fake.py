@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 import threading
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -30,6 +31,8 @@ from .types import (
     PoolMachine,
     SubmitResult,
     adopted_cluster,
+    made,
+    not_made_yet,
 )
 
 # The same four workstations the personal pool simulates (deploy/personal-pool/).
@@ -55,6 +58,8 @@ PERSONAL_POOL = (
 )
 
 FAKE_SCHEDD_NAME = "fake-schedd"
+# Where a cluster's template takes a value from each run's item (build_cluster_description).
+_ITEM_MACRO = re.compile(r"\$\((nsv\d+)\)")
 _FINAL = (JobState.COMPLETED, JobState.REMOVED)
 _RUN_STATES = (JobState.RUNNING, JobState.TRANSFERRING, JobState.SUSPENDED)
 # HTCondor's JobStatus numbers; a job spooling its input is held (5) in the real queue.
@@ -97,6 +102,13 @@ class FakeBridge:
         # second job beside the first, each with its own cluster.
         self._earlier_copies: list[JobObservation] = []
         self._sweeps: dict[str, str] = {}  # job id -> the sweep whose cluster it is in
+        # Late clusters: the runs the schedd has yet to make, in order, and how many of the
+        # cluster's jobs it keeps in its queue at once; the cluster's own folder-ready value,
+        # which the jobs made later take.
+        self._unmade: dict[int, list[tuple[str, dict[str, str]]]] = {}
+        self._at_most: dict[int, int] = {}
+        self._next_proc: dict[int, int] = {}
+        self._cluster_ready: dict[int, str] = {}
         self._usage: dict[str, dict[str, float]] = {}  # job id -> measured figures
         self._clusters = itertools.count(1)
         self._lock = threading.Lock()
@@ -149,6 +161,8 @@ class FakeBridge:
                 changes["awaiting_input"] = False
             changes |= fields
             self._jobs[job_id] = dataclasses.replace(job, **changes)
+            if state in _FINAL:
+                self._make_late_jobs(job.cluster_id)
             return self._jobs[job_id]
 
     def set_usage(self, job_id: str, **figures: float | None) -> None:
@@ -250,9 +264,18 @@ class FakeBridge:
         check_existing: bool = True,
         descriptions: list[dict[str, str]] | None = None,
         folders_ready: bool = True,
+        materialize_at_most: int | None = None,
     ) -> list[SubmitResult]:
         self._check_up("submit")
         if check_existing:
+            if any(
+                self._sweeps.get(job_id) == sweep_id
+                for unmade in self._unmade.values()
+                for job_id, _ in unmade
+            ):
+                raise BridgeError(
+                    f"the schedd is still making the runs of sweep {sweep_id}", transient=True
+                )
             found = self.find_sweep(sweep_id, expected=len(requests))
             stranded = {run.cluster_id for run in found if files_never_arrived(run)}
             for cluster_id in stranded:
@@ -269,32 +292,68 @@ class FakeBridge:
             instance=self.instance,
             descriptions=descriptions,
             folders_ready=folders_ready,
+            materialize_at_most=materialize_at_most,
         )
         with self._lock:
             self.submit_calls += 1
             cluster = next(self._clusters)
-            for proc, (request, item) in enumerate(zip(requests, items, strict=True)):
-                # What each run's ad gets: the template with its own item values.
-                description = {
-                    key: item.get(value[2:-1], value) if value.startswith("$(nsv") else value
-                    for key, value in template.items()
-                }
-                self.submitted[request.job_id] = description
-                self._sweeps[request.job_id] = sweep_id
-                self._keep_earlier_copy(request.job_id)
-                self._jobs[request.job_id] = JobObservation(
-                    job_id=request.job_id,
-                    cluster_id=cluster,
-                    proc_id=proc,
-                    state=JobState.TRANSFERRING if self.mode is FileMode.SPOOL else JobState.IDLE,
-                    in_queue=True,
-                    status_detail="uploading input" if self.mode is FileMode.SPOOL else "",
-                    awaiting_input=self.mode is FileMode.SPOOL,
-                    entered_state_at=datetime.now(tz=UTC),
+            # What each run's ad gets: the template with its own item values.
+            runs = [
+                (
+                    request.job_id,
+                    {
+                        key: _ITEM_MACRO.sub(lambda name, item=item: item[name.group(1)], value)
+                        for key, value in template.items()
+                    },
                 )
+                for request, item in zip(requests, items, strict=True)
+            ]
+            for job_id, _ in runs:
+                self._sweeps[job_id] = sweep_id
+            self._unmade[cluster] = runs
+            self._at_most[cluster] = materialize_at_most or len(runs)
+            self._cluster_ready[cluster] = template.get(f"My.{FOLDER_READY_ATTR}", "true")
+            self._next_proc[cluster] = 0
+            self._make_late_jobs(cluster)
         if self.mode is FileMode.SPOOL:
             self._spool([request.job_id for request in requests])
         return [SubmitResult(cluster, proc, adopted=False) for proc in range(len(requests))]
+
+    def _make_late_jobs(self, cluster: int) -> None:
+        """As the schedd does (the caller holds the lock): the cluster's next runs become
+        jobs while it has fewer than its limit in the queue (all at once for a cluster not
+        made late)."""
+        unmade = self._unmade.get(cluster)
+        if not unmade:
+            return
+        in_queue = sum(
+            1 for job in self._jobs.values() if job.cluster_id == cluster and job.in_queue
+        )
+        while unmade and in_queue < self._at_most[cluster]:
+            job_id, description = unmade.pop(0)
+            if f"My.{FOLDER_READY_ATTR}" in description:
+                description[f"My.{FOLDER_READY_ATTR}"] = self._cluster_ready[cluster]
+            self.submitted[job_id] = description
+            self._keep_earlier_copy(job_id)
+            self._jobs[job_id] = JobObservation(
+                job_id=job_id,
+                cluster_id=cluster,
+                proc_id=self._next_proc[cluster],
+                state=JobState.TRANSFERRING if self.mode is FileMode.SPOOL else JobState.IDLE,
+                in_queue=True,
+                status_detail="uploading input" if self.mode is FileMode.SPOOL else "",
+                awaiting_input=self.mode is FileMode.SPOOL,
+                entered_state_at=datetime.now(tz=UTC),
+            )
+            self._next_proc[cluster] += 1
+            in_queue += 1
+        if not unmade:
+            del self._unmade[cluster]
+
+    def clusters_making(self) -> dict[int, int]:
+        self._check_up("query")
+        with self._lock:
+            return {cluster: self._next_proc[cluster] for cluster in self._unmade}
 
     def _keep_earlier_copy(self, job_id: str) -> None:
         earlier = self._jobs.get(job_id)
@@ -333,7 +392,11 @@ class FakeBridge:
         self._check_up("query")
         if not JOB_ID_PATTERN.fullmatch(sweep_id):
             raise ValueError(f"not a Nightshift sweep id: {sweep_id!r}")
-        return [self._jobs[job_id] for job_id, sweep in self._sweeps.items() if sweep == sweep_id]
+        return [
+            self._jobs[job_id]
+            for job_id, sweep in self._sweeps.items()
+            if sweep == sweep_id and job_id in self._jobs
+        ]
 
     def find(
         self, job_id: str, *, submitted_after: datetime | None = None
@@ -407,6 +470,8 @@ class FakeBridge:
         self._check_up(action)
         self.actions.append((action, cluster_id, proc_id, reason))
         job = self._by_cluster(cluster_id, proc_id)
+        if job is None and not made((cluster_id, proc_id), self.clusters_making()):
+            raise not_made_yet(action, cluster_id, proc_id)
         if job is None or not job.in_queue:
             return
         if job in self._earlier_copies:
@@ -435,15 +500,17 @@ class FakeBridge:
         elif action == "vacate" and job.state is JobState.RUNNING:
             self.set_state(job.job_id, JobState.IDLE)
 
-    def release_runs(self, cluster_id: int, below_proc: int) -> None:
+    def release_runs(self, cluster_id: int, below_proc: int | None) -> None:
         self._check_up("edit")
         with self._lock:
+            if below_proc is None and cluster_id in self._cluster_ready:
+                self._cluster_ready[cluster_id] = "true"
             for job in self._jobs.values():
                 description = self.submitted.get(job.job_id, {})
                 if (
                     job.in_queue
                     and job.cluster_id == cluster_id
-                    and job.proc_id < below_proc
+                    and (below_proc is None or job.proc_id < below_proc)
                     and description.get(f"My.{FOLDER_READY_ATTR}") == "false"
                 ):
                     description[f"My.{FOLDER_READY_ATTR}"] = "true"
@@ -452,6 +519,13 @@ class FakeBridge:
         self._check_up("remove")
         if not JOB_ID_PATTERN.fullmatch(sweep_id):
             raise ValueError(f"not a Nightshift sweep id: {sweep_id!r}")
+        with self._lock:
+            for cluster, unmade in list(self._unmade.items()):
+                if any(self._sweeps.get(job_id) == sweep_id for job_id, _ in unmade):
+                    # The schedd removes the cluster's own ad, and with it the runs to make.
+                    for job_id, _ in unmade:
+                        self._sweeps.pop(job_id, None)
+                    del self._unmade[cluster]
         for job_id, sweep in list(self._sweeps.items()):
             job = self._jobs[job_id]
             if sweep == sweep_id and job.in_queue:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import functools
-import os
-import tempfile
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +12,12 @@ import classad2
 import htcondor2
 from htcondor2 import HTCondorException
 
+from .calls import (
+    again_if_action_failed,
+    again_if_session_stale,
+    bridge_error,
+    submit_items_from_file,
+)
 from .machines import MACHINE_PROJECTION, machines_from_slot_ads
 from .observe import Observer, timed
 from .states import (
@@ -45,6 +49,8 @@ from .types import (
     PoolMachine,
     SubmitResult,
     adopted_cluster,
+    made,
+    not_made_yet,
 )
 
 _ACTIONS = {
@@ -53,69 +59,15 @@ _ACTIONS = {
     "release": htcondor2.JobAction.Release,
     "vacate": htcondor2.JobAction.Vacate,
 }
-# A restarted schedd no longer knows the security session the portal cached: HTCondor drops
-# that session, and the next call negotiates a new one.
-_STALE_SESSION = "rejected our session id"
-_TRANSIENT_MARKERS = (
-    "failed to connect",
-    "unable to locate",
-    "connect to",
-    "timed out",
-    "timeout",
-    "failed to send",
-    "failed to get",
-    "communicate",
-    "errno",
-    "unable to find",
-    "closed",
-    "refused",
-    _STALE_SESSION,
-    "failed to fetch ads",
-    # A schedd that is stopping or starting refuses new clusters for a moment.
-    "failed to create new cluster",
-)
 _config_lock = threading.Lock()
 # Allowed clock difference between the portal and the schedd when bounding history scans.
 HISTORY_CLOCK_SLACK_S = 300
-
-
-def bridge_error(action: str, exc: Exception) -> BridgeError:
-    text = str(exc)
-    transient = isinstance(exc, OSError | TimeoutError) or any(
-        marker in text.lower() for marker in _TRANSIENT_MARKERS
-    )
-    return BridgeError(f"{action}: {text or type(exc).__name__}", transient=transient)
-
-
-def _once_more_if_failed_with(call: Callable[[], Any], markers: tuple[str, ...]) -> Any:
-    """`call`, and once more if htcondor2 failed it with an error naming one of `markers`."""
-    try:
-        return call()
-    except HTCondorException as exc:
-        text = str(exc).lower()
-        if not any(marker in text for marker in markers):
-            raise
-        return call()
-
-
-def again_if_session_stale(call: Callable[[], Any]) -> Any:
-    """`call`, and once more if the schedd rejected the security session: a restarted schedd
-    forgets the sessions it granted, HTCondor then drops ours, and the second call
-    negotiates a new one. A rejected session means the command was never carried out."""
-    return _once_more_if_failed_with(call, (_STALE_SESSION,))
-
-
-# What htcondor2's Schedd.act says of any failure, a rejected session's included: the
-# first action on a job after its schedd restarted failed with it, the second went through.
-_ACTION_FAILED = "error when performing action on the schedd"
-
-
-def again_if_action_failed(call: Callable[[], Any]) -> Any:
-    """`call` (a Schedd.act), and once more if it failed as a stale session makes it fail
-    (again_if_session_stale; act's error does not say why). Safe as for a read: an action
-    done twice does no more than once (a removed job is not removed again, a held one not
-    held again), and its tally of jobs changed is not read."""
-    return _once_more_if_failed_with(call, (_ACTION_FAILED, _STALE_SESSION))
+# HTCondor's SetAttribute_PostSubmitClusterChange, which htcondor2's TransactionFlag does not
+# name: an edit of a whole cluster reaches the cluster's own ad as well, so that the jobs a
+# late cluster makes afterwards take the new value (condor_qedit sets it for that reason).
+CLUSTER_AD_TOO = htcondor2.TransactionFlag(1 << 7)
+# A cluster whose schedd has jobs still to make: its own ad (no ProcId) says how far it got.
+STILL_MAKING = "ProcId is undefined && JobMaterializeNextProcId < TotalSubmitProcs"
 
 
 def _id_constraint(job_ids: Iterable[str]) -> str:
@@ -140,38 +92,6 @@ def _observed(call: str):
         return observed
 
     return wrap
-
-
-# Between an item's values in an itemdata file: HTCondor splits a line on it alone when it
-# is there, so values may hold spaces and commas (htcondor2 sends its inline itemdata so).
-ITEM_SEPARATOR = "\x1f"
-
-
-def submit_items_from_file(
-    schedd: htcondor2.Schedd,
-    submit: htcondor2.Submit,
-    items: list[dict[str, str]],
-    *,
-    spool: bool,
-) -> Any:
-    """Submit one job per item, the items read by HTCondor from a file (`queue ... from
-    FILE`). htcondor2's own itemdata builds its submit text by adding each item's line to
-    the whole text so far: at ten thousand runs of a sweep that copying cost seconds."""
-    names = list(items[0])
-    descriptor, path = tempfile.mkstemp(prefix="nightshift-items-", suffix=".txt")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
-            for item in items:
-                values = [item[name] for name in names]
-                if any("\n" in value or ITEM_SEPARATOR in value for value in values):
-                    raise ValueError("itemdata values must not contain newlines or unit separators")
-                stream.write(ITEM_SEPARATOR.join(values))
-                stream.write("\n")
-        if any(character.isspace() or character == "," for character in path):
-            return schedd.submit(submit, itemdata=iter(items), spool=spool)  # as htcondor2 would
-        return schedd.submit(submit, queue=f"{','.join(names)} from {path}", spool=spool)
-    finally:
-        os.unlink(path)
 
 
 class HTCondorBridge:
@@ -318,14 +238,23 @@ class HTCondorBridge:
         check_existing: bool = True,
         descriptions: list[dict[str, str]] | None = None,
         folders_ready: bool = True,
+        materialize_at_most: int | None = None,
     ) -> list[SubmitResult]:
         """Submit many runs as one cluster with itemdata, exactly once: a cluster that an
         earlier attempt submitted (the schedd creates a cluster whole or not at all) is
         found by its sweep id and adopted. Results come in the order of `requests`.
         `descriptions`: each run's own, as `description(request)` gives it, where the caller
         has built them already (to keep them). `folders_ready=False`: the runs' folders
-        exist but are still empty, and no run starts before release_runs says it may."""
+        may not be whole yet, and no run starts before release_runs says it may.
+        `materialize_at_most`: the schedd makes the runs' jobs after the submit, at most
+        that many at once (build_cluster_description); run n is then job n of the cluster
+        whether or not it is made yet, and a cluster an earlier attempt left still making
+        its jobs is adopted once it has made them all (until then, a transient error)."""
         if check_existing:
+            if self._sweep_still_making(sweep_id):
+                raise BridgeError(
+                    f"the schedd is still making the runs of sweep {sweep_id}", transient=True
+                )
             found = self.find_sweep(sweep_id, expected=len(requests))
             unarrived = [run for run in found if files_never_arrived(run)]
             self._set_aside(self._schedd(), unarrived)
@@ -342,6 +271,7 @@ class HTCondorBridge:
             instance=self.instance,
             descriptions=descriptions,
             folders_ready=folders_ready,
+            materialize_at_most=materialize_at_most,
         )
         result = self._submit_to_schedd(
             htcondor2.Submit(template), None if len(requests) == 1 else items
@@ -352,17 +282,19 @@ class HTCondorBridge:
         ]
 
     @_observed("edit")
-    def release_runs(self, cluster_id: int, below_proc: int) -> None:
+    def release_runs(self, cluster_id: int, below_proc: int | None) -> None:
         """The runs of a cluster submitted with folders_ready=False whose ProcId is below
         `below_proc` have their folders: HTCondor may start them. Those released before, or
-        gone from the queue, are left as they are."""
-        constraint = (
-            f"ClusterId == {int(cluster_id)} && ProcId < {int(below_proc)}"
-            f" && MY.{FOLDER_READY_ATTR} =!= true"
-        )
+        gone from the queue, are left as they are. `below_proc=None`: every run has its
+        folder, those the schedd has yet to make included (the cluster's own ad changes)."""
+        constraint = f"ClusterId == {int(cluster_id)}"
+        flags = CLUSTER_AD_TOO
+        if below_proc is not None:
+            constraint += f" && ProcId < {int(below_proc)} && MY.{FOLDER_READY_ATTR} =!= true"
+            flags = htcondor2.TransactionFlag.Default
         schedd = self._schedd()
         try:
-            schedd.edit(constraint, FOLDER_READY_ATTR, "true")
+            schedd.edit(constraint, FOLDER_READY_ATTR, "true", flags=flags)
         except (HTCondorException, OSError, RuntimeError) as exc:
             # The schedd answers a constraint that matches no job with the same error as a
             # failed edit: only a run still waiting makes it one.
@@ -372,6 +304,26 @@ class HTCondorBridge:
                 waiting = [None]
             if waiting:
                 raise bridge_error("release runs", exc) from exc
+
+    def clusters_making(self) -> dict[int, int]:
+        """This instance's clusters whose schedd has jobs still to make (late
+        materialization), each with the ProcId it makes next: a recorded job at or past it
+        is not gone from the queue, it is not made yet."""
+        constraint = f"{INSTANCE_ATTR} == {classad_string(self.instance)} && {STILL_MAKING}"
+        ads = self._query(
+            constraint,
+            ["ClusterId", "JobMaterializeNextProcId"],
+            opts=htcondor2.QueryOpt.IncludeClusterAd,
+        )
+        return {int(ad["ClusterId"]): int(ad["JobMaterializeNextProcId"]) for ad in ads}
+
+    def _sweep_still_making(self, sweep_id: str) -> bool:
+        if not JOB_ID_PATTERN.fullmatch(sweep_id):
+            raise ValueError(f"not a Nightshift sweep id: {sweep_id!r}")
+        constraint = f"{SWEEP_ID_ATTR} == {classad_string(sweep_id)} && {STILL_MAKING}"
+        return bool(
+            self._query(constraint, ["ClusterId"], opts=htcondor2.QueryOpt.IncludeClusterAd)
+        )
 
     def find_sweep(self, sweep_id: str, *, expected: int) -> list[JobObservation]:
         """The runs of a sweep's cluster, from the queue and, for those that left it, the
@@ -388,10 +340,17 @@ class HTCondorBridge:
         return found
 
     @_observed("query")
-    def _query(self, constraint: str, projection: list[str] = PROJECTION) -> list[Any]:
+    def _query(
+        self,
+        constraint: str,
+        projection: list[str] = PROJECTION,
+        opts: htcondor2.QueryOpt = htcondor2.QueryOpt.Default,
+    ) -> list[Any]:
         try:
             return again_if_session_stale(
-                lambda: list(self._schedd().query(constraint=constraint, projection=projection))
+                lambda: list(
+                    self._schedd().query(constraint=constraint, projection=projection, opts=opts)
+                )
             )
         except BridgeError:
             raise
@@ -503,17 +462,21 @@ class HTCondorBridge:
             if reason:
                 # htcondor2 drops a plain-string reason; only the (text, code) form
                 # reaches the schedd.
-                again_if_action_failed(
+                done = again_if_action_failed(
                     lambda: self._schedd().act(
                         _ACTIONS[action], job_spec, reason=(reason, int(reason_code))
                     )
                 )
             else:
-                again_if_action_failed(lambda: self._schedd().act(_ACTIONS[action], job_spec))
+                done = again_if_action_failed(
+                    lambda: self._schedd().act(_ACTIONS[action], job_spec)
+                )
         except BridgeError:
             raise
         except (HTCondorException, OSError, RuntimeError) as exc:
             raise bridge_error(action, exc) from exc
+        if done.get("TotalNotFound") and not made((cluster_id, proc_id), self.clusters_making()):
+            raise not_made_yet(action, cluster_id, proc_id)
 
     @_observed("act")
     def remove_sweep(self, sweep_id: str, reason: str) -> None:

@@ -11,6 +11,7 @@ new submit command.
 
 from __future__ import annotations
 
+import posixpath
 import re
 
 from .explain import SUBCODE_NIGHTSHIFT_RUNTIME, SUBCODE_NIGHTSHIFT_TOO_MANY_STARTS
@@ -330,6 +331,7 @@ def build_cluster_description(
     instance: str = "default",
     descriptions: list[dict[str, str]] | None = None,
     folders_ready: bool = True,
+    materialize_at_most: int | None = None,
 ) -> tuple[dict[str, str], list[dict[str, str]]]:
     """One submit description and its itemdata for many runs of the same job: one cluster.
 
@@ -339,7 +341,10 @@ def build_cluster_description(
     environment for a sweep) become `$(nsvN)` macros whose values come from the itemdata,
     already quoted and escaped exactly as a single job's would be. All runs must use the
     same commands. `folders_ready=False`: the runs wait in the queue until their folders are
-    made (release_runs); each run's own description is unchanged.
+    made (release_runs); each run's own description is unchanged. `materialize_at_most`:
+    the schedd keeps the items and makes the runs' jobs itself after the submit, at most
+    that many in its queue at once (late materialization): the submit then costs a tenth
+    of making every job in it, and a run's folder need not exist until its job is made.
     """
     if not requests:
         raise ValueError("a cluster needs at least one run")
@@ -349,6 +354,8 @@ def build_cluster_description(
         raise ValueError(
             "spooled runs take their files when submitted: their folders must be ready"
         )
+    if materialize_at_most is not None and (mode is FileMode.SPOOL or materialize_at_most < 1):
+        raise ValueError("runs are made late only from the portal's folders, at least one at once")
     if descriptions is None:
         descriptions = [build_submit_description(r, mode=mode, instance=instance) for r in requests]
     elif len(descriptions) != len(requests):
@@ -364,13 +371,29 @@ def build_cluster_description(
     macros = {key: f"nsv{number}" for number, key in enumerate(varying)}
     for key, macro in macros.items():
         template[key] = f"$({macro})"
+    values = [{key: d[key] for key in macros} for d in descriptions]
+    if "initialdir" in macros:
+        # Each run's folder as a name under the folder they share, written out in the
+        # template: a late cluster's schedd takes an initialdir that does not start with
+        # "/" as relative to the submitter's folder, and computes a log path that does not
+        # vary with the items once for the whole cluster (both seen on the personal pool).
+        folders = [value["initialdir"] for value in values]
+        parent = posixpath.commonpath(folders)
+        base = parent.rstrip("/")
+        template["initialdir"] = f"{base}/$({macros['initialdir']})"
+        if not first["log"].startswith("/"):
+            template["log"] = f"{base}/$({macros['initialdir']})/{first['log']}"
+        for value in values:
+            value["initialdir"] = posixpath.relpath(value["initialdir"], parent)
     template[f"My.{SWEEP_ID_ATTR}"] = classad_string(sweep_id)
     if not folders_ready:
         template[f"My.{FOLDER_READY_ATTR}"] = "false"
         template["requirements"] = (
             f"({template['requirements']}) && (MY.{FOLDER_READY_ATTR} =?= true)"
         )
-    items = [{macro: d[key] for key, macro in macros.items()} for d in descriptions]
+    if materialize_at_most is not None:
+        template["max_materialize"] = str(int(materialize_at_most))
+    items = [{macro: value[key] for key, macro in macros.items()} for value in values]
     return template, items
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -417,3 +418,20 @@ def adopted_cluster(
         SubmitResult(by_id[r.job_id].cluster_id, by_id[r.job_id].proc_id, adopted=True)
         for r in requests
     ]
+
+
+def made(job: tuple[int, int], making: Mapping[int, int]) -> bool:
+    """Whether the schedd has made the job (cluster, proc): a late cluster makes its jobs
+    in order, `making` (clusters_making()) giving the next one of each cluster still at it."""
+    cluster_id, proc_id = job
+    return cluster_id not in making or proc_id < making[cluster_id]
+
+
+def not_made_yet(action: str, cluster_id: int, proc_id: int) -> BridgeError:
+    """An action on a job its schedd has not made yet, which HTCondor ignores without a word
+    (the job would later be made as if nothing had been asked)."""
+    return BridgeError(
+        f"{action}: HTCondor has not made job {cluster_id}.{proc_id} of its cluster yet; "
+        "try again in a moment",
+        transient=True,
+    )

@@ -11,7 +11,7 @@ import uuid
 import pytest
 from django.conf import settings
 
-from condor_bridge import FileMode, JobRequest, JobState
+from condor_bridge import BridgeError, FileMode, JobRequest, JobState
 from condor_bridge.fake import FakeBridge
 from condor_bridge.states import STAGING_FAILED_REASON
 from tests.helpers import make_job_dir, wait_for
@@ -339,6 +339,62 @@ def test_a_sweep_whose_folders_are_not_ready_waits_until_each_run_is_released(br
     _move(bridge, runs[1].job_id, JobState.RUNNING)
     _move(bridge, runs[1].job_id, JobState.COMPLETED)
     bridge.release_runs(cluster, below_proc=2)  # the cluster has left the queue
+
+
+def test_a_late_sweep_is_made_by_the_schedd_after_its_submit_and_released_whole(bridge):
+    runs = sweep_runs(bridge, ["1", "2", "3"])
+    sweep_id = str(uuid.uuid4())
+    results = bridge.submit_cluster(
+        runs, sweep_id=sweep_id, folders_ready=False, materialize_at_most=1
+    )
+    cluster = results[0].cluster_id
+    assert [(r.cluster_id, r.proc_id) for r in results] == [
+        (cluster, 0),
+        (cluster, 1),
+        (cluster, 2),
+    ]
+    first = wait_for(lambda: bridge.find(runs[0].job_id), timeout=60, what="the first run made")
+    assert first.proc_id == 0
+    assert [job.job_id for job in bridge.active_jobs()] == [runs[0].job_id]
+    assert bridge.find(runs[1].job_id) is None  # not made yet, not gone
+    assert bridge.clusters_making() == {cluster: 1}
+    with pytest.raises(BridgeError, match="still making") as adopting:
+        bridge.submit_cluster(runs, sweep_id=sweep_id)
+    assert adopting.value.transient  # it is adopted once the schedd has made every run
+    # HTCondor ignores an action on a job it has not made (and would make it later as if
+    # nothing had been asked): the bridge says so rather than pretend it was done.
+    with pytest.raises(BridgeError, match="not made job .* yet") as cancelling:
+        bridge.act("remove", cluster, 2, reason="contract")
+    assert cancelling.value.transient
+
+    # A release by ProcId reaches only the runs made: one made after it still waits.
+    bridge.release_runs(cluster, below_proc=2)
+    bridge.act("remove", cluster, 0, reason="contract")
+    second = wait_for(lambda: bridge.find(runs[1].job_id), timeout=60, what="the second run made")
+    assert second.proc_id == 1
+    assert bridge.job_ad(runs[1].job_id)["NightshiftFolderReady"] is False
+    # Released whole: the runs made and those the schedd makes afterwards.
+    bridge.release_runs(cluster, below_proc=None)
+    assert bridge.job_ad(runs[1].job_id)["NightshiftFolderReady"] is True
+    bridge.act("remove", cluster, 1, reason="contract")
+    third = wait_for(lambda: bridge.find(runs[2].job_id), timeout=60, what="the third run made")
+    assert third.proc_id == 2
+    assert bridge.job_ad(runs[2].job_id)["NightshiftFolderReady"] is True
+    assert bridge.clusters_making() == {}
+
+
+def test_removing_a_late_sweep_removes_the_runs_not_made_yet(bridge):
+    runs = sweep_runs(bridge, ["1", "2", "3"])
+    sweep_id = str(uuid.uuid4())
+    bridge.submit_cluster(runs, sweep_id=sweep_id, folders_ready=False, materialize_at_most=1)
+    wait_for(lambda: bridge.find(runs[0].job_id), timeout=60, what="the first run made")
+    bridge.remove_sweep(sweep_id, reason="contract")
+    wait_for(lambda: not bridge.active_jobs(), timeout=60, what="the sweep gone from the queue")
+    assert bridge.clusters_making() == {}
+    if not isinstance(bridge, FakeBridge):
+        time.sleep(5)  # a schedd that still kept the cluster makes a run within a second
+    assert bridge.active_jobs() == []
+    assert [bridge.find(run.job_id) for run in runs[1:]] == [None, None]
 
 
 def test_a_hostile_sweep_id_is_refused_before_any_query(bridge):

@@ -3,7 +3,7 @@
 import pytest
 from htcondor2 import HTCondorException
 
-from condor_bridge.schedd import bridge_error
+from condor_bridge.calls import bridge_error
 
 
 @pytest.mark.parametrize(
@@ -36,7 +36,7 @@ def test_a_rejected_description_is_permanent(error):
 
 
 def test_a_read_is_tried_once_more_when_a_restarted_schedd_rejects_the_session():
-    from condor_bridge.schedd import again_if_session_stale
+    from condor_bridge.calls import again_if_session_stale
 
     calls = []
 
@@ -58,7 +58,7 @@ def test_other_failures_are_not_tried_again():
         calls.append(1)
         raise HTCondorException("Failed to connect to schedd")
 
-    from condor_bridge.schedd import again_if_session_stale
+    from condor_bridge.calls import again_if_session_stale
 
     with pytest.raises(HTCondorException):
         again_if_session_stale(query)
@@ -66,7 +66,7 @@ def test_other_failures_are_not_tried_again():
 
 
 def test_an_action_is_tried_once_more_when_it_fails_as_after_a_schedd_restart():
-    from condor_bridge.schedd import again_if_action_failed
+    from condor_bridge.calls import again_if_action_failed
 
     calls = []
 
@@ -80,7 +80,7 @@ def test_an_action_is_tried_once_more_when_it_fails_as_after_a_schedd_restart():
 
 
 def test_an_action_that_fails_twice_or_cannot_connect_says_so():
-    from condor_bridge.schedd import again_if_action_failed
+    from condor_bridge.calls import again_if_action_failed
 
     calls = []
 

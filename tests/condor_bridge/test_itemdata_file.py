@@ -1,4 +1,4 @@
-"""condor_bridge.schedd.submit_items_from_file: a cluster's items go to HTCondor in a file
+"""condor_bridge.calls.submit_items_from_file: a cluster's items go to HTCondor in a file
 it reads itself, one line per run, values split only on the unit separator."""
 
 import glob
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from condor_bridge.schedd import ITEM_SEPARATOR, submit_items_from_file
+from condor_bridge.calls import ITEM_SEPARATOR, submit_items_from_file
 
 
 class RecordingSchedd:

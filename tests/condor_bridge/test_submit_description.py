@@ -1,5 +1,7 @@
 """build_submit_description: pure, and no user text can become submit-language syntax."""
 
+import re
+
 import pytest
 
 from condor_bridge import FileMode, InvalidJobRequest, JobRequest, build_submit_description
@@ -282,6 +284,9 @@ def test_a_job_lease_bounds_how_long_a_lost_running_job_waits_to_reconnect():
 # -- one cluster for many runs (sweeps) --------------------------------------------------
 
 
+ITEM_MACRO = re.compile(r"\$\((nsv\d+)\)")
+
+
 def _run(job_id: str, lr: str, **fields) -> JobRequest:
     return JobRequest(
         job_id=job_id,
@@ -295,21 +300,34 @@ def _run(job_id: str, lr: str, **fields) -> JobRequest:
 def test_a_cluster_varies_only_what_differs_between_runs():
     runs = [_run("run-0", "0.1"), _run("run-1", "0.01"), _run("run-2", "$(HOME)")]
     template, items = build_cluster_description(runs, mode=FileMode.SHARED, sweep_id="sweep-1")
-    varying = {key for key, value in template.items() if value.startswith("$(nsv")}
-    assert varying == {"My.NightshiftJobId", "initialdir", "arguments", "environment"}
+    varying = {key for key, value in template.items() if "$(nsv" in value}
+    assert varying == {"My.NightshiftJobId", "initialdir", "log", "arguments", "environment"}
     assert template["request_memory"] == "2048"
     assert template["My.NightshiftSweepId"] == '"sweep-1"'
     for run, item in zip(runs, items, strict=True):
         single = build_submit_description(run, mode=FileMode.SHARED)
         # Each run's values are exactly those of the same job submitted alone: quoted and
-        # with its macros escaped.
+        # with its macros escaped; its log is the one in its folder, named in full.
         expanded = {
-            key: item[value[2:-1]] if value.startswith("$(nsv") else value
+            key: ITEM_MACRO.sub(lambda name, item=item: item[name.group(1)], value)
             for key, value in template.items()
             if key != "My.NightshiftSweepId"
         }
-        assert expanded == single
+        assert expanded == single | {"log": f"{run.job_dir}/condor.log"}
     assert "$(DOLLAR)(HOME)" in items[2][template["arguments"][2:-1]]
+
+
+def test_a_clusters_folders_are_named_under_the_folder_they_share():
+    runs = [_run("run-0", "0.1"), _run("run-1", "0.01")]
+    template, items = build_cluster_description(
+        runs, mode=FileMode.SHARED, sweep_id="s", materialize_at_most=2
+    )
+    # A late cluster's schedd reads an initialdir not starting with "/" as relative to the
+    # submitter's folder, and a log path the items do not change as the first run's.
+    macro = template["initialdir"].removeprefix("/jobs/")
+    assert macro.startswith("$(nsv")
+    assert template["log"] == f"/jobs/{macro}/condor.log"
+    assert [item[macro[2:-1]] for item in items] == ["run-0", "run-1"]
 
 
 def test_a_cluster_made_from_the_runs_own_descriptions_is_the_same_cluster():
@@ -340,6 +358,22 @@ def test_a_cluster_whose_folders_are_not_ready_asks_htcondor_to_wait_for_them():
     # Spooled runs take their files with them when they are submitted.
     with pytest.raises(ValueError, match="folders must be ready"):
         build_cluster_description(runs, mode=FileMode.SPOOL, sweep_id="s", folders_ready=False)
+
+
+def test_a_cluster_made_late_asks_the_schedd_to_keep_at_most_so_many_jobs_at_once():
+    runs = [_run("run-0", "0.1"), _run("run-1", "0.01")]
+    plain, _ = build_cluster_description(runs, mode=FileMode.SHARED, sweep_id="s")
+    late, items = build_cluster_description(
+        runs, mode=FileMode.SHARED, sweep_id="s", folders_ready=False, materialize_at_most=2
+    )
+    assert late["max_materialize"] == "2"
+    assert "max_materialize" not in plain
+    assert len(items) == 2
+    # Spooled runs send their files as each job is made by the submit itself.
+    with pytest.raises(ValueError, match="made late only"):
+        build_cluster_description(runs, mode=FileMode.SPOOL, sweep_id="s", materialize_at_most=2)
+    with pytest.raises(ValueError, match="at least one"):
+        build_cluster_description(runs, mode=FileMode.SHARED, sweep_id="s", materialize_at_most=0)
 
 
 def test_runs_that_differ_in_anything_but_their_text_cannot_share_a_cluster():
