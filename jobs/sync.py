@@ -19,7 +19,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from audit.services import audit_record
-from condor_bridge import BridgeError, FileMode, JobObservation, MatchSummary, summarize_matches
+from condor_bridge import (
+    BridgeError,
+    FileMode,
+    JobObservation,
+    MatchSummary,
+    made,
+    summarize_matches,
+)
 from condor_bridge.explain import SUBCODE_NIGHTSHIFT_NO_PROGRESS
 from plumbing import metrics
 from plumbing.collector import KeptBetweenRuns, collector_paused
@@ -384,6 +391,11 @@ def _observe_schedd(
         else:
             unexpected.append(ad)
     missing = [job_id for job_id in recorded if job_id not in observations]
+    if missing:
+        # A late cluster's runs that its schedd has not made yet are not in its history
+        # either: asking for them there would read the whole history at every cycle.
+        making = bridge.clusters_making()
+        missing = [job_id for job_id in missing if made(recorded[job_id], making)]
     finished = {}
     if missing:
         finished = {
