@@ -14,7 +14,9 @@ nothing is left behind.
 Where the schedd reads the portal's folders (not spooled), a large sweep's runs get empty
 folders before the submit and are filled after it, a chunk at a time, each chunk's runs
 waiting in HTCondor's queue until then (sweep_fill_folders): ten thousand folders made
-whole would hold the submit back by seconds.
+whole would hold the submit back by seconds. Such a cluster is submitted for late
+materialization: the schedd makes its jobs after taking it, each with the cluster's
+folder-ready value at the time, which the last chunk sets for all of them.
 """
 
 from __future__ import annotations
@@ -216,9 +218,14 @@ def sweep_fill_folders(sweep_pk: int) -> Sweep:
                         first, some, preparation.tree, again=again
                     ),
                 )
+                if indexes.stop == sweep.prepared_runs:
+                    # Released before it is recorded, so that an attempt killed between
+                    # the two releases them again: runs the schedd makes later included.
+                    bridge.release_runs(sweep.cluster_id, below_proc=None)
                 Sweep.objects.filter(pk=sweep.pk).update(ready_runs=indexes.stop, last_error="")
                 sweep.ready_runs, sweep.last_error = indexes.stop, ""
-                release_runs_before(bridge, sweep, indexes.stop)
+                if sweep.is_filling_folders:
+                    release_runs_before(bridge, sweep, indexes.stop)
                 again = False
         except Exception as exc:
             record_stop(

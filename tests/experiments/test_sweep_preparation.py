@@ -126,6 +126,8 @@ def test_runs_wait_in_htcondors_queue_until_their_folders_are_filled(
     runs = list(sweep.runs.order_by("sweep_index"))
     ready = [fake_bridge.job_ad(str(run.public_id))["NightshiftFolderReady"] for run in runs]
     assert ready == [True] * 5 + [False] * 7
+    # Submitted for the schedd to make its jobs after taking the cluster, all of them at once.
+    assert {fake_bridge.submitted[str(run.public_id)]["max_materialize"] for run in runs} == {"12"}
     fake_bridge.set_state(str(runs[4].public_id), Condor.RUNNING)
     with pytest.raises(AssertionError, match="before its folder was ready"):
         fake_bridge.set_state(str(runs[5].public_id), Condor.RUNNING)

@@ -1,6 +1,7 @@
 """A sweep from the job form, end to end on the real pool: one cluster, each run its own
 arguments and folder, every run completed and its output kept."""
 
+import re
 import time
 
 import pytest
@@ -101,5 +102,17 @@ def test_a_large_sweep_is_written_and_submitted_by_the_worker(
     # HTCondor took the runs with their folders empty, and started each once it was filled.
     sweep.refresh_from_db()
     assert (sweep.ready_runs, sweep.last_error) == (8, "")
-    done = pool_command("condor_history", str(sweep.cluster_id), "-af", "NightshiftFolderReady")
-    assert done.stdout.split() == ["true"] * 8
+    done = pool_command(
+        "condor_history",
+        str(sweep.cluster_id),
+        "-af",
+        "NightshiftFolderReady",
+        "JobMaterializeLimit",
+    )
+    # ... as a cluster the schedd made the jobs of itself, after taking it (late).
+    assert done.stdout.splitlines() == ["true 8"] * 8
+    # Each run's HTCondor log is in its own folder, about its own job only.
+    for run in runs:
+        log = (run.directory / "condor.log").read_text()
+        jobs_named = set(re.findall(r"^\d{3} \((\d+)\.(\d+)\.\d+\)", log, re.MULTILINE))
+        assert jobs_named == {(f"{sweep.cluster_id:03d}", f"{run.proc_id:03d}")}, log
