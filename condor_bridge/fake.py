@@ -22,6 +22,7 @@ from .types import (
     WITHDRAWN_ID,
     WITHDRAWN_REASON,
     BridgeError,
+    ClusterMaking,
     FileMode,
     GpuModel,
     JobObservation,
@@ -108,6 +109,7 @@ class FakeBridge:
         self._unmade: dict[int, list[tuple[str, dict[str, str]]]] = {}
         self._at_most: dict[int, int] = {}
         self._next_proc: dict[int, int] = {}
+        self._total: dict[int, int] = {}
         self._cluster_ready: dict[int, str] = {}
         self._usage: dict[str, dict[str, float]] = {}  # job id -> measured figures
         self._clusters = itertools.count(1)
@@ -268,20 +270,20 @@ class FakeBridge:
     ) -> list[SubmitResult]:
         self._check_up("submit")
         if check_existing:
-            if any(
-                self._sweeps.get(job_id) == sweep_id
-                for unmade in self._unmade.values()
-                for job_id, _ in unmade
-            ):
-                raise BridgeError(
-                    f"the schedd is still making the runs of sweep {sweep_id}", transient=True
-                )
+            making = next(
+                (
+                    ClusterMaking(cluster, self._next_proc[cluster], self._total[cluster])
+                    for cluster, unmade in self._unmade.items()
+                    if any(self._sweeps.get(job_id) == sweep_id for job_id, _ in unmade)
+                ),
+                None,
+            )
             found = self.find_sweep(sweep_id, expected=len(requests))
             stranded = {run.cluster_id for run in found if files_never_arrived(run)}
             for cluster_id in stranded:
                 self._withdraw(cluster_id)
             adopted = adopted_cluster(
-                requests, [r for r in found if r.cluster_id not in stranded], sweep_id
+                requests, [r for r in found if r.cluster_id not in stranded], sweep_id, making
             )
             if adopted is not None:
                 return adopted
@@ -314,6 +316,7 @@ class FakeBridge:
             self._at_most[cluster] = materialize_at_most or len(runs)
             self._cluster_ready[cluster] = template.get(f"My.{FOLDER_READY_ATTR}", "true")
             self._next_proc[cluster] = 0
+            self._total[cluster] = len(runs)
             self._make_late_jobs(cluster)
         if self.mode is FileMode.SPOOL:
             self._spool([request.job_id for request in requests])

@@ -42,6 +42,7 @@ from .types import (
     WITHDRAWN_ID,
     WITHDRAWN_REASON,
     BridgeError,
+    ClusterMaking,
     FileMode,
     JobObservation,
     JobRequest,
@@ -248,19 +249,17 @@ class HTCondorBridge:
         may not be whole yet, and no run starts before release_runs says it may.
         `materialize_at_most`: the schedd makes the runs' jobs after the submit, at most
         that many at once (build_cluster_description); run n is then job n of the cluster
-        whether or not it is made yet, and a cluster an earlier attempt left still making
-        its jobs is adopted once it has made them all (until then, a transient error)."""
+        whether or not it is made yet, which is how the runs of a cluster an earlier
+        attempt left still making are adopted."""
         if check_existing:
-            if self._sweep_still_making(sweep_id):
-                raise BridgeError(
-                    f"the schedd is still making the runs of sweep {sweep_id}", transient=True
-                )
-            found = self.find_sweep(sweep_id, expected=len(requests))
+            making = self._sweep_making(sweep_id)
+            made_so_far = making.next_proc if making else len(requests)
+            found = self.find_sweep(sweep_id, expected=made_so_far)
             unarrived = [run for run in found if files_never_arrived(run)]
             self._set_aside(self._schedd(), unarrived)
             stranded = {run.cluster_id for run in unarrived}
             adopted = adopted_cluster(
-                requests, [r for r in found if r.cluster_id not in stranded], sweep_id
+                requests, [r for r in found if r.cluster_id not in stranded], sweep_id, making
             )
             if adopted is not None:
                 return adopted
@@ -317,12 +316,21 @@ class HTCondorBridge:
         )
         return {int(ad["ClusterId"]): int(ad["JobMaterializeNextProcId"]) for ad in ads}
 
-    def _sweep_still_making(self, sweep_id: str) -> bool:
+    def _sweep_making(self, sweep_id: str) -> ClusterMaking | None:
+        """The sweep's cluster, if its schedd has runs of it still to make."""
         if not JOB_ID_PATTERN.fullmatch(sweep_id):
             raise ValueError(f"not a Nightshift sweep id: {sweep_id!r}")
         constraint = f"{SWEEP_ID_ATTR} == {classad_string(sweep_id)} && {STILL_MAKING}"
-        return bool(
-            self._query(constraint, ["ClusterId"], opts=htcondor2.QueryOpt.IncludeClusterAd)
+        ads = self._query(
+            constraint,
+            ["ClusterId", "JobMaterializeNextProcId", "TotalSubmitProcs"],
+            opts=htcondor2.QueryOpt.IncludeClusterAd,
+        )
+        if not ads:
+            return None
+        ad = ads[0]
+        return ClusterMaking(
+            int(ad["ClusterId"]), int(ad["JobMaterializeNextProcId"]), int(ad["TotalSubmitProcs"])
         )
 
     def find_sweep(self, sweep_id: str, *, expected: int) -> list[JobObservation]:

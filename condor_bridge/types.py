@@ -403,17 +403,55 @@ WITHDRAWN_REASON = (
 )
 
 
+@dataclass(frozen=True)
+class ClusterMaking:
+    """A late cluster whose schedd has jobs still to make: `next_proc` is the next it makes,
+    of `total` (its run n is job n)."""
+
+    cluster_id: int
+    next_proc: int
+    total: int
+
+
 def adopted_cluster(
-    requests: list[JobRequest], found: list[JobObservation], sweep_id: str
+    requests: list[JobRequest],
+    found: list[JobObservation],
+    sweep_id: str,
+    making: ClusterMaking | None = None,
 ) -> list[SubmitResult] | None:
     """The results of a sweep's earlier submission that the schedd already holds (`found`,
-    its runs by the sweep's id), in the order of `requests`; None when it holds none."""
+    its runs by the sweep's id, and `making`, its cluster if the schedd has runs of it still
+    to make), in the order of `requests`; None when it holds none."""
     by_id = {observation.job_id: observation for observation in found}
-    if not by_id:
+    if not by_id and making is None:
         return None
+    if making is not None:
+        # The runs not made yet have no ad to be known by: run n of the cluster is job n,
+        # which holds only if this is the list that was submitted (as every run made says).
+        if making.total != len(requests) or any(
+            (by_id[r.job_id].cluster_id, by_id[r.job_id].proc_id) != (making.cluster_id, n)
+            for n, r in enumerate(requests)
+            if r.job_id in by_id
+        ):
+            raise BridgeError(
+                f"sweep {sweep_id} is in the schedd with other runs than these", transient=False
+            )
+        by_id |= {
+            r.job_id: JobObservation(
+                job_id=r.job_id,
+                cluster_id=making.cluster_id,
+                proc_id=n,
+                state=JobState.IDLE,
+                in_queue=True,
+            )
+            for n, r in enumerate(requests)
+            if n >= making.next_proc and r.job_id not in by_id
+        }
     missing = [request.job_id for request in requests if request.job_id not in by_id]
     if missing:
-        raise BridgeError(f"sweep {sweep_id} is in the schedd without {missing[0]}")
+        raise BridgeError(
+            f"sweep {sweep_id} is in the schedd without {missing[0]}", transient=False
+        )
     return [
         SubmitResult(by_id[r.job_id].cluster_id, by_id[r.job_id].proc_id, adopted=True)
         for r in requests
@@ -431,7 +469,7 @@ def not_made_yet(action: str, cluster_id: int, proc_id: int) -> BridgeError:
     """An action on a job its schedd has not made yet, which HTCondor ignores without a word
     (the job would later be made as if nothing had been asked)."""
     return BridgeError(
-        f"{action}: HTCondor has not made job {cluster_id}.{proc_id} of its cluster yet; "
-        "try again in a moment",
+        f"{action}: HTCondor has not made job {cluster_id}.{proc_id} of its cluster yet "
+        "(a large sweep's runs are made as earlier ones leave the queue)",
         transient=True,
     )

@@ -314,7 +314,11 @@ def submit_cluster(sweep_pk: int) -> Sweep:
                 folders_ready=not sweep.is_filling_folders,
                 # A run waiting for its folder may as well wait to be made: the schedd
                 # takes the cluster in a tenth of the time, and makes its jobs after.
-                materialize_at_most=len(jobs) if sweep.is_filling_folders else None,
+                materialize_at_most=(
+                    min(len(jobs), settings.SWEEP_MATERIALIZE_AT_ONCE)
+                    if sweep.is_filling_folders
+                    else None
+                ),
             )
         except BridgeError as exc:
             sweep.last_error = str(exc)

@@ -459,6 +459,10 @@ POOL_STALL_AFTER_S = env_int("NIGHTSHIFT_POOL_STALL_AFTER_S", 600, minimum=5)
 MAX_SWEEP_RUNS = env_int("NIGHTSHIFT_MAX_SWEEP_RUNS", 1000, minimum=1)
 # A sweep of more runs answers at once and the worker writes its runs, showing progress.
 SWEEP_RUNS_IN_REQUEST = env_int("NIGHTSHIFT_SWEEP_RUNS_IN_REQUEST", 250, minimum=1)
+# A larger sweep's cluster is materialized late: the schedd keeps at most this many of its
+# jobs in its queue, making the next as earlier ones leave (all of them at once took the
+# schedd longer than a plain submit at 10,000: docs/benchmarks.md).
+SWEEP_MATERIALIZE_AT_ONCE = env_int("NIGHTSHIFT_SWEEP_MATERIALIZE_AT_ONCE", 1000, minimum=1)
 # Test-only fault injection: the worker pauses after the schedd accepted a job and
 # before the portal records it, so that a test can kill the worker in that window.
 FAULT_PAUSE_AFTER_SUBMIT_S = env_float("NIGHTSHIFT_FAULT_PAUSE_AFTER_SUBMIT_S", 0.0)

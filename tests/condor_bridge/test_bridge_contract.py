@@ -358,9 +358,17 @@ def test_a_late_sweep_is_made_by_the_schedd_after_its_submit_and_released_whole(
     assert [job.job_id for job in bridge.active_jobs()] == [runs[0].job_id]
     assert bridge.find(runs[1].job_id) is None  # not made yet, not gone
     assert bridge.clusters_making() == {cluster: 1}
-    with pytest.raises(BridgeError, match="still making") as adopting:
-        bridge.submit_cluster(runs, sweep_id=sweep_id)
-    assert adopting.value.transient  # it is adopted once the schedd has made every run
+    # Submitted again (an attempt killed before it recorded the cluster): adopted whole,
+    # the runs not made yet included, and nothing more submitted.
+    again = bridge.submit_cluster(runs, sweep_id=sweep_id)
+    assert [(r.cluster_id, r.proc_id, r.adopted) for r in again] == [
+        (cluster, 0, True),
+        (cluster, 1, True),
+        (cluster, 2, True),
+    ]
+    assert [job.job_id for job in bridge.active_jobs()] == [runs[0].job_id]
+    with pytest.raises(BridgeError, match="other runs than these"):
+        bridge.submit_cluster(runs[1:], sweep_id=sweep_id)
     # HTCondor ignores an action on a job it has not made (and would make it later as if
     # nothing had been asked): the bridge says so rather than pretend it was done.
     with pytest.raises(BridgeError, match="not made job .* yet") as cancelling:

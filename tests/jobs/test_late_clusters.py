@@ -1,13 +1,14 @@
 """A cluster submitted for late materialization has runs its schedd has not made yet: they
-are in neither its queue nor its history, and the sync must not read the whole history
-looking for them at every cycle."""
+are in neither its queue nor its history. The sync must not read the whole history looking
+for them at every cycle, and an action on one must not pretend to be done (HTCondor ignores
+it, and would make the job later as if nothing had been asked)."""
 
 import uuid
 
 import pytest
 
 from condor_bridge import JobState as Condor
-from jobs import specs, sync
+from jobs import actions, specs, sync
 from jobs.models import Job, JobState
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -66,3 +67,14 @@ def test_a_run_that_left_the_queue_is_still_found_in_the_history(
     assert history_asked == [[str(first.public_id)]]
     states = dict(Job.objects.values_list("pk", "state"))
     assert [states[job.pk] for job in late_runs] == [JobState.COMPLETED] + [JobState.IDLE] * 2
+
+
+def test_a_run_not_made_yet_cannot_be_cancelled_alone_and_nothing_changes(late_runs, student):
+    third = late_runs[2]
+
+    with pytest.raises(actions.JobActionError, match="has not made job .* yet"):
+        actions.job_cancel(job=third, user=student)
+
+    third.refresh_from_db()
+    assert (third.state, third.status_detail) == (JobState.IDLE, "")
+    assert not third.events.filter(kind="cancel requested").exists()
