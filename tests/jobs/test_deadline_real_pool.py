@@ -90,6 +90,15 @@ def test_the_labs_deadline_lane_goes_ahead_of_a_labmate_who_used_less(bridge, tm
         )
         clusters += [bridge.submit(bobs), bridge.submit(adas)]
         assert bridge.job_ad(adas.job_id)["AccountingGroup"] == f"{group}.deadlines"
+        # Both turned away by a negotiation cycle first (ws-volta is taken): a cycle that
+        # knew only the submitter the schedd announced first would give it ws-volta.
+        wait_for(
+            lambda: all(
+                (bridge.job_ad(job.job_id) or {}).get("LastRejMatchTime") for job in (bobs, adas)
+            ),
+            timeout=120,
+            what="a negotiation cycle to consider both waiting jobs",
+        )
         bridge.act("remove", clusters[0].cluster_id, clusters[0].proc_id, reason="make room")
         wait_for(
             lambda: JobState.RUNNING in (state(bridge, bobs.job_id), state(bridge, adas.job_id)),
