@@ -109,7 +109,6 @@ class FakeBridge:
         self._unmade: dict[int, list[tuple[str, dict[str, str]]]] = {}
         self._at_most: dict[int, int] = {}
         self._next_proc: dict[int, int] = {}
-        self._total: dict[int, int] = {}
         self._cluster_ready: dict[int, str] = {}
         self._usage: dict[str, dict[str, float]] = {}  # job id -> measured figures
         self._clusters = itertools.count(1)
@@ -272,7 +271,9 @@ class FakeBridge:
         if check_existing:
             making = next(
                 (
-                    ClusterMaking(cluster, self._next_proc[cluster], self._total[cluster])
+                    ClusterMaking(
+                        cluster, self._next_proc[cluster], self._next_proc[cluster] + len(unmade)
+                    )
                     for cluster, unmade in self._unmade.items()
                     if any(self._sweeps.get(job_id) == sweep_id for job_id, _ in unmade)
                 ),
@@ -316,7 +317,6 @@ class FakeBridge:
             self._at_most[cluster] = materialize_at_most or len(runs)
             self._cluster_ready[cluster] = template.get(f"My.{FOLDER_READY_ATTR}", "true")
             self._next_proc[cluster] = 0
-            self._total[cluster] = len(runs)
             self._make_late_jobs(cluster)
         if self.mode is FileMode.SPOOL:
             self._spool([request.job_id for request in requests])
