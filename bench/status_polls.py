@@ -60,7 +60,7 @@ MAX_POLL_INTERVAL_S = 10.0
 # A class arrives: each student opens their page at a moment of the first OPEN_SECONDS (a
 # page's first poll is the whole document), and every page stays open until WATCH_SECONDS.
 OPEN_SECONDS = 2 if QUICK else 20
-WATCH_SECONDS = 6 if QUICK else 80
+WATCH_SECONDS = 4 if QUICK else 80
 CPU_POLLS = 100 if QUICK else 2000
 LOG_LINE = "epoch 3 step 1200 loss 0.4182 lr 0.00030 throughput 412.5 samples/s\n"
 REQUEST = {

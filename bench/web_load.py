@@ -11,7 +11,7 @@ figure to read is the highest rate whose p95 stays under 250 ms with no errors. 
 runs on the same 2 cores as gunicorn and PostgreSQL, so the rates are a floor.
 
 `--quick` (what `make test` runs, tests/bench): 20 students with 20 jobs each, two steps of
-5 s (1 and 4 students); the same pages, the same table.
+3 s (1 and 4 students); the same pages, the same table.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from jobs.models import Job, JobState  # noqa: E402
 QUICK = "--quick" in sys.argv[1:]
 STUDENTS, JOBS_EACH, WITH_LOGS = (20, 20, 5) if QUICK else (200, 50, 20)
 STEPS = (1, 4) if QUICK else (1, 2, 4, 8, 16, 32)
-STEP_SECONDS = 5 if QUICK else 20
+STEP_SECONDS = 3 if QUICK else 20
 PORT = 8766
 STATES = [JobState.COMPLETED] * 5 + [JobState.RUNNING] * 3 + [JobState.IDLE, JobState.HELD]
 REQUEST = {

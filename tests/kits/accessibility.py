@@ -52,7 +52,7 @@ _RUNNER = """
     return null;
   };
   // After the page's own scripts have filled it in (charts, live panels).
-  window.addEventListener("load", () => setTimeout(() => {
+  if (%(on_load)s) window.addEventListener("load", () => setTimeout(() => {
     window.__nightshiftAxeCheck().then((report) => {
       if (report) console.debug("%(marker)s" + JSON.stringify(report));
     }).catch(() => {});
@@ -61,11 +61,12 @@ _RUNNER = """
 """
 
 
-def init_script() -> str:
+def init_script(*, on_load: bool = True) -> str:
     runner = _RUNNER % {
         "tags": json.dumps(WCAG_TAGS),
         "impacts": json.dumps(FAILING_IMPACTS),
         "marker": MARKER,
+        "on_load": json.dumps(on_load),
     }
     return AXE_SOURCE + "\n" + runner
 
@@ -77,12 +78,15 @@ def from_the_page(message) -> bool:
 
 
 class AccessibilityWatch:
-    """Installed on a browser context: collects axe-core's findings from every page."""
+    """Installed on a browser context: collects axe-core's findings from every page, or,
+    with `on_load=False`, from the pages `check_now` is asked to check (a crawl that
+    visits many pages of one kind checks one of them, and axe-core takes longer than the
+    page)."""
 
-    def __init__(self, context) -> None:
+    def __init__(self, context, *, on_load: bool = True) -> None:
         self.checked: list[str] = []
         self.violations: list[str] = []
-        context.add_init_script(script=init_script())
+        context.add_init_script(script=init_script(on_load=on_load))
         context.on("console", self._on_console)
 
     def check_now(self, page) -> None:

@@ -70,7 +70,7 @@ def live_schema(live_server, fake_bridge, django_user_model):
 # end in .py or that a request must fit some workstation, so schema-valid input may be
 # refused, with a 400 that names the field. Every other check runs, negative data included.
 # Examples per operation: enough to find a 500 or a lie in the schema, small enough for CI.
-EXAMPLES_PER_OPERATION = 15
+EXAMPLES_PER_OPERATION = 10
 
 
 @pytest.mark.timeout(600)

@@ -113,6 +113,11 @@ class Campus:
                     "1",
                     "--threads",
                     "4",
+                    # As deploy/production/gunicorn.conf.py: gunicorn's own 30 s took a
+                    # worker that was still taking a 32 MiB chunk on CI's busy machine
+                    # (nginx answered the upload with a 502).
+                    "--timeout",
+                    "300",
                     "--access-logfile",
                     "-",
                 ],
