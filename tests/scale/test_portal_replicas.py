@@ -113,9 +113,9 @@ class Campus:
                     "1",
                     "--threads",
                     "4",
-                    # As deploy/production/gunicorn.conf.py: gunicorn's own 30 s took a
-                    # worker that was still taking a 32 MiB chunk on CI's busy machine
-                    # (nginx answered the upload with a 502).
+                    # As deploy/production/gunicorn.conf.py: gunicorn's own 30 s can end a
+                    # worker still taking a 32 MiB chunk on CI's busy machine (nginx once
+                    # answered this upload with a 502, which that would explain).
                     "--timeout",
                     "300",
                     "--access-logfile",
