@@ -325,8 +325,8 @@ def crawl(watched: WatchedContext, *starts: str) -> dict[str, int]:
             continue
         if "html" not in (response.headers.get("content-type") or ""):
             continue
-        if _checked_as(kind) not in checked:
-            checked.add(_checked_as(kind))
+        if (checks := _checked_as(kind)) not in checked:
+            checked.add(checks)
             watched.accessibility.check_now(page)
             watched.check_widths(url)
         # The links a person can see and follow (a hidden section's are not offered).
