@@ -19,6 +19,7 @@ from django.db import connection
 from django.urls import reverse
 
 from accounting.models import UsageRecord
+from condor_bridge.states import STAGING_FAILED_REASON
 from jobs import sync
 from jobs.models import Job, JobEvent, JobState
 from tests.conftest import client_with_token, script_upload
@@ -62,18 +63,34 @@ class Burst:
 
         A job is counted by its GlobalJobId, so that one leaving the queue for the history
         between the two tools' calls (a spooled job whose outputs the worker is retrieving
-        just then) is still one job, as it is to HTCondor."""
+        just then) is still one job, as it is to HTCondor. A copy the schedd removed because
+        its submitter was killed mid-spool never had its files and never started: the retry
+        submits the job again (condor_bridge.states.staging_failed), and such a copy can
+        leave the queue before the retry could rename it. It is not counted, unless it
+        started."""
         constraint = f'NightshiftInstance == "{settings.NIGHTSHIFT_INSTANCE}"'
         seen: dict[str, set[str]] = collections.defaultdict(set)
         for name in ([], *(["-name", schedd] for schedd in self.other_schedds)):
             for tool in (["condor_q", "-allusers"], ["condor_history"]):
                 done = pool_command(
-                    *tool, *name, "-constraint", constraint, "-af", "NightshiftJobId", "GlobalJobId"
+                    *tool,
+                    *name,
+                    "-constraint",
+                    constraint,
+                    "-af",
+                    "NightshiftJobId",
+                    "GlobalJobId",
+                    "NumJobStarts",
+                    "RemoveReason",
                 )
                 for line in done.stdout.splitlines():
-                    if line.strip():
-                        job_id, global_id = line.split()
-                        seen[job_id].add(global_id)
+                    if not line.strip():
+                        continue
+                    job_id, global_id, starts, remove_reason = line.split(maxsplit=3)
+                    never_had_its_files = remove_reason == STAGING_FAILED_REASON
+                    if never_had_its_files and starts in ("0", "undefined"):
+                        continue
+                    seen[job_id].add(global_id)
         return collections.Counter(
             {str(job.public_id): len(seen[str(job.public_id)]) for job in self.jobs}
         )
