@@ -173,8 +173,21 @@ def live_pipeline(celery_processes, transactional_db, request):
         print(celery_processes.logs())
 
 
+@pytest.fixture(scope="module")
+def second_schedd_for_the_module(celery_processes):
+    """For a module whose every test uses two_schedds: the pool's second schedd runs from the
+    first test to the last instead of starting and stopping around each (each start and stop
+    took 10-15 s of a 2-core CI machine's time). A test that stops it goes last, so that no
+    other test meets a schedd started again mid-module. Afterwards the worker uses the one
+    schedd again."""
+    yield pool_schedds(2)
+    pool_schedds(1)
+    celery_processes.kill_worker()
+    celery_processes.start_worker()
+
+
 @pytest.fixture
-def two_schedds(live_pipeline, settings):
+def two_schedds(live_pipeline, settings, request):
     """The pool's second schedd running, and the portal (this process and its worker) using
     both, least loaded first: ap2 as a remote access point, whose jobs' files go through
     HTCondor's spool."""
@@ -182,7 +195,11 @@ def two_schedds(live_pipeline, settings):
     from jobs.bridge import get_bridge
     from jobs.models import FINAL_STATES, Job
 
-    first, second = pool_schedds(2)
+    kept = "second_schedd_for_the_module" in request.fixturenames
+    if kept:
+        first, second = request.getfixturevalue("second_schedd_for_the_module")
+    else:
+        first, second = pool_schedds(2)
     choice = {
         "CONDOR_SCHEDDS": f"{first},{second}",
         "CONDOR_SCHEDD_NAME": first,
@@ -196,16 +213,18 @@ def two_schedds(live_pipeline, settings):
     try:
         yield first, second
     finally:
-        # Nothing of this test waits in ap2's queue for the next time it starts.
+        # Nothing of this test waits in ap2's queue for the next test or the next time it
+        # starts.
         pool_schedds(2)
         for job in Job.objects.filter(cluster_id__isnull=False).exclude(state__in=FINAL_STATES):
             try:
                 get_bridge(job.schedd).act("remove", job.cluster_id, job.proc_id, reason="test")
             except BridgeError:  # gone already
                 continue
-        pool_schedds(1)
-        live_pipeline.kill_worker()
-        live_pipeline.start_worker()
+        if not kept:
+            pool_schedds(1)
+            live_pipeline.kill_worker()
+            live_pipeline.start_worker()
 
 
 @pytest.hookimpl(hookwrapper=True)

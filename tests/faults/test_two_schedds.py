@@ -16,7 +16,11 @@ from tests.faults.conftest import (
 )
 from tests.helpers import pool_command, wait_for
 
-pytestmark = [pytest.mark.condor, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.condor,
+    pytest.mark.timeout(900),
+    pytest.mark.usefixtures("second_schedd_for_the_module"),
+]
 
 BURST = 24
 
@@ -54,6 +58,28 @@ def test_submissions_lost_with_redis_are_sent_once_to_each_jobs_schedd(
     assert not Job.objects.filter(pk__in=[j.pk for j in jobs], cluster_id__isnull=True).exists()
 
 
+def test_the_database_dropping_every_connection_loses_nothing_on_either_schedd(
+    spread_burst, two_schedds, live_pipeline
+):
+    spread_burst.submit(BURST // 2)
+    postgres_drops_every_connection()
+    assert spread_burst.api.get(reverse("api:job-list")).status_code == 200
+    spread_burst.submit(BURST - BURST // 2)
+    postgres_drops_every_connection()
+    assert_spread_over(two_schedds, spread_burst.jobs)
+    spread_burst.assert_each_ran_once_and_completed()
+    assert live_pipeline.worker.poll() is None  # the same worker process, never restarted
+
+
+def test_syncs_overlapping_over_two_schedds_record_every_change_once(spread_burst, two_schedds):
+    jobs = spread_burst.submit(BURST)
+    assert_spread_over(two_schedds, jobs)
+    syncs_overlap_until_final(spread_burst)
+    assert_each_change_recorded_once(spread_burst, jobs)
+
+
+# Last: the second schedd it stops and starts again runs for every test before it
+# (tests.pipeline.second_schedd_for_the_module).
 def test_one_schedd_stopped_mid_burst_holds_up_only_its_jobs_and_then_each_runs_once(
     spread_burst, two_schedds
 ):
@@ -82,23 +108,3 @@ def test_one_schedd_stopped_mid_burst_holds_up_only_its_jobs_and_then_each_runs_
     finally:
         pool_command("condor_on", "-daemon", "SCHEDD_AP2")
     spread_burst.assert_each_ran_once_and_completed()
-
-
-def test_the_database_dropping_every_connection_loses_nothing_on_either_schedd(
-    spread_burst, two_schedds, live_pipeline
-):
-    spread_burst.submit(BURST // 2)
-    postgres_drops_every_connection()
-    assert spread_burst.api.get(reverse("api:job-list")).status_code == 200
-    spread_burst.submit(BURST - BURST // 2)
-    postgres_drops_every_connection()
-    assert_spread_over(two_schedds, spread_burst.jobs)
-    spread_burst.assert_each_ran_once_and_completed()
-    assert live_pipeline.worker.poll() is None  # the same worker process, never restarted
-
-
-def test_syncs_overlapping_over_two_schedds_record_every_change_once(spread_burst, two_schedds):
-    jobs = spread_burst.submit(BURST)
-    assert_spread_over(two_schedds, jobs)
-    syncs_overlap_until_final(spread_burst)
-    assert_each_change_recorded_once(spread_burst, jobs)
