@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import runpy
 import signal
 import socket
 import subprocess
@@ -37,6 +38,10 @@ from tests.datasets.test_delivery import delivered, launch
 from tests.helpers import wait_for
 from tests.operations.nginx_site import free_port, nginx_site
 from tests.pipeline import REPO, database_url
+
+PRODUCTION_GUNICORN = runpy.run_path(
+    str(Path(__file__).resolve().parents[2] / "deploy" / "production" / "gunicorn.conf.py")
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 
@@ -113,11 +118,11 @@ class Campus:
                     "1",
                     "--threads",
                     "4",
-                    # As deploy/production/gunicorn.conf.py: gunicorn's own 30 s can end a
-                    # worker still taking a 32 MiB chunk on CI's busy machine (nginx once
-                    # answered this upload with a 502, which that would explain).
+                    # Production's: gunicorn's own 30 s can end a worker still taking a
+                    # 32 MiB chunk on CI's busy machine (nginx once answered this upload
+                    # with a 502, which that would explain).
                     "--timeout",
-                    "300",
+                    str(PRODUCTION_GUNICORN["timeout"]),
                     "--access-logfile",
                     "-",
                 ],
