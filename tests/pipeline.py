@@ -6,6 +6,7 @@ the real personal pool and beat syncs it, exactly as in production.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -19,7 +20,8 @@ from django.conf import settings
 
 from tests.helpers import pool_schedds, wait_for
 
-REPO = Path(__file__).resolve().parents[2]
+# The checkout: the Celery and live-proxy processes start in it.
+REPO = Path(__file__).resolve().parents[1]
 CELERY = str(Path(sys.executable).with_name("celery"))
 
 
@@ -100,8 +102,11 @@ class CeleryProcesses:
         wait_for(answers, timeout=60, what="the Celery worker")
 
     def kill_worker(self) -> None:
+        """SIGKILL the worker's process group; one that has died already (a test that failed
+        may have left it so) is only reaped."""
         assert self.worker is not None
-        os.killpg(self.worker.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.worker.pid, signal.SIGKILL)
         self.worker.wait(timeout=10)
 
     def start_beat(self) -> None:
