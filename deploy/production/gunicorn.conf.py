@@ -10,7 +10,11 @@ threads = int(os.environ.get("NIGHTSHIFT_WEB_THREADS", 4))
 # matches: nginx's proxy_read_timeout (a large project archive is checked before the answer)
 timeout = 300
 graceful_timeout = 30
-keepalive = 5
+# matches: longer than keepalive_timeout in nginx's upstream (60 s). nginx keeps idle connections
+# to gunicorn open for reuse; the side that closes one must be nginx, or a request nginx sends
+# down a connection gunicorn is closing fails, and for a PATCH or POST, which nginx does not
+# retry, the client gets a 502 (seen: a resumable upload's chunk, with gunicorn's 2 s default).
+keepalive = 75
 # A worker is replaced now and then, so that no slow leak grows for months.
 max_requests = 2000
 max_requests_jitter = 200

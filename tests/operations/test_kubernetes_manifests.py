@@ -150,7 +150,13 @@ def test_the_live_proxy_runs_as_systemd_runs_it_and_reaches_jobs_with_condor_ssh
     exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
     [container] = pod_of("nightshift-live")["containers"]
     assert container["command"][:2] == ["uvicorn", "portal.asgi_live:application"]
-    for option in ("--ws websockets-sansio", "--lifespan on", "--no-server-header"):
+    options = (
+        "--ws websockets-sansio",
+        "--lifespan on",
+        "--no-server-header",
+        "--timeout-keep-alive 75",
+    )
+    for option in options:
         assert option in exec_start and option.replace(" ", "=") in container["command"]
     env = {item["name"]: item.get("value") for item in container["env"]}
     assert env["NIGHTSHIFT_LIVE_SSH_TO_JOB"].startswith("condor_ssh_to_job -name ")

@@ -5,12 +5,15 @@ the portal's settings do."""
 
 import configparser
 import re
+import runpy
+import shlex
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from django.conf import settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,6 +148,50 @@ def test_gunicorn_nginx_and_the_settings_agree():
     assert re.search(r"alias ([^;]+);", static).group(1) == (
         env["NIGHTSHIFT_VAR_DIR"] + "/staticfiles/"
     )
+
+
+def upstream_keepalive_timeout_s(site: str) -> int:
+    """How long nginx keeps an idle connection to the site's upstream open for reuse."""
+    text = (PRODUCTION / "nginx" / site).read_text()
+    upstream = re.search(r"^upstream \w+ \{(.*?)^\}", text, re.MULTILINE | re.DOTALL).group(1)
+    return int(re.search(r"^\s*keepalive_timeout\s+(\d+)s;", upstream, re.MULTILINE).group(1))
+
+
+def live_commands() -> dict[str, list[str]]:
+    """uvicorn's command line for the live proxy, wherever the kit starts it."""
+    exec_start = unit("nightshift-live.service")["Service"]["ExecStart"]
+    compose = yaml.safe_load((PRODUCTION / "container" / "compose.yaml").read_text())
+    [pod] = [
+        doc
+        for doc in yaml.safe_load_all((PRODUCTION / "kubernetes" / "live.yaml").read_text())
+        if doc and doc["kind"] == "Deployment"
+    ]
+    [container] = pod["spec"]["template"]["spec"]["containers"]
+    return {
+        "systemd": shlex.split(exec_start),
+        "compose": compose["services"]["live"]["command"],
+        "kubernetes": container["command"],
+    }
+
+
+def keep_alive_s(command: list[str]) -> int:
+    """uvicorn's --timeout-keep-alive, written as one word or two; its default is 5 s."""
+    words = " ".join(command).replace("=", " ").split()
+    if "--timeout-keep-alive" not in words:
+        return 5
+    return int(words[words.index("--timeout-keep-alive") + 1])
+
+
+def test_nginx_closes_an_idle_connection_before_the_server_behind_it_does():
+    """nginx keeps idle connections to gunicorn and uvicorn for reuse. Were the server to close
+    one first, a request nginx sends down it as it closes fails, and a PATCH or POST, which
+    nginx does not retry, reaches the client as a 502 (a resumable upload's chunk did, with
+    gunicorn's default of 2 s)."""
+    gunicorn = runpy.run_path(str(PRODUCTION / "gunicorn.conf.py"))
+    assert gunicorn["keepalive"] > upstream_keepalive_timeout_s("nightshift.conf")
+    live_idle = upstream_keepalive_timeout_s("nightshift-live.conf")
+    for where, command in live_commands().items():
+        assert keep_alive_s(command) > live_idle, where
 
 
 def test_gunicorn_accepts_its_configuration():

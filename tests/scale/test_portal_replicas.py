@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import runpy
 import signal
 import socket
 import subprocess
@@ -39,9 +38,7 @@ from tests.helpers import wait_for
 from tests.operations.nginx_site import free_port, nginx_site
 from tests.pipeline import REPO, database_url
 
-PRODUCTION_GUNICORN = runpy.run_path(
-    str(Path(__file__).resolve().parents[2] / "deploy" / "production" / "gunicorn.conf.py")
-)
+PRODUCTION_GUNICORN = REPO / "deploy" / "production" / "gunicorn.conf.py"
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(600)]
 
@@ -106,27 +103,19 @@ class Campus:
             "PYTHONUNBUFFERED": "1",
         }
         bin_dir = Path(sys.executable).parent
+        # Production's gunicorn settings, which must suit the nginx in front (its timeouts,
+        # and keeping idle connections open longer than nginx does: with gunicorn's own 2 s,
+        # nginx answered one of this upload's chunks with a 502).
         self.webs = {
             name: Process(
                 name,
-                [
-                    str(bin_dir / "gunicorn"),
-                    "portal.wsgi",
-                    "--bind",
-                    f"127.0.0.1:{port}",
-                    "--workers",
-                    "1",
-                    "--threads",
-                    "4",
-                    # Production's: gunicorn's own 30 s can end a worker still taking a
-                    # 32 MiB chunk on CI's busy machine (nginx once answered this upload
-                    # with a 502, which that would explain).
-                    "--timeout",
-                    str(PRODUCTION_GUNICORN["timeout"]),
-                    "--access-logfile",
-                    "-",
-                ],
-                self.env,
+                [str(bin_dir / "gunicorn"), "portal.wsgi", "--config", str(PRODUCTION_GUNICORN)],
+                self.env
+                | {
+                    "NIGHTSHIFT_WEB_BIND": f"127.0.0.1:{port}",
+                    "NIGHTSHIFT_WEB_WORKERS": "1",
+                    "NIGHTSHIFT_WEB_THREADS": "4",
+                },
                 tmp_path,
             )
             for name, port in self.ports.items()
