@@ -35,6 +35,7 @@ PROJECTION = [
     "LastRemotePool",
     "EnteredCurrentStatus",
     "JobCurrentStartDate",
+    "JobCurrentStartExecutingDate",
     "JobStartDate",
     "CompletionDate",
     "RemoveReason",
@@ -62,6 +63,20 @@ STATUS_TO_STATE = {
     TRANSFERRING_OUTPUT: JobState.TRANSFERRING,
     SUSPENDED: JobState.SUSPENDED,
 }
+
+
+def _run_executing_since(ad: Mapping[str, Any]) -> datetime | None:
+    """When the run in progress began (JobCurrentStartDate, its claim's activation, where
+    HTCondor's wall clock starts counting), once its job has begun executing
+    (JobCurrentStartExecutingDate no earlier; before that, the date is an earlier run's or
+    unset). A shadow that starts but never gets its job executing (a claim that could not be
+    activated) goes back to the queue with no start counted (NumJobStarts) and no wall time:
+    it is no run, and the usage records never see it."""
+    started = _int(ad.get("JobCurrentStartDate"))
+    executing = _int(ad.get("JobCurrentStartExecutingDate"))
+    if started is None or executing is None or executing < started:
+        return None
+    return _timestamp(started)
 
 
 def _timestamp(value: Any) -> datetime | None:
@@ -154,9 +169,7 @@ def map_job_ad(ad: Mapping[str, Any], *, in_queue: bool) -> JobObservation:
         finished_at=_timestamp(ad.get("CompletionDate")),
         wall_time_s=_seconds(ad.get("RemoteWallClockTime")),
         committed_time_s=_seconds(ad.get("CommittedTime")),
-        run_started_at=(
-            _timestamp(ad.get("JobCurrentStartDate")) if status in _RUN_IN_PROGRESS else None
-        ),
+        run_started_at=_run_executing_since(ad) if status in _RUN_IN_PROGRESS else None,
         last_workstation=workstation_of(str(ad.get("LastRemoteHost") or "")),
         pool=pool_of(ad),
         last_pool=str(ad.get("LastRemotePool") or ""),

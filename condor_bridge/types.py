@@ -293,7 +293,8 @@ class JobObservation:
     # CommittedTime): usage records are the differences between successive observations.
     wall_time_s: float = 0.0
     committed_time_s: float = 0.0
-    # When the run now in progress began (JobCurrentStartDate); None unless it runs.
+    # When the run now in progress began (JobCurrentStartDate); None unless it runs and its
+    # job has begun executing (a claim that was never activated is no run).
     run_started_at: datetime | None = None
     # Held by the schedd until a spooling submitter sends its input files (hold code 16): a
     # submitter that stopped between its submit and its spool leaves the job so for good.

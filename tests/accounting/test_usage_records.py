@@ -11,7 +11,7 @@ import pytest
 
 from accounting.models import UsageRecord
 from accounting.selectors import gpu_hours_used
-from condor_bridge import JobObservation
+from condor_bridge import JobObservation, map_job_ad
 from condor_bridge import JobState as Condor
 from jobs import sync
 from jobs.models import Job, JobOutcome, JobState
@@ -245,6 +245,42 @@ def test_a_run_htcondor_counted_as_no_time_at_all_still_says_where_it_ran(job):
     )
     assert runs(records) == ([90], [(0, 0, 0, "completed")])
     assert (records[0].workstation, records[0].pool) == ("ws-fermi", "cm.physics:9618")
+
+
+def test_a_shadow_whose_job_never_began_executing_is_no_run_and_the_next_run_counts_once(job):
+    def schedd_ad(status: int, **attributes) -> JobObservation:
+        ad = {"ClusterId": 7, "ProcId": 0, "JobStatus": status, "ExitCode": 0, **attributes}
+        return map_job_ad(ad, in_queue=status != 4)
+
+    second = T0.timestamp()
+    records = play(
+        job,
+        [
+            # A shadow started (its claim's date), but its job never began executing: on a
+            # busy machine a claim that cannot be activated sends the job back to the queue,
+            # with no start counted and no wall time.
+            schedd_ad(2, JobCurrentStartDate=second + 100, RemoteHost="slot1@ws-volta"),
+            schedd_ad(1, JobCurrentStartDate=second + 100, NumShadowStarts=1),
+            schedd_ad(
+                2,
+                JobCurrentStartDate=second + 130,
+                JobCurrentStartExecutingDate=second + 131,
+                NumJobStarts=1,
+                RemoteHost="slot1@ws-ampere",
+            ),
+            schedd_ad(
+                4,
+                JobCurrentStartDate=second + 130,
+                CompletionDate=second + 135,
+                RemoteWallClockTime=5.0,
+                CommittedTime=5,
+                NumJobStarts=1,
+                LastRemoteHost="slot1@ws-ampere",
+            ),
+        ],
+    )
+    assert runs(records) == ([130], [(5, 5, 0, "completed")])
+    assert records[0].workstation == "ws-ampere"
 
 
 def test_a_job_removed_before_it_ever_started_has_no_usage(job):

@@ -229,8 +229,14 @@ def _move(bridge, job_id, state, timeout=90, **fields):
 def test_htcondors_accounting_counts_a_vacated_run_as_wall_time_not_committed(bridge):
     request = job_request(bridge, script="import time\ntime.sleep(3)\n", gpus=2)
     result = bridge.submit(request)
-    running = _move(bridge, request.job_id, JobState.RUNNING)
-    assert running.run_started_at is not None
+    _move(bridge, request.job_id, JobState.RUNNING)
+    # Its run is dated once its job executes, not as its claim is activated (a job can be
+    # RUNNING an instant before).
+    running = wait_for(
+        lambda: (job := bridge.find(request.job_id)) and job.run_started_at and job,
+        timeout=30,
+        what="the run in progress to be dated",
+    )
     assert (running.workstation, running.gpus_assigned) == ("ws-volta", 2)
     assert running.wall_time_s == 0
     time.sleep(2)
