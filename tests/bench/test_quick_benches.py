@@ -54,7 +54,9 @@ QUICK = [
 
 
 @pytest.mark.parametrize("script, arguments, headline", QUICK, ids=[q[0] for q in QUICK])
-def test_the_quick_bench_runs_and_prints_its_figures(script, arguments, headline):
+def test_the_quick_bench_runs_and_prints_its_figures(
+    script, arguments, headline, bench_environment
+):
     given = dict(argument.split("=", 1) for argument in arguments if "=" in argument)
     done = subprocess.run(
         [sys.executable, str(BENCH / script), *(a for a in arguments if "=" not in a)],
@@ -65,6 +67,7 @@ def test_the_quick_bench_runs_and_prints_its_figures(script, arguments, headline
         # A database name of the bench's own: each bench makes and drops `test_<name>`,
         # which must not be the test run's own test database.
         | {"DATABASE_URL": database_url(f"bench{os.getpid()}"), "REDIS_URL": REDIS_URL}
+        | bench_environment
         | given,
         cwd=BENCH.parent,
     )

@@ -94,7 +94,7 @@ QUICK = [
     "script, arguments, environment, headlines", QUICK, ids=[q[0] for q in QUICK]
 )
 def test_the_quick_pool_bench_runs_and_prints_its_figures(
-    script, arguments, environment, headlines
+    script, arguments, environment, headlines, bench_environment
 ):
     done = subprocess.run(
         [sys.executable, str(BENCH / script), *arguments],
@@ -103,6 +103,7 @@ def test_the_quick_pool_bench_runs_and_prints_its_figures(
         timeout=800,
         env=os.environ
         | {"DATABASE_URL": database_url(f"poolbench{os.getpid()}"), "REDIS_URL": REDIS_URL}
+        | bench_environment
         | environment,
         cwd=BENCH.parent,
     )
