@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import psycopg2
 import pytest
 import redis
 from django.conf import settings
@@ -34,6 +35,18 @@ def database_url(name: str | None = None) -> str:
     password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
     host, port = db.get("HOST") or "127.0.0.1", db.get("PORT") or 5432
     return f"postgres://{user}{password}@{host}:{port}/{name or db['NAME']}"
+
+
+def admin_sql(statement: str) -> None:
+    """One statement on the test database's server, outside any transaction (CREATE and
+    DROP DATABASE)."""
+    server = psycopg2.connect(database_url("postgres"))
+    server.autocommit = True
+    try:
+        with server.cursor() as cursor:
+            cursor.execute(statement)
+    finally:
+        server.close()
 
 
 class CeleryProcesses:

@@ -7,32 +7,18 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
-import psycopg2
 import pytest
 
-from tests.pipeline import database_url
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _administer(statement: str) -> None:
-    connection = psycopg2.connect(database_url("postgres"))
-    try:
-        connection.autocommit = True
-        with connection.cursor() as cursor:
-            cursor.execute(statement)
-    finally:
-        connection.close()
+from tests.pipeline import REPO, admin_sql, database_url
 
 
 @pytest.fixture(scope="session")
 def bench_environment() -> Iterator[dict[str, str]]:
     """The environment a quick benchmark runs with: its database made from a migrated one."""
     template = f"nightshift_bench_template_{os.getpid()}"
-    _administer(f"DROP DATABASE IF EXISTS {template}")
-    _administer(f"CREATE DATABASE {template}")
+    admin_sql(f"DROP DATABASE IF EXISTS {template}")
+    admin_sql(f"CREATE DATABASE {template}")
     try:
         subprocess.run(
             [sys.executable, "manage.py", "migrate", "--verbosity", "0"],
@@ -43,4 +29,4 @@ def bench_environment() -> Iterator[dict[str, str]]:
         )
         yield {"NIGHTSHIFT_BENCH_DATABASE_TEMPLATE": template}
     finally:
-        _administer(f"DROP DATABASE IF EXISTS {template}")
+        admin_sql(f"DROP DATABASE IF EXISTS {template}")

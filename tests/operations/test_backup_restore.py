@@ -18,6 +18,7 @@ from audit.models import AuditEntry
 from jobs import specs, submission
 from jobs.models import Job
 from tests.conftest import script_upload
+from tests.pipeline import admin_sql, database_url
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -33,31 +34,6 @@ print(json.dumps({str(job.public_id): {
     "outputs": [[f.path, f.size] for f in job_output_files(job)],
 } for job in Job.objects.all()}, sort_keys=True))
 """
-
-
-def database_url(name: str) -> str:
-    db = connection.settings_dict
-    return (
-        f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or '127.0.0.1'}:"
-        f"{db['PORT'] or 5432}/{name}"
-    )
-
-
-def admin_sql(statement: str) -> None:
-    db = connection.settings_dict
-    server = psycopg2.connect(
-        dbname="postgres",
-        user=db["USER"],
-        password=db["PASSWORD"],
-        host=db["HOST"] or "127.0.0.1",
-        port=db["PORT"] or 5432,
-    )
-    server.autocommit = True
-    try:
-        with server.cursor() as cursor:
-            cursor.execute(statement)
-    finally:
-        server.close()
 
 
 @pytest.fixture
