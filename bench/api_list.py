@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from portal_setup import setup_django
+from portal_setup import serve_gunicorn, setup_django
 
 REPO = setup_django(fake_bridge=True)
 
@@ -86,37 +86,6 @@ def raw_page() -> None:
         cursor.fetchall()
 
 
-def serve(port: int) -> subprocess.Popen:
-    db = connection.settings_dict
-    env = os.environ | {
-        "DATABASE_URL": f"postgres://{db['USER']}{':' + db['PASSWORD'] if db['PASSWORD'] else ''}"
-        f"@{db['HOST']}:{db['PORT']}/{db['NAME']}",
-    }
-    process = subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("gunicorn")),
-            "portal.wsgi",
-            "-b",
-            f"127.0.0.1:{port}",
-            "-w",
-            "2",
-            "--log-level",
-            "warning",
-        ],
-        cwd=REPO,
-        env=env,
-    )
-    import httpx
-
-    for _ in range(100):
-        try:
-            httpx.get(f"http://127.0.0.1:{port}/api/v1/schema/", timeout=1)
-            return process
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise SystemExit("gunicorn did not start")
-
-
 USER_ID = 0
 
 
@@ -151,9 +120,9 @@ def main() -> None:
             ),
         ]
         connection.close()  # gunicorn's workers open their own
-        server = serve(8765)
+        server = serve_gunicorn()
         cli = [str(Path(sys.executable).with_name("nightshift")), "list"]
-        env = os.environ | {"NIGHTSHIFT_URL": "http://127.0.0.1:8765", "NIGHTSHIFT_TOKEN": secret}
+        env = os.environ | {"NIGHTSHIFT_URL": server.url, "NIGHTSHIFT_TOKEN": secret}
 
         def run_cli():
             subprocess.run(cli, env=env, check=True, capture_output=True)
@@ -167,8 +136,7 @@ def main() -> None:
             print(f"| {label} | {value:.1f} |")
     finally:
         if server is not None:
-            server.terminate()
-            server.wait(timeout=10)
+            server.stop()
         connection.creation.destroy_test_db(old_name, verbosity=0)
 
 

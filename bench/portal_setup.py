@@ -31,10 +31,30 @@ def setup_django(*, fake_bridge: bool) -> Path:
     return REPO
 
 
-def serve_gunicorn(port: int, *extra: str, app: str = "portal.wsgi"):
+class Gunicorn:
+    """A gunicorn serving on a port of 127.0.0.1 that this process bound and handed over, so
+    that nothing else on the machine can hold it: a fixed port was once taken by another
+    process during a test run and the bench failed."""
+
+    def __init__(self, process, port: int) -> None:
+        self.process = process
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def serve_gunicorn(*extra: str, app: str = "portal.wsgi") -> Gunicorn:
     """gunicorn as `make run` starts it (2 workers of 4 threads) on the test database the
-    benchmark made, with the fake bridge; returns once it answers. `app` serves another WSGI
-    app the same way (a floor to measure against)."""
+    benchmark made, with the fake bridge, on a free port; returns once it answers. `app`
+    serves another WSGI app the same way (a floor to measure against)."""
+    import socket
     import subprocess
     import time
 
@@ -47,27 +67,36 @@ def serve_gunicorn(port: int, *extra: str, app: str = "portal.wsgi"):
         "DATABASE_URL": f"postgres://{db['USER']}{password}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
         "NIGHTSHIFT_BRIDGE": "fake",
     }
-    process = subprocess.Popen(
-        [
-            str(Path(sys.executable).with_name("gunicorn")),
-            app,
-            "-b",
-            f"127.0.0.1:{port}",
-            "--workers",
-            "2",
-            "--threads",
-            "4",
-            "--log-level",
-            "warning",
-            *extra,
-        ],
-        cwd=REPO,
-        env=env,
-    )
-    for _ in range(100):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(128)
+        port = listener.getsockname()[1]
+        process = subprocess.Popen(
+            [
+                str(Path(sys.executable).with_name("gunicorn")),
+                app,
+                "-b",
+                f"fd://{listener.fileno()}",
+                "--workers",
+                "2",
+                "--threads",
+                "4",
+                "--log-level",
+                "warning",
+                *extra,
+            ],
+            cwd=REPO,
+            env=env,
+            pass_fds=[listener.fileno()],
+        )
+    server = Gunicorn(process, port)
+    for _ in range(150):
+        if process.poll() is not None:
+            raise SystemExit(f"gunicorn exited with {process.returncode} before it answered")
         try:
-            httpx.get(f"http://127.0.0.1:{port}/accounts/login/", timeout=1)
-            return process
+            httpx.get(f"{server.url}/accounts/login/", timeout=1)
+            return server
         except httpx.TransportError:
             time.sleep(0.2)
-    raise SystemExit("gunicorn did not start")
+    server.stop()
+    raise SystemExit("gunicorn did not answer within 30 s")

@@ -28,14 +28,13 @@ import asyncio
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from contextlib import closing
 from pathlib import Path
 
-from portal_setup import serve_gunicorn, setup_django
+from portal_setup import Gunicorn, serve_gunicorn, setup_django
 
 REPO = setup_django(fake_bridge=True)
 
@@ -54,7 +53,6 @@ from jobs.models import Job, JobEvent, JobState  # noqa: E402
 # still runs.
 QUICK = "--quick" in sys.argv[1:]
 STUDENTS = 40 if QUICK else 1000
-PORT = 8767
 POLL_INTERVAL_S = 2.0
 MAX_POLL_INTERVAL_S = 10.0
 # A class arrives: each student opens their page at a moment of the first OPEN_SECONDS (a
@@ -124,7 +122,7 @@ def make_world(folder: Path) -> list[dict]:
     return students
 
 
-def workers_cpu_s(master: subprocess.Popen) -> float:
+def workers_cpu_s(master: Gunicorn) -> float:
     """User plus system CPU of gunicorn's worker processes, in seconds."""
     children = Path(f"/proc/{master.pid}/task/{master.pid}/children").read_text().split()
     return sum(process_cpu_s(int(child)) for child in children)
@@ -167,8 +165,9 @@ class Page:
     back, with the offer to take only the logs' new text; 1.5 x longer after each 304 (up to
     10 s) when backing off, 2 s after a change."""
 
-    def __init__(self, student: dict) -> None:
+    def __init__(self, student: dict, server: Gunicorn) -> None:
         self.student = student
+        self.server = server
         self.offsets = {"stdout": -1, "stderr": -1, "install": -1}
         self.etag = None
         self.delay = POLL_INTERVAL_S
@@ -176,7 +175,7 @@ class Page:
 
     def url(self) -> str:
         query = "&".join(f"{stream}_offset={o}" for stream, o in self.offsets.items())
-        return f"http://127.0.0.1:{PORT}/jobs/{self.student['job']}/status.json?{query}"
+        return f"{self.server.url}/jobs/{self.student['job']}/status.json?{query}"
 
     async def poll(self, session: aiohttp.ClientSession, *, backoff: bool = True) -> int:
         headers = {"Cookie": f"sessionid={self.student['session']}"}
@@ -200,13 +199,13 @@ def client_session(connections: int) -> aiohttp.ClientSession:
     )
 
 
-async def cpu_per_poll(master, students, *, kind: str) -> tuple[float, float, float]:
+async def cpu_per_poll(master: Gunicorn, students, *, kind: str) -> tuple[float, float, float]:
     """Server CPU ms per poll (gunicorn's workers, then PostgreSQL's), and the share of polls
     answered as `kind` expects. "first": every poll is a page's first (the full document);
     "unchanged": each page has had its first answer and asks again as it would next (304);
     "log grew": the same, after its job wrote a log line (the new text alone)."""
     async with client_session(8) as session:
-        pages = [Page(student) for student in students[:50]]
+        pages = [Page(student, master) for student in students[:50]]
         if kind != "first":
             for page in pages:
                 await page.poll(session)
@@ -234,10 +233,10 @@ async def cpu_per_poll(master, students, *, kind: str) -> tuple[float, float, fl
     return spent * 1000 / len(queue), spent_db * 1000 / len(queue), sum(answered) / len(answered)
 
 
-async def floor_cpu_per_request(master) -> float:
+async def floor_cpu_per_request(master: Gunicorn) -> float:
     """gunicorn's own CPU per request, answering 304 with nothing behind it, sent as the
     unchanged polls are (8 at a time, each with a cookie and an ETag)."""
-    url = f"http://127.0.0.1:{PORT + 1}/jobs/x/status.json?stdout_offset=1"
+    url = f"{master.url}/jobs/x/status.json?stdout_offset=1"
     headers = {"Cookie": "sessionid=x", "If-None-Match": '"floor"'}
     async with client_session(8) as session:
 
@@ -253,7 +252,7 @@ async def floor_cpu_per_request(master) -> float:
         return (workers_cpu_s(master) - before) * 1000 / CPU_POLLS
 
 
-async def class_watching(students, *, backoff: bool) -> dict:
+async def class_watching(server: Gunicorn, students, *, backoff: bool) -> dict:
     """Each student opens their job page at a moment of the first OPEN_SECONDS, and it polls
     as the page does (or every POLL_INTERVAL_S without backing off) until WATCH_SECONDS
     while 5 % of the jobs write a log line each second."""
@@ -281,7 +280,7 @@ async def class_watching(students, *, backoff: bool) -> dict:
 
     async with client_session(STUDENTS) as session:
         started, cpu = time.monotonic(), time.process_time()
-        pages = [Page(s) for s in students]
+        pages = [Page(s, server) for s in students]
         await asyncio.gather(training(), *(watch(page, session) for page in pages))
         elapsed = time.monotonic() - started
         client_cores = (time.process_time() - cpu) / elapsed
@@ -309,25 +308,21 @@ def main() -> None:
         try:
             students = make_world(Path(scratch))
             connection.close()  # gunicorn's workers open their own
-            server = serve_gunicorn(PORT, "--keep-alive", "75")
+            server = serve_gunicorn("--keep-alive", "75")
             cpu = {
                 kind: asyncio.run(cpu_per_poll(server, students, kind=kind))
                 for kind in ("first", "unchanged", "log grew")
             }
-            floor = serve_gunicorn(
-                PORT + 1, "--keep-alive", "75", "--pythonpath", "bench", app="wsgi_floor"
-            )
+            floor = serve_gunicorn("--keep-alive", "75", "--pythonpath", "bench", app="wsgi_floor")
             try:
                 floor_ms = asyncio.run(floor_cpu_per_request(floor))
             finally:
-                floor.terminate()
-                floor.wait(timeout=10)
-            every_2s = asyncio.run(class_watching(students, backoff=False))
-            as_the_page = asyncio.run(class_watching(students, backoff=True))
+                floor.stop()
+            every_2s = asyncio.run(class_watching(server, students, backoff=False))
+            as_the_page = asyncio.run(class_watching(server, students, backoff=True))
         finally:
             if server is not None:
-                server.terminate()
-                server.wait(timeout=10)
+                server.stop()
             connection.creation.destroy_test_db(old_name, verbosity=0)
 
     print(

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from portal_setup import serve_gunicorn, setup_django
+from portal_setup import Gunicorn, serve_gunicorn, setup_django
 
 REPO = setup_django(fake_bridge=True)
 
@@ -40,7 +40,6 @@ QUICK = "--quick" in sys.argv[1:]
 STUDENTS, JOBS_EACH, WITH_LOGS = (20, 20, 5) if QUICK else (200, 50, 20)
 STEPS = (1, 4) if QUICK else (1, 2, 4, 8, 16, 32)
 STEP_SECONDS = 3 if QUICK else 20
-PORT = 8766
 STATES = [JobState.COMPLETED] * 5 + [JobState.RUNNING] * 3 + [JobState.IDLE, JobState.HELD]
 REQUEST = {
     "script_name": "train.py",
@@ -96,7 +95,7 @@ def make_world(folder: Path) -> list[dict]:
     return students
 
 
-def warm_up(students: list[dict], rounds: int = 4) -> None:
+def warm_up(server: Gunicorn, students: list[dict], rounds: int = 4) -> None:
     """Each page asked a few times before any step, so that both workers have loaded their
     templates and connections: a step measures a warm server, not its first requests (on a
     busy machine those took a whole quick step, which then had no answer to report)."""
@@ -104,9 +103,7 @@ def warm_up(students: list[dict], rounds: int = 4) -> None:
 
     student = students[0]
     job = student["jobs"][0]["id"]
-    with httpx.Client(
-        base_url=f"http://127.0.0.1:{PORT}", cookies={"sessionid": student["session"]}
-    ) as client:
+    with httpx.Client(base_url=server.url, cookies={"sessionid": student["session"]}) as client:
         for _ in range(rounds):
             for path in ("/jobs/", f"/jobs/{job}/", f"/jobs/{job}/status.json"):
                 client.get(path, timeout=60).raise_for_status()
@@ -117,7 +114,7 @@ def milliseconds(value: str) -> float | None:
     return None if value == "N/A" else float(value)
 
 
-def locust_step(users: int, data: Path, out: Path) -> dict[str, dict]:
+def locust_step(server: Gunicorn, users: int, data: Path, out: Path) -> dict[str, dict]:
     prefix = out / f"step-{users}"
     done = subprocess.run(
         [
@@ -126,7 +123,7 @@ def locust_step(users: int, data: Path, out: Path) -> dict[str, dict]:
             str(REPO / "bench" / "locustfile.py"),
             "--headless",
             "--host",
-            f"http://127.0.0.1:{PORT}",
+            server.url,
             "--users",
             str(users),
             "--spawn-rate",
@@ -182,13 +179,12 @@ def main() -> None:
             data = folder / "students.json"
             data.write_text(json.dumps(students))
             connection.close()  # gunicorn's workers open their own
-            server = serve_gunicorn(PORT)
-            warm_up(students)
-            results = [(users, locust_step(users, data, folder)) for users in STEPS]
+            server = serve_gunicorn()
+            warm_up(server, students)
+            results = [(users, locust_step(server, users, data, folder)) for users in STEPS]
         finally:
             if server is not None:
-                server.terminate()
-                server.wait(timeout=10)
+                server.stop()
             connection.creation.destroy_test_db(old_name, verbosity=0)
 
     print(
