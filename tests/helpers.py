@@ -1,6 +1,7 @@
 import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import time
 import uuid
@@ -23,6 +24,14 @@ def wait_for(
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+def free_port() -> int:
+    """A port of 127.0.0.1 that the kernel says is free now, for a server the test starts.
+    Never a fixed number: another process on a CI machine may hold any one of them."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 def htcondor_copies(bridge, job_id: str) -> set[tuple[int, int]]:

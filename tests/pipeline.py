@@ -19,7 +19,7 @@ import pytest
 import redis
 from django.conf import settings
 
-from tests.helpers import pool_schedds, wait_for
+from tests.helpers import free_port, pool_schedds, wait_for
 
 # The checkout: the Celery and live-proxy processes start in it.
 REPO = Path(__file__).resolve().parents[1]
@@ -297,8 +297,6 @@ class LiveProxyProcess:
     database, reaching jobs through the personal pool's condor_ssh_to_job."""
 
     def __init__(self, log_dir: Path, *, portal_url: str) -> None:
-        from tests.live_sessions.harness import free_port
-
         self.port = free_port()
         # On the portal's host name: the two must be one site, for the proxy's cookie to
         # work in the session page's frame (SameSite=Lax).

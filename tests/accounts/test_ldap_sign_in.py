@@ -1,7 +1,6 @@
 """LDAP sign-in end to end against a real OpenLDAP server (Debian's slapd) that the tests start."""
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from labs.models import Lab, Membership
+from tests.helpers import free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -33,12 +33,6 @@ rootdn "{admin}"
 rootpw {password}
 directory {dir}/db
 """
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

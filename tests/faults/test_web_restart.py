@@ -19,18 +19,19 @@ import pytest
 from accounts.services import token_create
 from jobs.models import Job
 from tests.faults.conftest import BURST, QUICK_JOB, assert_spread_over
-from tests.helpers import wait_for
+from tests.helpers import free_port, wait_for
 from tests.pipeline import REPO, database_url
 
 pytestmark = [pytest.mark.condor, pytest.mark.timeout(900)]
 
-PORT = 8791
-
 
 class WebServer:
-    """gunicorn as `make run` starts it, serving the test database."""
+    """gunicorn as `make run` starts it, serving the test database; started again on the
+    same port, which the kernel chose free when the server was made."""
 
     def __init__(self, log_dir: Path, env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
         self.log_dir = log_dir
         self.env = env or {}
         self.process: subprocess.Popen | None = None
@@ -44,7 +45,7 @@ class WebServer:
                 str(Path(sys.executable).with_name("gunicorn")),
                 "portal.wsgi",
                 "--bind",
-                f"127.0.0.1:{PORT}",
+                f"127.0.0.1:{self.port}",
                 "--workers",
                 "2",
                 "--threads",
@@ -61,7 +62,7 @@ class WebServer:
 
         def answers() -> bool:
             try:
-                return httpx.get(f"http://127.0.0.1:{PORT}/accounts/login/").status_code == 200
+                return httpx.get(f"{self.url}/accounts/login/").status_code == 200
             except httpx.TransportError:
                 return False
 
@@ -80,15 +81,15 @@ class WebServer:
 class HttpBurst(threading.Thread):
     """A power user's script: submits until `count` are accepted, retrying what failed."""
 
-    def __init__(self, token: str, count: int) -> None:
+    def __init__(self, url: str, token: str, count: int) -> None:
         super().__init__(daemon=True)
-        self.token, self.count = token, count
+        self.url, self.token, self.count = url, token, count
         self.accepted: list[str] = []
         self.failed_attempts = 0
 
     def run(self) -> None:
         with httpx.Client(
-            base_url=f"http://127.0.0.1:{PORT}",
+            base_url=self.url,
             timeout=30,
             headers={"Authorization": f"Bearer {self.token}"},
         ) as client:
@@ -125,7 +126,7 @@ def send_through_a_web_server_killed_and_restarted(burst, live_pipeline, web_ser
     """A burst over HTTP while gunicorn is killed and started again (and beat killed in its
     sync); then every job that exists must run once."""
     user = burst.user
-    sender = HttpBurst(token_create(user=user, name="script").secret, BURST)
+    sender = HttpBurst(web_server.url, token_create(user=user, name="script").secret, BURST)
     sender.start()
     wait_for(
         lambda: len(sender.accepted) >= BURST // 3,

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from live_sessions.proxy import LiveProxy
 from live_sessions.tunnels import Target, TunnelError
+from tests.helpers import free_port
 
 JOB_PORT = 4242
 # What a hostile served endpoint answers: headers that would act beyond its own pages, and a
@@ -171,12 +172,6 @@ def run_async(coroutine):
     if "error" in result:
         raise result["error"]
     return result["value"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class ProxyServer:

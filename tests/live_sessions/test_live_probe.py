@@ -4,7 +4,6 @@ elsewhere."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -12,6 +11,7 @@ import pytest
 
 from condor_bridge.live import ProbeError, forward_command, parse_probe, probe_command
 from condor_bridge.live_probe import probe
+from tests.helpers import free_port
 
 LISTENER = """
 import socket, sys, time
@@ -24,12 +24,6 @@ import socket, sys, time
 s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen()
 print("listening", flush=True); time.sleep(60)
 """
-
-
-def free_port() -> int:
-    with socket.socket() as probe_socket:
-        probe_socket.bind(("127.0.0.1", 0))
-        return probe_socket.getsockname()[1]
 
 
 @pytest.fixture

@@ -11,15 +11,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tests.helpers import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 SITE = ROOT / "deploy" / "production" / "nginx" / "nightshift.conf"
 HEADERS = ROOT / "deploy" / "production" / "nginx" / "nightshift-headers.conf"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def replace_once(text: str, old: str, new: str) -> str:

@@ -34,8 +34,8 @@ from accounts import services as account_services
 from datasets.models import DatasetImport
 from jobs.models import Job
 from tests.datasets.test_delivery import delivered, launch
-from tests.helpers import wait_for
-from tests.operations.nginx_site import free_port, nginx_site
+from tests.helpers import free_port, wait_for
+from tests.operations.nginx_site import nginx_site
 from tests.pipeline import REPO, database_url
 
 PRODUCTION_GUNICORN = REPO / "deploy" / "production" / "gunicorn.conf.py"
