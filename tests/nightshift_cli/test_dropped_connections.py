@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from accounts import services as account_services
 from nightshift_cli.client import ApiError, Client
 from nightshift_cli.common import POLL_SECONDS
-from tests.helpers import wait_for
+from tests.helpers import free_port, wait_for
+from tests.pipeline import database_url
 
 REPO = Path(__file__).resolve().parents[2]
 GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
@@ -110,14 +110,8 @@ def test_a_submission_on_a_dropped_connection_is_not_sent_twice(resetting_server
 @pytest.fixture
 def gunicorn_with_a_short_keep_alive(transactional_db):
     """The portal under gunicorn as `make run` starts it, but with a keep-alive of 1 s."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    db = settings.DATABASES["default"]
-    environment = os.environ | {
-        "DATABASE_URL": f"postgres://{db['USER']}:{db['PASSWORD'] or 'x'}@{db['HOST']}:"
-        f"{db['PORT'] or 5432}/{db['NAME']}",
-    }
+    port = free_port()
+    environment = os.environ | {"DATABASE_URL": database_url()}
     server = subprocess.Popen(
         [
             GUNICORN,

@@ -8,7 +8,6 @@ import base64
 import ipaddress
 import json
 import os
-import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +18,8 @@ from aiosmtpd.controller import Controller
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from py_vapid import Vapid
+
+from tests.helpers import free_port
 
 
 @dataclass
@@ -148,9 +149,7 @@ class Mailbox:
 def smtp_server(settings):
     """A real SMTP server on 127.0.0.1, which Django's SMTP backend sends to."""
     mailbox = Mailbox()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     mailbox.port = port
     controller = Controller(mailbox, hostname="127.0.0.1", port=port)
     controller.start()

@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,7 +26,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from labs.models import accounting_group_for
-from tests.helpers import pool_command, wait_for
+from tests.helpers import free_port, pool_command, wait_for
 from tests.kits.accessibility import AccessibilityWatch, from_the_page
 
 pytestmark = [pytest.mark.condor, pytest.mark.browser, pytest.mark.timeout(900)]
@@ -59,12 +58,6 @@ class Stack:
     live_url: str
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def make_run(pool_is_up):
     """deploy/dev/run in the foreground, as `make run` starts it, with its var/ in a fresh
@@ -73,8 +66,8 @@ def make_run(pool_is_up):
     # the postgres account, as it does for a developer's var/.
     var = Path(tempfile.mkdtemp(prefix="nightshift-make-run-"))
     var.chmod(0o755)
-    bind = f"127.0.0.1:{_free_port()}"
-    live_port = _free_port()
+    bind = f"127.0.0.1:{free_port()}"
+    live_port = free_port()
     redis.Redis.from_url(STACK_REDIS_URL).flushdb()
     environment = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL",)} | {
         "NIGHTSHIFT_VAR_DIR": str(var),
