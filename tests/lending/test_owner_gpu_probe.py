@@ -118,3 +118,35 @@ def test_a_failing_nvidia_smi_is_reported_as_no_source(tmp_path):
     )
     smi.chmod(0o755)
     assert probe(tmp_path)["OwnerGpuSource"] == '"none"'
+
+
+def test_kept_running_it_reports_every_period_and_follows_the_override(tmp_path, gpu_users):
+    """As the kit runs it (--every, the startd's WaitForExit mode): one process, an ad ended
+    by a "-" line each period, read afresh each time."""
+    gpu_users.listed()
+    override = tmp_path / "owner"
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin"}
+    args = [sys.executable, str(PROBE), "--override", str(override), "--every", "0.2"]
+    process = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, text=True)
+
+    def next_ad() -> dict[str, str]:
+        ad = {}
+        while (line := process.stdout.readline().rstrip("\n")) != "-":
+            assert line, "the probe stopped reporting"
+            name, value = line.split(" = ", 1)
+            ad[name] = value
+        return ad
+
+    try:
+        assert next_ad()["OwnerGpuSource"] == '"nvidia-smi"'
+        override.write_text("active\n")
+        seen = [next_ad() for _ in range(3)]
+        assert seen[-1] == {
+            "OwnerGpuActive": "True",
+            "OwnerGpuProcesses": "1",
+            "OwnerGpuSource": '"override"',
+        }
+        assert process.poll() is None
+    finally:
+        process.kill()
+        process.wait()

@@ -51,19 +51,35 @@ def test_a_windows_workstation_runs_the_powershell_probe_with_the_same_policy():
         "40-nightshift-execute.conf": (KIT / "nightshift-execute.conf").read_text(),
         "41-nightshift-execute-windows.conf": (KIT / "nightshift-execute-windows.conf").read_text(),
     }
-    executable, args, start = config_of(
+    executable, args, mode, start = config_of(
         files,
         "STARTD_CRON_OWNERGPU_EXECUTABLE",
         "STARTD_CRON_OWNERGPU_ARGS",
+        "STARTD_CRON_OWNERGPU_MODE",
         "START",
         env={"SystemRoot": "C:\\Windows"},
     )
+    # The PowerShell probe reports once, so the startd starts it each period.
+    assert mode == "Periodic"
     assert executable == "C:\\Windows\\System32\\WindowsPowerShell\\v1.0\\powershell.exe"
     assert args.endswith(
         "-File C:\\condor\\libexec\\nightshift-owner-gpu-probe.ps1 "
         "-Override C:\\condor\\nightshift-owner-gpu"
     )
     assert "!(OwnerGpuActive =?= True)" in start
+
+
+@pytest.mark.condor
+def test_a_linux_workstation_keeps_one_probe_running_that_reports_each_period():
+    files = {"40-nightshift-execute.conf": (KIT / "nightshift-execute.conf").read_text()}
+    names = (
+        "STARTD_CRON_OWNERGPU_ARGS",
+        "STARTD_CRON_OWNERGPU_MODE",
+        "STARTD_CRON_OWNERGPU_PERIOD",
+    )
+    args, mode, period = config_of(files, *names)
+    assert args == "--override /etc/condor/nightshift-owner-gpu --every 5"
+    assert (mode, period) == ("WaitForExit", "5s")
 
 
 @pytest.mark.parametrize(
